@@ -1,1 +1,3 @@
+//! meshd: a multi-cluster service-mesh control plane.
 
+pub mod sandbox;

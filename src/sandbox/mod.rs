@@ -1,0 +1,3 @@
+//! The embedded sandbox: simulated Kubernetes API servers for the `clusters/` topology.
+
+pub mod apiserver;
