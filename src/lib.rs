@@ -1,3 +1,14 @@
 //! meshd: a multi-cluster service-mesh control plane.
+//!
+//! Data flow: per-cluster watchers → per-cluster registry → aggregate → immutable snapshot → xDS
+//! generators → ADS streams, with the admin server beside. See `docs/ARCHITECTURE.md`.
 
+pub mod admin;
+pub mod app;
+pub mod cli;
+pub mod config;
+pub mod drain;
+pub mod readiness;
 pub mod sandbox;
+pub mod signal;
+pub mod telemetry;

@@ -1,1 +1,30 @@
-fn main(){}
+//! The meshd control plane: parse flags, start logging, run the app, map the outcome to an exit code.
+
+use clap::Parser;
+
+fn main() -> std::process::ExitCode {
+    let args = meshd::cli::Args::parse();
+    if let Err(e) = meshd::telemetry::init(&args.log_level, args.log_format) {
+        eprintln!("meshd: {e}");
+        return std::process::ExitCode::from(2);
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("meshd")
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("meshd: cannot start the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(meshd::app::run(args)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            eprintln!("meshd: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,235 @@
+//! The composition root: loads config, builds components, runs their start functions in order
+//! (istiod's `startFuncs`), waits for a signal, then drains everything through one shutdown path.
+
+use std::{future::Future, pin::Pin, sync::Arc, time::Duration};
+
+use anyhow::Context;
+use axum::{Json, routing::get};
+use prometheus_client::registry::Registry;
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use crate::{
+    admin,
+    cli::{Args, KubeSource},
+    config::{
+        MeshConfig, MeshNetworks, ParseError,
+        watch::{ConfigFile, ReloadMetrics},
+    },
+    drain::Tasks,
+    readiness::Ready,
+};
+
+/// What a start function gets: the task spawner and the readiness tracker.
+#[derive(Clone)]
+pub struct StartContext {
+    /// Spawns named, traced, drained tasks.
+    pub tasks: Tasks,
+    /// Register a guard here to hold readiness until initial work is done.
+    pub ready: Ready,
+}
+
+type StartFuture = Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>>;
+type StartFn = Box<dyn FnOnce(StartContext) -> StartFuture + Send>;
+
+/// Components register start functions; [`Server::start`] runs them in registration order. Each one
+/// binds what it serves and spawns its tasks, then returns; an error aborts start-up naming the component.
+pub struct Server {
+    ctx: StartContext,
+    start_funcs: Vec<(&'static str, StartFn)>,
+}
+
+impl Server {
+    /// A server with no components yet.
+    pub fn new() -> Self {
+        Self {
+            ctx: StartContext {
+                tasks: Tasks::new(),
+                ready: Ready::new(),
+            },
+            start_funcs: Vec::new(),
+        }
+    }
+
+    /// The shared start context (for components that need readiness or tasks before start).
+    pub fn context(&self) -> &StartContext {
+        &self.ctx
+    }
+
+    /// Registers a named start function.
+    pub fn add_start_func<F, Fut>(&mut self, name: &'static str, f: F)
+    where
+        F: FnOnce(StartContext) -> Fut + Send + 'static,
+        Fut: Future<Output = anyhow::Result<()>> + Send + 'static,
+    {
+        self.start_funcs
+            .push((name, Box::new(move |ctx| Box::pin(f(ctx)))));
+    }
+
+    /// Runs every start function in order. Readiness is held until all of them have returned.
+    pub async fn start(&mut self) -> anyhow::Result<()> {
+        let _starting = self.ctx.ready.register("start-up");
+        for (name, f) in self.start_funcs.drain(..) {
+            info!(component = name, "starting");
+            f(self.ctx.clone())
+                .await
+                .with_context(|| format!("starting {name}"))?;
+        }
+        Ok(())
+    }
+
+    /// Stops every task, waiting at most `deadline`.
+    pub async fn drain(&self, deadline: Duration) {
+        info!(?deadline, "draining");
+        match self.ctx.tasks.drain(deadline).await {
+            Ok(()) => info!("drained"),
+            Err(e) => warn!(error = %e, "drain deadline passed; exiting anyway"),
+        }
+    }
+}
+
+impl Default for Server {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The effective configuration files, each a watch channel with the last good value.
+#[derive(Clone)]
+pub struct MeshWatches {
+    /// Mesh config.
+    pub mesh: watch::Receiver<Arc<MeshConfig>>,
+    /// meshNetworks.
+    pub networks: watch::Receiver<Arc<MeshNetworks>>,
+}
+
+/// Runs meshd until SIGTERM/ctrl-c, then drains. Start-up errors are returned (non-zero exit).
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    let mut registry = Registry::default();
+    let reload_metrics = ReloadMetrics::new(&mut registry);
+    let mut server = Server::new();
+
+    // Config files are validated before anything listens: a bad file at start is a clear, fatal error.
+    let watches = watch_config(&args, &server.context().tasks, reload_metrics)?;
+    let registry = Arc::new(registry);
+
+    let debug = admin::Debug::default().route(
+        "/debug/configz",
+        "effective mesh config and meshNetworks",
+        get({
+            let w = watches.clone();
+            move || async move {
+                Json(serde_json::json!({
+                    "meshConfig": *w.mesh.borrow().clone(),
+                    "meshNetworks": *w.networks.borrow().clone(),
+                }))
+            }
+        }),
+    );
+    let admin = admin::router(server.context().ready.clone(), registry, debug);
+    let host = args.unspecified_host();
+    for (name, addr) in [("http", args.http_addr), ("monitoring", args.monitoring_addr)] {
+        let router = admin.clone();
+        server.add_start_func(name, move |ctx| async move {
+            let addr = addr.resolve(host);
+            admin::serve(&ctx.tasks, name, addr, router)
+                .await
+                .with_context(|| format!("binding {addr}"))?;
+            Ok(())
+        });
+    }
+
+    match args.kube_source() {
+        source @ (KubeSource::Kubeconfig(_) | KubeSource::InCluster) => {
+            server.add_start_func("config cluster", move |ctx| config_cluster(ctx, source));
+        }
+        KubeSource::Sandbox(dir) => {
+            info!(clusters = ?dir, "no kubeconfig and not in a pod: running the embedded sandbox");
+        }
+    }
+
+    let started = tokio::select! {
+        r = server.start() => Some(r),
+        _ = crate::signal::shutdown() => None,
+    };
+    if let Some(Err(e)) = started {
+        server.drain(args.drain_deadline).await;
+        return Err(e);
+    }
+    if started.is_some() {
+        let ready = server.context().ready.clone();
+        tokio::select! {
+            _ = ready.wait() => info!("meshd is ready"),
+            _ = crate::signal::shutdown() => { server.drain(args.drain_deadline).await; return Ok(()); }
+        }
+        crate::signal::shutdown().await;
+    }
+    server.drain(args.drain_deadline).await;
+    Ok(())
+}
+
+fn watch_config(args: &Args, tasks: &Tasks, metrics: ReloadMetrics) -> anyhow::Result<MeshWatches> {
+    let mesh = match &args.mesh_config {
+        Some(path) => ConfigFile::new("mesh config", path, parse_mesh_config).watch(
+            tasks,
+            args.config_poll,
+            metrics.clone(),
+        )?,
+        None => watch::channel(Arc::new(MeshConfig::default())).1,
+    };
+    let networks = match &args.mesh_networks {
+        Some(path) => ConfigFile::new("meshNetworks", path, MeshNetworks::parse).watch(
+            tasks,
+            args.config_poll,
+            metrics,
+        )?,
+        None => watch::channel(Arc::new(MeshNetworks::default())).1,
+    };
+    Ok(MeshWatches { mesh, networks })
+}
+
+/// Mesh config tolerates unknown fields (newer Istio settings) but says which it ignores.
+fn parse_mesh_config(text: &str) -> Result<MeshConfig, ParseError> {
+    let (cfg, unknown) = MeshConfig::parse(text)?;
+    for field in unknown {
+        warn!(%field, "mesh config field not used by meshd; ignored");
+    }
+    Ok(cfg)
+}
+
+/// Connects to the primary cluster and holds readiness until its API server answers.
+async fn config_cluster(ctx: StartContext, source: KubeSource) -> anyhow::Result<()> {
+    let config = match &source {
+        KubeSource::Kubeconfig(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+                .await
+                .with_context(|| format!("loading kubeconfig {}", path.display()))?
+        }
+        _ => kube::Config::incluster().context("loading the in-cluster config")?,
+    };
+    let client = kube::Client::try_from(config).context("building the Kubernetes client")?;
+    let guard = ctx.ready.register("config cluster");
+    let stop = ctx.tasks.cancelled();
+    ctx.tasks.spawn("config-cluster-probe", async move {
+        tokio::pin!(stop);
+        let mut backoff = Duration::from_millis(200);
+        loop {
+            match client.apiserver_version().await {
+                Ok(v) => {
+                    info!(version = %v.git_version, "connected to the config cluster");
+                    drop(guard);
+                    return;
+                }
+                Err(e) => warn!(error = %e, retry_in = ?backoff, "config cluster not reachable yet"),
+            }
+            tokio::select! {
+                _ = &mut stop => return,
+                _ = tokio::time::sleep(backoff) => {}
+            }
+            backoff = (backoff * 2).min(Duration::from_secs(10));
+        }
+    });
+    Ok(())
+}

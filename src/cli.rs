@@ -1,0 +1,268 @@
+//! The `meshd` command line, modelled on istiod's `pilot-discovery discovery`. Every flag has an
+//! environment fallback so the Helm chart can set them either way.
+
+use std::{
+    net::{IpAddr, Ipv4Addr, SocketAddr},
+    path::PathBuf,
+    str::FromStr,
+    time::Duration,
+};
+
+use clap::{Parser, ValueEnum};
+
+/// meshd: a multi-cluster service-mesh control plane.
+///
+/// With no --kubeconfig and outside a pod, meshd runs the embedded sandbox: simulated Kubernetes API
+/// servers for the clusters/ topology, with the real control plane on top.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "meshd", version, about, long_about = None, max_term_width = 110)]
+pub struct Args {
+    /// Kubeconfig of the primary (config) cluster. Default: in-cluster config when running in a pod,
+    /// otherwise the embedded sandbox.
+    #[arg(long, env = "MESHD_KUBECONFIG", value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Serve this clusters folder (one sub-folder of manifests per cluster) from simulated API servers.
+    #[arg(
+        long,
+        env = "MESHD_SANDBOX",
+        value_name = "DIR",
+        conflicts_with = "kubeconfig"
+    )]
+    pub sandbox: Option<PathBuf>,
+
+    /// Where the sandbox writes its kubeconfigs and state.
+    #[arg(long, env = "MESHD_STATE_DIR", value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+
+    /// ID of the cluster meshd runs in (istiod's CLUSTER_ID). Default: `Kubernetes`, or in the sandbox
+    /// the first cluster folder.
+    #[arg(long, env = "CLUSTER_ID", value_name = "ID")]
+    pub cluster_id: Option<String>,
+
+    /// Namespace of the control plane: remote secrets, CA and leases live here.
+    #[arg(
+        long,
+        env = "POD_NAMESPACE",
+        default_value = "istio-system",
+        value_name = "NS"
+    )]
+    pub system_namespace: String,
+
+    /// DNS suffix of the clusters' services.
+    #[arg(
+        long,
+        env = "MESHD_DOMAIN_SUFFIX",
+        default_value = "cluster.local",
+        value_name = "SUFFIX"
+    )]
+    pub domain_suffix: String,
+
+    /// Mesh config file (Istio MeshConfig YAML); watched and hot-reloaded. Default: built-in defaults.
+    #[arg(long, env = "MESHD_MESH_CONFIG", value_name = "PATH")]
+    pub mesh_config: Option<PathBuf>,
+
+    /// meshNetworks file (Istio `networks:` YAML); watched and hot-reloaded. Default: no networks.
+    #[arg(long, env = "MESHD_MESH_NETWORKS", value_name = "PATH")]
+    pub mesh_networks: Option<PathBuf>,
+
+    /// Plaintext xDS gRPC address. `:PORT` means every interface (loopback only in the sandbox).
+    #[arg(long, env = "MESHD_GRPC_ADDR", default_value = ":15010", value_name = "ADDR")]
+    pub grpc_addr: ListenAddr,
+
+    /// mTLS xDS gRPC address; clients must present a valid identity.
+    #[arg(
+        long,
+        env = "MESHD_SECURE_GRPC_ADDR",
+        default_value = ":15012",
+        value_name = "ADDR"
+    )]
+    pub secure_grpc_addr: ListenAddr,
+
+    /// HTTP address for /ready and the debug endpoints.
+    #[arg(long, env = "MESHD_HTTP_ADDR", default_value = ":8080", value_name = "ADDR")]
+    pub http_addr: ListenAddr,
+
+    /// Monitoring address for /metrics and the debug endpoints.
+    #[arg(
+        long,
+        env = "MESHD_MONITORING_ADDR",
+        default_value = ":15014",
+        value_name = "ADDR"
+    )]
+    pub monitoring_addr: ListenAddr,
+
+    /// How long a remote cluster may take to sync before it stops blocking readiness.
+    #[arg(long, env = "PILOT_REMOTE_CLUSTER_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub remote_cluster_timeout: Duration,
+
+    /// Quiet time after the last change before a push (istiod's PILOT_DEBOUNCE_AFTER).
+    #[arg(long, env = "PILOT_DEBOUNCE_AFTER", default_value = "100ms", value_parser = parse_duration)]
+    pub debounce_after: Duration,
+
+    /// Longest a push may be delayed by a stream of changes (istiod's PILOT_DEBOUNCE_MAX).
+    #[arg(long, env = "PILOT_DEBOUNCE_MAX", default_value = "10s", value_parser = parse_duration)]
+    pub debounce_max: Duration,
+
+    /// How often config files are checked for changes.
+    #[arg(long, env = "MESHD_CONFIG_POLL", default_value = "1s", value_parser = parse_duration)]
+    pub config_poll: Duration,
+
+    /// Longest a graceful shutdown may take before remaining tasks are abandoned.
+    #[arg(long, env = "MESHD_DRAIN_DEADLINE", default_value = "10s", value_parser = parse_duration)]
+    pub drain_deadline: Duration,
+
+    /// Log filter: a level (`info`) or tracing directives (`info,meshd::xds=debug`).
+    #[arg(long, env = "MESHD_LOG_LEVEL", default_value = "info", value_name = "FILTER")]
+    pub log_level: String,
+
+    /// Log format.
+    #[arg(long, env = "MESHD_LOG_FORMAT", default_value = "text", value_enum)]
+    pub log_format: LogFormat,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// A listen address: `HOST:PORT`, or `:PORT` for "every interface" (Go style, as istiod's flags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListenAddr {
+    /// Explicit host, or `None` for `:PORT`.
+    pub host: Option<IpAddr>,
+    /// The port; 0 picks a free one.
+    pub port: u16,
+}
+
+impl ListenAddr {
+    /// The socket address, with `:PORT` bound to `unspecified_host`.
+    pub fn resolve(&self, unspecified_host: IpAddr) -> SocketAddr {
+        SocketAddr::new(self.host.unwrap_or(unspecified_host), self.port)
+    }
+}
+
+impl FromStr for ListenAddr {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        if let Some(port) = s.strip_prefix(':') {
+            let port = port.parse().map_err(|_| format!("{s:?}: port must be 0-65535"))?;
+            return Ok(ListenAddr { host: None, port });
+        }
+        let addr: SocketAddr = s
+            .parse()
+            .map_err(|_| format!("{s:?} is not HOST:PORT or :PORT (e.g. 127.0.0.1:15010)"))?;
+        Ok(ListenAddr {
+            host: Some(addr.ip()),
+            port: addr.port(),
+        })
+    }
+}
+
+impl std::fmt::Display for ListenAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.host {
+            Some(h) => write!(f, "{}", SocketAddr::new(h, self.port)),
+            None => write!(f, ":{}", self.port),
+        }
+    }
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e} (e.g. 100ms, 30s, 1m)"))
+}
+
+/// Where the primary cluster's API comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KubeSource {
+    /// A kubeconfig file.
+    Kubeconfig(PathBuf),
+    /// The pod's service account.
+    InCluster,
+    /// The embedded sandbox; `None` means the built-in `clusters/` topology.
+    Sandbox(Option<PathBuf>),
+}
+
+impl Args {
+    /// Decides the primary cluster's API source: flags first, then the pod environment, else sandbox.
+    pub fn kube_source(&self) -> KubeSource {
+        if let Some(k) = &self.kubeconfig {
+            KubeSource::Kubeconfig(k.clone())
+        } else if self.sandbox.is_some() {
+            KubeSource::Sandbox(self.sandbox.clone())
+        } else if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
+            KubeSource::InCluster
+        } else {
+            KubeSource::Sandbox(None)
+        }
+    }
+
+    /// Host that `:PORT` addresses bind: every interface in a real deployment, loopback in the sandbox
+    /// (a developer's sandbox should not be reachable from the network).
+    pub fn unspecified_host(&self) -> IpAddr {
+        match self.kube_source() {
+            KubeSource::Sandbox(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            _ => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listen_addr_forms() {
+        let any: ListenAddr = ":15010".parse().unwrap();
+        assert_eq!(
+            any,
+            ListenAddr {
+                host: None,
+                port: 15010
+            }
+        );
+        assert_eq!(
+            any.resolve(Ipv4Addr::LOCALHOST.into()).to_string(),
+            "127.0.0.1:15010"
+        );
+        assert_eq!(
+            "127.0.0.1:0".parse::<ListenAddr>().unwrap().to_string(),
+            "127.0.0.1:0"
+        );
+        assert_eq!(
+            "[::1]:8080".parse::<ListenAddr>().unwrap().to_string(),
+            "[::1]:8080"
+        );
+        for bad in ["15010", ":99999", "localhost:80", ""] {
+            assert!(bad.parse::<ListenAddr>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn defaults_match_istiod() {
+        let a = Args::try_parse_from(["meshd"]).unwrap();
+        assert_eq!(a.system_namespace, "istio-system");
+        assert_eq!(a.domain_suffix, "cluster.local");
+        assert_eq!((a.grpc_addr.port, a.secure_grpc_addr.port), (15010, 15012));
+        assert_eq!((a.http_addr.port, a.monitoring_addr.port), (8080, 15014));
+        assert_eq!(a.remote_cluster_timeout, Duration::from_secs(30));
+        assert_eq!(
+            (a.debounce_after, a.debounce_max),
+            (Duration::from_millis(100), Duration::from_secs(10))
+        );
+        assert_eq!(a.log_format, LogFormat::Text);
+    }
+
+    #[test]
+    fn kubeconfig_and_sandbox_conflict() {
+        assert!(Args::try_parse_from(["meshd", "--kubeconfig", "k", "--sandbox", "d"]).is_err());
+        let a = Args::try_parse_from(["meshd", "--kubeconfig", "k"]).unwrap();
+        assert_eq!(a.kube_source(), KubeSource::Kubeconfig("k".into()));
+        assert_eq!(a.unspecified_host(), IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+    }
+}

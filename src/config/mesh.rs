@@ -1,0 +1,202 @@
+//! The subset of Istio's MeshConfig that meshd uses. Unknown fields are tolerated with a warning, as
+//! istiod tolerates fields a given version does not know.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::ParseError;
+
+/// Mesh-wide settings (Istio `MeshConfig`, camelCase YAML as in the `istio` ConfigMap's `mesh` key).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct MeshConfig {
+    /// SPIFFE trust domain of workload identities.
+    pub trust_domain: String,
+    /// Other trust domains accepted as this mesh's.
+    pub trust_domain_aliases: Vec<String>,
+    /// Namespace whose config applies mesh-wide (Istio's `rootNamespace`).
+    pub root_namespace: String,
+    /// Send mTLS automatically to endpoints that can take it.
+    pub enable_auto_mtls: bool,
+    /// Upstream connect timeout, e.g. `10s`.
+    #[serde(with = "duration_str")]
+    pub connect_timeout: Duration,
+    /// What sidecars do with traffic to unknown destinations.
+    pub outbound_traffic_policy: OutboundTrafficPolicy,
+    /// Locality-aware load balancing.
+    pub locality_lb_setting: LocalityLbSetting,
+    /// Defaults handed to proxies.
+    pub default_config: ProxyConfig,
+}
+
+/// Istio's `OutboundTrafficPolicy`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct OutboundTrafficPolicy {
+    /// `ALLOW_ANY` or `REGISTRY_ONLY`.
+    pub mode: OutboundMode,
+}
+
+/// Istio's `OutboundTrafficPolicy.Mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum OutboundMode {
+    /// Pass unknown destinations through.
+    #[default]
+    AllowAny,
+    /// Only known services are reachable.
+    RegistryOnly,
+}
+
+/// Istio's `LocalityLoadBalancerSetting` (the switch meshd honours).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct LocalityLbSetting {
+    /// Prefer endpoints in the proxy's own locality.
+    pub enabled: bool,
+}
+
+/// Istio's `ProxyConfig` (the fields meshd reads).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ProxyConfig {
+    /// Address proxies dial for xDS, e.g. `istiod.istio-system.svc:15012`.
+    pub discovery_address: String,
+    /// Mesh ID reported to proxies.
+    pub mesh_id: String,
+}
+
+impl Default for MeshConfig {
+    fn default() -> Self {
+        Self {
+            trust_domain: "cluster.local".into(),
+            trust_domain_aliases: Vec::new(),
+            root_namespace: "istio-system".into(),
+            enable_auto_mtls: true,
+            connect_timeout: Duration::from_secs(10),
+            outbound_traffic_policy: OutboundTrafficPolicy {
+                mode: OutboundMode::AllowAny,
+            },
+            locality_lb_setting: LocalityLbSetting { enabled: true },
+            default_config: ProxyConfig {
+                discovery_address: "istiod.istio-system.svc:15012".into(),
+                mesh_id: String::new(),
+            },
+        }
+    }
+}
+
+impl Default for OutboundTrafficPolicy {
+    fn default() -> Self {
+        MeshConfig::default().outbound_traffic_policy
+    }
+}
+
+impl Default for LocalityLbSetting {
+    fn default() -> Self {
+        Self { enabled: true }
+    }
+}
+
+impl MeshConfig {
+    /// Parses mesh config YAML. Returns the config and the paths of fields meshd ignores.
+    pub fn parse(text: &str) -> Result<(Self, Vec<String>), ParseError> {
+        let mut unknown = Vec::new();
+        let cfg: Self = super::parse_yaml(text, |p| unknown.push(p))?;
+        if cfg.trust_domain.is_empty() {
+            return Err(ParseError {
+                field: "trustDomain".into(),
+                message: "must not be empty".into(),
+                line: None,
+                column: None,
+            });
+        }
+        Ok((cfg, unknown))
+    }
+}
+
+/// Durations as Istio writes them in YAML: `10s`, `1.5s`, `100ms`.
+mod duration_str {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+    pub(super) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&humantime::format_duration(*d).to_string())
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let s = String::deserialize(d)?;
+        parse(&s).map_err(|e| D::Error::custom(format!("invalid duration {s:?}: {e}")))
+    }
+
+    fn parse(s: &str) -> Result<Duration, String> {
+        // Protobuf JSON durations may be fractional seconds ("1.5s"), which humantime does not take.
+        if let Some(secs) = s.strip_suffix('s').and_then(|n| n.parse::<f64>().ok()) {
+            return Duration::try_from_secs_f64(secs).map_err(|e| e.to_string());
+        }
+        humantime::parse_duration(s).map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_is_all_defaults() {
+        let (cfg, unknown) = MeshConfig::parse("").expect("parses");
+        assert_eq!(cfg, MeshConfig::default());
+        assert!(unknown.is_empty());
+    }
+
+    #[test]
+    fn known_fields_parse_and_unknown_are_reported() {
+        let (cfg, unknown) = MeshConfig::parse(
+            "trustDomain: example.org\ntrustDomainAliases: [old.org]\nconnectTimeout: 1.5s\n\
+             outboundTrafficPolicy: {mode: REGISTRY_ONLY}\nlocalityLbSetting: {enabled: false}\n\
+             enableAutoMtls: false\nrootNamespace: mesh-root\n\
+             defaultConfig: {discoveryAddress: 'meshd.mesh:15012', meshId: m1, holdApplicationUntilProxyStarts: true}\n\
+             accessLogFile: /dev/stdout\n",
+        )
+        .expect("parses");
+        assert_eq!(cfg.trust_domain, "example.org");
+        assert_eq!(cfg.trust_domain_aliases, ["old.org"]);
+        assert_eq!(cfg.connect_timeout, Duration::from_millis(1500));
+        assert_eq!(cfg.outbound_traffic_policy.mode, OutboundMode::RegistryOnly);
+        assert!(!cfg.locality_lb_setting.enabled && !cfg.enable_auto_mtls);
+        assert_eq!(cfg.root_namespace, "mesh-root");
+        assert_eq!(cfg.default_config.discovery_address, "meshd.mesh:15012");
+        assert_eq!(cfg.default_config.mesh_id, "m1");
+        assert_eq!(
+            unknown,
+            ["defaultConfig.holdApplicationUntilProxyStarts", "accessLogFile"]
+        );
+    }
+
+    #[test]
+    fn errors_name_the_field_and_line() {
+        let cases = [
+            ("connectTimeout: soon\n", "connectTimeout", "invalid duration"),
+            (
+                "outboundTrafficPolicy:\n  mode: SOMETIMES\n",
+                "outboundTrafficPolicy.mode",
+                "unknown variant",
+            ),
+            ("trustDomain: ''\n", "trustDomain", "must not be empty"),
+            (
+                "trustDomain: 'unclosed\n",
+                "trustDomain",
+                "unexpected end of stream",
+            ),
+        ];
+        for (yaml, field, msg) in cases {
+            let err = MeshConfig::parse(yaml).expect_err(yaml);
+            assert_eq!(err.field.trim_matches('.'), field, "{yaml}");
+            assert!(err.message.contains(msg), "{yaml}: {err}");
+        }
+        let err = MeshConfig::parse("outboundTrafficPolicy:\n  mode: SOMETIMES\n").unwrap_err();
+        assert_eq!(err.line, Some(2));
+    }
+}

@@ -1,0 +1,123 @@
+//! Configuration files: mesh config and meshNetworks, parsed strictly, watched and hot-reloaded.
+//!
+//! Parsing is pure ([`MeshConfig::parse`], [`MeshNetworks::parse`]); [`watch`] owns the file I/O and
+//! publishes each new good value on a `tokio::sync::watch` channel, keeping the last good value when a
+//! reload fails.
+
+pub mod mesh;
+pub mod networks;
+pub mod watch;
+
+pub use mesh::MeshConfig;
+pub use networks::MeshNetworks;
+
+use std::path::PathBuf;
+
+/// Largest config file meshd reads; bigger files are rejected rather than buffered.
+pub const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
+
+/// Why a config file could not be loaded. The message names the file, the field and the position.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("{kind} file {path}: {source}")]
+    Read {
+        /// Which config ("mesh config", "meshNetworks").
+        kind: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is larger than [`MAX_FILE_BYTES`].
+    #[error("{kind} file {path}: {size} bytes is over the {MAX_FILE_BYTES}-byte limit")]
+    TooLarge {
+        /// Which config.
+        kind: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// Its size.
+        size: u64,
+    },
+    /// The content is invalid.
+    #[error("{kind} file {path}: {error}")]
+    Invalid {
+        /// Which config.
+        kind: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, with field path and line.
+        error: ParseError,
+    },
+}
+
+/// A content error: the field path (e.g. `networks.net1.gateways[0].port`) and where in the file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}{message}{}", field_prefix(.field), line_suffix(*.line, *.column))]
+pub struct ParseError {
+    /// Dotted path of the offending field; empty for document-level errors.
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+    /// 1-based line, when known.
+    pub line: Option<usize>,
+    /// 1-based column, when known.
+    pub column: Option<usize>,
+}
+
+fn field_prefix(field: &str) -> String {
+    if field.is_empty() || field == "." {
+        String::new()
+    } else {
+        format!("{field}: ")
+    }
+}
+
+fn line_suffix(line: Option<usize>, column: Option<usize>) -> String {
+    match (line, column) {
+        (Some(l), Some(c)) => format!(" (line {l}, column {c})"),
+        (Some(l), None) => format!(" (line {l})"),
+        _ => String::new(),
+    }
+}
+
+/// Deserializes YAML into `T`, reporting the failing field's path and position, and calling
+/// `ignored` with the path of every field `T` does not know.
+fn parse_yaml<T: serde::de::DeserializeOwned>(
+    text: &str,
+    mut ignored: impl FnMut(String),
+) -> Result<T, ParseError> {
+    if text.trim().is_empty() {
+        // An empty file is an empty document: every field at its default.
+        return parse_yaml("{}", ignored);
+    }
+    let de = serde_yaml::Deserializer::from_str(text);
+    let mut on_ignored = |path: serde_ignored::Path<'_>| ignored(path.to_string());
+    let de = serde_ignored::Deserializer::new(de, &mut on_ignored);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let field = e.path().to_string();
+        let inner = e.into_inner();
+        let (line, column) = inner
+            .location()
+            .map_or((None, None), |l| (Some(l.line()), Some(l.column())));
+        // serde_yaml appends " at line X column Y" to its messages; we report the position separately.
+        let mut message = inner.to_string();
+        if let Some(i) = message.find(" at line ") {
+            message.truncate(i);
+        }
+        // ...and prefixes its own (coarser) field path, which `field` already gives precisely.
+        if let Some((head, rest)) = message.split_once(": ")
+            && !head.contains(' ')
+            && field.starts_with(head)
+        {
+            message = rest.to_owned();
+        }
+        ParseError {
+            field,
+            message,
+            line,
+            column,
+        }
+    })
+}
