@@ -71,7 +71,7 @@ impl<T: Send + Sync + 'static> ConfigFile<T> {
         Self {
             kind,
             path: path.into(),
-            parse: Arc::new(parse),
+            parse: Box::new(parse),
         }
     }
 
