@@ -12,7 +12,11 @@ pub fn init(filter: &str, format: LogFormat) -> Result<(), String> {
     let registry = tracing_subscriber::registry().with(filter);
     let result = match format {
         LogFormat::Text => registry
-            .with(fmt::layer().with_writer(std::io::stderr).with_target(true))
+            .with(
+                fmt::layer()
+                    .with_writer(std::io::stderr)
+                    .with_ansi(std::io::stderr().is_terminal()),
+            )
             .try_init(),
         LogFormat::Json => registry
             .with(

@@ -104,8 +104,8 @@ impl<T: Send + Sync + 'static> ConfigFile<T> {
         let (tx, rx) = watch::channel(Arc::new(value));
         let label = ConfigLabel { config: self.kind };
         // Create both series now so a dashboard sees 0 rather than nothing.
-        metrics.reloads.get_or_create(&label);
-        metrics.errors.get_or_create(&label);
+        let _ = metrics.reloads.get_or_create(&label);
+        let _ = metrics.errors.get_or_create(&label);
         let stop = tasks.cancelled();
         tasks.spawn(&format!("config-watch {}", self.kind), async move {
             tokio::pin!(stop);
