@@ -9,6 +9,7 @@ use http_body_util::{BodyExt, Limited};
 use serde_json::Value;
 
 use super::error::Error;
+use super::proto;
 
 /// The query parameters of a request (repeated keys: the last one wins).
 #[derive(Debug, Default)]
@@ -80,6 +81,17 @@ pub(crate) fn content_type(headers: &HeaderMap) -> &str {
 pub(crate) fn decode(bytes: &[u8], content_type: &str) -> Result<Value, Error> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(Error::BadRequest("the request body is empty".into()));
+    }
+    if content_type == "application/vnd.kubernetes.protobuf" {
+        return proto::decode(bytes);
+    }
+    if !matches!(
+        content_type,
+        "application/json" | "application/yaml" | "text/plain" | "*/*" | ""
+    ) {
+        return Err(Error::UnsupportedMediaType(
+            "application/json, application/yaml".into(),
+        ));
     }
     let value = if content_type.contains("yaml") {
         serde_yaml::from_slice(bytes)

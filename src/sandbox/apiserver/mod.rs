@@ -14,6 +14,7 @@ mod http;
 mod kinds;
 mod object;
 mod patch;
+mod proto;
 mod reviews;
 mod routes;
 mod selector;
