@@ -21,10 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 /// A loopback port that was free a moment ago.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("bind a free port")
-        .port()
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("bind a free port").port()
 }
 
 /// `GET path` over HTTP/1.0; returns (status, body), or an error if nothing answers.
@@ -35,11 +32,7 @@ pub fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> 
     let mut raw = String::new();
     s.read_to_string(&mut raw)?;
     let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
+    let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
     Ok((status, body.to_owned()))
 }
 
@@ -50,10 +43,7 @@ pub fn eventually<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Optio
         if let Some(v) = f() {
             return v;
         }
-        assert!(
-            start.elapsed() < timeout,
-            "timed out after {timeout:?} waiting for {what}"
-        );
+        assert!(start.elapsed() < timeout, "timed out after {timeout:?} waiting for {what}");
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -74,12 +64,7 @@ impl Meshd {
         let stderr_path = dir.join("meshd.log");
         let log = std::fs::File::create(&stderr_path).expect("log file");
         let child = Command::new(env!("CARGO_BIN_EXE_meshd"))
-            .args([
-                "--http-addr",
-                &http.to_string(),
-                "--monitoring-addr",
-                &monitoring.to_string(),
-            ])
+            .args(["--http-addr", &http.to_string(), "--monitoring-addr", &monitoring.to_string()])
             .args(["--grpc-addr", &format!("127.0.0.1:{}", free_port())])
             .args(["--secure-grpc-addr", &format!("127.0.0.1:{}", free_port())])
             .args(["--state-dir", &dir.join("state").to_string_lossy()])
@@ -89,38 +74,26 @@ impl Meshd {
             .stderr(log)
             .spawn()
             .expect("spawn meshd");
-        Meshd {
-            child,
-            http,
-            monitoring,
-            stderr_path,
-        }
+        Meshd { child, http, monitoring, stderr_path }
     }
 
     /// Waits until `/ready` answers 200.
     pub fn wait_ready(&self, timeout: Duration) {
-        eventually("meshd /ready 200", timeout, || {
-            match http_get(self.http, "/ready") {
-                Ok((200, _)) => Some(()),
-                _ => None,
-            }
+        eventually("meshd /ready 200", timeout, || match http_get(self.http, "/ready") {
+            Ok((200, _)) => Some(()),
+            _ => None,
         });
     }
 
     /// Sends SIGTERM.
     pub fn terminate(&self) {
-        let ok = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .expect("kill");
+        let ok = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().expect("kill");
         assert!(ok.success());
     }
 
     /// Waits for exit, at most `timeout`.
     pub fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
-        eventually("meshd to exit", timeout, || {
-            self.child.try_wait().expect("try_wait")
-        })
+        eventually("meshd to exit", timeout, || self.child.try_wait().expect("try_wait"))
     }
 
     /// Everything meshd logged so far.
@@ -154,23 +127,15 @@ pub async fn start() -> Sim {
 
 pub async fn start_with(cfg: ApiServerConfig) -> Sim {
     let shutdown = CancellationToken::new();
-    let server = ApiServer::start(cfg, shutdown.clone())
-        .await
-        .expect("start api server");
+    let server = ApiServer::start(cfg, shutdown.clone()).await.expect("start api server");
     let client = client_for(&server.admin_kubeconfig(), None).await;
-    Sim {
-        server,
-        client,
-        shutdown,
-    }
+    Sim { server, client, shutdown }
 }
 
 /// A kube client from a kubeconfig, optionally with a read timeout (for hang tests).
 pub async fn client_for(kubeconfig_yaml: &str, read_timeout: Option<Duration>) -> Client {
     let kc = Kubeconfig::from_yaml(kubeconfig_yaml).expect("parse kubeconfig");
-    let mut config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-        .await
-        .expect("config");
+    let mut config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.expect("config");
     if read_timeout.is_some() {
         config.read_timeout = read_timeout;
         config.connect_timeout = read_timeout;
@@ -194,13 +159,7 @@ pub fn status_of<T: std::fmt::Debug>(res: Result<T, kube::Error>) -> Status {
 }
 
 /// A raw request through the client; returns the HTTP code and the decoded JSON body (Null if not JSON).
-pub async fn raw(
-    client: &Client,
-    method: &str,
-    path: &str,
-    content_type: &str,
-    body: Vec<u8>,
-) -> (u16, Value) {
+pub async fn raw(client: &Client, method: &str, path: &str, content_type: &str, body: Vec<u8>) -> (u16, Value) {
     let req = http::Request::builder()
         .method(method)
         .uri(path)
