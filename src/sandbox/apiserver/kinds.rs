@@ -243,6 +243,38 @@ pub(crate) static KINDS: &[Kind] = &[
         columns: &[("Role", "/roleRef/name")],
         ..BASE
     },
+    // Workload kinds, stored only (no controllers act on them), so installers such as the meshd Helm
+    // chart can be applied to a simulated cluster.
+    Kind {
+        group: "apps",
+        kind: "Deployment",
+        plural: "deployments",
+        singular: "deployment",
+        short_names: &["deploy"],
+        status: true,
+        categories: &["all"],
+        ..BASE
+    },
+    Kind {
+        group: "policy",
+        kind: "PodDisruptionBudget",
+        plural: "poddisruptionbudgets",
+        singular: "poddisruptionbudget",
+        short_names: &["pdb"],
+        status: true,
+        ..BASE
+    },
+    Kind {
+        group: "autoscaling",
+        version: "v2",
+        kind: "HorizontalPodAutoscaler",
+        plural: "horizontalpodautoscalers",
+        singular: "horizontalpodautoscaler",
+        short_names: &["hpa"],
+        status: true,
+        categories: &["all"],
+        ..BASE
+    },
 ];
 
 /// Index of a kind in [`KINDS`]; the store keeps one table per index.
