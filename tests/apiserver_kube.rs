@@ -104,7 +104,8 @@ async fn errors_are_status_objects() {
         format!("{cms}?labelSelector=a%20in%20b"),
         format!("{cms}?fieldSelector=spec.bogus%3Dx"),
     );
-    let cases: Vec<(&str, &str, &str, Vec<u8>, u16, &str, &str)> = vec![
+    type Case<'a> = (&'a str, &'a str, &'a str, Vec<u8>, u16, &'a str, &'a str);
+    let cases: Vec<Case> = vec![
         (
             "POST",
             cms,
@@ -345,16 +346,14 @@ async fn unauthenticated_requests_get_401() {
     }
 }
 
-fn whoami(client: Client) -> impl std::future::Future<Output = (String, Vec<String>)> {
-    async move {
-        let api: Api<SelfSubjectReview> = Api::all(client);
-        let review = api
-            .create(&PostParams::default(), &SelfSubjectReview::default())
-            .await
-            .unwrap();
-        let info = review.status.unwrap().user_info.unwrap();
-        (info.username.unwrap(), info.groups.unwrap_or_default())
-    }
+async fn whoami(client: Client) -> (String, Vec<String>) {
+    let api: Api<SelfSubjectReview> = Api::all(client);
+    let review = api
+        .create(&PostParams::default(), &SelfSubjectReview::default())
+        .await
+        .unwrap();
+    let info = review.status.unwrap().user_info.unwrap();
+    (info.username.unwrap(), info.groups.unwrap_or_default())
 }
 
 #[tokio::test]
@@ -431,7 +430,7 @@ async fn service_account_tokens() {
         "expiration honours spec.expirationSeconds: {expiry}"
     );
 
-    let ok = review(&sim.client, &issued.token).await;
+    let ok = review(&sim.client, &issued.token, None).await;
     assert_eq!(ok["authenticated"], true);
     assert_eq!(ok["user"]["username"], "system:serviceaccount:default:bot");
     assert_eq!(
@@ -446,7 +445,7 @@ async fn service_account_tokens() {
         review(&sim.client, &issued.token, Some(vec!["istio-ca".into()])).await["authenticated"],
         true
     );
-    assert_ne!(review(&sim.client, "garbage").await["authenticated"], true);
+    assert_ne!(review(&sim.client, "garbage", None).await["authenticated"], true);
 
     // Legacy token Secret: filled by the token controller, dies with the Secret.
     let secrets: Api<Secret> = Api::namespaced(sim.client.clone(), "default");
@@ -472,7 +471,10 @@ async fn service_account_tokens() {
         !can_list(&sim, &issued.token).await,
         "token dies with its ServiceAccount"
     );
-    assert_ne!(review(&sim.client, &issued.token).await["authenticated"], true);
+    assert_ne!(
+        review(&sim.client, &issued.token, None).await["authenticated"],
+        true
+    );
 }
 
 #[tokio::test]
