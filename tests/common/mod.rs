@@ -127,20 +127,39 @@ pub async fn start() -> Sim {
 
 pub async fn start_with(cfg: ApiServerConfig) -> Sim {
     let shutdown = CancellationToken::new();
-    let server = ApiServer::start(cfg, shutdown.clone()).await.expect("start api server");
-    let client = client_for(&server.admin_kubeconfig(), None).await;
-    Sim { server, client, shutdown }
+    let server = ApiServer::start(cfg, shutdown.clone())
+        .await
+        .expect("start api server");
+    let client = client_for(&server.admin_kubeconfig()).await;
+    Sim {
+        server,
+        client,
+        shutdown,
+    }
 }
 
-/// A kube client from a kubeconfig, optionally with a read timeout (for hang tests).
-pub async fn client_for(kubeconfig_yaml: &str, read_timeout: Option<Duration>) -> Client {
+pub async fn client_for(kubeconfig_yaml: &str) -> Client {
+    client_with(kubeconfig_yaml, |_| {}).await
+}
+
+/// A kube client from a kubeconfig, with its config adjusted (timeouts, retries) by `tweak`.
+pub async fn client_with(kubeconfig_yaml: &str, tweak: impl FnOnce(&mut Config)) -> Client {
     let kc = Kubeconfig::from_yaml(kubeconfig_yaml).expect("parse kubeconfig");
-    let mut config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.expect("config");
-    if read_timeout.is_some() {
-        config.read_timeout = read_timeout;
-        config.connect_timeout = read_timeout;
-    }
+    let mut config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .expect("config");
+    tweak(&mut config);
     Client::try_from(config).expect("client")
+}
+
+/// A client that gives up quickly and never retries, to observe faults directly.
+pub async fn impatient_client(sim: &Sim, timeout: Duration) -> Client {
+    client_with(&sim.server.admin_kubeconfig(), |c| {
+        c.read_timeout = Some(timeout);
+        c.connect_timeout = Some(timeout);
+        c.default_retry = false;
+    })
+    .await
 }
 
 /// The admin kubeconfig with its user swapped for `user` (a YAML mapping such as `{token: x}`).
@@ -159,7 +178,13 @@ pub fn status_of<T: std::fmt::Debug>(res: Result<T, kube::Error>) -> Status {
 }
 
 /// A raw request through the client; returns the HTTP code and the decoded JSON body (Null if not JSON).
-pub async fn raw(client: &Client, method: &str, path: &str, content_type: &str, body: Vec<u8>) -> (u16, Value) {
+pub async fn raw(
+    client: &Client,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: Vec<u8>,
+) -> (u16, Value) {
     let req = http::Request::builder()
         .method(method)
         .uri(path)

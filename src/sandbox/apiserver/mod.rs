@@ -13,6 +13,7 @@ mod handlers;
 mod http;
 mod kinds;
 mod object;
+mod openapi;
 mod patch;
 mod proto;
 mod reviews;

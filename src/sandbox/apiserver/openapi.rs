@@ -7,7 +7,11 @@ use serde_json::{Map, Value, json};
 use super::kinds::{self, group_version};
 
 fn path_key(group: &str, version: &str) -> String {
-    if group.is_empty() { format!("api/{version}") } else { format!("apis/{group}/{version}") }
+    if group.is_empty() {
+        format!("api/{version}")
+    } else {
+        format!("apis/{group}/{version}")
+    }
 }
 
 /// `/openapi/v3`: one entry per served group version.
@@ -30,14 +34,31 @@ fn hash(s: &str) -> String {
 }
 
 /// `/openapi/v3/api/v1` or `/openapi/v3/apis/{g}/{v}`: item paths with a PATCH operation per kind.
+///
+/// kubectl only probes PATCH operations for `fieldValidation`, so create-only kinds (TokenReview) get one too;
+/// without it kubectl would insist on client-side validation against the full v2 schema.
 pub(crate) fn group_version_doc(path: &str) -> Option<Value> {
-    let (g, v) = kinds::group_versions().into_iter().find(|(g, v)| path_key(g, v) == path)?;
-    let query = |name: &str| json!({"name": name, "in": "query", "schema": {"type": "string", "uniqueItems": true}});
-    let params: Vec<Value> = ["dryRun", "fieldManager", "fieldValidation", "force"].into_iter().map(query).collect();
+    let (g, v) = kinds::group_versions()
+        .into_iter()
+        .find(|(g, v)| path_key(g, v) == path)?;
+    let query =
+        |name: &str| json!({"name": name, "in": "query", "schema": {"type": "string", "uniqueItems": true}});
+    let params: Vec<Value> = ["dryRun", "fieldManager", "fieldValidation", "force"]
+        .into_iter()
+        .map(query)
+        .collect();
     let mut paths = Map::new();
     for k in kinds::in_group_version(g, v) {
-        let scope = if k.namespaced { "namespaces/{namespace}/" } else { "" };
-        let prefix = if g.is_empty() { "/api/v1".to_string() } else { format!("/apis/{}", group_version(g, v)) };
+        let scope = if k.namespaced {
+            "namespaces/{namespace}/"
+        } else {
+            ""
+        };
+        let prefix = if g.is_empty() {
+            "/api/v1".to_string()
+        } else {
+            format!("/apis/{}", group_version(g, v))
+        };
         let patch = json!({
             "operationId": format!("patch{}", k.kind),
             "parameters": params,
@@ -45,7 +66,10 @@ pub(crate) fn group_version_doc(path: &str) -> Option<Value> {
             "x-kubernetes-action": "patch",
             "x-kubernetes-group-version-kind": {"group": g, "version": v, "kind": k.kind},
         });
-        paths.insert(format!("{prefix}/{scope}{}/{{name}}", k.plural), json!({"patch": patch}));
+        paths.insert(
+            format!("{prefix}/{scope}{}/{{name}}", k.plural),
+            json!({"patch": patch}),
+        );
     }
     Some(json!({
         "openapi": "3.0.0",

@@ -14,6 +14,7 @@ use super::faults::FaultMode;
 use super::handlers;
 use super::http::{accept, decode, read_body, respond_bytes, respond_error, respond_json, respond_text};
 use super::kinds::{self, Kind};
+use super::openapi;
 
 const FAULTS_PATH: &str = "/sandbox/v1/faults";
 
@@ -90,6 +91,10 @@ async fn dispatch(
         ["api", "v1"] => Some(discovery::resource_list("", "v1").ok_or(Error::NoRoute)?),
         ["apis", g] => Some(discovery::group(g).ok_or(Error::NoRoute)?),
         ["apis", g, v] => Some(discovery::resource_list(g, v).ok_or(Error::NoRoute)?),
+        ["openapi", "v3"] => Some(openapi::root()),
+        ["openapi", "v3", ref rest @ ..] => {
+            Some(openapi::group_version_doc(&rest.join("/")).ok_or(Error::NoRoute)?)
+        }
         _ => None,
     };
     if let Some(doc) = doc {

@@ -249,9 +249,9 @@ mod tests {
                 "/metadata/labels",
             ),
             (
-                json!({"spec": {"$retainKeys": ["containers"], "containers": []}}),
-                json!({"containers": []}),
-                "/spec",
+                json!({"metadata": {"$retainKeys": ["labels"]}}),
+                json!({"labels": {"a": "1", "b": "2"}}),
+                "/metadata",
             ),
         ];
         for (patch, want, pointer) in cases {

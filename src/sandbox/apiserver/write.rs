@@ -379,7 +379,11 @@ pub(crate) fn normalize(kind: &Kind, ns: &str, body: Value) -> Result<Value, Err
     }
     for map in ["labels", "annotations"] {
         match meta.get(map) {
+            // Go's omitempty: an empty or null map is not serialized.
             None | Some(Value::Null) => {
+                meta.remove(map);
+            }
+            Some(Value::Object(m)) if m.is_empty() => {
                 meta.remove(map);
             }
             Some(Value::Object(m)) if m.values().all(Value::is_string) => {}
