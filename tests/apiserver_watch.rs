@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{
-    Sim, client_for, eventually, impatient_client, kubeconfig_with_user, raw, start, start_with, status_of,
+    Sim, client_for, eventually_async, impatient_client, kubeconfig_with_user, raw, start, start_with, status_of,
 };
 use futures::{AsyncBufReadExt, StreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -73,7 +73,7 @@ fn spawn_reflector(sim: &Sim, config: watcher::Config) -> (Reader<ConfigMap>, Ar
 }
 
 async fn assert_converges(sim: &Sim, reader: &Reader<ConfigMap>, what: &str) {
-    let ok = eventually(20, || mirror(reader) == truth(sim)).await;
+    let ok = eventually_async(20, || mirror(reader) == truth(sim)).await;
     assert!(
         ok,
         "{what}: reflector {:?}\n != store {:?}",

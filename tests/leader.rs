@@ -93,10 +93,8 @@ async fn one_leader_and_graceful_handover() {
 
     let tasks_a = Tasks::new();
     let tasks_b = Tasks::new();
-    let a =
-        leader::start(common::client_for(&kubeconfig, None).await, config("a"), &tasks_a).expect("start a");
-    let b =
-        leader::start(common::client_for(&kubeconfig, None).await, config("b"), &tasks_b).expect("start b");
+    let a = leader::start(common::client_for(&kubeconfig).await, config("a"), &tasks_a).expect("start a");
+    let b = leader::start(common::client_for(&kubeconfig).await, config("b"), &tasks_b).expect("start b");
     a.run_while_leader(
         &tasks_a,
         "duty",
@@ -179,7 +177,7 @@ impl Crashable {
                 .expect("runtime");
             let tasks = Tasks::new();
             let leadership = rt.block_on(async {
-                let client = common::client_for(&kubeconfig, None).await;
+                let client = common::client_for(&kubeconfig).await;
                 leader::start(client, cfg, &tasks).expect("start")
             });
             ready_tx.send(leadership).expect("send");
@@ -216,12 +214,8 @@ async fn crashed_leader_is_replaced_after_the_lease_expires() {
     );
 
     let tasks = Tasks::new();
-    let second = leader::start(
-        common::client_for(&kubeconfig, None).await,
-        config("second"),
-        &tasks,
-    )
-    .expect("start second");
+    let second =
+        leader::start(common::client_for(&kubeconfig).await, config("second"), &tasks).expect("start second");
     // While the first renews, the second never steals the lease.
     tokio::time::sleep(LEASE + RETRY * 2).await;
     assert!(!second.is_leader(), "stole a lease that was being renewed");
