@@ -1,0 +1,142 @@
+//! The module's error type and its rendering as a Kubernetes `Status` object at the HTTP edge.
+
+use http::StatusCode;
+use serde_json::{Value, json};
+
+/// Everything that can go wrong in the simulator; each variant knows its HTTP code and `Status` reason.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("Unauthorized")]
+    Unauthorized,
+    #[error("{resource} \"{name}\" not found")]
+    NotFound { resource: String, name: String },
+    #[error("the server could not find the requested resource")]
+    NoRoute,
+    #[error("the server does not allow this method on the requested resource")]
+    MethodNotAllowed,
+    #[error("{resource} \"{name}\" already exists")]
+    AlreadyExists { resource: String, name: String },
+    #[error("Operation cannot be fulfilled on {resource} \"{name}\": {detail}")]
+    Conflict {
+        resource: String,
+        name: String,
+        detail: String,
+    },
+    /// 410: a resourceVersion or continue token older than the kept history.
+    #[error("{message}")]
+    Expired {
+        message: String,
+        fresh_continue: Option<String>,
+    },
+    #[error("the request body is too large: limit is {0} bytes")]
+    TooLarge(usize),
+    #[error("the body of the request was in an unknown format - accepted media types include: {0}")]
+    UnsupportedMediaType(String),
+    #[error("{kind} \"{name}\" is invalid: {field}: {detail}")]
+    Invalid {
+        kind: String,
+        name: String,
+        field: String,
+        detail: String,
+    },
+    /// An injected fault: every API request answers with this code.
+    #[error("the simulated cluster is failing requests (injected fault {0})")]
+    Injected(u16),
+    #[error("failed to start the API server: {0}")]
+    Startup(String),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl Error {
+    pub(crate) fn invalid(kind: &str, name: &str, field: &str, detail: impl Into<String>) -> Error {
+        Error::Invalid {
+            kind: kind.into(),
+            name: name.into(),
+            field: field.into(),
+            detail: detail.into(),
+        }
+    }
+
+    pub(crate) fn code(&self) -> StatusCode {
+        match self {
+            Error::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Error::Unauthorized => StatusCode::UNAUTHORIZED,
+            Error::NotFound { .. } | Error::NoRoute => StatusCode::NOT_FOUND,
+            Error::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Error::AlreadyExists { .. } | Error::Conflict { .. } => StatusCode::CONFLICT,
+            Error::Expired { .. } => StatusCode::GONE,
+            Error::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Error::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Error::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            Error::Injected(code) => StatusCode::from_u16(*code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            Error::Startup(_) | Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn reason(&self) -> &'static str {
+        match self {
+            Error::BadRequest(_) => "BadRequest",
+            Error::Unauthorized => "Unauthorized",
+            Error::NotFound { .. } | Error::NoRoute => "NotFound",
+            Error::MethodNotAllowed => "MethodNotAllowed",
+            Error::AlreadyExists { .. } => "AlreadyExists",
+            Error::Conflict { .. } => "Conflict",
+            Error::Expired { .. } => "Expired",
+            Error::TooLarge(_) => "RequestEntityTooLarge",
+            Error::UnsupportedMediaType(_) => "UnsupportedMediaType",
+            Error::Invalid { .. } => "Invalid",
+            Error::Injected(429) => "TooManyRequests",
+            Error::Injected(_) | Error::Startup(_) | Error::Internal(_) => "InternalError",
+        }
+    }
+
+    /// The `details` block: `kind` is the resource (plural) for lookups and the Kind for validation.
+    fn details(&self) -> Option<Value> {
+        match self {
+            Error::NotFound { resource, name }
+            | Error::AlreadyExists { resource, name }
+            | Error::Conflict { resource, name, .. } => Some(resource_details(resource, name)),
+            Error::Invalid {
+                kind,
+                name,
+                field,
+                detail,
+            } => Some(json!({
+                "name": name, "kind": kind,
+                "causes": [{"reason": "FieldValueInvalid", "message": detail, "field": field}],
+            })),
+            Error::Injected(429) => Some(json!({"retryAfterSeconds": 1})),
+            _ => None,
+        }
+    }
+
+    /// The `Status` object the real API server would send for this error.
+    pub(crate) fn to_status(&self) -> Value {
+        let mut status = json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": self.to_string(), "reason": self.reason(), "code": self.code().as_u16(),
+        });
+        if let Some(details) = self.details() {
+            status["details"] = details;
+        }
+        if let Error::Expired {
+            fresh_continue: Some(token),
+            ..
+        } = self
+        {
+            status["metadata"]["continue"] = json!(token);
+        }
+        status
+    }
+}
+
+/// Splits `leases.coordination.k8s.io` into Status details `{kind: leases, group: coordination.k8s.io}`.
+fn resource_details(resource: &str, name: &str) -> Value {
+    match resource.split_once('.') {
+        Some((plural, group)) => json!({"name": name, "group": group, "kind": plural}),
+        None => json!({"name": name, "kind": resource}),
+    }
+}

@@ -1,0 +1,399 @@
+//! Resource verbs: get, list (paginated), watch, create, update, patch, delete, deletecollection, `/status`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64URL;
+use bytes::{BufMut, BytesMut};
+use http::request::Parts;
+use http::{Method, Request, Response, StatusCode};
+use hyper::body::Incoming;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::Ctx;
+use super::auth::Identity;
+use super::error::Error;
+use super::http::{Params, content_type, decode, read_body, respond_bytes, respond_json, wants_table};
+use super::kinds::{Handling, Kind};
+use super::object::{Key, Obj};
+use super::patch::{self, PatchType};
+use super::reviews;
+use super::routes::Target;
+use super::selector::{FieldSelector, Filter, LabelSelector};
+use super::store::WatchFrom;
+use super::table::{self, Include};
+use super::watch::{self, WatchRequest};
+use super::write::{self, Preconditions, StatusMode, WriteOpts};
+
+/// Real servers end a watch after a randomised 30–60 minutes; clients simply re-watch.
+const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
+
+/// Everything a verb handler needs about the request.
+struct Call {
+    ctx: Arc<Ctx>,
+    kind: &'static Kind,
+    namespace: String,
+    params: Params,
+    parts: Parts,
+}
+
+pub(crate) async fn resource(
+    ctx: Arc<Ctx>,
+    identity: Identity,
+    req: Request<Incoming>,
+    t: Target,
+) -> Result<Response<Body>, Error> {
+    let params = Params::from_uri(req.uri())?;
+    let (parts, body) = req.into_parts();
+    let method = parts.method.clone();
+    let kind = t.kind;
+    let call = Call {
+        namespace: t.namespace.clone().unwrap_or_default(),
+        ctx,
+        kind,
+        params,
+        parts,
+    };
+    let verb = match (&t.name, t.sub.as_deref(), &method) {
+        (None, None, &Method::GET) if call.params.flag("watch") => "watch",
+        (None, None, &Method::GET) => "list",
+        (None, None, &Method::POST) => "create",
+        (None, None, &Method::DELETE) => "deletecollection",
+        (Some(_), None, &Method::GET) => "get",
+        (Some(_), None, &Method::PUT) => "update",
+        (Some(_), None, &Method::PATCH) => "patch",
+        (Some(_), None, &Method::DELETE) => "delete",
+        (Some(_), Some("status"), _) if kind.status => "status",
+        (Some(_), Some(sub), &Method::POST) if kind.subresources.iter().any(|s| s.name == sub) => {
+            "subresource"
+        }
+        (Some(_), Some(_), _) => return Err(Error::NoRoute),
+        _ => return Err(Error::MethodNotAllowed),
+    };
+    if !matches!(verb, "status" | "subresource") && !kind.supports(verb) {
+        return Err(Error::MethodNotAllowed);
+    }
+    // Only list, watch and deletecollection may span all namespaces.
+    if kind.namespaced && t.namespace.is_none() && verb == "create" {
+        return Err(Error::MethodNotAllowed);
+    }
+    let name = t.name.unwrap_or_default();
+    match verb {
+        "watch" => call.watch(),
+        "list" => call.list(),
+        "get" => call.get(&name),
+        "deletecollection" => call.delete_collection(),
+        "create" if kind.handling != Handling::Stored => {
+            let body = call.body(body).await?;
+            reviews::review(&call.ctx, kind, &identity, body)
+        }
+        "create" => call.create(body).await,
+        "update" => call.update(&name, body, StatusMode::Ignore).await,
+        "patch" => call.patch(&name, body, StatusMode::Ignore).await,
+        "delete" => call.delete(&name, body).await,
+        "status" => match method {
+            Method::GET => call.get(&name),
+            Method::PUT => call.update(&name, body, StatusMode::Only).await,
+            Method::PATCH => call.patch(&name, body, StatusMode::Only).await,
+            _ => Err(Error::MethodNotAllowed),
+        },
+        _ => {
+            let key = call.key(&name);
+            let body = call.body(body).await?;
+            reviews::token_request(&call.ctx, &key, body, call.params.dry_run()?)
+        }
+    }
+}
+
+/// The opaque `continue` token: the list's revision and the last key returned.
+#[derive(Serialize, Deserialize)]
+struct ContinueToken {
+    v: String,
+    rv: u64,
+    ns: String,
+    name: String,
+}
+
+fn encode_continue(rv: u64, key: &Key) -> String {
+    let token = ContinueToken {
+        v: "meta.k8s.io/v1".into(),
+        rv,
+        ns: key.0.clone(),
+        name: key.1.clone(),
+    };
+    B64URL.encode(serde_json::to_vec(&token).unwrap_or_default())
+}
+
+fn decode_continue(s: &str) -> Result<ContinueToken, Error> {
+    let bytes = B64URL
+        .decode(s.trim_end_matches('='))
+        .map_err(|e| Error::BadRequest(format!("continue key is not valid: {e}")))?;
+    serde_json::from_slice(&bytes).map_err(|e| Error::BadRequest(format!("continue key is not valid: {e}")))
+}
+
+impl Call {
+    fn key(&self, name: &str) -> Key {
+        (
+            if self.kind.namespaced {
+                self.namespace.clone()
+            } else {
+                String::new()
+            },
+            name.to_string(),
+        )
+    }
+
+    fn opts(&self, status: StatusMode) -> Result<WriteOpts, Error> {
+        Ok(WriteOpts {
+            dry_run: self.params.dry_run()?,
+            status,
+        })
+    }
+
+    fn filter(&self) -> Result<Filter, Error> {
+        Ok(Filter {
+            namespace: (self.kind.namespaced && !self.namespace.is_empty()).then(|| self.namespace.clone()),
+            labels: LabelSelector::parse(self.params.get("labelSelector").unwrap_or_default())?,
+            fields: FieldSelector::parse(self.params.get("fieldSelector").unwrap_or_default())?,
+        })
+    }
+
+    async fn body(&self, body: Incoming) -> Result<Value, Error> {
+        let bytes = read_body(body, &self.parts.headers, self.ctx.cfg.max_body_bytes).await?;
+        decode(&bytes, content_type(&self.parts.headers))
+    }
+
+    fn table_include(&self) -> Result<Option<Include>, Error> {
+        if wants_table(&self.parts.headers) {
+            Include::parse(self.params.get("includeObject")).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// One object, as JSON or as a one-row Table.
+    fn respond_obj(&self, code: StatusCode, obj: &Obj) -> Result<Response<Body>, Error> {
+        match self.table_include()? {
+            Some(include) => {
+                let t = table::table(
+                    self.kind,
+                    [obj],
+                    include,
+                    json!({"resourceVersion": obj.rv.to_string()}),
+                );
+                Ok(respond_json(code, &t))
+            }
+            None => Ok(respond_bytes(code, "application/json", obj.raw.clone())),
+        }
+    }
+
+    fn get(&self, name: &str) -> Result<Response<Body>, Error> {
+        let obj = self
+            .ctx
+            .store
+            .get_obj(self.kind.id(), &self.key(name))
+            .ok_or_else(|| Error::NotFound {
+                resource: self.kind.qualified_plural(),
+                name: name.to_string(),
+            })?;
+        self.respond_obj(StatusCode::OK, &obj)
+    }
+
+    fn list(&self) -> Result<Response<Body>, Error> {
+        let filter = self.filter()?;
+        let limit = self.params.number::<usize>("limit")?;
+        let store = &self.ctx.store;
+        let (at, after) = match self.params.get("continue") {
+            Some(token) => {
+                let t = decode_continue(token)?;
+                (Some(t.rv), Some((t.ns, t.name)))
+            }
+            None => match (
+                self.params.get("resourceVersionMatch"),
+                self.params.number::<u64>("resourceVersion")?,
+            ) {
+                (Some("Exact"), Some(rv)) => (Some(rv), None),
+                _ => (None, None),
+            },
+        };
+        let page = match store.list_page(self.kind.id(), &filter, after.as_ref(), limit, at) {
+            Err(Error::Expired { .. }) if after.is_some() => {
+                // As the real server: 410 with a token that continues (inconsistently) from the same key.
+                let fresh = after.as_ref().map(|k| encode_continue(store.revision(), k));
+                return Err(Error::Expired {
+                    message: EXPIRED_CONTINUE.into(),
+                    fresh_continue: fresh,
+                });
+            }
+            other => other?,
+        };
+        let mut meta = json!({"resourceVersion": page.rv.to_string()});
+        if let Some(next) = &page.next {
+            meta["continue"] = json!(encode_continue(page.rv, next));
+        }
+        if let Some(include) = self.table_include()? {
+            let t = table::table(self.kind, page.items.iter().map(|o| &**o), include, meta);
+            return Ok(respond_json(StatusCode::OK, &t));
+        }
+        Ok(respond_bytes(
+            StatusCode::OK,
+            "application/json",
+            list_body(self.kind, &meta, &page.items),
+        ))
+    }
+
+    fn watch(&self) -> Result<Response<Body>, Error> {
+        let rv = self.params.get("resourceVersion");
+        let send_initial = self.params.flag("sendInitialEvents");
+        let from = match rv {
+            None | Some("0") => WatchFrom::Snapshot,
+            _ if send_initial => WatchFrom::Snapshot,
+            Some(rv) => WatchFrom::After(
+                rv.parse()
+                    .map_err(|_| Error::BadRequest(format!("invalid resourceVersion {rv:?}")))?,
+            ),
+        };
+        let timeout = self
+            .params
+            .number::<u64>("timeoutSeconds")?
+            .map_or(DEFAULT_WATCH_TIMEOUT, Duration::from_secs);
+        let req = WatchRequest {
+            kind: self.kind,
+            filter: self.filter()?,
+            from,
+            bookmarks: self.params.flag("allowWatchBookmarks"),
+            initial_events_end: send_initial,
+            timeout,
+            table: self.table_include()?,
+        };
+        Ok(watch::respond(self.ctx.clone(), req))
+    }
+
+    async fn create(self, body: Incoming) -> Result<Response<Body>, Error> {
+        let obj = self.body(body).await?;
+        let stored = write::create(
+            &self.ctx.store,
+            self.kind,
+            &self.namespace,
+            obj,
+            &self.opts(StatusMode::Ignore)?,
+        )?;
+        self.respond_obj(StatusCode::CREATED, &stored)
+    }
+
+    async fn update(self, name: &str, body: Incoming, status: StatusMode) -> Result<Response<Body>, Error> {
+        let obj = self.body(body).await?;
+        let stored = write::update(
+            &self.ctx.store,
+            self.kind,
+            &self.key(name),
+            &self.opts(status)?,
+            |_| Ok(obj),
+        )?;
+        self.respond_obj(StatusCode::OK, &stored)
+    }
+
+    async fn patch(self, name: &str, body: Incoming, status: StatusMode) -> Result<Response<Body>, Error> {
+        let ptype = PatchType::from_content_type(content_type(&self.parts.headers))?;
+        let bytes = read_body(body, &self.parts.headers, self.ctx.cfg.max_body_bytes).await?;
+        let p = patch::decode_patch(ptype, &bytes)?;
+        let (store, kind, key) = (&self.ctx.store, self.kind, self.key(name));
+        let opts = self.opts(status)?;
+        if ptype == PatchType::Apply {
+            if self.params.get("fieldManager").is_none() {
+                return Err(Error::invalid(
+                    "PatchOptions",
+                    "",
+                    "fieldManager",
+                    "Required value: is required for apply patch",
+                ));
+            }
+            // Server-side apply creates a missing object from the applied configuration.
+            if store.get_obj(kind.id(), &key).is_none() {
+                let mut obj = p;
+                obj["metadata"]["name"] = json!(name);
+                let stored = write::create(store, kind, &self.namespace, obj, &opts)?;
+                return self.respond_obj(StatusCode::CREATED, &stored);
+            }
+        }
+        let stored = write::update(store, kind, &key, &opts, |cur| {
+            patch::apply(kind.kind, name, ptype, cur, &p)
+        })?;
+        self.respond_obj(StatusCode::OK, &stored)
+    }
+
+    async fn delete(self, name: &str, body: Incoming) -> Result<Response<Body>, Error> {
+        let bytes = read_body(body, &self.parts.headers, self.ctx.cfg.max_body_bytes).await?;
+        let options = if bytes.iter().all(u8::is_ascii_whitespace) {
+            json!({})
+        } else {
+            decode(&bytes, "application/json")?
+        };
+        let pre = &options["preconditions"];
+        let preconditions = Preconditions {
+            uid: pre["uid"].as_str().map(str::to_string),
+            resource_version: pre["resourceVersion"].as_str().map(str::to_string),
+        };
+        let dry_run = self.params.dry_run()?
+            || options["dryRun"]
+                .as_array()
+                .is_some_and(|d| d.iter().any(|v| v == "All"));
+        let obj = write::delete(
+            &self.ctx.store,
+            self.kind,
+            &self.key(name),
+            &preconditions,
+            dry_run,
+        )?;
+        let mut details = json!({"name": name, "kind": self.kind.plural, "uid": obj.uid});
+        if !self.kind.group.is_empty() {
+            details["group"] = json!(self.kind.group);
+        }
+        let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details});
+        Ok(respond_json(StatusCode::OK, &status))
+    }
+
+    fn delete_collection(&self) -> Result<Response<Body>, Error> {
+        let deleted = write::delete_collection(
+            &self.ctx.store,
+            self.kind,
+            &self.filter()?,
+            self.params.dry_run()?,
+        )?;
+        let meta = json!({"resourceVersion": self.ctx.store.revision().to_string()});
+        Ok(respond_bytes(
+            StatusCode::OK,
+            "application/json",
+            list_body(self.kind, &meta, &deleted),
+        ))
+    }
+}
+
+const EXPIRED_CONTINUE: &str = "The provided continue parameter is too old to display a consistent list result. \
+    You can start a new list without the continue parameter, or use the continue token in this response to retrieve \
+    the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that \
+    were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
+
+/// `{"apiVersion":…,"kind":"<Kind>List","metadata":…,"items":[…]}` from pre-serialized objects, without
+/// re-parsing them.
+fn list_body(kind: &Kind, meta: &Value, items: &[Arc<Obj>]) -> bytes::Bytes {
+    let size = items.iter().map(|o| o.raw.len() + 1).sum::<usize>() + 256;
+    let mut buf = BytesMut::with_capacity(size);
+    let head =
+        json!({"apiVersion": kind.api_version(), "kind": format!("{}List", kind.kind), "metadata": meta});
+    let head = serde_json::to_vec(&head).unwrap_or_default();
+    // Reopen the head object to append the items array.
+    buf.put_slice(&head[..head.len().saturating_sub(1)]);
+    buf.put_slice(b",\"items\":[");
+    for (i, obj) in items.iter().enumerate() {
+        if i > 0 {
+            buf.put_u8(b',');
+        }
+        buf.put_slice(&obj.raw);
+    }
+    buf.put_slice(b"]}");
+    buf.freeze()
+}

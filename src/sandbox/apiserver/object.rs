@@ -1,0 +1,184 @@
+//! Stored objects: the compact pre-serialized form the store keeps, plus the time and name rules for metadata.
+
+use std::collections::BTreeMap;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use serde_json::Value;
+
+use super::error::Error;
+use super::kinds::{Kind, NameRule};
+
+/// (namespace, name); the namespace is empty for cluster-scoped kinds.
+pub(crate) type Key = (String, String);
+
+/// One stored object version: the JSON bytes served as-is, plus the few fields selectors and tables need,
+/// so listing 100k objects never re-parses them.
+#[derive(Debug)]
+pub(crate) struct Obj {
+    pub(crate) key: Key,
+    pub(crate) rv: u64,
+    pub(crate) uid: String,
+    pub(crate) labels: BTreeMap<String, String>,
+    pub(crate) phase: Option<String>,
+    pub(crate) node_name: Option<String>,
+    pub(crate) raw: Bytes,
+}
+
+impl Obj {
+    /// Freezes a complete object (metadata already filled by the store).
+    pub(crate) fn freeze(value: &Value) -> Result<Obj, Error> {
+        let meta = &value["metadata"];
+        let text = |v: &Value| v.as_str().map(str::to_string);
+        let labels = meta["labels"]
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), text(v)?)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(Obj {
+            key: (
+                text(&meta["namespace"]).unwrap_or_default(),
+                text(&meta["name"]).unwrap_or_default(),
+            ),
+            rv: meta["resourceVersion"]
+                .as_str()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or_default(),
+            uid: text(&meta["uid"]).unwrap_or_default(),
+            labels,
+            phase: text(&value["status"]["phase"]),
+            node_name: text(&value["spec"]["nodeName"]),
+            raw: Bytes::from(serde_json::to_vec(value).map_err(|e| Error::Internal(e.to_string()))?),
+        })
+    }
+
+    /// The object as a JSON value, for writes and per-object rendering.
+    pub(crate) fn value(&self) -> Value {
+        serde_json::from_slice(&self.raw).unwrap_or(Value::Null)
+    }
+}
+
+pub(crate) fn now_secs() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or_default()
+}
+
+/// Formats unix seconds as RFC 3339 UTC (`2025-01-02T03:04:05Z`), the form Kubernetes uses for metadata times.
+pub(crate) fn rfc3339(secs: i64) -> String {
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil-from-days (H. Hinnant): days since 1970-01-01 to y-m-d.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Parses the RFC 3339 UTC form [`rfc3339`] writes (fractional seconds and offsets are not produced here).
+pub(crate) fn parse_rfc3339(s: &str) -> Option<i64> {
+    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
+    let (y, m, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hh, mm, ss) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    // Days-from-civil, the inverse of the algorithm above.
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    Some((era * 146_097 + doe - 719_468) * 86_400 + hh * 3600 + mm * 60 + ss)
+}
+
+/// kubectl's short age format (`45s`, `3m10s`, `5h`, `12d`).
+pub(crate) fn human_age(secs: i64) -> String {
+    let s = secs.max(0);
+    let (m, h, d) = (s / 60, s / 3600, s / 86_400);
+    match s {
+        _ if s < 120 => format!("{s}s"),
+        _ if s < 600 && s % 60 != 0 => format!("{m}m{}s", s % 60),
+        _ if s < 3 * 3600 => format!("{m}m"),
+        _ if s < 8 * 3600 && m % 60 != 0 => format!("{h}h{}m", m % 60),
+        _ if s < 48 * 3600 => format!("{h}h"),
+        _ if s < 8 * 86_400 && h % 24 != 0 => format!("{d}d{}h", h % 24),
+        _ if s < 2 * 365 * 86_400 => format!("{d}d"),
+        _ => format!("{}y", d / 365),
+    }
+}
+
+/// Checks a name against the kind's rule, with the real server's messages.
+pub(crate) fn validate_name(kind: &Kind, name: &str) -> Result<(), Error> {
+    let problem = match kind.names {
+        NameRule::PathSegment => (name == "." || name == ".." || name.contains('/') || name.contains('%'))
+            .then(|| "may not be '.' or '..' and may not contain '/' or '%'".to_string()),
+        NameRule::Label => (!is_dns_label(name) || name.len() > 63).then(|| {
+            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', \
+             and must start and end with an alphanumeric character"
+                .to_string()
+        }),
+        NameRule::Subdomain => (name.len() > 253 || !name.split('.').all(is_dns_label)).then(|| {
+            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', \
+             and must start and end with an alphanumeric character"
+                .to_string()
+        }),
+    };
+    match problem {
+        Some(msg) => Err(Error::invalid(
+            kind.kind,
+            name,
+            "metadata.name",
+            format!("Invalid value: {name:?}: {msg}"),
+        )),
+        None => Ok(()),
+    }
+}
+
+fn is_dns_label(s: &str) -> bool {
+    let alnum = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && alnum(b[0])
+        && alnum(b[b.len() - 1])
+        && b.iter().all(|&c| alnum(c) || c == b'-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_round_trips() {
+        for secs in [0, 951_782_400, 1_700_000_000, 4_102_444_799] {
+            assert_eq!(parse_rfc3339(&rfc3339(secs)), Some(secs), "{}", rfc3339(secs));
+        }
+        assert_eq!(rfc3339(1_700_000_000), "2023-11-14T22:13:20Z");
+    }
+
+    #[test]
+    fn ages_read_like_kubectl() {
+        for (secs, want) in [
+            (5, "5s"),
+            (119, "119s"),
+            (190, "3m10s"),
+            (3600, "60m"),
+            (4 * 3600, "4h"),
+            (86_400 * 3, "3d"),
+        ] {
+            assert_eq!(human_age(secs), want);
+        }
+    }
+}

@@ -1,0 +1,420 @@
+//! The object store: per-kind ordered tables, one global resourceVersion, bounded watch history and event fan-out.
+//!
+//! All writes go through one short `parking_lot` write lock ([`Txn`]); watchers get events over a
+//! bounded broadcast channel, so a slow watcher lags (and is closed) instead of blocking writers.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::ops::Bound;
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use serde_json::Value;
+use tokio::sync::broadcast;
+
+use super::auth::Authority;
+use super::error::Error;
+use super::kinds::{self, KINDS, KindId};
+use super::object::{Key, Obj};
+use super::selector::Filter;
+use super::write::{self, StatusMode, WriteOpts};
+
+/// Events a watcher may fall behind by before it is closed (the client then re-watches or relists).
+const WATCH_BUFFER: usize = 8192;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventType {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One committed change; `prev` lets watchers with selectors see objects leave or enter, and lets
+/// paginated lists rebuild the state at an older resourceVersion.
+#[derive(Debug)]
+pub(crate) struct Event {
+    pub(crate) rv: u64,
+    pub(crate) kind: KindId,
+    pub(crate) etype: EventType,
+    pub(crate) obj: Arc<Obj>,
+    pub(crate) prev: Option<Arc<Obj>>,
+}
+
+struct Inner {
+    rv: u64,
+    tables: Vec<BTreeMap<Key, Arc<Obj>>>,
+    history: VecDeque<Arc<Event>>,
+    /// History holds every event after this revision; older watches and continue tokens are expired.
+    compacted: u64,
+}
+
+/// The simulated cluster's state (etcd plus the few controllers clients rely on).
+pub struct Store {
+    inner: RwLock<Inner>,
+    events: broadcast::Sender<Arc<Event>>,
+    history_limit: usize,
+    pub(crate) authority: Arc<Authority>,
+}
+
+/// The write side of one locked transaction; controllers use it to make follow-up writes atomically.
+pub(crate) struct Txn<'a> {
+    inner: &'a mut Inner,
+    store: &'a Store,
+}
+
+impl Txn<'_> {
+    pub(crate) fn store(&self) -> &Store {
+        self.store
+    }
+
+    pub(crate) fn get(&self, kind: KindId, key: &Key) -> Option<&Arc<Obj>> {
+        self.inner.tables[kind].get(key)
+    }
+
+    pub(crate) fn next_rv(&self) -> u64 {
+        self.inner.rv + 1
+    }
+
+    pub(crate) fn keys(&self, kind: KindId, namespace: &str) -> Vec<Key> {
+        range(&self.inner.tables[kind], Some(namespace), None)
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    /// Stores a fully prepared object under the next resourceVersion and emits ADDED or MODIFIED.
+    pub(crate) fn put(&mut self, kind: KindId, mut value: Value) -> Result<Arc<Obj>, Error> {
+        let rv = self.inner.rv + 1;
+        value["metadata"]["resourceVersion"] = Value::String(rv.to_string());
+        let obj = Arc::new(Obj::freeze(&value)?);
+        let prev = self.inner.tables[kind].insert(obj.key.clone(), obj.clone());
+        let etype = if prev.is_some() {
+            EventType::Modified
+        } else {
+            EventType::Added
+        };
+        self.record(Event {
+            rv,
+            kind,
+            etype,
+            obj: obj.clone(),
+            prev,
+        });
+        Ok(obj)
+    }
+
+    /// Removes an object and emits DELETED carrying its last state at the deletion's resourceVersion.
+    pub(crate) fn remove(&mut self, kind: KindId, key: &Key) -> Result<Option<Arc<Obj>>, Error> {
+        let Some(prev) = self.inner.tables[kind].remove(key) else {
+            return Ok(None);
+        };
+        let rv = self.inner.rv + 1;
+        let mut last = prev.value();
+        last["metadata"]["resourceVersion"] = Value::String(rv.to_string());
+        let obj = Arc::new(Obj::freeze(&last)?);
+        self.record(Event {
+            rv,
+            kind,
+            etype: EventType::Deleted,
+            obj: obj.clone(),
+            prev: Some(prev),
+        });
+        Ok(Some(obj))
+    }
+
+    fn record(&mut self, event: Event) {
+        let event = Arc::new(event);
+        self.inner.rv = event.rv;
+        self.inner.history.push_back(event.clone());
+        while self.inner.history.len() > self.store.history_limit {
+            if let Some(old) = self.inner.history.pop_front() {
+                self.inner.compacted = old.rv;
+            }
+        }
+        // No receivers is fine; lagging receivers notice on their next recv.
+        let _ = self.store.events.send(event);
+    }
+}
+
+/// One page of a list, as of `rv`.
+pub(crate) struct Page {
+    pub(crate) items: Vec<Arc<Obj>>,
+    pub(crate) rv: u64,
+    /// Set when more matching objects follow the last item.
+    pub(crate) next: Option<Key>,
+}
+
+/// Where a watch starts.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum WatchFrom {
+    /// Synthetic ADDED events for the current state, then live events.
+    Snapshot,
+    /// Replay kept history after this revision, then live events.
+    After(u64),
+}
+
+pub(crate) struct WatchStart {
+    pub(crate) initial: Vec<Arc<Obj>>,
+    pub(crate) replay: Vec<Arc<Event>>,
+    pub(crate) rv: u64,
+    pub(crate) rx: broadcast::Receiver<Arc<Event>>,
+}
+
+impl Store {
+    pub(crate) fn new(history_limit: usize, authority: Arc<Authority>) -> Result<Store, Error> {
+        let store = Store {
+            inner: RwLock::new(Inner {
+                rv: 0,
+                tables: KINDS.iter().map(|_| BTreeMap::new()).collect(),
+                history: VecDeque::new(),
+                compacted: 0,
+            }),
+            events: broadcast::channel(WATCH_BUFFER).0,
+            history_limit: history_limit.max(1),
+            authority,
+        };
+        for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+            store.apply(
+                serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+            )?;
+        }
+        Ok(store)
+    }
+
+    /// Runs `f` as one atomic write transaction.
+    pub(crate) fn write<T>(&self, f: impl FnOnce(&mut Txn<'_>) -> Result<T, Error>) -> Result<T, Error> {
+        let mut inner = self.inner.write();
+        f(&mut Txn {
+            inner: &mut inner,
+            store: self,
+        })
+    }
+
+    pub(crate) fn get_obj(&self, kind: KindId, key: &Key) -> Option<Arc<Obj>> {
+        self.inner.read().tables[kind].get(key).cloned()
+    }
+
+    /// Up to `limit` matching objects after `after`, as of revision `at` (default: now).
+    ///
+    /// An older revision is rebuilt by undoing the kept history newer than it, so pages of one list are
+    /// a consistent snapshot; a revision older than the kept history is `Expired`.
+    pub(crate) fn list_page(
+        &self,
+        kind: KindId,
+        filter: &Filter,
+        after: Option<&Key>,
+        limit: Option<usize>,
+        at: Option<u64>,
+    ) -> Result<Page, Error> {
+        let inner = self.inner.read();
+        let at = at.unwrap_or(inner.rv).min(inner.rv);
+        if at < inner.compacted {
+            return Err(Error::Expired {
+                message: format!("too old resource version: {at} ({})", inner.compacted),
+                fresh_continue: None,
+            });
+        }
+        // State before the first event after `at`, per key touched since.
+        let mut undo: BTreeMap<Key, Option<Arc<Obj>>> = BTreeMap::new();
+        for ev in inner
+            .history
+            .iter()
+            .rev()
+            .take_while(|e| e.rv > at)
+            .filter(|e| e.kind == kind)
+        {
+            undo.insert(ev.obj.key.clone(), ev.prev.clone());
+        }
+        let ns = filter.namespace.as_deref();
+        let mut current = range(&inner.tables[kind], ns, after).peekable();
+        let mut undone = range(&undo, ns, after).peekable();
+        let limit = limit.filter(|l| *l > 0).unwrap_or(usize::MAX);
+        let mut page = Page {
+            items: Vec::new(),
+            rv: at,
+            next: None,
+        };
+        loop {
+            // Merge the two key-ordered streams; an undo entry overrides the current object.
+            let obj = match (current.peek(), undone.peek()) {
+                (None, None) => break,
+                (Some((ck, _)), Some((uk, _))) if ck < uk => current.next().map(|(_, o)| Some(o)),
+                (Some(_), None) => current.next().map(|(_, o)| Some(o)),
+                (Some((ck, _)), Some((uk, _))) if ck == uk => {
+                    current.next();
+                    undone.next().map(|(_, o)| o.as_ref())
+                }
+                (_, Some(_)) => undone.next().map(|(_, o)| o.as_ref()),
+            };
+            let Some(Some(obj)) = obj else { continue };
+            if !filter.matches(obj) {
+                continue;
+            }
+            if page.items.len() == limit {
+                page.next = page.items.last().map(|o| o.key.clone());
+                break;
+            }
+            page.items.push(obj.clone());
+        }
+        Ok(page)
+    }
+
+    /// Starts a watch atomically with respect to writes: no event is missed or seen twice.
+    pub(crate) fn watch(&self, kind: KindId, filter: &Filter, from: WatchFrom) -> Result<WatchStart, Error> {
+        let inner = self.inner.read();
+        let rx = self.events.subscribe();
+        let (initial, replay) = match from {
+            WatchFrom::Snapshot => {
+                let ns = filter.namespace.as_deref();
+                let initial = range(&inner.tables[kind], ns, None)
+                    .filter(|(_, o)| filter.matches(o))
+                    .map(|(_, o)| o.clone())
+                    .collect();
+                (initial, Vec::new())
+            }
+            WatchFrom::After(rv) if rv < inner.compacted => {
+                return Err(Error::Expired {
+                    message: format!("too old resource version: {rv} ({})", inner.compacted),
+                    fresh_continue: None,
+                });
+            }
+            WatchFrom::After(rv) => {
+                let start = inner.history.partition_point(|e| e.rv <= rv);
+                (
+                    Vec::new(),
+                    inner
+                        .history
+                        .range(start..)
+                        .filter(|e| e.kind == kind)
+                        .cloned()
+                        .collect(),
+                )
+            }
+        };
+        Ok(WatchStart {
+            initial,
+            replay,
+            rv: inner.rv,
+            rx,
+        })
+    }
+
+    /// Drops all kept history: a watch or continue token from an older revision gets 410 Expired.
+    pub fn compact(&self) {
+        let mut inner = self.inner.write();
+        inner.history.clear();
+        inner.compacted = inner.rv;
+    }
+
+    /// The current global resourceVersion (etcd's revision).
+    pub fn revision(&self) -> u64 {
+        self.inner.read().rv
+    }
+
+    /// Number of stored objects across all kinds.
+    pub fn len(&self) -> usize {
+        self.inner.read().tables.iter().map(BTreeMap::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Create-or-replace by apiVersion/kind/namespace/name, as manifest loading needs: server-set metadata is
+    /// filled, `status` is kept as given, a missing namespace is created implicitly, and watchers see the change.
+    pub fn apply(&self, obj: Value) -> Result<Value, Error> {
+        let kind = kind_of(&obj)?;
+        let ns = obj["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("default")
+            .to_string();
+        let opts = WriteOpts {
+            dry_run: false,
+            status: StatusMode::Keep,
+        };
+        let stored = write::apply(self, kind, &ns, obj, &opts)?;
+        Ok(stored.value())
+    }
+
+    /// The stored object, if any (`namespace` is ignored for cluster-scoped kinds).
+    pub fn get(&self, api_version: &str, kind: &str, namespace: Option<&str>, name: &str) -> Option<Value> {
+        let k = kinds::by_type(api_version, kind)?;
+        let ns = if k.namespaced {
+            namespace.unwrap_or("default")
+        } else {
+            ""
+        };
+        self.get_obj(k.id(), &(ns.to_string(), name.to_string()))
+            .map(|o| o.value())
+    }
+
+    /// All stored objects of a kind, optionally in one namespace, in (namespace, name) order.
+    pub fn list(&self, api_version: &str, kind: &str, namespace: Option<&str>) -> Vec<Value> {
+        let Some(k) = kinds::by_type(api_version, kind) else {
+            return Vec::new();
+        };
+        let filter = Filter {
+            namespace: namespace.map(str::to_string),
+            ..Filter::default()
+        };
+        let page = self.list_page(k.id(), &filter, None, None, None);
+        page.map(|p| p.items.iter().map(|o| o.value()).collect())
+            .unwrap_or_default()
+    }
+
+    /// Deletes an object (with the same cascades as the API) and returns its last state.
+    pub fn delete(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Value, Error> {
+        let k = kinds::by_type(api_version, kind).ok_or_else(|| {
+            Error::BadRequest(format!(
+                "no kind {kind:?} is registered for version {api_version:?}"
+            ))
+        })?;
+        let ns = if k.namespaced {
+            namespace.unwrap_or("default")
+        } else {
+            ""
+        };
+        let key = (ns.to_string(), name.to_string());
+        write::delete(self, k, &key, &write::Preconditions::default(), false).map(|o| o.value())
+    }
+}
+
+fn kind_of(obj: &Value) -> Result<&'static kinds::Kind, Error> {
+    let (av, kind) = (
+        obj["apiVersion"].as_str().unwrap_or(""),
+        obj["kind"].as_str().unwrap_or(""),
+    );
+    kinds::by_type(av, kind)
+        .ok_or_else(|| Error::BadRequest(format!("no kind {kind:?} is registered for version {av:?}")))
+}
+
+/// Entries of a (namespace, name)-keyed map in key order, limited to a namespace and starting after a key.
+pub(crate) fn range<'a, V>(
+    map: &'a BTreeMap<Key, V>,
+    namespace: Option<&'a str>,
+    after: Option<&Key>,
+) -> impl Iterator<Item = (&'a Key, &'a V)> + 'a {
+    let ns_start = namespace.map(|ns| (ns.to_string(), String::new()));
+    let lower = match (after, ns_start) {
+        (Some(a), Some(s)) if *a >= s => Bound::Excluded(a.clone()),
+        (Some(a), None) => Bound::Excluded(a.clone()),
+        (_, Some(s)) => Bound::Included(s),
+        (None, None) => Bound::Unbounded,
+    };
+    map.range((lower, Bound::Unbounded))
+        .take_while(move |(k, _)| namespace.is_none_or(|ns| k.0 == ns))
+}

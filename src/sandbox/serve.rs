@@ -1,0 +1,93 @@
+//! Starts simulated clusters for `meshctl sandbox serve`: one API server per cluster, admin kubeconfigs on disk.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::apiserver::{ApiServer, ApiServerConfig};
+
+/// A started cluster and where its admin kubeconfig was written.
+pub struct ServedCluster {
+    pub name: String,
+    pub server: ApiServer,
+    pub kubeconfig: PathBuf,
+}
+
+/// Cluster names from `--clusters`: the subdirectories of a directory (sorted), or a comma-separated list.
+pub fn cluster_names(spec: &str) -> anyhow::Result<Vec<String>> {
+    let path = Path::new(spec);
+    let names: Vec<String> = if path.is_dir() {
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(path).with_context(|| format!("reading {spec}"))? {
+            let entry = entry?;
+            if entry.file_type()?.is_dir() {
+                names.push(entry.file_name().to_string_lossy().into_owned());
+            }
+        }
+        names.sort();
+        names
+    } else {
+        spec.split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    anyhow::ensure!(!names.is_empty(), "no cluster names in {spec:?}");
+    Ok(names)
+}
+
+/// Starts one API server per name on a free loopback port and writes `<state_dir>/<name>/kubeconfig`.
+pub async fn start_clusters(
+    names: &[String],
+    state_dir: &Path,
+    shutdown: CancellationToken,
+) -> anyhow::Result<Vec<ServedCluster>> {
+    let mut clusters = Vec::new();
+    for name in names {
+        let server = ApiServer::start(ApiServerConfig::new(name.clone()), shutdown.clone())
+            .await
+            .with_context(|| format!("starting cluster {name}"))?;
+        let dir = state_dir.join(name);
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let kubeconfig = dir.join("kubeconfig");
+        write_private(&kubeconfig, &server.admin_kubeconfig())?;
+        clusters.push(ServedCluster {
+            name: name.clone(),
+            server,
+            kubeconfig,
+        });
+    }
+    Ok(clusters)
+}
+
+/// The one-line readiness report: `{"clusters":{"<name>":{"url":…,"kubeconfig":…}}}`.
+pub fn ready_report(clusters: &[ServedCluster]) -> Value {
+    let map: serde_json::Map<String, Value> = clusters
+        .iter()
+        .map(|c| {
+            (
+                c.name.clone(),
+                json!({"url": c.server.url(), "kubeconfig": c.kubeconfig.display().to_string()}),
+            )
+        })
+        .collect();
+    json!({"clusters": map})
+}
+
+/// Kubeconfigs hold the admin token: owner-only permissions.
+fn write_private(path: &Path, contents: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("writing {}", path.display()))?;
+    file.write_all(contents.as_bytes())?;
+    Ok(())
+}
