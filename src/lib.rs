@@ -5,6 +5,8 @@
 
 pub mod admin;
 pub mod app;
+pub mod auth;
+pub mod ca;
 pub mod cli;
 pub mod config;
 pub mod drain;
@@ -12,3 +14,4 @@ pub mod readiness;
 pub mod sandbox;
 pub mod signal;
 pub mod telemetry;
+pub mod tls;
