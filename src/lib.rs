@@ -12,6 +12,7 @@ pub mod config;
 pub mod drain;
 pub mod readiness;
 pub mod sandbox;
+pub mod secure;
 pub mod signal;
 pub mod telemetry;
 pub mod tls;

@@ -282,3 +282,140 @@ fn verify_chain(chain: &[CertificateDer<'_>], roots: &[CertificateDer<'_>]) -> R
         ),
     ))
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use rcgen::{CertificateParams, Issuer};
+
+    use super::*;
+    use crate::ca::source::read_dir;
+
+    /// A CA certificate (self-signed when `issuer` is `None`) and its key, PEM.
+    pub(crate) fn ca_cert(
+        name: &str,
+        issuer: Option<(&str, &str)>,
+        is_ca: bool,
+        not_after: time::OffsetDateTime,
+    ) -> (String, String) {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::default();
+        params.distinguished_name.push(DnType::CommonName, name);
+        if is_ca {
+            params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        }
+        params.not_before = time::OffsetDateTime::now_utc() - time::Duration::days(2);
+        params.not_after = not_after;
+        let cert = match issuer {
+            None => params.self_signed(&key).unwrap(),
+            Some((cert, key_pem)) => {
+                let issuer = Issuer::from_ca_cert_pem(cert, KeyPair::from_pem(key_pem).unwrap()).unwrap();
+                params.signed_by(&key, &issuer).unwrap()
+            }
+        };
+        (cert.pem(), key.serialize_pem())
+    }
+
+    pub(crate) fn in_a_year() -> time::OffsetDateTime {
+        time::OffsetDateTime::now_utc() + time::Duration::days(365)
+    }
+
+    fn load_err(pem: &CaPem) -> String {
+        CaBundle::from_pem(pem).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn loads_self_signed_and_intermediate_cas() {
+        let pem = CaBundle::generate_self_signed("cluster.local").unwrap();
+        let ca = CaBundle::from_pem(&pem).unwrap();
+        assert!(ca.chain.is_empty(), "a root signs directly");
+        assert_eq!(ca.roots().len(), 1);
+
+        let (root, root_key) = ca_cert("root", None, true, in_a_year());
+        let (inter, inter_key) = ca_cert("intermediate", Some((&root, &root_key)), true, in_a_year());
+        let plugged = CaPem {
+            cert: inter.clone(),
+            key: inter_key,
+            root: root.clone(),
+            // Istio's Makefile writes ca-cert + root here.
+            chain: format!("{inter}{root}"),
+        };
+        let ca = CaBundle::from_pem(&plugged).unwrap();
+        assert_eq!(
+            ca.chain.len(),
+            1,
+            "intermediate only; the root goes out separately"
+        );
+        assert_eq!(ca.roots_pem(), root);
+    }
+
+    #[test]
+    fn reports_operator_mistakes_by_file() {
+        let (root, root_key) = ca_cert("root", None, true, in_a_year());
+        let (other, other_key) = ca_cert("other", None, true, in_a_year());
+        let good = CaPem {
+            cert: root.clone(),
+            key: root_key.clone(),
+            root: root.clone(),
+            chain: String::new(),
+        };
+        let with = |f: &dyn Fn(&mut CaPem)| {
+            let mut p = good.clone();
+            f(&mut p);
+            load_err(&p)
+        };
+        assert_eq!(
+            with(&|p| p.key = other_key.clone()),
+            "ca-key.pem: does not match the key of ca-cert.pem"
+        );
+        assert_eq!(
+            with(&|p| p.key = String::new()),
+            "ca-key.pem: no PRIVATE KEY block"
+        );
+        assert_eq!(
+            with(&|p| p.cert = "junk".into()),
+            "ca-cert.pem: no CERTIFICATE block"
+        );
+        assert_eq!(
+            with(&|p| p.root = other.clone()),
+            "root-cert.pem: no root signs CN=root (ca-cert.pem does not chain to root-cert.pem)"
+        );
+
+        let (leaf, leaf_key) = ca_cert("leaf", None, false, in_a_year());
+        let not_ca = with(&|p| (p.cert, p.key) = (leaf.clone(), leaf_key.clone()));
+        assert_eq!(
+            not_ca,
+            "ca-cert.pem: not a CA certificate (basicConstraints CA:TRUE is missing)"
+        );
+
+        let yesterday = time::OffsetDateTime::now_utc() - time::Duration::days(1);
+        let (old, old_key) = ca_cert("old", None, true, yesterday);
+        let expired = with(&|p| (p.cert, p.key, p.root) = (old.clone(), old_key.clone(), old.clone()));
+        assert!(expired.starts_with("ca-cert.pem: expired at "), "{expired}");
+
+        let rsa1 = "-----BEGIN RSA PRIVATE KEY-----\nMAA=\n-----END RSA PRIVATE KEY-----\n";
+        assert!(with(&|p| p.key = rsa1.into()).contains("openssl pkcs8 -topk8"));
+    }
+
+    #[test]
+    fn missing_files_name_the_folder_and_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let pem = CaBundle::generate_self_signed("cluster.local").unwrap();
+        std::fs::write(dir.path().join(CA_CERT), &pem.cert).unwrap();
+        std::fs::write(dir.path().join(ROOT_CERT), &pem.root).unwrap();
+        let err = read_dir(dir.path()).unwrap_err().to_string();
+        assert!(
+            err.starts_with(&format!("plugged-in CA {}: ", dir.path().display())),
+            "{err}"
+        );
+        assert!(
+            err.contains("ca-key.pem") && err.contains("No such file"),
+            "{err}"
+        );
+        std::fs::write(dir.path().join(CA_KEY), &pem.key).unwrap();
+        assert_eq!(
+            read_dir(dir.path()).unwrap().chain,
+            "",
+            "cert-chain.pem is optional"
+        );
+    }
+}

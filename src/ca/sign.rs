@@ -189,3 +189,111 @@ fn uri_san(uri: &str) -> Result<SanType, SignError> {
         .map(SanType::URI)
         .map_err(SignError::Sign)
 }
+
+#[cfg(test)]
+mod tests {
+    use rcgen::CertificateParams;
+    use x509_parser::{extensions::GeneralName, prelude::FromDer};
+
+    use super::*;
+    use crate::ca::{CaPem, MeshCa, WorkloadCertPolicy};
+
+    fn ca() -> MeshCa {
+        let pem: CaPem = CaBundle::generate_self_signed("cluster.local").unwrap();
+        MeshCa::fixed(CaBundle::from_pem(&pem).unwrap(), WorkloadCertPolicy::default())
+    }
+
+    fn csr(sans: &[&str]) -> String {
+        let mut params = CertificateParams::default();
+        params.subject_alt_names = sans
+            .iter()
+            .map(|s| match s.strip_prefix("dns:") {
+                Some(d) => SanType::DnsName(d.try_into().unwrap()),
+                None => SanType::URI(s.to_string().try_into().unwrap()),
+            })
+            .collect();
+        let key = KeyPair::generate().unwrap();
+        params.serialize_request(&key).unwrap().pem().unwrap()
+    }
+
+    fn der(pem: &str) -> CertificateDer<'static> {
+        use rustls::pki_types::pem::PemObject;
+        CertificateDer::from_pem_slice(pem.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn signs_only_the_callers_own_identity() {
+        let ca = ca();
+        let me = Identity::new("cluster.local", "sample", "default");
+        let chain = ca.sign_csr(&csr(&[&me.spiffe_uri()]), &me, 3600).unwrap();
+        assert_eq!(chain.len(), 2, "leaf and root");
+        assert!(chain.iter().all(|c| c.ends_with("-----END CERTIFICATE-----\n")));
+        assert_eq!(chain[1], ca.roots_pem());
+        let (leaf_der, root_der) = (der(&chain[0]), der(&chain[1]));
+        let (_, leaf) = x509_parser::certificate::X509Certificate::from_der(&leaf_der).unwrap();
+        let (_, root) = x509_parser::certificate::X509Certificate::from_der(&root_der).unwrap();
+        leaf.verify_signature(Some(root.public_key()))
+            .expect("signed by the root");
+        let sans: Vec<_> = leaf
+            .subject_alternative_name()
+            .unwrap()
+            .unwrap()
+            .value
+            .general_names
+            .clone();
+        assert_eq!(
+            sans,
+            [GeneralName::URI("spiffe://cluster.local/ns/sample/sa/default")]
+        );
+        assert!(!leaf.is_ca());
+        let lifetime = leaf.validity().not_after.timestamp() - leaf.validity().not_before.timestamp();
+        assert_eq!(lifetime, 3600 + CLOCK_SKEW.as_secs() as i64);
+
+        for (sans, requested) in [
+            (
+                vec!["spiffe://cluster.local/ns/sample/sa/admin"],
+                "spiffe://cluster.local/ns/sample/sa/admin",
+            ),
+            (
+                vec!["spiffe://cluster.local/ns/sample/sa/default", "dns:evil.example"],
+                "spiffe://cluster.local/ns/sample/sa/default, DNS:evil.example",
+            ),
+            (vec![], "no identity"),
+        ] {
+            let err = ca.sign_csr(&csr(&sans), &me, 0).unwrap_err();
+            assert!(matches!(err, SignError::NotOwnIdentity { .. }), "{err}");
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "CSR requests {requested}, but the caller is spiffe://cluster.local/ns/sample/sa/default: \
+                     a workload may only request its own identity"
+                )
+            );
+        }
+    }
+
+    #[test]
+    fn refuses_bad_input_without_panicking() {
+        let ca = ca();
+        let me = Identity::new("cluster.local", "sample", "default");
+        for junk in [
+            "",
+            "junk",
+            "-----BEGIN CERTIFICATE REQUEST-----\nAAAA\n-----END CERTIFICATE REQUEST-----\n",
+        ] {
+            assert!(
+                matches!(ca.sign_csr(junk, &me, 0), Err(SignError::InvalidCsr(_))),
+                "{junk:?}"
+            );
+        }
+        let huge = "A".repeat(MAX_CSR_BYTES + 1);
+        assert!(matches!(
+            ca.sign_csr(&huge, &me, 0),
+            Err(SignError::CsrTooLarge(_))
+        ));
+        let too_long = ca
+            .sign_csr(&csr(&[&me.spiffe_uri()]), &me, 91 * 24 * 3600)
+            .unwrap_err();
+        assert!(matches!(too_long, SignError::TtlTooLong { .. }), "{too_long}");
+    }
+}
