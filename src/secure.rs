@@ -132,7 +132,8 @@ pub fn serving_hosts(namespace: &str, domain_suffix: &str, extra: &[String], san
     if sandbox {
         hosts.extend(["localhost", "127.0.0.1", "::1"].map(String::from));
     }
-    hosts.dedup();
+    let mut seen = std::collections::HashSet::new();
+    hosts.retain(|h| seen.insert(h.clone()));
     hosts
 }
 
@@ -181,4 +182,34 @@ pub async fn serve(
     });
     info!(addr = %bound, "secure gRPC (mTLS) listening");
     Ok(bound)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serving_names_cover_istiod_meshd_extra_and_sandbox_loopback() {
+        let hosts = serving_hosts(
+            "istio-system",
+            "cluster.local",
+            &["istiod.istio-system.svc".into(), "mesh.example".into()],
+            true,
+        );
+        for want in [
+            "istiod.istio-system.svc",
+            "istiod.istio-system.svc.cluster.local",
+            "meshd.istio-system.svc",
+            "mesh.example",
+            "localhost",
+            "127.0.0.1",
+        ] {
+            assert!(hosts.iter().any(|h| h == want), "{want} missing from {hosts:?}");
+        }
+        assert_eq!(
+            hosts.iter().filter(|h| *h == "istiod.istio-system.svc").count(),
+            1
+        );
+        assert!(!serving_hosts("ns", "cluster.local", &[], false).contains(&"localhost".to_string()));
+    }
 }

@@ -57,7 +57,6 @@ pub struct CaBundle {
     /// The signing certificate and intermediates, leaf-most first, without roots.
     pub(super) chain: Vec<CertificateDer<'static>>,
     roots: Vec<CertificateDer<'static>>,
-    cert_pem: String,
 }
 
 impl fmt::Debug for CaBundle {
@@ -164,7 +163,6 @@ impl CaBundle {
             not_after,
             chain,
             roots,
-            cert_pem: pem.cert.clone(),
         })
     }
 
@@ -206,16 +204,6 @@ impl CaBundle {
     /// The roots, DER.
     pub fn roots(&self) -> &[CertificateDer<'static>] {
         &self.roots
-    }
-
-    /// The signing certificate as loaded (PEM).
-    pub fn cert_pem(&self) -> &str {
-        &self.cert_pem
-    }
-
-    /// When the signing certificate expires: nothing it signs may outlive it.
-    pub fn not_after(&self) -> SystemTime {
-        self.not_after
     }
 }
 

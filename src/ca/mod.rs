@@ -145,11 +145,6 @@ impl MeshCa {
         self.current().roots_pem()
     }
 
-    /// The workload certificate policy.
-    pub fn policy(&self) -> WorkloadCertPolicy {
-        self.policy
-    }
-
     /// Signs a CSR for `caller` (see [`CaBundle::sign_csr`]); `requested_secs <= 0` means the default.
     pub fn sign_csr(
         &self,
