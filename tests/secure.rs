@@ -460,3 +460,31 @@ async fn handshake_abuse_does_not_stop_the_accept_loop() {
     assert_issued_for(&mesh, &chain, SAMPLE);
     mesh.tasks.drain(Duration::from_secs(5)).await.unwrap();
 }
+
+#[tokio::test]
+async fn self_signed_root_is_created_once_and_shared() {
+    use meshd::ca::source::{CA_SECRET_NAME, load_or_create_secret};
+    let stop = CancellationToken::new();
+    let api = ApiServer::start(ApiServerConfig::new("primary"), stop.clone())
+        .await
+        .unwrap();
+    api.store()
+        .apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "istio-system"}}))
+        .unwrap();
+    let client = admin_client(&api).await;
+    // Two replicas starting together converge on one root; a restart loads it.
+    let (a, b) = tokio::join!(
+        load_or_create_secret(client.clone(), "istio-system", TD),
+        load_or_create_secret(client.clone(), "istio-system", TD),
+    );
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert_eq!(a.roots_pem(), b.roots_pem());
+    let again = load_or_create_secret(client, "istio-system", TD).await.unwrap();
+    assert_eq!(again.roots_pem(), a.roots_pem());
+    let secret = api
+        .store()
+        .get("v1", "Secret", Some("istio-system"), CA_SECRET_NAME)
+        .unwrap();
+    assert_eq!(secret["type"], "istio.io/ca-root");
+    stop.cancel();
+}
