@@ -11,6 +11,8 @@ use tracing::{info, warn};
 
 use crate::{
     admin,
+    auth::{ClusterClients, PrimaryCluster},
+    ca::{WorkloadCertPolicy, sandbox::write_sandbox_certs},
     cli::{Args, KubeSource},
     config::{
         MeshConfig, MeshNetworks, ParseError,
@@ -18,6 +20,8 @@ use crate::{
     },
     drain::Tasks,
     readiness::Ready,
+    secure::{self, CaSource},
+    tls::{AcceptLimits, ServingCert},
 };
 
 /// What a start function gets: the task spawner and the readiness tracker.
@@ -140,14 +144,23 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         });
     }
 
-    match args.kube_source() {
+    let primary = match args.kube_source() {
         source @ (KubeSource::Kubeconfig(_) | KubeSource::InCluster) => {
-            server.add_start_func("config cluster", move |ctx| config_cluster(ctx, source));
+            let client = primary_client(&source).await?;
+            let probe = client.clone();
+            server.add_start_func("config cluster", move |ctx| config_cluster(ctx, probe));
+            Some(client)
         }
         KubeSource::Sandbox(dir) => {
             info!(clusters = ?dir, "no kubeconfig and not in a pod: running the embedded sandbox");
+            None
         }
-    }
+    };
+    let trust = watches.mesh.borrow().clone();
+    let secure_args = args.clone();
+    server.add_start_func("secure grpc", move |ctx| {
+        secure_grpc(ctx, secure_args, trust, primary)
+    });
 
     let started = tokio::select! {
         r = server.start() => Some(r),
@@ -198,9 +211,9 @@ fn parse_mesh_config(text: &str) -> Result<MeshConfig, ParseError> {
     Ok(cfg)
 }
 
-/// Connects to the primary cluster and holds readiness until its API server answers.
-async fn config_cluster(ctx: StartContext, source: KubeSource) -> anyhow::Result<()> {
-    let config = match &source {
+/// Builds the primary cluster's client from a kubeconfig or the pod's service account.
+async fn primary_client(source: &KubeSource) -> anyhow::Result<kube::Client> {
+    let config = match source {
         KubeSource::Kubeconfig(path) => {
             let kubeconfig = kube::config::Kubeconfig::read_from(path)
                 .with_context(|| format!("reading kubeconfig {}", path.display()))?;
@@ -210,7 +223,11 @@ async fn config_cluster(ctx: StartContext, source: KubeSource) -> anyhow::Result
         }
         _ => kube::Config::incluster().context("loading the in-cluster config")?,
     };
-    let client = kube::Client::try_from(config).context("building the Kubernetes client")?;
+    kube::Client::try_from(config).context("building the Kubernetes client")
+}
+
+/// Holds readiness until the primary cluster's API server answers.
+async fn config_cluster(ctx: StartContext, client: kube::Client) -> anyhow::Result<()> {
     let guard = ctx.ready.register("config cluster");
     let stop = ctx.tasks.cancelled();
     ctx.tasks.spawn("config-cluster-probe", async move {
@@ -232,5 +249,65 @@ async fn config_cluster(ctx: StartContext, source: KubeSource) -> anyhow::Result
             backoff = (backoff * 2).min(Duration::from_secs(10));
         }
     });
+    Ok(())
+}
+
+/// The mesh CA and the secure gRPC server (15012): CA from `--ca-dir`, the CA Secret, or sandbox
+/// files; then TLS, authentication, and the secure services.
+async fn secure_grpc(
+    ctx: StartContext,
+    args: Args,
+    mesh: Arc<MeshConfig>,
+    primary: Option<kube::Client>,
+) -> anyhow::Result<()> {
+    let sandbox = matches!(args.kube_source(), KubeSource::Sandbox(_));
+    let source = match (&args.ca_dir, &primary, &args.state_dir) {
+        (Some(dir), _, _) => CaSource::Dir(dir.clone()),
+        (None, Some(client), _) => CaSource::Secret {
+            client: client.clone(),
+            namespace: args.system_namespace.clone(),
+        },
+        (None, None, Some(state)) => CaSource::SandboxDir(state.join("cacerts")),
+        (None, None, None) => CaSource::Ephemeral,
+    };
+    let policy = WorkloadCertPolicy {
+        default_ttl: args.workload_cert_ttl,
+        max_ttl: args.max_workload_cert_ttl,
+    };
+    let ca = secure::start_ca(source, &mesh.trust_domain, policy, args.config_poll, &ctx.tasks)
+        .await
+        .context("starting the mesh CA")?;
+    if let (true, Some(state)) = (sandbox, &args.state_dir) {
+        let certs = write_sandbox_certs(&ca, &mesh.trust_domain, &state.join("certs"))?;
+        info!(dir = %state.join("certs").display(), identity = %certs.identity, "sandbox client certificates written");
+    }
+    let hosts = secure::serving_hosts(
+        &args.system_namespace,
+        &args.domain_suffix,
+        &args.tls_hosts,
+        sandbox,
+    );
+    let tls = ServingCert::new(&ca, hosts)?;
+    tls.keep_fresh(&ctx.tasks, &ca);
+    let cluster_id = args.cluster_id.clone().unwrap_or_else(|| "Kubernetes".into());
+    let tokens = primary.map(|client| {
+        let clients: Arc<dyn ClusterClients> = Arc::new(PrimaryCluster::new(cluster_id.clone(), client));
+        (clients, cluster_id)
+    });
+    let auth = secure::authenticator(
+        &mesh.trust_domain,
+        &mesh.trust_domain_aliases,
+        tokens,
+        &args.token_audience,
+    );
+    let addr = args.secure_grpc_addr.resolve(args.unspecified_host());
+    secure::serve(
+        &ctx.tasks,
+        addr,
+        &tls,
+        secure::routes(&ca, &auth),
+        AcceptLimits::default(),
+    )
+    .await?;
     Ok(())
 }

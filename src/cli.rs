@@ -79,6 +79,33 @@ pub struct Args {
     )]
     pub secure_grpc_addr: ListenAddr,
 
+    /// Plugged-in CA folder in Istio's `cacerts` layout (`ca-cert.pem`, `ca-key.pem`, `root-cert.pem`,
+    /// optional `cert-chain.pem`), hot-reloaded. Default: a self-signed root kept in the
+    /// `istio-ca-secret` Secret of the system namespace (in the sandbox: files under --state-dir).
+    #[arg(long, env = "MESHD_CA_DIR", value_name = "DIR")]
+    pub ca_dir: Option<PathBuf>,
+
+    /// Extra DNS names or IPs for the secure gRPC serving certificate (istiod's ISTIOD_CUSTOM_HOST).
+    #[arg(
+        long,
+        env = "ISTIOD_CUSTOM_HOST",
+        value_delimiter = ',',
+        value_name = "HOST,..."
+    )]
+    pub tls_hosts: Vec<String>,
+
+    /// Audience a service-account token must be issued for (istiod's TOKEN_AUDIENCES).
+    #[arg(long, env = "TOKEN_AUDIENCES", default_value = "istio-ca", value_name = "AUD")]
+    pub token_audience: String,
+
+    /// Validity of workload certificates when a CSR asks for none (istiod's DEFAULT_WORKLOAD_CERT_TTL).
+    #[arg(long, env = "DEFAULT_WORKLOAD_CERT_TTL", default_value = "24h", value_parser = parse_duration)]
+    pub workload_cert_ttl: Duration,
+
+    /// Longest workload certificate validity a CSR may ask for (istiod's MAX_WORKLOAD_CERT_TTL).
+    #[arg(long, env = "MAX_WORKLOAD_CERT_TTL", default_value = "90d", value_parser = parse_duration)]
+    pub max_workload_cert_ttl: Duration,
+
     /// HTTP address for /ready and the debug endpoints.
     #[arg(long, env = "MESHD_HTTP_ADDR", default_value = ":8080", value_name = "ADDR")]
     pub http_addr: ListenAddr,
@@ -256,6 +283,16 @@ mod tests {
             (Duration::from_millis(100), Duration::from_secs(10))
         );
         assert_eq!(a.log_format, LogFormat::Text);
+        assert_eq!(a.token_audience, "istio-ca");
+        assert_eq!(
+            (a.workload_cert_ttl, a.max_workload_cert_ttl),
+            (
+                Duration::from_secs(24 * 3600),
+                Duration::from_secs(90 * 24 * 3600)
+            )
+        );
+        let hosts = Args::try_parse_from(["meshd", "--tls-hosts", "a.example,10.0.0.1"]).unwrap();
+        assert_eq!(hosts.tls_hosts, ["a.example", "10.0.0.1"]);
     }
 
     #[test]

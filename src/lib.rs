@@ -5,11 +5,15 @@
 
 pub mod admin;
 pub mod app;
+pub mod auth;
+pub mod ca;
 pub mod cli;
 pub mod config;
 pub mod drain;
 pub mod leader;
 pub mod readiness;
 pub mod sandbox;
+pub mod secure;
 pub mod signal;
 pub mod telemetry;
+pub mod tls;

@@ -82,7 +82,7 @@ impl<T: Send + Sync + 'static> ConfigFile<T> {
 
     fn load_with_digest(&self) -> Result<(T, [u8; 32]), ConfigError> {
         let text = read_capped(self.kind, &self.path)?;
-        let digest = Sha256::digest(text.as_bytes()).into();
+        let digest = ChangeDetector::digest(text.as_bytes());
         let value = (self.parse)(&text).map_err(|error| ConfigError::Invalid {
             kind: self.kind,
             path: self.path.clone(),
@@ -100,49 +100,24 @@ impl<T: Send + Sync + 'static> ConfigFile<T> {
         interval: Duration,
         metrics: ReloadMetrics,
     ) -> Result<watch::Receiver<Arc<T>>, ConfigError> {
-        let (value, mut digest) = self.load_with_digest()?;
+        let (value, digest) = self.load_with_digest()?;
         let (tx, rx) = watch::channel(Arc::new(value));
         let label = ConfigLabel { config: self.kind };
         // Create both series now so a dashboard sees 0 rather than nothing.
         let _ = metrics.reloads.get_or_create(&label);
         let _ = metrics.errors.get_or_create(&label);
-        let stop = tasks.cancelled();
-        tasks.spawn(&format!("config-watch {}", self.kind), async move {
-            tokio::pin!(stop);
-            let mut candidate = None;
-            let mut tick = tokio::time::interval(interval);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tokio::select! {
-                    _ = &mut stop => return,
-                    _ = tick.tick() => {}
+        let mut changes = ChangeDetector::new(digest);
+        spawn_poller(
+            tasks,
+            &format!("config-watch {}", self.kind),
+            interval,
+            move || match changes.observe(read_capped(self.kind, &self.path)) {
+                Change::None => {}
+                Change::Failed(e) => {
+                    metrics.errors.get_or_create(&label).inc();
+                    error!(error = %e, "config reload failed; keeping the last good value");
                 }
-                let text = match read_capped(self.kind, &self.path) {
-                    Ok(t) => t,
-                    Err(e) => {
-                        // Only report once per distinct failure: the digest of the error text.
-                        let d: [u8; 32] = Sha256::digest(e.to_string().as_bytes()).into();
-                        if d != digest {
-                            digest = d;
-                            metrics.errors.get_or_create(&label).inc();
-                            error!(error = %e, "config reload failed; keeping the last good value");
-                        }
-                        continue;
-                    }
-                };
-                let d: [u8; 32] = Sha256::digest(text.as_bytes()).into();
-                if d == digest {
-                    candidate = None;
-                    continue;
-                }
-                // A file rewritten in place can be read half-written (an empty meshNetworks is valid and
-                // would drop every network), so a change applies only once two polls agree on it.
-                if candidate != Some(d) {
-                    candidate = Some(d);
-                    continue;
-                }
-                digest = d;
-                match (self.parse)(&text) {
+                Change::Stable(text) => match (self.parse)(&text) {
                     Ok(v) => {
                         metrics.reloads.get_or_create(&label).inc();
                         info!(path = %self.path.display(), "{} reloaded", self.kind);
@@ -157,14 +132,103 @@ impl<T: Send + Sync + 'static> ConfigFile<T> {
                         };
                         error!(error = %e, "config reload rejected; keeping the last good value");
                     }
-                }
-            }
-        });
+                },
+            },
+        );
         Ok(rx)
     }
 }
 
-fn read_capped(kind: &'static str, path: &Path) -> Result<String, ConfigError> {
+/// What one poll of a watched source found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Change<T, E> {
+    /// Same content as last applied, a change not yet confirmed, or a failure already reported.
+    None,
+    /// New content, seen identically by two consecutive polls: apply it.
+    Stable(T),
+    /// A read failure different from the last one reported: report it (once).
+    Failed(E),
+}
+
+/// The change-detection half of a content-hash poller, shared by every hot-reloaded file set (config
+/// files, plugged-in CA files). Pure: the caller reads, this decides whether the result is news.
+#[derive(Debug, Clone)]
+pub struct ChangeDetector {
+    digest: [u8; 32],
+    candidate: Option<[u8; 32]>,
+}
+
+impl ChangeDetector {
+    /// Starts from the digest of the content already applied.
+    pub fn new(applied: [u8; 32]) -> Self {
+        Self {
+            digest: applied,
+            candidate: None,
+        }
+    }
+
+    /// The SHA-256 digest this detector compares content by.
+    pub fn digest(content: &[u8]) -> [u8; 32] {
+        Sha256::digest(content).into()
+    }
+
+    /// Feeds one poll's read result.
+    pub fn observe<T: AsRef<[u8]>, E: std::fmt::Display>(&mut self, read: Result<T, E>) -> Change<T, E> {
+        self.observe_by(read, |c| Self::digest(c.as_ref()))
+    }
+
+    /// Feeds one poll's read result, digested by `digest` (for content made of several files).
+    pub fn observe_by<T, E: std::fmt::Display>(
+        &mut self,
+        read: Result<T, E>,
+        digest: impl FnOnce(&T) -> [u8; 32],
+    ) -> Change<T, E> {
+        let content = match read {
+            Ok(c) => c,
+            Err(e) => {
+                // Only report once per distinct failure: the digest of the error text.
+                let d = Self::digest(e.to_string().as_bytes());
+                if d == self.digest {
+                    return Change::None;
+                }
+                self.digest = d;
+                return Change::Failed(e);
+            }
+        };
+        let d = digest(&content);
+        if d == self.digest {
+            self.candidate = None;
+            return Change::None;
+        }
+        // Content rewritten in place can be read half-written (an empty meshNetworks is valid and would
+        // drop every network), so a change applies only once two polls agree on it.
+        if self.candidate != Some(d) {
+            self.candidate = Some(d);
+            return Change::None;
+        }
+        self.digest = d;
+        self.candidate = None;
+        Change::Stable(content)
+    }
+}
+
+/// Spawns a task that calls `poll` every `interval` until shutdown.
+pub fn spawn_poller(tasks: &Tasks, name: &str, interval: Duration, mut poll: impl FnMut() + Send + 'static) {
+    let stop = tasks.cancelled();
+    tasks.spawn(name, async move {
+        tokio::pin!(stop);
+        let mut tick = tokio::time::interval(interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = &mut stop => return,
+                _ = tick.tick() => poll(),
+            }
+        }
+    });
+}
+
+pub(crate) fn read_capped(kind: &'static str, path: &Path) -> Result<String, ConfigError> {
     let read_err = |source| ConfigError::Read {
         kind,
         path: path.to_owned(),

@@ -1,0 +1,215 @@
+//! The secure gRPC server (15012): composes the mesh CA, the hot-swapping TLS config and the
+//! authenticator, and serves the gRPC services that require an authenticated caller.
+//!
+//! [`routes`] is the one place services are added to this server (the ADS service joins the
+//! certificate service there); [`serve`] binds and runs it.
+
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::Duration,
+};
+
+use tokio::net::TcpListener;
+use tonic::service::Routes;
+use tracing::{info, warn};
+
+use crate::{
+    auth::{Authenticator, CertAuthenticator, Chain, ClusterClients, TokenAuthenticator},
+    ca::{
+        CaBundle, CaError, MeshCa, WorkloadCertPolicy,
+        bundle::{CA_CERT, CA_KEY, ROOT_CERT},
+        service::CertificateService,
+        source,
+    },
+    drain::Tasks,
+    tls::{AcceptLimits, ServingCert, TlsError},
+};
+
+/// Why the secure server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SecureError {
+    /// The CA's material is unusable.
+    #[error(transparent)]
+    Ca(#[from] CaError),
+    /// The TLS config could not be built.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    /// The address could not be bound.
+    #[error("binding {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Where the CA's key material comes from.
+pub enum CaSource {
+    /// A plugged-in `cacerts` folder, hot-reloaded.
+    Dir(PathBuf),
+    /// The self-signed root in `istio-ca-secret` of `namespace`, created if absent.
+    Secret {
+        /// Client of the primary cluster.
+        client: kube::Client,
+        /// The system namespace.
+        namespace: String,
+    },
+    /// Sandbox: a `cacerts` folder, filled with a new self-signed root if empty, then hot-reloaded.
+    SandboxDir(PathBuf),
+    /// Sandbox without a state folder: a self-signed root in memory only.
+    Ephemeral,
+}
+
+/// Starts the CA from `source`. The Secret source retries API errors until shutdown.
+pub async fn start_ca(
+    source: CaSource,
+    trust_domain: &str,
+    policy: WorkloadCertPolicy,
+    poll: Duration,
+    tasks: &Tasks,
+) -> Result<MeshCa, CaError> {
+    match source {
+        CaSource::Dir(dir) => Ok(MeshCa::new(source::watch_dir(&dir, tasks, poll)?, policy)),
+        CaSource::SandboxDir(dir) => {
+            if !dir.join(CA_KEY).exists() {
+                write_self_signed(&dir, trust_domain)?;
+            }
+            Ok(MeshCa::new(source::watch_dir(&dir, tasks, poll)?, policy))
+        }
+        CaSource::Ephemeral => {
+            let pem = CaBundle::generate_self_signed(trust_domain)?;
+            Ok(MeshCa::fixed(CaBundle::from_pem(&pem)?, policy))
+        }
+        CaSource::Secret { client, namespace } => {
+            let mut backoff = Duration::from_millis(200);
+            loop {
+                match source::load_or_create_secret(client.clone(), &namespace, trust_domain).await {
+                    Ok(bundle) => return Ok(MeshCa::fixed(bundle, policy)),
+                    Err(e @ CaError::Kube(_)) if !tasks.is_cancelled() => {
+                        warn!(error = %e, retry_in = ?backoff, "CA Secret not available yet");
+                    }
+                    Err(e) => return Err(e),
+                }
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(10));
+            }
+        }
+    }
+}
+
+fn write_self_signed(dir: &Path, trust_domain: &str) -> Result<(), CaError> {
+    let pem = CaBundle::generate_self_signed(trust_domain)?;
+    let write = |name: &str, text: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).map_err(|source| CaError::Write { path, source })
+    };
+    std::fs::create_dir_all(dir).map_err(|source| CaError::Write {
+        path: dir.to_owned(),
+        source,
+    })?;
+    write(CA_CERT, &pem.cert)?;
+    write(ROOT_CERT, &pem.root)?;
+    // Written last: its presence means the folder is complete.
+    write(CA_KEY, &pem.key)?;
+    info!(dir = %dir.display(), "generated a sandbox mesh root");
+    Ok(())
+}
+
+/// The names meshd's serving certificate carries: istiod's Service names (so istio-agent and
+/// proxyless clients configured for istiod verify it), meshd's own, `extra`, and loopback names
+/// in the sandbox.
+pub fn serving_hosts(namespace: &str, domain_suffix: &str, extra: &[String], sandbox: bool) -> Vec<String> {
+    let mut hosts = Vec::new();
+    for name in ["istiod", "meshd", "istiod-remote", "istio-pilot"] {
+        hosts.push(format!("{name}.{namespace}.svc"));
+        hosts.push(format!("{name}.{namespace}.svc.{domain_suffix}"));
+    }
+    hosts.extend(extra.iter().cloned());
+    if sandbox {
+        hosts.extend(["localhost", "127.0.0.1", "::1"].map(String::from));
+    }
+    let mut seen = std::collections::HashSet::new();
+    hosts.retain(|h| seen.insert(h.clone()));
+    hosts
+}
+
+/// Certificates first, then service-account tokens reviewed by `clients` (if any).
+pub fn authenticator(
+    trust_domain: &str,
+    aliases: &[String],
+    tokens: Option<(Arc<dyn ClusterClients>, String)>,
+    audience: &str,
+) -> Arc<dyn Authenticator> {
+    let token =
+        tokens.map(|(clients, primary)| TokenAuthenticator::new(clients, primary, audience, trust_domain));
+    Arc::new(Chain::new(CertAuthenticator::new(trust_domain, aliases), token))
+}
+
+/// The gRPC services of the secure port. Add new secure services here.
+pub fn routes(ca: &MeshCa, auth: &Arc<dyn Authenticator>) -> Routes {
+    Routes::new(CertificateService::new(ca.clone(), auth.clone()))
+}
+
+/// Binds `addr` and serves `routes` over TLS with `tls` until shutdown. Returns the bound address.
+pub async fn serve(
+    tasks: &Tasks,
+    addr: SocketAddr,
+    tls: &ServingCert,
+    routes: Routes,
+    limits: AcceptLimits,
+) -> Result<SocketAddr, SecureError> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| SecureError::Bind { addr, source })?;
+    let bound = listener
+        .local_addr()
+        .map_err(|source| SecureError::Bind { addr, source })?;
+    let incoming = crate::tls::incoming(listener, tls.server_config()?, limits, tasks);
+    let stop = tasks.cancelled();
+    let server = tonic::transport::Server::builder()
+        .max_concurrent_streams(Some(1024))
+        .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .http2_keepalive_timeout(Some(Duration::from_secs(10)))
+        .add_routes(routes);
+    tasks.spawn("secure-grpc", async move {
+        if let Err(e) = server.serve_with_incoming_shutdown(incoming, stop).await {
+            warn!(error = %e, "secure gRPC server stopped");
+        }
+    });
+    info!(addr = %bound, "secure gRPC (mTLS) listening");
+    Ok(bound)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serving_names_cover_istiod_meshd_extra_and_sandbox_loopback() {
+        let hosts = serving_hosts(
+            "istio-system",
+            "cluster.local",
+            &["istiod.istio-system.svc".into(), "mesh.example".into()],
+            true,
+        );
+        for want in [
+            "istiod.istio-system.svc",
+            "istiod.istio-system.svc.cluster.local",
+            "meshd.istio-system.svc",
+            "mesh.example",
+            "localhost",
+            "127.0.0.1",
+        ] {
+            assert!(hosts.iter().any(|h| h == want), "{want} missing from {hosts:?}");
+        }
+        assert_eq!(
+            hosts.iter().filter(|h| *h == "istiod.istio-system.svc").count(),
+            1
+        );
+        assert!(!serving_hosts("ns", "cluster.local", &[], false).contains(&"localhost".to_string()));
+    }
+}
