@@ -8,6 +8,7 @@ pub mod app;
 pub mod cli;
 pub mod config;
 pub mod drain;
+pub mod model;
 pub mod readiness;
 pub mod sandbox;
 pub mod signal;
