@@ -4,6 +4,7 @@
 //! generators → ADS streams, with the admin server beside. See `docs/ARCHITECTURE.md`.
 
 pub mod admin;
+pub mod aggregate;
 pub mod app;
 pub mod cli;
 pub mod config;
