@@ -10,6 +10,7 @@ pub mod cli;
 pub mod config;
 pub mod drain;
 pub mod model;
+pub mod multicluster;
 pub mod readiness;
 pub mod sandbox;
 pub mod signal;

@@ -1,0 +1,3 @@
+//! Remote cluster discovery: the secret controller and per-cluster lifecycle.
+
+pub mod kubeconfig;
