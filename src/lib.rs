@@ -12,6 +12,7 @@ pub mod drain;
 pub mod model;
 pub mod multicluster;
 pub mod readiness;
+pub mod registry;
 pub mod sandbox;
 pub mod signal;
 pub mod telemetry;

@@ -1,0 +1,3 @@
+//! One registry per cluster: watches its Kubernetes API and turns it into mesh services and endpoints.
+
+pub mod service;
