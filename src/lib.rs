@@ -8,6 +8,7 @@ pub mod aggregate;
 pub mod app;
 pub mod cli;
 pub mod config;
+pub mod discovery;
 pub mod drain;
 pub mod model;
 pub mod multicluster;

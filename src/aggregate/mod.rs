@@ -104,12 +104,11 @@ pub struct Options {
     pub debounce_max: Duration,
 }
 
-/// Starts the aggregator task. Returns where registries send, and the snapshot reader handle.
-pub fn spawn(
-    tasks: &Tasks,
+/// Builds the aggregator (no I/O, no task yet). Returns it, where registries send, and the reader handle.
+pub fn new(
     opts: Options,
     networks: watch::Receiver<Arc<MeshNetworks>>,
-) -> (UpdateSender, Snapshots) {
+) -> (Aggregator, UpdateSender, Snapshots) {
     let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
     let (publisher, snapshots) = snapshot::Publisher::new();
     let aggregator = Aggregator {
@@ -117,20 +116,28 @@ pub fn spawn(
         debounce: debounce::Debounce::new(opts.debounce_after, opts.debounce_max),
         publisher,
         networks,
+        rx,
     };
-    tasks.spawn("aggregate", aggregator.run(rx, tasks.cancelled()));
-    (UpdateSender(tx), snapshots)
+    (aggregator, UpdateSender(tx), snapshots)
 }
 
-struct Aggregator {
+/// The single writer of the merged view. Start it with [`Aggregator::spawn`].
+pub struct Aggregator {
     index: index::Index,
     debounce: debounce::Debounce,
     publisher: snapshot::Publisher,
     networks: watch::Receiver<Arc<MeshNetworks>>,
+    rx: mpsc::Receiver<Update>,
 }
 
 impl Aggregator {
-    async fn run(mut self, mut rx: mpsc::Receiver<Update>, stop: impl Future<Output = ()>) {
+    /// Runs the aggregator task until `tasks` is cancelled or every sender is gone.
+    pub fn spawn(self, tasks: &Tasks) {
+        tasks.spawn("aggregate", self.run(tasks.cancelled()));
+    }
+
+    async fn run(mut self, stop: impl Future<Output = ()>) {
+        let mut rx = std::mem::replace(&mut self.rx, mpsc::channel(1).1);
         tokio::pin!(stop);
         let mut networks_open = true;
         loop {

@@ -329,7 +329,8 @@ async fn a_burst_is_published_once_after_the_quiet_period() {
         debounce_after: Duration::from_millis(100),
         debounce_max: Duration::from_secs(10),
     };
-    let (tx, mut snaps) = spawn(&tasks, opts, nets);
+    let (aggregator, tx, mut snaps) = new(opts, nets);
+    aggregator.spawn(&tasks);
     tx.send(replace("c1", 1, &[service("a", "c1", "10.1.0.1", 80)], &[]))
         .await;
     for i in 1..=5 {

@@ -87,9 +87,9 @@ const KINDS: usize = 5;
 
 enum Event {
     Namespace(watcher::Event<PartialObjectMeta<Namespace>>),
-    Service(watcher::Event<Service>),
-    Slice(watcher::Event<EndpointSlice>),
-    Pod(watcher::Event<Pod>),
+    Service(Box<watcher::Event<Service>>),
+    Slice(Box<watcher::Event<EndpointSlice>>),
+    Pod(Box<watcher::Event<Pod>>),
     Node(watcher::Event<PartialObjectMeta<Node>>),
 }
 
@@ -183,9 +183,9 @@ impl Registry {
     fn on_event(&mut self, ev: Event) {
         match ev {
             Event::Namespace(e) => self.on_kind(Kind::Namespace, e, Self::namespace),
-            Event::Service(e) => self.on_kind(Kind::Service, e, Self::service),
-            Event::Slice(e) => self.on_kind(Kind::Slice, e, Self::slice),
-            Event::Pod(e) => self.on_kind(Kind::Pod, e, Self::pod),
+            Event::Service(e) => self.on_kind(Kind::Service, *e, Self::service),
+            Event::Slice(e) => self.on_kind(Kind::Slice, *e, Self::slice),
+            Event::Pod(e) => self.on_kind(Kind::Pod, *e, Self::pod),
             Event::Node(e) => self.on_kind(Kind::Node, e, Self::node),
         }
     }
@@ -314,12 +314,16 @@ impl Registry {
                 self.state.set_node(n.name_any().into(), Some(locality))
             }
             Op::Delete(n) => self.state.set_node(n.name_any().into(), None),
-            Op::Prune(seen) => self
-                .state
-                .node_names()
-                .into_iter()
-                .filter(|n| !seen.contains(&**n))
-                .fold(false, |changed, n| self.state.set_node(n, None) || changed),
+            Op::Prune(seen) => {
+                self.state
+                    .node_names()
+                    .into_iter()
+                    .filter(|n| !seen.contains(&**n))
+                    .map(|n| self.state.set_node(n, None))
+                    .filter(|removed| *removed)
+                    .count()
+                    > 0
+            }
         };
         if changed {
             self.touched.extend(self.state.all_keys());
@@ -417,12 +421,12 @@ fn watch_all(
         boxed(
             Kind::Service,
             watcher(Api::<Service>::all(client.clone()), cfg()),
-            Event::Service,
+            |e| Event::Service(Box::new(e)),
         ),
         boxed(
             Kind::Slice,
             watcher(Api::<EndpointSlice>::all(client.clone()), cfg()),
-            Event::Slice,
+            |e| Event::Slice(Box::new(e)),
         ),
         boxed(
             Kind::Pod,
@@ -430,7 +434,7 @@ fn watch_all(
                 Api::<Pod>::all(client.clone()),
                 cfg().fields("status.phase!=Failed"),
             ),
-            Event::Pod,
+            |e| Event::Pod(Box::new(e)),
         ),
         boxed(
             Kind::Node,

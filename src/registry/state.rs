@@ -27,6 +27,9 @@ pub(super) struct State {
     pub(super) nodes: HashMap<Arc<str>, Locality>,
 }
 
+/// A cluster's complete view: services, and endpoints per service.
+pub(super) type View = (Vec<Arc<Service>>, Vec<(ServiceKey, Arc<[Endpoint]>)>);
+
 /// The services an event touched.
 pub(super) type Touched = HashSet<ServiceKey>;
 
@@ -182,13 +185,13 @@ impl State {
         if !missing.is_empty() {
             tracing::debug!(service = %key, pods = ?missing, "endpoints wait for their pods");
         }
-        out.sort_by(|a, b| a.address.cmp(&b.address));
+        out.sort_by_key(|e| e.address);
         out.dedup_by(|a, b| a.address == b.address);
         out.into()
     }
 
     /// The complete view, for the aggregator's `Replace`.
-    pub(super) fn view(&self) -> (Vec<Arc<Service>>, Vec<(ServiceKey, Arc<[Endpoint]>)>) {
+    pub(super) fn view(&self) -> View {
         let services = self.services.values().cloned().collect();
         let endpoints = self
             .slices_by_service
