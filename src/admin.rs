@@ -53,6 +53,17 @@ struct AdminState {
     index: Arc<Vec<DebugEntry>>,
 }
 
+/// Registers `meshd_build_info{version}` (always 1), so every scrape shows which build answered.
+pub fn register_build_info(registry: &mut Registry) {
+    #[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+    struct Build {
+        version: &'static str,
+    }
+    let info = prometheus_client::metrics::family::Family::<Build, prometheus_client::metrics::gauge::Gauge>::default();
+    info.get_or_create(&Build { version: env!("CARGO_PKG_VERSION") }).set(1);
+    registry.register("meshd_build_info", "meshd build; the value is always 1", info);
+}
+
 /// Builds the admin router.
 pub fn router(ready: Ready, registry: Arc<Registry>, debug: Debug) -> Router {
     let state = AdminState {

@@ -110,6 +110,7 @@ pub struct MeshWatches {
 /// Runs meshd until SIGTERM/ctrl-c, then drains. Start-up errors are returned (non-zero exit).
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let mut registry = Registry::default();
+    admin::register_build_info(&mut registry);
     let reload_metrics = ReloadMetrics::new(&mut registry);
     let mut server = Server::new();
 

@@ -1,5 +1,7 @@
 //! Logging: a tracing subscriber writing text or JSON lines to stderr.
 
+use std::io::IsTerminal;
+
 use tracing_subscriber::{EnvFilter, fmt, prelude::*};
 
 use crate::cli::LogFormat;

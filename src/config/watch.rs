@@ -91,7 +91,8 @@ impl<T: Send + Sync + 'static> ConfigFile<T> {
         Ok((value, digest))
     }
 
-    /// Loads the file, then polls it every `interval`, publishing each changed, valid value.
+    /// Loads the file, then polls it every `interval`, publishing each changed, valid value once it has
+    /// been stable for one poll.
     /// An invalid or unreadable file keeps the last good value in force, logs why and counts an error.
     pub fn watch(
         self,
@@ -102,9 +103,13 @@ impl<T: Send + Sync + 'static> ConfigFile<T> {
         let (value, mut digest) = self.load_with_digest()?;
         let (tx, rx) = watch::channel(Arc::new(value));
         let label = ConfigLabel { config: self.kind };
+        // Create both series now so a dashboard sees 0 rather than nothing.
+        metrics.reloads.get_or_create(&label);
+        metrics.errors.get_or_create(&label);
         let stop = tasks.cancelled();
         tasks.spawn(&format!("config-watch {}", self.kind), async move {
             tokio::pin!(stop);
+            let mut candidate = None;
             let mut tick = tokio::time::interval(interval);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
@@ -127,6 +132,13 @@ impl<T: Send + Sync + 'static> ConfigFile<T> {
                 };
                 let d: [u8; 32] = Sha256::digest(text.as_bytes()).into();
                 if d == digest {
+                    candidate = None;
+                    continue;
+                }
+                // A file rewritten in place can be read half-written (an empty meshNetworks is valid and
+                // would drop every network), so a change applies only once two polls agree on it.
+                if candidate != Some(d) {
+                    candidate = Some(d);
                     continue;
                 }
                 digest = d;
