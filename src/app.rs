@@ -18,11 +18,15 @@ use crate::{
         MeshConfig, MeshNetworks, ParseError,
         watch::{ConfigFile, ReloadMetrics},
     },
+    discovery,
     drain::Tasks,
     readiness::Ready,
     secure::{self, CaSource},
     tls::{AcceptLimits, ServingCert},
 };
+
+/// istiod's default `CLUSTER_ID`.
+const DEFAULT_CLUSTER_ID: &str = "Kubernetes";
 
 /// What a start function gets: the task spawner and the readiness tracker.
 #[derive(Clone)]
@@ -118,6 +122,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let watches = watch_config(&args, &server.context().tasks, reload_metrics)?;
     let registry = Arc::new(registry);
 
+    let (discovery, discovery_handle) =
+        discovery::new(discovery_options(&args, &watches), watches.networks.clone());
     let debug = admin::Debug::default().route(
         "/debug/configz",
         "effective mesh config and meshNetworks",
@@ -131,6 +137,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             }
         }),
     );
+    let debug = discovery::routes(debug, &discovery_handle);
     let admin = admin::router(server.context().ready.clone(), registry, debug);
     let host = args.unspecified_host();
     for (name, addr) in [("http", args.http_addr), ("monitoring", args.monitoring_addr)] {
@@ -147,8 +154,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let primary = match args.kube_source() {
         source @ (KubeSource::Kubeconfig(_) | KubeSource::InCluster) => {
             let client = primary_client(&source).await?;
-            let probe = client.clone();
-            server.add_start_func("config cluster", move |ctx| config_cluster(ctx, probe));
+            let primary = client.clone();
+            server.add_start_func("discovery", move |ctx| async move {
+                discovery.start(&ctx, primary);
+                Ok(())
+            });
             Some(client)
         }
         KubeSource::Sandbox(dir) => {
@@ -211,7 +221,21 @@ fn parse_mesh_config(text: &str) -> Result<MeshConfig, ParseError> {
     Ok(cfg)
 }
 
-/// Builds the primary cluster's client from a kubeconfig or the pod's service account.
+fn discovery_options(args: &Args, watches: &MeshWatches) -> discovery::Options {
+    discovery::Options {
+        cluster_id: args.cluster_id.as_deref().unwrap_or(DEFAULT_CLUSTER_ID).into(),
+        system_namespace: args.system_namespace.clone(),
+        domain_suffix: args.domain_suffix.clone(),
+        trust_domain: watches.mesh.borrow().trust_domain.clone(),
+        remote_cluster_timeout: args.remote_cluster_timeout,
+        debounce_after: args.debounce_after,
+        debounce_max: args.debounce_max,
+        insecure_kubeconfig_options: args.insecure_kubeconfig_options.iter().copied().collect(),
+    }
+}
+
+/// The primary (config) cluster's client, from a kubeconfig file or the pod's service account. The
+/// operator's own kubeconfig is trusted (unlike remote secrets).
 async fn primary_client(source: &KubeSource) -> anyhow::Result<kube::Client> {
     let config = match source {
         KubeSource::Kubeconfig(path) => {
@@ -224,32 +248,6 @@ async fn primary_client(source: &KubeSource) -> anyhow::Result<kube::Client> {
         _ => kube::Config::incluster().context("loading the in-cluster config")?,
     };
     kube::Client::try_from(config).context("building the Kubernetes client")
-}
-
-/// Holds readiness until the primary cluster's API server answers.
-async fn config_cluster(ctx: StartContext, client: kube::Client) -> anyhow::Result<()> {
-    let guard = ctx.ready.register("config cluster");
-    let stop = ctx.tasks.cancelled();
-    ctx.tasks.spawn("config-cluster-probe", async move {
-        tokio::pin!(stop);
-        let mut backoff = Duration::from_millis(200);
-        loop {
-            match client.apiserver_version().await {
-                Ok(v) => {
-                    info!(version = %v.git_version, "connected to the config cluster");
-                    drop(guard);
-                    return;
-                }
-                Err(e) => warn!(error = %e, retry_in = ?backoff, "config cluster not reachable yet"),
-            }
-            tokio::select! {
-                _ = &mut stop => return,
-                _ = tokio::time::sleep(backoff) => {}
-            }
-            backoff = (backoff * 2).min(Duration::from_secs(10));
-        }
-    });
-    Ok(())
 }
 
 /// The mesh CA and the secure gRPC server (15012): CA from `--ca-dir`, the CA Secret, or sandbox

@@ -10,6 +10,8 @@ use std::{
 
 use clap::{Parser, ValueEnum};
 
+use crate::multicluster::kubeconfig::InsecureOption;
+
 /// meshd: a multi-cluster service-mesh control plane.
 ///
 /// With no --kubeconfig and outside a pod, meshd runs the embedded sandbox: simulated Kubernetes API
@@ -122,6 +124,16 @@ pub struct Args {
     /// How long a remote cluster may take to sync before it stops blocking readiness.
     #[arg(long, env = "PILOT_REMOTE_CLUSTER_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
     pub remote_cluster_timeout: Duration,
+
+    /// Kubeconfig features remote-cluster secrets may use, comma-separated (`exec,auth-provider,file-paths`).
+    /// Default: none, since whoever can write a remote secret could otherwise run commands or read files.
+    #[arg(
+        long,
+        env = "PILOT_INSECURE_MULTICLUSTER_KUBECONFIG_OPTIONS",
+        value_delimiter = ',',
+        value_enum
+    )]
+    pub insecure_kubeconfig_options: Vec<InsecureOption>,
 
     /// Quiet time after the last change before a push (istiod's PILOT_DEBOUNCE_AFTER).
     #[arg(long, env = "PILOT_DEBOUNCE_AFTER", default_value = "100ms", value_parser = parse_duration)]
@@ -293,6 +305,12 @@ mod tests {
         );
         let hosts = Args::try_parse_from(["meshd", "--tls-hosts", "a.example,10.0.0.1"]).unwrap();
         assert_eq!(hosts.tls_hosts, ["a.example", "10.0.0.1"]);
+        assert!(a.insecure_kubeconfig_options.is_empty());
+        let a = Args::try_parse_from(["meshd", "--insecure-kubeconfig-options", "exec,file-paths"]).unwrap();
+        assert_eq!(
+            a.insecure_kubeconfig_options,
+            [InsecureOption::Exec, InsecureOption::FilePaths]
+        );
     }
 
     #[test]

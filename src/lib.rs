@@ -4,14 +4,19 @@
 //! generators → ADS streams, with the admin server beside. See `docs/ARCHITECTURE.md`.
 
 pub mod admin;
+pub mod aggregate;
 pub mod app;
 pub mod auth;
 pub mod ca;
 pub mod cli;
 pub mod config;
+pub mod discovery;
 pub mod drain;
 pub mod leader;
+pub mod model;
+pub mod multicluster;
 pub mod readiness;
+pub mod registry;
 pub mod sandbox;
 pub mod secure;
 pub mod signal;
