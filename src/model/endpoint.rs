@@ -1,0 +1,131 @@
+//! One workload address behind a service, with what EDS needs to route to it.
+
+use std::{fmt, net::IpAddr, sync::Arc};
+
+use serde::Serialize;
+
+use super::{ClusterId, Labels, NetworkId};
+
+/// An endpoint of one service in one cluster. Built per address from an EndpointSlice; strings are
+/// shared (`Arc`) with the pod and slice it came from, so 100k of them stay small.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Endpoint {
+    /// The workload's IP.
+    pub address: IpAddr,
+    /// Ports, by service port name; shared by every endpoint of the slice.
+    pub ports: Arc<[EndpointPort]>,
+    /// The cluster it runs in.
+    pub cluster: ClusterId,
+    /// Its network; `None` is the unnamed network, reachable from every network.
+    pub network: Option<NetworkId>,
+    /// Where it runs.
+    pub locality: Locality,
+    /// Pod labels plus `topology.istio.io/cluster`, `/network`, region, zone and subzone.
+    pub labels: Labels,
+    /// `spiffe://<trust domain>/ns/<ns>/sa/<sa>`, when the pod is known.
+    pub service_account: Option<Arc<str>>,
+    /// Whether it takes Istio mTLS.
+    pub tls_mode: TlsMode,
+    /// From the EndpointSlice conditions.
+    pub health: Health,
+    /// The pod (workload instance) name, when the endpoint has one.
+    pub workload: Option<Arc<str>>,
+    /// Load-balancing weight (1 unless set).
+    pub weight: u32,
+}
+
+impl Endpoint {
+    /// The target port for the service port named `name`.
+    pub fn port(&self, name: &str) -> Option<u16> {
+        self.ports
+            .iter()
+            .find(|p| &*p.service_port_name == name)
+            .map(|p| p.port)
+    }
+}
+
+/// One port of an endpoint: the service port name it serves and the port it listens on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EndpointPort {
+    /// The service port's name (EndpointSlice port name).
+    pub service_port_name: Arc<str>,
+    /// The port the workload listens on.
+    pub port: u16,
+}
+
+/// `region/zone/subzone`; each part may be empty.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct Locality {
+    /// e.g. `us-east1`.
+    pub region: Arc<str>,
+    /// e.g. `us-east1-b`.
+    pub zone: Arc<str>,
+    /// Free-form (rack, node pool).
+    pub subzone: Arc<str>,
+}
+
+impl Locality {
+    /// True when no part is known.
+    pub fn is_empty(&self) -> bool {
+        self.region.is_empty() && self.zone.is_empty() && self.subzone.is_empty()
+    }
+}
+
+impl fmt::Display for Locality {
+    /// Istio's locality label: `region/zone/subzone`, or empty.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_empty() {
+            return Ok(());
+        }
+        write!(f, "{}/{}/{}", self.region, self.zone, self.subzone)
+    }
+}
+
+/// Whether an endpoint accepts Istio mutual TLS (`security.istio.io/tlsMode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TlsMode {
+    /// A sidecar or ztunnel terminates Istio mTLS.
+    Istio,
+    /// Plaintext (or the application's own TLS).
+    Disabled,
+}
+
+/// Endpoint health, from EndpointSlice conditions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum Health {
+    /// `ready` (or unset).
+    Healthy,
+    /// Not ready.
+    Unhealthy,
+    /// Terminating but still serving: keep existing connections, send no new ones.
+    Draining,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locality_label_is_istios() {
+        let l = Locality {
+            region: "r".into(),
+            zone: "z".into(),
+            subzone: "".into(),
+        };
+        assert_eq!(l.to_string(), "r/z/");
+        assert_eq!(Locality::default().to_string(), "");
+    }
+
+    #[test]
+    fn endpoint_stays_compact() {
+        // 100k endpoints must fit comfortably in memory: strings are shared, not owned.
+        assert!(
+            std::mem::size_of::<Endpoint>() <= 160,
+            "{}",
+            std::mem::size_of::<Endpoint>()
+        );
+    }
+}
