@@ -24,7 +24,9 @@ use crate::{drain::Tasks, model::Hostname};
 pub enum PushScope {
     /// Anything may have changed: regenerate every type.
     Full,
-    /// Only these services' endpoints changed: push EDS, only for their clusters.
+    /// Only these services' endpoints changed: push EDS, only for their clusters. Producers must say
+    /// [`PushScope::Full`] instead when an endpoint change alters what CDS reads (the set of endpoint
+    /// identities or mTLS modes of a service), as istiod does for service-account changes.
     Endpoints(BTreeSet<Hostname>),
 }
 
