@@ -18,6 +18,7 @@ use crate::{
     },
     drain::Tasks,
     readiness::Ready,
+    xds,
 };
 
 /// What a start function gets: the task spawner and the readiness tracker.
@@ -108,11 +109,17 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let mut registry = Registry::default();
     admin::register_build_info(&mut registry);
     let reload_metrics = ReloadMetrics::new(&mut registry);
+    let xds_metrics = xds::metrics::Metrics::new(&mut registry);
     let mut server = Server::new();
 
     // Config files are validated before anything listens: a bad file at start is a clear, fatal error.
     let watches = watch_config(&args, &server.context().tasks, reload_metrics)?;
     let registry = Arc::new(registry);
+
+    // Discovery feeds snapshots into `mesh_updates`; until it is wired in, none arrive and xDS streams
+    // are refused with `Unavailable` (never served empty config).
+    let (_mesh_updates, updates) = tokio::sync::mpsc::channel(16);
+    let ads = xds_server(&args, &server.context().tasks, updates, xds_metrics);
 
     let debug = admin::Debug::default().route(
         "/debug/configz",
@@ -127,6 +134,14 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             }
         }),
     );
+    let debug = debug.route(
+        "/debug/connections",
+        "connected xDS streams: node, subscriptions, nonces, versions, last NACK",
+        get({
+            let connections = ads.connections();
+            move || async move { Json(connections.list()) }
+        }),
+    );
     let admin = admin::router(server.context().ready.clone(), registry, debug);
     let host = args.unspecified_host();
     for (name, addr) in [("http", args.http_addr), ("monitoring", args.monitoring_addr)] {
@@ -139,6 +154,20 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             Ok(())
         });
     }
+
+    let grpc_addr = args.grpc_addr.resolve(host);
+    server.add_start_func("xds", move |ctx| async move {
+        let listener = tokio::net::TcpListener::bind(grpc_addr)
+            .await
+            .with_context(|| format!("binding {grpc_addr}"))?;
+        info!(addr = %grpc_addr, "serving plaintext xDS");
+        ctx.tasks.spawn("xds-plaintext", async move {
+            if let Err(e) = ads.serve_plaintext(listener).await {
+                warn!(error = %e, "plaintext xDS server failed");
+            }
+        });
+        Ok(())
+    });
 
     match args.kube_source() {
         source @ (KubeSource::Kubeconfig(_) | KubeSource::InCluster) => {
@@ -167,6 +196,24 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     }
     server.drain(args.drain_deadline).await;
     Ok(())
+}
+
+/// The ADS server and its push pipeline (debounced from `--debounce-after` / `--debounce-max`).
+fn xds_server(
+    args: &Args,
+    tasks: &Tasks,
+    updates: tokio::sync::mpsc::Receiver<xds::push::Update>,
+    metrics: xds::metrics::Metrics,
+) -> xds::AdsServer {
+    let pushes = xds::push::spawn_debouncer(tasks, updates, args.debounce_after, args.debounce_max);
+    let endpoints = Arc::new(xds::AllEndpoints);
+    xds::AdsServer::new(
+        pushes,
+        tasks.clone(),
+        metrics,
+        endpoints,
+        xds::XdsLimits::default(),
+    )
 }
 
 fn watch_config(args: &Args, tasks: &Tasks, metrics: ReloadMetrics) -> anyhow::Result<MeshWatches> {

@@ -198,10 +198,10 @@ pub(crate) async fn run<P: Protocol>(
             changed = pushes.changed() => {
                 if changed.is_err() { break Some(Error::ShuttingDown) }
                 let push = pushes.borrow_and_update().clone();
-                if let Some(push) = push {
-                    if let Err(e) = stream.on_push(push).await {
-                        break e;
-                    }
+                if let Some(push) = push
+                    && let Err(e) = stream.on_push(push).await
+                {
+                    break e;
                 }
             }
         }
