@@ -21,6 +21,13 @@ from envoy.config.endpoint.v3 import endpoint_pb2
 from envoy.config.listener.v3 import listener_pb2
 from envoy.config.route.v3 import route_pb2
 from envoy.service.discovery.v3 import ads_pb2_grpc, discovery_pb2
+
+# Registered for json_format: the types meshd nests in `Any` fields.
+from envoy.extensions.filters.http.router.v3 import router_pb2  # noqa: F401
+from envoy.extensions.filters.network.http_connection_manager.v3 import http_connection_manager_pb2  # noqa: F401
+from envoy.extensions.filters.network.tcp_proxy.v3 import tcp_proxy_pb2  # noqa: F401
+from envoy.extensions.transport_sockets.raw_buffer.v3 import raw_buffer_pb2  # noqa: F401
+from envoy.extensions.transport_sockets.tls.v3 import tls_pb2  # noqa: F401
 from google.protobuf import struct_pb2
 from google.rpc import status_pb2
 
