@@ -10,6 +10,8 @@ pub mod eds;
 pub mod lds;
 pub mod rds;
 pub mod static_mesh;
+#[cfg(test)]
+mod tests;
 
 use std::{borrow::Cow, collections::BTreeSet, sync::Arc};
 
