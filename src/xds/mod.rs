@@ -26,7 +26,7 @@ use std::fmt;
 
 pub use generator::{AllEndpoints, EndpointView, NetworkView};
 pub use node::{NodeError, Proxy, ProxyKind};
-pub use resource::Resource;
+pub use resource::{Resource, Subscription};
 pub use server::{AdsServer, AllowAll, Authenticator, Caller, XdsLimits};
 
 /// `Cluster` (CDS).
