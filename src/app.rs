@@ -16,10 +16,14 @@ use crate::{
         MeshConfig, MeshNetworks, ParseError,
         watch::{ConfigFile, ReloadMetrics},
     },
+    aggregate, discovery,
     drain::Tasks,
     readiness::Ready,
     xds,
 };
+
+/// istiod's default `CLUSTER_ID`.
+const DEFAULT_CLUSTER_ID: &str = "Kubernetes";
 
 /// What a start function gets: the task spawner and the readiness tracker.
 #[derive(Clone)]
@@ -116,10 +120,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let watches = watch_config(&args, &server.context().tasks, reload_metrics)?;
     let registry = Arc::new(registry);
 
-    // Discovery feeds snapshots into `mesh_updates`; until it is wired in, none arrive and xDS streams
-    // are refused with `Unavailable` (never served empty config).
-    let (_mesh_updates, updates) = tokio::sync::mpsc::channel(16);
-    let ads = xds_server(&args, &server.context().tasks, updates, xds_metrics);
+    let (discovery, discovery_handle) =
+        discovery::new(discovery_options(&args, &watches), watches.networks.clone());
+    let ads = xds_server(&server.context().tasks, discovery_handle.snapshots.clone(), xds_metrics);
 
     let debug = admin::Debug::default().route(
         "/debug/configz",
@@ -134,7 +137,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             }
         }),
     );
-    let debug = debug.route(
+    let debug = discovery::routes(debug, &discovery_handle).route(
         "/debug/connections",
         "connected xDS streams: node, subscriptions, nonces, versions, last NACK",
         get({
@@ -171,7 +174,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
     match args.kube_source() {
         source @ (KubeSource::Kubeconfig(_) | KubeSource::InCluster) => {
-            server.add_start_func("config cluster", move |ctx| config_cluster(ctx, source));
+            server.add_start_func("discovery", move |ctx| async move {
+                discovery.start(&ctx, primary_client(&source).await?);
+                Ok(())
+            });
         }
         KubeSource::Sandbox(dir) => {
             info!(clusters = ?dir, "no kubeconfig and not in a pod: running the embedded sandbox");
@@ -198,22 +204,14 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The ADS server and its push pipeline (debounced from `--debounce-after` / `--debounce-max`).
-fn xds_server(
-    args: &Args,
-    tasks: &Tasks,
-    updates: tokio::sync::mpsc::Receiver<xds::push::Update>,
-    metrics: xds::metrics::Metrics,
-) -> xds::AdsServer {
-    let pushes = xds::push::spawn_debouncer(tasks, updates, args.debounce_after, args.debounce_max);
+/// The ADS server, following discovery's snapshots. The aggregate already debounces (with
+/// `--debounce-after` / `--debounce-max`), so the push pipeline only merges what arrives at once.
+fn xds_server(tasks: &Tasks, snapshots: aggregate::Snapshots, metrics: xds::metrics::Metrics) -> xds::AdsServer {
+    let (updates_tx, updates) = tokio::sync::mpsc::channel(16);
+    xds::snapshot::spawn_feed(tasks, snapshots, updates_tx);
+    let pushes = xds::push::spawn_debouncer(tasks, updates, Duration::ZERO, Duration::ZERO);
     let endpoints = Arc::new(xds::AllEndpoints);
-    xds::AdsServer::new(
-        pushes,
-        tasks.clone(),
-        metrics,
-        endpoints,
-        xds::XdsLimits::default(),
-    )
+    xds::AdsServer::new(pushes, tasks.clone(), metrics, endpoints, xds::XdsLimits::default())
 }
 
 fn watch_config(args: &Args, tasks: &Tasks, metrics: ReloadMetrics) -> anyhow::Result<MeshWatches> {
@@ -245,9 +243,23 @@ fn parse_mesh_config(text: &str) -> Result<MeshConfig, ParseError> {
     Ok(cfg)
 }
 
-/// Connects to the primary cluster and holds readiness until its API server answers.
-async fn config_cluster(ctx: StartContext, source: KubeSource) -> anyhow::Result<()> {
-    let config = match &source {
+fn discovery_options(args: &Args, watches: &MeshWatches) -> discovery::Options {
+    discovery::Options {
+        cluster_id: args.cluster_id.as_deref().unwrap_or(DEFAULT_CLUSTER_ID).into(),
+        system_namespace: args.system_namespace.clone(),
+        domain_suffix: args.domain_suffix.clone(),
+        trust_domain: watches.mesh.borrow().trust_domain.clone(),
+        remote_cluster_timeout: args.remote_cluster_timeout,
+        debounce_after: args.debounce_after,
+        debounce_max: args.debounce_max,
+        insecure_kubeconfig_options: args.insecure_kubeconfig_options.iter().copied().collect(),
+    }
+}
+
+/// The primary (config) cluster's client, from a kubeconfig file or the pod's service account. The
+/// operator's own kubeconfig is trusted (unlike remote secrets).
+async fn primary_client(source: &KubeSource) -> anyhow::Result<kube::Client> {
+    let config = match source {
         KubeSource::Kubeconfig(path) => {
             let kubeconfig = kube::config::Kubeconfig::read_from(path)
                 .with_context(|| format!("reading kubeconfig {}", path.display()))?;
@@ -257,27 +269,5 @@ async fn config_cluster(ctx: StartContext, source: KubeSource) -> anyhow::Result
         }
         _ => kube::Config::incluster().context("loading the in-cluster config")?,
     };
-    let client = kube::Client::try_from(config).context("building the Kubernetes client")?;
-    let guard = ctx.ready.register("config cluster");
-    let stop = ctx.tasks.cancelled();
-    ctx.tasks.spawn("config-cluster-probe", async move {
-        tokio::pin!(stop);
-        let mut backoff = Duration::from_millis(200);
-        loop {
-            match client.apiserver_version().await {
-                Ok(v) => {
-                    info!(version = %v.git_version, "connected to the config cluster");
-                    drop(guard);
-                    return;
-                }
-                Err(e) => warn!(error = %e, retry_in = ?backoff, "config cluster not reachable yet"),
-            }
-            tokio::select! {
-                _ = &mut stop => return,
-                _ = tokio::time::sleep(backoff) => {}
-            }
-            backoff = (backoff * 2).min(Duration::from_secs(10));
-        }
-    });
-    Ok(())
+    kube::Client::try_from(config).context("building the Kubernetes client")
 }

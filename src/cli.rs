@@ -10,6 +10,8 @@ use std::{
 
 use clap::{Parser, ValueEnum};
 
+use crate::multicluster::kubeconfig::InsecureOption;
+
 /// meshd: a multi-cluster service-mesh control plane.
 ///
 /// With no --kubeconfig and outside a pod, meshd runs the embedded sandbox: simulated Kubernetes API
@@ -95,6 +97,16 @@ pub struct Args {
     /// How long a remote cluster may take to sync before it stops blocking readiness.
     #[arg(long, env = "PILOT_REMOTE_CLUSTER_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
     pub remote_cluster_timeout: Duration,
+
+    /// Kubeconfig features remote-cluster secrets may use, comma-separated (`exec,auth-provider,file-paths`).
+    /// Default: none, since whoever can write a remote secret could otherwise run commands or read files.
+    #[arg(
+        long,
+        env = "PILOT_INSECURE_MULTICLUSTER_KUBECONFIG_OPTIONS",
+        value_delimiter = ',',
+        value_enum
+    )]
+    pub insecure_kubeconfig_options: Vec<InsecureOption>,
 
     /// Quiet time after the last change before a push (istiod's PILOT_DEBOUNCE_AFTER).
     #[arg(long, env = "PILOT_DEBOUNCE_AFTER", default_value = "100ms", value_parser = parse_duration)]
@@ -256,6 +268,12 @@ mod tests {
             (Duration::from_millis(100), Duration::from_secs(10))
         );
         assert_eq!(a.log_format, LogFormat::Text);
+        assert!(a.insecure_kubeconfig_options.is_empty());
+        let a = Args::try_parse_from(["meshd", "--insecure-kubeconfig-options", "exec,file-paths"]).unwrap();
+        assert_eq!(
+            a.insecure_kubeconfig_options,
+            [InsecureOption::Exec, InsecureOption::FilePaths]
+        );
     }
 
     #[test]

@@ -4,12 +4,16 @@
 //! generators → ADS streams, with the admin server beside. See `docs/ARCHITECTURE.md`.
 
 pub mod admin;
+pub mod aggregate;
 pub mod app;
 pub mod cli;
 pub mod config;
+pub mod discovery;
 pub mod drain;
 pub mod model;
+pub mod multicluster;
 pub mod readiness;
+pub mod registry;
 pub mod sandbox;
 pub mod signal;
 pub mod telemetry;

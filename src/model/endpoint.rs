@@ -4,7 +4,9 @@ use std::{fmt, net::IpAddr, sync::Arc};
 
 use serde::Serialize;
 
-use super::{ClusterId, Labels, NetworkId};
+use super::{
+    ClusterId, LABEL_CLUSTER, LABEL_NETWORK, LABEL_REGION, LABEL_SUBZONE, LABEL_ZONE, Labels, NetworkId,
+};
 
 /// An endpoint of one service in one cluster. Built per address from an EndpointSlice; strings are
 /// shared (`Arc`) with the pod and slice it came from, so 100k of them stay small.
@@ -21,7 +23,8 @@ pub struct Endpoint {
     pub network: Option<NetworkId>,
     /// Where it runs.
     pub locality: Locality,
-    /// Pod labels plus `topology.istio.io/cluster`, `/network`, region, zone and subzone.
+    /// The pod's labels, shared with the pod. The topology labels istiod adds (cluster, network, region,
+    /// zone, subzone) are derived from the fields above: read labels through [`Endpoint::label`].
     pub labels: Labels,
     /// `spiffe://<trust domain>/ns/<ns>/sa/<sa>`, when the pod is known.
     pub service_account: Option<Arc<str>>,
@@ -43,6 +46,24 @@ impl Endpoint {
             .find(|p| &*p.service_port_name == name)
             .map(|p| p.port)
     }
+
+    /// A label as in istiod's augmented endpoint labels (for subset selection): the topology labels come
+    /// from the endpoint itself (a pod's own network label wins), every other key from the pod.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        let pod = self.labels.get(key).map(String::as_str);
+        match key {
+            LABEL_CLUSTER => Some(&self.cluster),
+            LABEL_NETWORK => pod.or(self.network.as_deref()),
+            LABEL_REGION => non_empty(&self.locality.region),
+            LABEL_ZONE => non_empty(&self.locality.zone),
+            LABEL_SUBZONE => non_empty(&self.locality.subzone),
+            _ => pod,
+        }
+    }
+}
+
+fn non_empty(s: &Arc<str>) -> Option<&str> {
+    Some(&**s).filter(|s| !s.is_empty())
 }
 
 /// One port of an endpoint: the service port name it serves and the port it listens on.

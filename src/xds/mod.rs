@@ -19,6 +19,7 @@ pub mod node;
 pub mod push;
 mod resource;
 pub mod server;
+pub mod snapshot;
 mod sotw;
 pub mod status;
 

@@ -1,0 +1,283 @@
+//! The aggregator's state: per-cluster services, merged services and endpoint shards. Owned by the
+//! aggregator task alone; every mutation records what it changed in a [`ChangeSet`].
+
+use std::{
+    collections::{BTreeMap, HashMap, HashSet},
+    sync::Arc,
+};
+
+use super::{
+    RegistryId, Update,
+    snapshot::{ChangeSet, EndpointShards, FullReason, Push},
+};
+use crate::model::{ClusterId, Endpoint, Service, ServiceKey};
+
+/// Which registry instance currently owns a cluster's shards. A rotated kubeconfig starts a newer
+/// generation; the older one's late events are ignored, so it can never wipe the newer one's shards
+/// (istio #61043).
+#[derive(Debug, Clone, Copy)]
+struct Owner {
+    generation: u64,
+    live: bool,
+}
+
+pub(super) struct Index {
+    primary: ClusterId,
+    owners: HashMap<ClusterId, Owner>,
+    /// Per key, each cluster's own service, in merge order (primary first, then by cluster ID).
+    by_cluster: HashMap<ServiceKey, Vec<(ClusterId, Arc<Service>)>>,
+    /// Keys for which a cluster has a service or a non-empty shard: makes cluster removal O(its keys).
+    cluster_keys: HashMap<ClusterId, HashSet<ServiceKey>>,
+    pub(super) services: BTreeMap<ServiceKey, Arc<Service>>,
+    pub(super) endpoints: BTreeMap<ServiceKey, Arc<EndpointShards>>,
+    changes: ChangeSet,
+}
+
+impl Index {
+    pub(super) fn new(primary: ClusterId) -> Self {
+        Self {
+            primary,
+            owners: HashMap::new(),
+            by_cluster: HashMap::new(),
+            cluster_keys: HashMap::new(),
+            services: BTreeMap::new(),
+            endpoints: BTreeMap::new(),
+            changes: ChangeSet::default(),
+        }
+    }
+
+    /// Applies one registry update, recording the changes.
+    pub(super) fn apply(&mut self, update: Update) {
+        match update {
+            Update::Replace {
+                from,
+                services,
+                endpoints,
+            } => self.replace(from, services, endpoints),
+            Update::Service { from, key, service } if self.accepts(&from) => {
+                self.set_service(&from.cluster, &key, service);
+            }
+            Update::Endpoints { from, key, endpoints } if self.accepts(&from) => {
+                self.set_endpoints(&from.cluster, &key, endpoints)
+            }
+            Update::NetworkChanged { from } if self.accepts(&from) => {
+                self.changes.full.insert(FullReason::Networks);
+            }
+            Update::Remove { cluster, generation } => self.remove(cluster, generation),
+            Update::Service { .. } | Update::Endpoints { .. } | Update::NetworkChanged { .. } => {}
+        }
+    }
+
+    /// Records a mesh-wide reason for a full push.
+    pub(super) fn record_full(&mut self, reason: FullReason) {
+        self.changes.full.insert(reason);
+    }
+
+    pub(super) fn has_changes(&self) -> bool {
+        !self.changes.is_empty()
+    }
+
+    pub(super) fn take_changes(&mut self) -> ChangeSet {
+        std::mem::take(&mut self.changes)
+    }
+
+    /// Incremental updates come only from the live owner generation.
+    fn accepts(&self, from: &RegistryId) -> bool {
+        self.owners
+            .get(&from.cluster)
+            .is_some_and(|o| o.live && o.generation == from.generation)
+    }
+
+    /// A registry's complete view, sent when it has synced: installs that generation as the owner and
+    /// prunes whatever the previous owner had that this view lacks. Nothing present in both ever
+    /// disappears, which is what makes credential rotation make-before-break.
+    fn replace(
+        &mut self,
+        from: RegistryId,
+        services: Vec<Arc<Service>>,
+        endpoints: Vec<(ServiceKey, Arc<[Endpoint]>)>,
+    ) {
+        if self
+            .owners
+            .get(&from.cluster)
+            .is_some_and(|o| o.generation >= from.generation)
+        {
+            return;
+        }
+        self.owners.insert(
+            from.cluster.clone(),
+            Owner {
+                generation: from.generation,
+                live: true,
+            },
+        );
+        let cluster = from.cluster;
+        let new_services: HashSet<ServiceKey> = services.iter().map(|s| s.key()).collect();
+        let new_endpoints: HashSet<&ServiceKey> = endpoints.iter().map(|(k, _)| k).collect();
+        let old_keys: Vec<ServiceKey> = self
+            .cluster_keys
+            .get(&cluster)
+            .map(|keys| keys.iter().cloned().collect())
+            .unwrap_or_default();
+        for key in old_keys {
+            if !new_services.contains(&key) {
+                self.set_service(&cluster, &key, None);
+            }
+            if !new_endpoints.contains(&key) {
+                self.set_endpoints(&cluster, &key, Arc::from([]));
+            }
+        }
+        for service in services {
+            self.set_service(&cluster, &service.key(), Some(service));
+        }
+        for (key, eps) in endpoints {
+            self.set_endpoints(&cluster, &key, eps);
+        }
+    }
+
+    fn remove(&mut self, cluster: ClusterId, generation: u64) {
+        if self
+            .owners
+            .get(&cluster)
+            .is_some_and(|o| o.generation > generation)
+        {
+            return;
+        }
+        self.owners.insert(
+            cluster.clone(),
+            Owner {
+                generation,
+                live: false,
+            },
+        );
+        for key in self.cluster_keys.remove(&cluster).unwrap_or_default() {
+            self.set_service(&cluster, &key, None);
+            self.set_endpoints(&cluster, &key, Arc::from([]));
+        }
+        self.changes.full.insert(FullReason::ClusterRemoved(cluster));
+    }
+
+    fn set_service(&mut self, cluster: &ClusterId, key: &ServiceKey, service: Option<Arc<Service>>) {
+        let entries = self.by_cluster.entry(key.clone()).or_default();
+        let pos = entries.iter().position(|(c, _)| c == cluster);
+        match (pos, service) {
+            (Some(i), Some(s)) if entries[i].1 == s => return,
+            (Some(i), Some(s)) => entries[i].1 = s,
+            (Some(i), None) => {
+                entries.remove(i);
+            }
+            (None, Some(s)) => {
+                let new = rank(&self.primary, cluster);
+                let at = entries.partition_point(|(c, _)| rank(&self.primary, c) < new);
+                entries.insert(at, (cluster.clone(), s));
+            }
+            (None, None) => return,
+        }
+        let merged = merge(entries);
+        if entries.is_empty() {
+            self.by_cluster.remove(key);
+        }
+        let changed = match &merged {
+            Some(m) => self.services.insert(key.clone(), m.clone()).as_ref() != Some(m),
+            None => self.services.remove(key).is_some(),
+        };
+        if changed {
+            self.changes.record(key, cluster, Push::Full);
+        }
+        self.prune_empty_shards(key);
+        self.track(cluster, key);
+    }
+
+    fn set_endpoints(&mut self, cluster: &ClusterId, key: &ServiceKey, eps: Arc<[Endpoint]>) {
+        let current = self.endpoints.get(key).and_then(|s| s.shards.get(cluster));
+        let unchanged = match current {
+            Some(old) => **old == *eps,
+            None => eps.is_empty(),
+        };
+        if unchanged {
+            return;
+        }
+        let shards = Arc::make_mut(self.endpoints.entry(key.clone()).or_default());
+        if eps.is_empty() {
+            shards.shards.remove(cluster);
+        } else {
+            shards.shards.insert(cluster.clone(), eps);
+        }
+        let accounts = shards.iter().filter_map(|e| e.service_account.clone()).collect();
+        let push = if accounts == shards.service_accounts {
+            Push::Eds
+        } else {
+            shards.service_accounts = accounts;
+            Push::Full
+        };
+        self.changes.record(key, cluster, push);
+        self.prune_empty_shards(key);
+        self.track(cluster, key);
+    }
+
+    /// Keeps an empty shard set while the service exists (a pod flapping 0↔1 stays EDS-only, as in
+    /// istiod), and drops it once neither exists.
+    fn prune_empty_shards(&mut self, key: &ServiceKey) {
+        if !self.services.contains_key(key) && self.endpoints.get(key).is_some_and(|s| s.shards.is_empty()) {
+            self.endpoints.remove(key);
+        }
+    }
+
+    fn track(&mut self, cluster: &ClusterId, key: &ServiceKey) {
+        let has_service = self
+            .by_cluster
+            .get(key)
+            .is_some_and(|e| e.iter().any(|(c, _)| c == cluster));
+        let has_endpoints = self
+            .endpoints
+            .get(key)
+            .is_some_and(|s| s.shards.contains_key(cluster));
+        let keys = self.cluster_keys.entry(cluster.clone()).or_default();
+        if has_service || has_endpoints {
+            keys.insert(key.clone());
+        } else {
+            keys.remove(key);
+            if keys.is_empty() {
+                self.cluster_keys.remove(cluster);
+            }
+        }
+    }
+}
+
+/// Merge order: the primary cluster first, then by cluster ID (deterministic, unlike istiod's
+/// secret-processing order).
+fn rank<'a>(primary: &ClusterId, cluster: &'a ClusterId) -> (bool, &'a ClusterId) {
+    (cluster != primary, cluster)
+}
+
+/// One service from its per-cluster versions: attributes from the first, per-cluster addresses and
+/// service accounts from all. A service in one cluster is shared as is.
+fn merge(entries: &[(ClusterId, Arc<Service>)]) -> Option<Arc<Service>> {
+    let ((_, first), rest) = entries.split_first()?;
+    if rest.is_empty() {
+        return Some(first.clone());
+    }
+    let mut merged = Service::clone(first);
+    for (_, s) in rest {
+        for (c, vips) in &s.cluster_vips {
+            merged
+                .cluster_vips
+                .entry(c.clone())
+                .or_insert_with(|| vips.clone());
+        }
+        for (c, addrs) in &s.external_addresses {
+            merged
+                .external_addresses
+                .entry(c.clone())
+                .or_insert_with(|| addrs.clone());
+        }
+        for (c, ports) in &s.node_ports {
+            merged
+                .node_ports
+                .entry(c.clone())
+                .or_insert_with(|| ports.clone());
+        }
+        merged.service_accounts.extend(s.service_accounts.iter().cloned());
+    }
+    Some(Arc::new(merged))
+}

@@ -1,0 +1,210 @@
+//! The aggregate: a single writer task merges every cluster's registry into one view and publishes it as
+//! immutable, versioned [`MeshSnapshot`]s.
+//!
+//! Registries send [`Update`]s over a bounded channel (back-pressure, not unbounded memory). The task
+//! applies them to its [`index::Index`] at once, and publishes after the debounce quiet period, so a burst
+//! becomes one snapshot whose [`ChangeSet`] names every service that changed, in which cluster, and
+//! whether EDS alone suffices. It never does I/O and never holds a lock.
+
+mod debounce;
+mod gateways;
+mod index;
+mod snapshot;
+#[cfg(test)]
+mod tests;
+
+use std::{sync::Arc, time::Duration};
+
+use tokio::sync::{mpsc, watch};
+use tracing::debug;
+
+pub use snapshot::{ChangeSet, EndpointShards, FullReason, MeshSnapshot, Push, ServiceChange, Snapshots};
+
+use crate::{
+    config::MeshNetworks,
+    drain::Tasks,
+    model::{ClusterId, Endpoint, Service, ServiceKey},
+};
+
+/// Pending updates the aggregator buffers before registries wait.
+const CHANNEL_CAPACITY: usize = 4096;
+
+/// One registry instance: its cluster and a generation that grows with every kubeconfig rotation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegistryId {
+    /// The cluster.
+    pub cluster: ClusterId,
+    /// Unique per registry instance, increasing.
+    pub generation: u64,
+}
+
+/// What a registry tells the aggregator.
+#[derive(Debug)]
+pub enum Update {
+    /// The registry's complete view once synced: becomes the cluster's owner, prunes what it lacks.
+    Replace {
+        /// Sender.
+        from: RegistryId,
+        /// Every service of the cluster.
+        services: Vec<Arc<Service>>,
+        /// Every non-empty endpoint list of the cluster.
+        endpoints: Vec<(ServiceKey, Arc<[Endpoint]>)>,
+    },
+    /// A service was added, changed (`Some`) or deleted (`None`).
+    Service {
+        /// Sender.
+        from: RegistryId,
+        /// Which service.
+        key: ServiceKey,
+        /// Its new state.
+        service: Option<Arc<Service>>,
+    },
+    /// A service's endpoints in this cluster (empty: none left).
+    Endpoints {
+        /// Sender.
+        from: RegistryId,
+        /// Which service.
+        key: ServiceKey,
+        /// Sorted by address.
+        endpoints: Arc<[Endpoint]>,
+    },
+    /// The cluster's network assignment changed (its endpoints follow as `Endpoints` updates).
+    NetworkChanged {
+        /// Sender.
+        from: RegistryId,
+    },
+    /// The cluster is gone: drop its shards, unless a newer generation already owns them.
+    Remove {
+        /// Which cluster.
+        cluster: ClusterId,
+        /// The newest generation the caller started for it.
+        generation: u64,
+    },
+}
+
+/// Where registries send updates. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct UpdateSender(mpsc::Sender<Update>);
+
+impl UpdateSender {
+    /// Sends an update, waiting while the aggregator is behind. False once it has stopped.
+    pub async fn send(&self, update: Update) -> bool {
+        self.0.send(update).await.is_ok()
+    }
+}
+
+/// Aggregator settings.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The config cluster: its services win attribute merges.
+    pub primary: ClusterId,
+    /// Quiet time before a publish.
+    pub debounce_after: Duration,
+    /// Longest a publish may be delayed.
+    pub debounce_max: Duration,
+}
+
+/// Builds the aggregator (no I/O, no task yet). Returns it, where registries send, and the reader handle.
+pub fn new(
+    opts: Options,
+    networks: watch::Receiver<Arc<MeshNetworks>>,
+) -> (Aggregator, UpdateSender, Snapshots) {
+    let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
+    let (publisher, snapshots) = snapshot::Publisher::new();
+    let aggregator = Aggregator {
+        index: index::Index::new(opts.primary),
+        debounce: debounce::Debounce::new(opts.debounce_after, opts.debounce_max),
+        publisher,
+        networks,
+        rx,
+    };
+    (aggregator, UpdateSender(tx), snapshots)
+}
+
+/// The single writer of the merged view. Start it with [`Aggregator::spawn`].
+pub struct Aggregator {
+    index: index::Index,
+    debounce: debounce::Debounce,
+    publisher: snapshot::Publisher,
+    networks: watch::Receiver<Arc<MeshNetworks>>,
+    rx: mpsc::Receiver<Update>,
+}
+
+impl Aggregator {
+    /// Runs the aggregator task until `tasks` is cancelled or every sender is gone.
+    pub fn spawn(self, tasks: &Tasks) {
+        tasks.spawn("aggregate", self.run(tasks.cancelled()));
+    }
+
+    async fn run(mut self, stop: impl Future<Output = ()>) {
+        let mut rx = std::mem::replace(&mut self.rx, mpsc::channel(1).1);
+        tokio::pin!(stop);
+        let mut networks_open = true;
+        loop {
+            let deadline = self.debounce.deadline();
+            tokio::select! {
+                _ = &mut stop => return,
+                update = rx.recv() => match update {
+                    Some(u) => {
+                        self.index.apply(u);
+                        // Drain what is already queued before looking at the clock again.
+                        while let Ok(u) = rx.try_recv() {
+                            self.index.apply(u);
+                        }
+                    }
+                    None => return,
+                },
+                r = self.networks.changed(), if networks_open => match r {
+                    Ok(()) => self.index.record_full(FullReason::Networks),
+                    Err(_) => networks_open = false,
+                },
+                _ = sleep_until(deadline), if deadline.is_some() => {
+                    self.publish();
+                    continue;
+                }
+            }
+            if self.index.has_changes() {
+                self.debounce.record(tokio::time::Instant::now());
+            }
+        }
+    }
+
+    /// Builds the next snapshot off the current index and swaps it in.
+    fn publish(&mut self) {
+        self.debounce.reset();
+        let previous = self.publisher.current();
+        let mut changes = self.index.take_changes();
+        let gateways = if changes.needs_full_push() {
+            let networks = self.networks.borrow_and_update().clone();
+            let gws = gateways::network_gateways(&networks, &self.index.services);
+            if *gws != *previous.gateways {
+                changes.full.insert(FullReason::Gateways);
+            }
+            gws.into()
+        } else {
+            previous.gateways.clone()
+        };
+        changes.since = previous.version;
+        let version = previous.version + 1;
+        debug!(
+            version,
+            services = changes.services.len(),
+            full = changes.needs_full_push(),
+            "publishing snapshot"
+        );
+        self.publisher.publish(MeshSnapshot {
+            version,
+            services: self.index.services.clone(),
+            endpoints: self.index.endpoints.clone(),
+            gateways,
+            changes,
+        });
+    }
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}

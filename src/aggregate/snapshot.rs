@@ -1,0 +1,173 @@
+//! The published view: an immutable, versioned [`MeshSnapshot`] and the [`ChangeSet`] that produced it.
+//!
+//! Readers [`Snapshots::load`] the current snapshot without locking (arc-swap) and wait for new ones on a
+//! `watch` channel of versions, so a slow reader never blocks the aggregator.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    sync::Arc,
+};
+
+use arc_swap::ArcSwap;
+use serde::Serialize;
+use tokio::sync::watch;
+
+use crate::model::{ClusterId, Endpoint, NetworkGateway, Service, ServiceKey};
+
+/// The merged mesh at one version. Cheap to share: every map holds `Arc`s.
+#[derive(Debug, Default)]
+pub struct MeshSnapshot {
+    /// Increases by one per publish; 0 is the empty start.
+    pub version: u64,
+    /// One service per key, merged across clusters (attributes from the first cluster, primary first).
+    pub services: BTreeMap<ServiceKey, Arc<Service>>,
+    /// Endpoints per service, sharded by cluster.
+    pub endpoints: BTreeMap<ServiceKey, Arc<EndpointShards>>,
+    /// Gateways into each network, from meshNetworks and the registries.
+    pub gateways: Arc<[NetworkGateway]>,
+    /// What changed since version [`ChangeSet::since`].
+    pub changes: ChangeSet,
+}
+
+/// A service's endpoints, one shard per cluster (istiod's `EndpointShards`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct EndpointShards {
+    /// Cluster → its endpoints, sorted by address.
+    pub shards: BTreeMap<ClusterId, Arc<[Endpoint]>>,
+    /// Union of the endpoints' SPIFFE identities (CDS carries them for secure naming).
+    pub service_accounts: BTreeSet<Arc<str>>,
+}
+
+impl EndpointShards {
+    /// Every endpoint, cluster by cluster.
+    pub fn iter(&self) -> impl Iterator<Item = &Endpoint> {
+        self.shards.values().flat_map(|eps| eps.iter())
+    }
+}
+
+/// What a publish changed. A reader whose last seen version is not [`ChangeSet::since`] missed a change
+/// set and must treat the new snapshot as a full change.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ChangeSet {
+    /// The version these changes apply on top of.
+    pub since: u64,
+    /// Changed services: which clusters' shards changed, and how much must be pushed.
+    pub services: BTreeMap<ServiceKey, ServiceChange>,
+    /// Mesh-wide reasons to recompute everything (empty for incremental changes).
+    pub full: BTreeSet<FullReason>,
+}
+
+/// How one service changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ServiceChange {
+    /// The clusters whose shard or service changed.
+    pub clusters: BTreeSet<ClusterId>,
+    /// Endpoints only, or more.
+    pub push: Push,
+}
+
+/// How much a change needs pushed. Ordered: merging keeps the larger.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum Push {
+    /// Only endpoints changed: EDS for this service.
+    #[default]
+    Eds,
+    /// The service appeared, went, changed, or its identity set changed: CDS and friends too.
+    Full,
+}
+
+/// Why every proxy needs a full recomputation.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum FullReason {
+    /// A cluster's shards were all removed.
+    ClusterRemoved(ClusterId),
+    /// An endpoint network assignment rule changed (namespace label, meshNetworks).
+    Networks,
+    /// The network gateways changed.
+    Gateways,
+}
+
+impl ChangeSet {
+    /// True when nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.services.is_empty() && self.full.is_empty()
+    }
+
+    /// True when more than EDS is needed somewhere.
+    pub fn needs_full_push(&self) -> bool {
+        !self.full.is_empty() || self.services.values().any(|c| c.push == Push::Full)
+    }
+
+    /// Records that `cluster`'s part of `key` changed.
+    pub fn record(&mut self, key: &ServiceKey, cluster: &ClusterId, push: Push) {
+        let change = self.services.entry(key.clone()).or_default();
+        change.clusters.insert(cluster.clone());
+        change.push = change.push.max(push);
+    }
+}
+
+/// Reader handle: cheap to clone, never blocks the writer.
+#[derive(Clone)]
+pub struct Snapshots {
+    current: Arc<ArcSwap<MeshSnapshot>>,
+    versions: watch::Receiver<u64>,
+}
+
+impl Snapshots {
+    /// The current snapshot (lock-free).
+    pub fn load(&self) -> Arc<MeshSnapshot> {
+        self.current.load_full()
+    }
+
+    /// Waits for a version newer than the last one this handle saw, and returns the snapshot then current.
+    /// `None` once the aggregator has stopped.
+    pub async fn changed(&mut self) -> Option<Arc<MeshSnapshot>> {
+        self.versions.changed().await.ok()?;
+        self.versions.borrow_and_update();
+        Some(self.load())
+    }
+
+    /// Waits until a snapshot satisfies `f` (tests and start-up checks).
+    pub async fn wait_for(&mut self, mut f: impl FnMut(&MeshSnapshot) -> bool) -> Arc<MeshSnapshot> {
+        loop {
+            let snap = self.load();
+            if f(&snap) {
+                return snap;
+            }
+            if self.changed().await.is_none() {
+                return self.load();
+            }
+        }
+    }
+}
+
+/// The single writer's side.
+pub(super) struct Publisher {
+    current: Arc<ArcSwap<MeshSnapshot>>,
+    versions: watch::Sender<u64>,
+}
+
+impl Publisher {
+    pub(super) fn new() -> (Self, Snapshots) {
+        let current = Arc::new(ArcSwap::from_pointee(MeshSnapshot::default()));
+        let (versions, rx) = watch::channel(0);
+        let snapshots = Snapshots {
+            current: current.clone(),
+            versions: rx,
+        };
+        (Self { current, versions }, snapshots)
+    }
+
+    /// The last published snapshot.
+    pub(super) fn current(&self) -> Arc<MeshSnapshot> {
+        self.current.load_full()
+    }
+
+    /// Installs `snapshot` (its version must be the next one) and wakes readers.
+    pub(super) fn publish(&self, snapshot: MeshSnapshot) {
+        let version = snapshot.version;
+        self.current.store(Arc::new(snapshot));
+        self.versions.send_replace(version);
+    }
+}

@@ -1,0 +1,361 @@
+//! Aggregate merge, shard and change-classification tests.
+
+use std::{collections::BTreeMap, net::IpAddr, sync::Arc, time::Duration};
+
+use super::{index::Index, *};
+use crate::model::{
+    ClusterId, Endpoint, EndpointPort, Health, Hostname, Locality, Protocol, Resolution, Service, ServiceKey,
+    ServicePort, TlsMode,
+};
+
+fn key(name: &str) -> ServiceKey {
+    ServiceKey::new(Hostname::from(format!("{name}.ns.svc.cluster.local")), "ns")
+}
+
+fn service(name: &str, cluster: &str, vip: &str, port: u16) -> Arc<Service> {
+    Arc::new(Service {
+        hostname: key(name).hostname,
+        namespace: "ns".into(),
+        name: name.into(),
+        ports: vec![ServicePort {
+            name: "http".into(),
+            port,
+            protocol: Protocol::Http,
+            target_port: None,
+        }],
+        cluster_vips: BTreeMap::from([(cluster.into(), vec![vip.parse().unwrap()])]),
+        external_addresses: BTreeMap::new(),
+        node_ports: BTreeMap::new(),
+        labels: Default::default(),
+        service_accounts: Default::default(),
+        creation_time: None,
+        resolution: Resolution::ClientSideLb,
+    })
+}
+
+fn endpoints(cluster: &str, ips: &[&str], sa: &str) -> Arc<[Endpoint]> {
+    ips.iter()
+        .map(|ip| Endpoint {
+            address: ip.parse::<IpAddr>().unwrap(),
+            ports: Arc::from([EndpointPort {
+                service_port_name: "http".into(),
+                port: 8080,
+            }]),
+            cluster: cluster.into(),
+            network: None,
+            locality: Locality::default(),
+            labels: Default::default(),
+            service_account: Some(format!("spiffe://cluster.local/ns/ns/sa/{sa}").into()),
+            tls_mode: TlsMode::Istio,
+            health: Health::Healthy,
+            workload: None,
+            weight: 1,
+        })
+        .collect()
+}
+
+fn from(cluster: &str, generation: u64) -> RegistryId {
+    RegistryId {
+        cluster: cluster.into(),
+        generation,
+    }
+}
+
+fn replace(cluster: &str, generation: u64, svcs: &[Arc<Service>], eps: &[(&str, Arc<[Endpoint]>)]) -> Update {
+    Update::Replace {
+        from: from(cluster, generation),
+        services: svcs.to_vec(),
+        endpoints: eps.iter().map(|(n, e)| (key(n), e.clone())).collect(),
+    }
+}
+
+/// `(service, clusters, push)` triples of a change set, for compact assertions.
+fn summary(c: &ChangeSet) -> Vec<(String, Vec<String>, Push)> {
+    c.services
+        .iter()
+        .map(|(k, ch)| {
+            let name = k.hostname.split('.').next().unwrap_or_default().to_owned();
+            (name, ch.clusters.iter().map(|c| c.to_string()).collect(), ch.push)
+        })
+        .collect()
+}
+
+fn index_with_two_clusters() -> Index {
+    let mut ix = Index::new("c1".into());
+    ix.apply(replace(
+        "c2",
+        1,
+        &[service("a", "c2", "10.2.0.1", 81)],
+        &[("a", endpoints("c2", &["10.2.1.1"], "a"))],
+    ));
+    ix.apply(replace(
+        "c1",
+        1,
+        &[service("a", "c1", "10.1.0.1", 80)],
+        &[("a", endpoints("c1", &["10.1.1.1"], "a"))],
+    ));
+    ix.take_changes();
+    ix
+}
+
+#[test]
+fn primary_attributes_win_and_vips_come_from_every_cluster() {
+    let ix = index_with_two_clusters();
+    let a = &ix.services[&key("a")];
+    assert_eq!(
+        a.ports[0].port, 80,
+        "primary (c1) provides attributes although c2 came first"
+    );
+    let vips: Vec<(String, String)> = a
+        .cluster_vips
+        .iter()
+        .map(|(c, v)| (c.to_string(), v[0].to_string()))
+        .collect();
+    assert_eq!(
+        vips,
+        [("c1".into(), "10.1.0.1".into()), ("c2".into(), "10.2.0.1".into())]
+    );
+    let shards: Vec<&ClusterId> = ix.endpoints[&key("a")].shards.keys().collect();
+    assert_eq!(shards, [&ClusterId::from("c1"), &ClusterId::from("c2")]);
+}
+
+#[test]
+fn changes_are_classified_per_service_and_cluster() {
+    struct Case {
+        name: &'static str,
+        update: Update,
+        want: Vec<(&'static str, Vec<&'static str>, Push)>,
+    }
+    let cases = [
+        Case {
+            name: "same endpoints again: nothing",
+            update: Update::Endpoints {
+                from: from("c2", 1),
+                key: key("a"),
+                endpoints: endpoints("c2", &["10.2.1.1"], "a"),
+            },
+            want: vec![],
+        },
+        Case {
+            name: "one more endpoint, same identity: EDS",
+            update: Update::Endpoints {
+                from: from("c2", 1),
+                key: key("a"),
+                endpoints: endpoints("c2", &["10.2.1.1", "10.2.1.2"], "a"),
+            },
+            want: vec![("a", vec!["c2"], Push::Eds)],
+        },
+        Case {
+            name: "new service account: full",
+            update: Update::Endpoints {
+                from: from("c2", 1),
+                key: key("a"),
+                endpoints: endpoints("c2", &["10.2.1.1"], "other"),
+            },
+            want: vec![("a", vec!["c2"], Push::Full)],
+        },
+        Case {
+            name: "last endpoint of a shard gone: EDS, service kept",
+            update: Update::Endpoints {
+                from: from("c2", 1),
+                key: key("a"),
+                endpoints: Arc::from([]),
+            },
+            want: vec![("a", vec!["c2"], Push::Eds)],
+        },
+        Case {
+            name: "new service: full",
+            update: Update::Service {
+                from: from("c2", 1),
+                key: key("b"),
+                service: Some(service("b", "c2", "10.2.0.2", 80)),
+            },
+            want: vec![("b", vec!["c2"], Push::Full)],
+        },
+        Case {
+            name: "secondary cluster's port differs: merged unchanged, nothing",
+            update: Update::Service {
+                from: from("c2", 1),
+                key: key("a"),
+                service: Some(service("a", "c2", "10.2.0.1", 9999)),
+            },
+            want: vec![],
+        },
+        Case {
+            name: "secondary cluster's VIP changes: full",
+            update: Update::Service {
+                from: from("c2", 1),
+                key: key("a"),
+                service: Some(service("a", "c2", "10.2.0.9", 81)),
+            },
+            want: vec![("a", vec!["c2"], Push::Full)],
+        },
+        Case {
+            name: "stale generation: ignored",
+            update: Update::Endpoints {
+                from: from("c2", 0),
+                key: key("a"),
+                endpoints: Arc::from([]),
+            },
+            want: vec![],
+        },
+        Case {
+            name: "unknown cluster: ignored",
+            update: Update::Endpoints {
+                from: from("c9", 1),
+                key: key("a"),
+                endpoints: endpoints("c9", &["10.9.1.1"], "a"),
+            },
+            want: vec![],
+        },
+    ];
+    for case in cases {
+        let mut ix = index_with_two_clusters();
+        ix.apply(case.update);
+        let got = summary(&ix.take_changes());
+        let want: Vec<_> = case
+            .want
+            .iter()
+            .map(|(n, cs, p)| {
+                (
+                    n.to_string(),
+                    cs.iter().map(|c| c.to_string()).collect::<Vec<_>>(),
+                    *p,
+                )
+            })
+            .collect();
+        assert_eq!(got, want, "{}", case.name);
+    }
+}
+
+#[test]
+fn rotation_replaces_make_before_break_and_prunes_only_what_is_gone() {
+    let mut ix = index_with_two_clusters();
+    ix.apply(Update::Service {
+        from: from("c2", 1),
+        key: key("b"),
+        service: Some(service("b", "c2", "10.2.0.2", 80)),
+    });
+    ix.take_changes();
+    // Generation 2 synced: same "a", no "b" (deleted while the swap was in flight).
+    ix.apply(replace(
+        "c2",
+        2,
+        &[service("a", "c2", "10.2.0.1", 81)],
+        &[("a", endpoints("c2", &["10.2.1.1"], "a"))],
+    ));
+    assert_eq!(
+        summary(&ix.take_changes()),
+        [("b".to_owned(), vec!["c2".to_owned()], Push::Full)]
+    );
+    assert!(
+        ix.endpoints[&key("a")]
+            .shards
+            .contains_key(&ClusterId::from("c2"))
+    );
+    // The old generation's late close must not wipe the new owner's shards (istio #61043).
+    ix.apply(Update::Remove {
+        cluster: "c2".into(),
+        generation: 1,
+    });
+    ix.apply(Update::Endpoints {
+        from: from("c2", 1),
+        key: key("a"),
+        endpoints: Arc::from([]),
+    });
+    assert!(ix.take_changes().is_empty());
+    assert!(
+        ix.endpoints[&key("a")]
+            .shards
+            .contains_key(&ClusterId::from("c2"))
+    );
+}
+
+#[test]
+fn removing_a_cluster_drops_exactly_its_shards() {
+    let mut ix = index_with_two_clusters();
+    ix.apply(Update::Service {
+        from: from("c2", 1),
+        key: key("b"),
+        service: Some(service("b", "c2", "10.2.0.2", 80)),
+    });
+    ix.take_changes();
+    ix.apply(Update::Remove {
+        cluster: "c2".into(),
+        generation: 1,
+    });
+    let changes = ix.take_changes();
+    assert_eq!(changes.full, [FullReason::ClusterRemoved("c2".into())].into());
+    assert_eq!(
+        summary(&changes),
+        [
+            ("a".to_owned(), vec!["c2".to_owned()], Push::Full),
+            ("b".to_owned(), vec!["c2".to_owned()], Push::Full),
+        ]
+    );
+    assert!(!ix.services.contains_key(&key("b")));
+    let a = &ix.services[&key("a")];
+    assert_eq!(
+        a.cluster_vips.keys().collect::<Vec<_>>(),
+        [&ClusterId::from("c1")]
+    );
+    let shards: Vec<&ClusterId> = ix.endpoints[&key("a")].shards.keys().collect();
+    assert_eq!(shards, [&ClusterId::from("c1")]);
+    // A late update from the removed registry is ignored; a re-added cluster (newer generation) is not.
+    ix.apply(Update::Endpoints {
+        from: from("c2", 1),
+        key: key("a"),
+        endpoints: endpoints("c2", &["10.2.1.1"], "a"),
+    });
+    assert!(ix.take_changes().is_empty());
+    ix.apply(replace(
+        "c2",
+        3,
+        &[],
+        &[("a", endpoints("c2", &["10.2.1.1"], "a"))],
+    ));
+    assert_eq!(
+        summary(&ix.take_changes()),
+        [("a".to_owned(), vec!["c2".to_owned()], Push::Eds)]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_burst_is_published_once_after_the_quiet_period() {
+    let tasks = crate::drain::Tasks::new();
+    let (_nets_tx, nets) = watch::channel(Arc::new(MeshNetworks::default()));
+    let opts = Options {
+        primary: "c1".into(),
+        debounce_after: Duration::from_millis(100),
+        debounce_max: Duration::from_secs(10),
+    };
+    let (aggregator, tx, mut snaps) = new(opts, nets);
+    aggregator.spawn(&tasks);
+    tx.send(replace("c1", 1, &[service("a", "c1", "10.1.0.1", 80)], &[]))
+        .await;
+    for i in 1..=5 {
+        let ip = format!("10.1.1.{i}");
+        let ips: Vec<&str> = vec![&ip];
+        tx.send(Update::Endpoints {
+            from: from("c1", 1),
+            key: key("a"),
+            endpoints: endpoints("c1", &ips, "a"),
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let snap = snaps.changed().await.expect("published");
+    assert_eq!((snap.version, snap.changes.since), (1, 0));
+    assert_eq!(
+        snap.endpoints[&key("a")]
+            .iter()
+            .map(|e| e.address.to_string())
+            .collect::<Vec<_>>(),
+        ["10.1.1.5"]
+    );
+    assert_eq!(
+        summary(&snap.changes),
+        [("a".to_owned(), vec!["c1".to_owned()], Push::Full)]
+    );
+    tasks.drain(Duration::from_secs(1)).await.unwrap();
+}

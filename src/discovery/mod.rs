@@ -1,0 +1,166 @@
+//! Cluster discovery, assembled: the aggregate, the config cluster's registry and the secret
+//! controller for remote clusters. Both the real (kubeconfig / in-cluster) and the sandbox start-up
+//! paths call [`new`] then [`Discovery::start`].
+
+mod debug;
+
+use std::{
+    collections::BTreeSet,
+    sync::{Arc, atomic::AtomicU64},
+    time::Duration,
+};
+
+use tokio::sync::watch;
+
+pub use debug::routes;
+
+use crate::{
+    aggregate::{self, Aggregator, Snapshots, UpdateSender},
+    app::StartContext,
+    config::MeshNetworks,
+    model::ClusterId,
+    multicluster::{
+        cluster::Env,
+        controller::Controller,
+        kubeconfig::InsecureOption,
+        status::{Clusters, StatusSource},
+    },
+    registry::{self, service::Context},
+};
+
+/// Requests per second each cluster's client may make (client-go's remote default is far lower; istiod
+/// raises it to this order for remote registries).
+const CLIENT_QPS: u64 = 50;
+
+/// Discovery settings (from the command line).
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// meshd's own (config) cluster.
+    pub cluster_id: ClusterId,
+    /// Namespace of remote secrets and of the network label.
+    pub system_namespace: String,
+    /// Service DNS suffix.
+    pub domain_suffix: String,
+    /// SPIFFE trust domain of endpoint identities.
+    pub trust_domain: String,
+    /// How long a remote cluster may hold readiness.
+    pub remote_cluster_timeout: Duration,
+    /// Snapshot debounce quiet period.
+    pub debounce_after: Duration,
+    /// Snapshot debounce maximum delay.
+    pub debounce_max: Duration,
+    /// Kubeconfig features remote secrets may use.
+    pub insecure_kubeconfig_options: BTreeSet<InsecureOption>,
+}
+
+/// What the rest of meshd reads. Cheap to clone.
+#[derive(Clone)]
+pub struct DiscoveryHandle {
+    /// The merged view: `load()` it, or wait for `changed()`.
+    pub snapshots: Snapshots,
+    /// Per-cluster status (`/debug/clusterz`).
+    pub clusters: Clusters,
+}
+
+/// Discovery, built but not started.
+pub struct Discovery {
+    opts: Options,
+    networks: watch::Receiver<Arc<MeshNetworks>>,
+    aggregator: Aggregator,
+    updates: UpdateSender,
+    handle: DiscoveryHandle,
+}
+
+/// Builds discovery without I/O; the handle is usable (empty) at once, e.g. for debug routes.
+pub fn new(opts: Options, networks: watch::Receiver<Arc<MeshNetworks>>) -> (Discovery, DiscoveryHandle) {
+    let (aggregator, updates, snapshots) = aggregate::new(
+        aggregate::Options {
+            primary: opts.cluster_id.clone(),
+            debounce_after: opts.debounce_after,
+            debounce_max: opts.debounce_max,
+        },
+        networks.clone(),
+    );
+    let handle = DiscoveryHandle {
+        snapshots,
+        clusters: Clusters::default(),
+    };
+    let discovery = Discovery {
+        opts,
+        networks,
+        aggregator,
+        updates,
+        handle: handle.clone(),
+    };
+    (discovery, handle)
+}
+
+impl Discovery {
+    /// Starts the aggregator, the config cluster's registry (readiness waits for its initial sync) and
+    /// the secret controller (readiness waits for each remote cluster, up to the timeout).
+    pub fn start(self, ctx: &StartContext, primary: kube::Client) {
+        let Discovery {
+            opts,
+            networks,
+            aggregator,
+            updates,
+            handle,
+        } = self;
+        aggregator.spawn(&ctx.tasks);
+        let conv = Context {
+            cluster: opts.cluster_id.clone(),
+            domain_suffix: opts.domain_suffix.as_str().into(),
+            trust_domain: opts.trust_domain.as_str().into(),
+        };
+        let generations = Arc::new(AtomicU64::new(0));
+        let progress = registry::spawn(
+            &ctx.tasks,
+            primary.clone(),
+            registry::Options {
+                id: aggregate::RegistryId {
+                    cluster: opts.cluster_id.clone(),
+                    generation: 0,
+                },
+                ctx: conv.clone(),
+                system_namespace: opts.system_namespace.clone(),
+                networks: networks.clone(),
+            },
+            updates.clone(),
+        );
+        hold_until_synced(ctx, &opts.cluster_id, progress.clone());
+        let controller = Controller {
+            env: Env {
+                updates,
+                ctx: conv,
+                system_namespace: opts.system_namespace,
+                networks,
+                timeout: opts.remote_cluster_timeout,
+                allowed: Arc::new(opts.insecure_kubeconfig_options),
+                qps: CLIENT_QPS,
+                generations,
+            },
+            own: opts.cluster_id,
+            clusters: handle.clusters,
+            own_status: StatusSource::Registry(progress),
+        };
+        controller.spawn(&ctx.tasks, &ctx.ready, primary);
+    }
+}
+
+/// The config cluster blocks readiness until its registry has synced (no timeout: without it meshd
+/// has nothing to serve).
+fn hold_until_synced(
+    ctx: &StartContext,
+    cluster: &ClusterId,
+    mut progress: watch::Receiver<registry::Progress>,
+) {
+    let guard = ctx.ready.register(format!("config cluster {cluster}"));
+    let stop = ctx.tasks.cancelled();
+    ctx.tasks.spawn("config cluster sync", async move {
+        tokio::select! {
+            _ = stop => {}
+            _ = progress.wait_for(|p| p.synced) => {}
+        }
+        drop(guard);
+    });
+}

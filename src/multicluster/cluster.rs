@@ -1,0 +1,263 @@
+//! One remote cluster's lifecycle, owned by one supervisor task: build a client from its kubeconfig,
+//! run a registry, report status, hold readiness at most the remote-cluster timeout, and rotate
+//! credentials make-before-break.
+//!
+//! Rotation: the new kubeconfig gets a new client and a new registry generation while the old keeps
+//! serving. When the new one has synced it has already handed the aggregator its full view (which prunes
+//! what it lacks); only then is the old one stopped. A rotation that never syncs leaves the old serving.
+
+use std::{
+    collections::BTreeSet,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use tokio::sync::{mpsc, watch};
+use tracing::{info, warn};
+
+use super::{
+    kubeconfig::{self, InsecureOption},
+    status::SyncStatus,
+};
+use crate::{
+    aggregate::{RegistryId, Update, UpdateSender},
+    config::MeshNetworks,
+    drain::Tasks,
+    model::ClusterId,
+    readiness::BlockReady,
+    registry::{self, Progress},
+};
+
+/// Settings shared by every cluster.
+#[derive(Clone)]
+pub struct Env {
+    /// Where registries send.
+    pub updates: UpdateSender,
+    /// Conversion settings (its cluster is replaced per cluster).
+    pub ctx: registry::service::Context,
+    /// System namespace (network label source).
+    pub system_namespace: String,
+    /// meshNetworks.
+    pub networks: watch::Receiver<Arc<MeshNetworks>>,
+    /// How long a new cluster may hold readiness.
+    pub timeout: Duration,
+    /// `--insecure-kubeconfig-options`.
+    pub allowed: Arc<BTreeSet<InsecureOption>>,
+    /// Requests per second each remote client may make.
+    pub qps: u64,
+    /// Generation numbers, unique across clusters and rotations.
+    pub generations: Arc<AtomicU64>,
+}
+
+/// The controller's handle on a running cluster.
+pub struct Handle {
+    /// sha256 of the kubeconfig it runs (or is rotating to).
+    pub sha: [u8; 32],
+    /// Live status and last error.
+    pub status: watch::Receiver<(SyncStatus, Option<String>)>,
+    rotate: mpsc::Sender<Arc<[u8]>>,
+    tasks: Tasks,
+}
+
+impl Handle {
+    /// Starts supervising `cluster`; `ready` is released once it syncs or times out.
+    pub fn start(
+        tasks: &Tasks,
+        env: Env,
+        cluster: ClusterId,
+        kubeconfig: Arc<[u8]>,
+        sha: [u8; 32],
+        ready: BlockReady,
+    ) -> Self {
+        let (status_tx, status) = watch::channel((SyncStatus::Syncing, None));
+        let (rotate, rotations) = mpsc::channel(4);
+        let tasks = tasks.child();
+        let supervisor = Supervisor {
+            env,
+            cluster: cluster.clone(),
+            tasks: tasks.clone(),
+            status: status_tx,
+            latest: 0,
+        };
+        tasks.spawn(
+            &format!("cluster {cluster}"),
+            supervisor.run(kubeconfig, rotations, ready),
+        );
+        Self {
+            sha,
+            status,
+            rotate,
+            tasks,
+        }
+    }
+
+    /// Rotates to a new kubeconfig (make-before-break).
+    pub fn rotate(&mut self, kubeconfig: Arc<[u8]>, sha: [u8; 32]) {
+        self.sha = sha;
+        if self.rotate.try_send(kubeconfig).is_err() {
+            warn!("cluster supervisor is busy or gone; rotation dropped");
+        }
+    }
+
+    /// Stops the cluster; its supervisor removes its shards.
+    pub fn stop(&self) {
+        self.tasks.cancel();
+    }
+}
+
+/// A running registry generation.
+struct Generation {
+    id: u64,
+    tasks: Tasks,
+    progress: watch::Receiver<Progress>,
+}
+
+struct Supervisor {
+    env: Env,
+    cluster: ClusterId,
+    tasks: Tasks,
+    status: watch::Sender<(SyncStatus, Option<String>)>,
+    latest: u64,
+}
+
+impl Supervisor {
+    async fn run(
+        mut self,
+        kubeconfig: Arc<[u8]>,
+        mut rotations: mpsc::Receiver<Arc<[u8]>>,
+        ready: BlockReady,
+    ) {
+        let stop = self.tasks.cancelled();
+        tokio::pin!(stop);
+        let mut ready = Some(ready);
+        let deadline = tokio::time::sleep(self.env.timeout);
+        tokio::pin!(deadline);
+        let mut timed_out = false;
+        let mut serving: Option<Generation> = None;
+        let mut pending = self.start(&kubeconfig).await;
+        if pending.is_none() {
+            // An unusable kubeconfig will not get better by waiting: do not hold readiness for it.
+            ready = None;
+        }
+        loop {
+            tokio::select! {
+                _ = &mut stop => break,
+                Some(kc) = rotations.recv() => {
+                    if let Some(old) = pending.take() {
+                        old.tasks.cancel();
+                    }
+                    info!(cluster = %self.cluster, "kubeconfig changed; syncing new credentials while the old serve");
+                    pending = self.start(&kc).await;
+                }
+                _ = &mut deadline, if ready.is_some() => {
+                    timed_out = true;
+                    warn!(cluster = %self.cluster, timeout = ?self.env.timeout, "remote cluster did not sync in time; no longer blocking readiness, still retrying");
+                    ready = None;
+                }
+                r = changed(&mut pending) => {
+                    if r.is_err() {
+                        pending = None;
+                    }
+                }
+                r = changed(&mut serving) => {
+                    if r.is_err() {
+                        serving = None;
+                    }
+                }
+            }
+            // A pending generation that has synced has already sent its full view: swap, then stop the old.
+            if pending.as_ref().is_some_and(|p| p.progress.borrow().synced) {
+                if let Some(old) = serving.take() {
+                    old.tasks.cancel();
+                    info!(cluster = %self.cluster, "switched to the new credentials");
+                }
+                serving = pending.take();
+                ready = None;
+            }
+            self.report(serving.as_ref().or(pending.as_ref()), timed_out);
+        }
+        // Late updates from stopped generations are ignored by the aggregator (generation check).
+        self.env
+            .updates
+            .send(Update::Remove {
+                cluster: self.cluster.clone(),
+                generation: self.latest,
+            })
+            .await;
+        self.status.send_replace((SyncStatus::Closed, None));
+    }
+
+    /// Builds a client and starts a registry generation; `None` (with the reason in the status) if the
+    /// kubeconfig cannot be loaded.
+    async fn start(&mut self, kubeconfig: &[u8]) -> Option<Generation> {
+        let config = match kubeconfig::client_config(kubeconfig, &self.env.allowed).await {
+            Ok(c) => c,
+            Err(e) => {
+                warn!(cluster = %self.cluster, error = %e, "remote cluster kubeconfig rejected");
+                self.status.send_replace((SyncStatus::Error(e.to_string()), None));
+                return None;
+            }
+        };
+        let client = match build_client(config, self.env.qps) {
+            Ok(c) => c,
+            Err(e) => {
+                let reason = format!("cannot build a client: {e}");
+                warn!(cluster = %self.cluster, error = %reason, "remote cluster client");
+                self.status.send_replace((SyncStatus::Error(reason), None));
+                return None;
+            }
+        };
+        let id = self.env.generations.fetch_add(1, Ordering::Relaxed) + 1;
+        self.latest = id;
+        let tasks = self.tasks.child();
+        let mut ctx = self.env.ctx.clone();
+        ctx.cluster = self.cluster.clone();
+        let progress = registry::spawn(
+            &tasks,
+            client,
+            registry::Options {
+                id: RegistryId {
+                    cluster: self.cluster.clone(),
+                    generation: id,
+                },
+                ctx,
+                system_namespace: self.env.system_namespace.clone(),
+                networks: self.env.networks.clone(),
+            },
+            self.env.updates.clone(),
+        );
+        Some(Generation { id, tasks, progress })
+    }
+
+    fn report(&self, current: Option<&Generation>, timed_out: bool) {
+        let Some(generation) = current else { return };
+        let progress = generation.progress.borrow().clone();
+        let status = SyncStatus::from_progress(&progress, timed_out);
+        tracing::trace!(cluster = %self.cluster, generation = generation.id, %status, "status");
+        self.status.send_if_modified(|s| {
+            let new = (status, progress.last_error);
+            let changed = *s != new;
+            *s = new;
+            changed
+        });
+    }
+}
+
+/// Resolves when the generation's progress changes; never if there is none.
+async fn changed(generation: &mut Option<Generation>) -> Result<(), watch::error::RecvError> {
+    match generation {
+        Some(g) => g.progress.changed().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// A kube client whose requests are rate-limited, so relist storms cannot flood a remote API server.
+pub(crate) fn build_client(config: kube::Config, qps: u64) -> Result<kube::Client, kube::Error> {
+    let limit = tower::limit::RateLimitLayer::new(qps.max(1), Duration::from_secs(1));
+    Ok(kube::client::ClientBuilder::try_from(config)?
+        .with_layer(&limit)
+        .build())
+}

@@ -1,0 +1,190 @@
+//! The secret controller: watches labelled Secrets in the system namespace on the config cluster and
+//! keeps one supervised cluster per wanted cluster ID (see [`super::secrets::desired`]).
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
+use kube::{
+    Api, Client, ResourceExt,
+    runtime::{WatchStreamExt, watcher},
+};
+use tracing::{info, warn};
+
+use super::{
+    cluster::{Env, Handle},
+    secrets::{SecretData, desired},
+    status::{Clusters, Entry, StatusSource, SyncStatus},
+};
+use crate::{
+    drain::Tasks,
+    model::ClusterId,
+    readiness::{BlockReady, Ready},
+};
+
+/// The label selecting remote-cluster Secrets (istiod's).
+pub const SECRET_LABEL: &str = "istio/multiCluster=true";
+
+/// Secrets (and data keys) beyond these are refused rather than buffered.
+const MAX_SECRETS: usize = 1024;
+
+/// Everything the controller needs.
+pub struct Controller {
+    /// Shared cluster settings.
+    pub env: Env,
+    /// meshd's own cluster (its entry and any Secret naming it).
+    pub own: ClusterId,
+    /// The table `/debug/clusterz` reads.
+    pub clusters: Clusters,
+    /// The own cluster's status row.
+    pub own_status: StatusSource,
+}
+
+struct Running {
+    secret: String,
+    handle: Handle,
+}
+
+impl Controller {
+    /// Watches Secrets until `tasks` is cancelled. Readiness waits for the initial list and then for each
+    /// cluster found in it (up to the remote-cluster timeout).
+    pub fn spawn(self, tasks: &Tasks, ready: &Ready, client: Client) {
+        let initial = ready.register("remote cluster secrets");
+        let api = Api::<Secret>::namespaced(client, &self.env.system_namespace);
+        let stop = tasks.cancelled();
+        let tasks_inner = tasks.clone();
+        let ready = ready.clone();
+        tasks.spawn("secret controller", async move {
+            tokio::select! {
+                _ = stop => {}
+                _ = self.run(api, tasks_inner, ready, initial) => {}
+            }
+        });
+    }
+
+    async fn run(self, api: Api<Secret>, tasks: Tasks, ready: Ready, initial: BlockReady) {
+        let mut initial = Some(initial);
+        let mut events = watcher(api, watcher::Config::default().labels(SECRET_LABEL))
+            .default_backoff()
+            .boxed();
+        let mut secrets = SecretData::new();
+        let mut relist: Option<SecretData> = None;
+        let mut running: BTreeMap<ClusterId, Running> = BTreeMap::new();
+        while let Some(ev) = events.next().await {
+            match ev {
+                Ok(watcher::Event::Init) => {
+                    relist = Some(SecretData::new());
+                    continue;
+                }
+                Ok(watcher::Event::InitApply(s)) => {
+                    if let Some(r) = &mut relist {
+                        insert(r, &s);
+                    }
+                    continue;
+                }
+                Ok(watcher::Event::InitDone) => secrets = relist.take().unwrap_or_default(),
+                Ok(watcher::Event::Apply(s)) => insert(&mut secrets, &s),
+                Ok(watcher::Event::Delete(s)) => {
+                    secrets.remove(&secret_name(&s));
+                }
+                Err(e) => {
+                    warn!(error = %crate::registry::errors::describe(&e), "watching remote cluster secrets failed; retrying");
+                    continue;
+                }
+            }
+            self.reconcile(&secrets, &mut running, &tasks, &ready);
+            initial = None;
+        }
+        drop(initial);
+    }
+
+    /// Starts, rotates and stops clusters to match the Secrets, and republishes the status table.
+    fn reconcile(
+        &self,
+        secrets: &SecretData,
+        running: &mut BTreeMap<ClusterId, Running>,
+        tasks: &Tasks,
+        ready: &Ready,
+    ) {
+        let want = desired(secrets, &self.own, &self.env.allowed);
+        running.retain(|id, r| {
+            let keep = want.clusters.contains_key(id);
+            if !keep {
+                info!(cluster = %id, secret = %r.secret, "remote cluster removed");
+                r.handle.stop();
+            }
+            keep
+        });
+        for (id, w) in &want.clusters {
+            match running.get_mut(id) {
+                Some(r) if r.handle.sha == w.sha => r.secret.clone_from(&w.secret),
+                Some(r) => {
+                    info!(cluster = %id, secret = %w.secret, "remote cluster kubeconfig changed");
+                    r.secret.clone_from(&w.secret);
+                    r.handle.rotate(w.kubeconfig.clone(), w.sha);
+                }
+                None => {
+                    info!(cluster = %id, secret = %w.secret, "remote cluster added");
+                    let guard = ready.register(format!("remote cluster {id}"));
+                    let handle = Handle::start(
+                        tasks,
+                        self.env.clone(),
+                        id.clone(),
+                        w.kubeconfig.clone(),
+                        w.sha,
+                        guard,
+                    );
+                    running.insert(
+                        id.clone(),
+                        Running {
+                            secret: w.secret.clone(),
+                            handle,
+                        },
+                    );
+                }
+            }
+        }
+        for r in &want.rejected {
+            warn!(cluster = %r.cluster, secret = %r.secret, reason = %r.reason, "remote cluster secret entry not used");
+        }
+        let mut entries = vec![Entry {
+            id: self.own.clone(),
+            secret: String::new(),
+            status: self.own_status.clone(),
+        }];
+        let mut rest: Vec<Entry> = running
+            .iter()
+            .map(|(id, r)| Entry {
+                id: id.clone(),
+                secret: r.secret.clone(),
+                status: StatusSource::Live(r.handle.status.clone()),
+            })
+            .chain(want.rejected.iter().map(|r| Entry {
+                id: r.cluster.clone(),
+                secret: r.secret.clone(),
+                status: StatusSource::Fixed(SyncStatus::Error(r.reason.clone())),
+            }))
+            .collect();
+        rest.sort_by(|a, b| (&a.id, &a.secret).cmp(&(&b.id, &b.secret)));
+        entries.extend(rest);
+        self.clusters.publish(entries);
+    }
+}
+
+fn secret_name(s: &Secret) -> String {
+    format!("{}/{}", s.namespace().unwrap_or_default(), s.name_any())
+}
+
+fn insert(secrets: &mut SecretData, s: &Secret) {
+    if secrets.len() >= MAX_SECRETS && !secrets.contains_key(&secret_name(s)) {
+        warn!(secret = %secret_name(s), "too many remote cluster secrets; ignoring this one");
+        return;
+    }
+    let data = s
+        .data
+        .iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), Arc::<[u8]>::from(v.0.as_slice())))
+        .collect();
+    secrets.insert(secret_name(s), data);
+}

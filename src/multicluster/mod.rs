@@ -1,0 +1,14 @@
+//! Remote cluster discovery on the config cluster: the secret controller turns labelled kubeconfig
+//! Secrets into supervised clusters, each running a registry that feeds the aggregate.
+//!
+//! - [`kubeconfig`]: untrusted kubeconfigs are sanitised before kube-rs sees them.
+//! - [`secrets`]: which clusters the Secrets ask for (pure; duplicate IDs have a deterministic winner).
+//! - [`controller`]: the Secret watcher; starts, rotates and stops clusters.
+//! - [`cluster`]: one cluster's supervisor: client, registry generations, status, readiness timeout.
+//! - [`status`]: the `/debug/clusterz` table.
+
+pub mod cluster;
+pub mod controller;
+pub mod kubeconfig;
+pub mod secrets;
+pub mod status;

@@ -1,0 +1,192 @@
+//! From the labelled Secrets to the clusters meshd should run: a pure function, re-evaluated on every
+//! Secret event, so a cluster ID claimed by two Secrets goes to a documented winner and falls to the
+//! other when the winner goes (istiod keeps the first it saw and never re-evaluates: istio #36365).
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    sync::Arc,
+};
+
+use sha2::{Digest, Sha256};
+
+use super::kubeconfig::{InsecureOption, sanitize};
+use crate::model::ClusterId;
+
+/// A Secret's `namespace/name`.
+pub type SecretName = String;
+
+/// The Secrets' data: secret → cluster ID → kubeconfig.
+pub type SecretData = BTreeMap<SecretName, BTreeMap<String, Arc<[u8]>>>;
+
+/// A cluster meshd should be watching.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wanted {
+    /// The Secret providing it.
+    pub secret: SecretName,
+    /// Its kubeconfig (already checked by [`sanitize`]).
+    pub kubeconfig: Arc<[u8]>,
+    /// sha256 of the kubeconfig: a change means rotation.
+    pub sha: [u8; 32],
+}
+
+/// A Secret entry that will not be used, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejected {
+    /// The cluster ID (data key).
+    pub cluster: ClusterId,
+    /// The Secret.
+    pub secret: SecretName,
+    /// In words.
+    pub reason: String,
+}
+
+/// What the Secrets ask for.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Desired {
+    /// Clusters to run.
+    pub clusters: BTreeMap<ClusterId, Wanted>,
+    /// Entries not used.
+    pub rejected: Vec<Rejected>,
+}
+
+/// Decides which clusters to run. Per cluster ID, the winner is the valid entry from the Secret whose
+/// `namespace/name` sorts first; other claimants are reported as duplicates. Invalid kubeconfigs and
+/// entries naming meshd's own cluster are reported too.
+pub fn desired(secrets: &SecretData, own: &ClusterId, allowed: &BTreeSet<InsecureOption>) -> Desired {
+    let mut out = Desired::default();
+    // BTreeMap iteration is in secret-name order, which makes the first valid claimant the winner.
+    for (secret, entries) in secrets {
+        for (id, kubeconfig) in entries {
+            let cluster = ClusterId::from(id.as_str());
+            let reject = |reason: String| Rejected {
+                cluster: cluster.clone(),
+                secret: secret.clone(),
+                reason,
+            };
+            if &cluster == own {
+                out.rejected.push(reject(format!(
+                    "cluster ID {cluster} is meshd's own cluster; ignored (it would replace the config cluster)"
+                )));
+                continue;
+            }
+            if let Some(winner) = out.clusters.get(&cluster) {
+                out.rejected.push(reject(format!(
+                    "cluster ID {cluster} is already provided by secret {}",
+                    winner.secret
+                )));
+                continue;
+            }
+            match sanitize(kubeconfig, allowed) {
+                Ok(_) => {
+                    out.clusters.insert(
+                        cluster,
+                        Wanted {
+                            secret: secret.clone(),
+                            kubeconfig: kubeconfig.clone(),
+                            sha: Sha256::digest(kubeconfig).into(),
+                        },
+                    );
+                }
+                Err(e) => out.rejected.push(reject(e.to_string())),
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kubeconfig(server: &str) -> Arc<[u8]> {
+        format!(
+            "current-context: x\ncontexts: [{{name: x, context: {{cluster: x, user: u}}}}]\n\
+             clusters: [{{name: x, cluster: {{server: '{server}'}}}}]\nusers: [{{name: u, user: {{token: t}}}}]\n"
+        )
+        .into_bytes()
+        .into()
+    }
+
+    fn data(entries: &[(&str, &str, Arc<[u8]>)]) -> SecretData {
+        let mut out = SecretData::new();
+        for (secret, id, kc) in entries {
+            out.entry(secret.to_string())
+                .or_default()
+                .insert(id.to_string(), kc.clone());
+        }
+        out
+    }
+
+    fn run(entries: &[(&str, &str, Arc<[u8]>)]) -> (Vec<(String, String)>, Vec<String>) {
+        let d = desired(&data(entries), &"primary".into(), &BTreeSet::new());
+        let clusters = d
+            .clusters
+            .iter()
+            .map(|(c, w)| (c.to_string(), w.secret.clone()))
+            .collect();
+        let rejected = d
+            .rejected
+            .iter()
+            .map(|r| format!("{} {}: {}", r.secret, r.cluster, r.reason))
+            .collect();
+        (clusters, rejected)
+    }
+
+    #[test]
+    fn duplicates_go_to_the_first_secret_and_fall_back_when_it_goes() {
+        let a = kubeconfig("https://a");
+        let both = [
+            ("istio-system/b-secret", "c2", a.clone()),
+            ("istio-system/a-secret", "c2", a.clone()),
+        ];
+        let (clusters, rejected) = run(&both);
+        assert_eq!(clusters, [("c2".to_owned(), "istio-system/a-secret".to_owned())]);
+        assert_eq!(
+            rejected,
+            ["istio-system/b-secret c2: cluster ID c2 is already provided by secret istio-system/a-secret"]
+        );
+        let (clusters, rejected) = run(&both[..1]);
+        assert_eq!(clusters, [("c2".to_owned(), "istio-system/b-secret".to_owned())]);
+        assert!(rejected.is_empty());
+    }
+
+    #[test]
+    fn own_id_and_bad_kubeconfigs_are_reported_and_do_not_shadow_valid_ones() {
+        let (clusters, rejected) = run(&[
+            ("ns/a", "primary", kubeconfig("https://p")),
+            (
+                "ns/a",
+                "c3",
+                Arc::from(&b"users: [{name: u, user: {exec: {command: sh}}}]"[..]),
+            ),
+            ("ns/a", "c4", Arc::from(&b"{{{"[..])),
+            ("ns/b", "c4", kubeconfig("https://c4")),
+        ]);
+        assert_eq!(clusters, [("c4".to_owned(), "ns/b".to_owned())]);
+        assert_eq!(rejected.len(), 3, "{rejected:?}");
+        assert!(
+            rejected[0].starts_with("ns/a c3: kubeconfig has no current-context"),
+            "{rejected:?}"
+        );
+        assert!(
+            rejected[1].starts_with("ns/a c4: kubeconfig is not valid YAML"),
+            "{rejected:?}"
+        );
+        assert!(rejected[2].starts_with("ns/a primary: cluster ID primary is meshd's own cluster"));
+    }
+
+    #[test]
+    fn rotation_changes_the_sha() {
+        let one = desired(
+            &data(&[("s", "c2", kubeconfig("https://a"))]),
+            &"p".into(),
+            &BTreeSet::new(),
+        );
+        let two = desired(
+            &data(&[("s", "c2", kubeconfig("https://b"))]),
+            &"p".into(),
+            &BTreeSet::new(),
+        );
+        assert_ne!(one.clusters["c2"].sha, two.clusters["c2"].sha);
+    }
+}

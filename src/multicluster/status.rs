@@ -1,0 +1,123 @@
+//! Per-cluster status as `/debug/clusterz` shows it, and the table the secret controller publishes.
+
+use std::{fmt, sync::Arc};
+
+use arc_swap::ArcSwap;
+use serde::Serialize;
+use tokio::sync::watch;
+
+use crate::{model::ClusterId, registry::Progress};
+
+/// A cluster's sync status (istiod's values, plus `error: <reason>`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SyncStatus {
+    /// Initial lists in progress.
+    Syncing,
+    /// Initial lists done; watching.
+    Synced,
+    /// Not synced within the remote-cluster timeout: no longer blocks readiness, still retrying.
+    Timeout,
+    /// Stopped.
+    Closed,
+    /// Not usable as configured, or failing before sync: in words.
+    Error(String),
+}
+
+impl SyncStatus {
+    /// The status implied by a registry's progress.
+    pub fn from_progress(p: &Progress, timed_out: bool) -> Self {
+        match (&p.last_error, p.synced, timed_out) {
+            (_, true, _) => Self::Synced,
+            (_, false, true) => Self::Timeout,
+            (Some(e), false, false) => Self::Error(e.clone()),
+            (None, false, false) => Self::Syncing,
+        }
+    }
+}
+
+impl fmt::Display for SyncStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Syncing => f.write_str("syncing"),
+            Self::Synced => f.write_str("synced"),
+            Self::Timeout => f.write_str("timeout"),
+            Self::Closed => f.write_str("closed"),
+            Self::Error(reason) => write!(f, "error: {reason}"),
+        }
+    }
+}
+
+/// One row of `/debug/clusterz`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterRow {
+    /// Cluster ID.
+    pub id: ClusterId,
+    /// `namespace/name` of the Secret; empty for the config cluster.
+    pub secret_name: String,
+    /// `syncing|synced|timeout|closed|error: <reason>`.
+    pub sync_status: String,
+    /// The last watch error, while it lasts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+/// A cluster as the table holds it: a live status, or a fixed one for rejected entries.
+#[derive(Debug, Clone)]
+pub(crate) struct Entry {
+    pub(crate) id: ClusterId,
+    pub(crate) secret: String,
+    pub(crate) status: StatusSource,
+}
+
+/// Where a row's status comes from.
+#[derive(Debug, Clone)]
+pub enum StatusSource {
+    /// A remote cluster's supervisor.
+    Live(watch::Receiver<(SyncStatus, Option<String>)>),
+    /// The config cluster's registry (never times out).
+    Registry(watch::Receiver<Progress>),
+    /// A rejected Secret entry.
+    Fixed(SyncStatus),
+}
+
+/// The known clusters: written by the secret controller alone, read by anyone. Cheap to clone.
+#[derive(Debug, Clone, Default)]
+pub struct Clusters(Arc<ArcSwap<Vec<Entry>>>);
+
+impl Clusters {
+    pub(crate) fn publish(&self, entries: Vec<Entry>) {
+        self.0.store(Arc::new(entries));
+    }
+
+    /// Current rows: the config cluster first, then by cluster ID and Secret.
+    pub fn rows(&self) -> Vec<ClusterRow> {
+        self.0
+            .load()
+            .iter()
+            .map(|e| {
+                let (status, last_error) = match &e.status {
+                    StatusSource::Live(rx) => rx.borrow().clone(),
+                    StatusSource::Registry(rx) => {
+                        let p = rx.borrow();
+                        (SyncStatus::from_progress(&p, false), p.last_error.clone())
+                    }
+                    StatusSource::Fixed(s) => (s.clone(), None),
+                };
+                ClusterRow {
+                    id: e.id.clone(),
+                    secret_name: e.secret.clone(),
+                    sync_status: status.to_string(),
+                    last_error,
+                }
+            })
+            .collect()
+    }
+
+    /// The row for `id` from `secret`, if any.
+    pub fn row(&self, id: &str, secret: &str) -> Option<ClusterRow> {
+        self.rows()
+            .into_iter()
+            .find(|r| &*r.id == id && r.secret_name == secret)
+    }
+}

@@ -1,0 +1,459 @@
+//! One registry per cluster: kube-rs watchers on Namespaces, Services, EndpointSlices, Pods and Nodes,
+//! folded into a compact [`state::State`] by one task, which sends the aggregator what changed.
+//!
+//! Until every watcher has finished its initial list the registry sends nothing; then it sends its whole
+//! view at once ([`Update::Replace`]), which is what lets a rotated registry replace the old one without
+//! a gap. A relist after a watch error (410 Gone, 500s, a dropped connection) updates objects in place
+//! and deletes only what the new list lacks, so the last good state is served meanwhile.
+
+pub mod endpoints;
+pub mod errors;
+pub mod network;
+pub mod service;
+mod state;
+
+use std::{collections::HashSet, sync::Arc};
+
+use futures::{StreamExt, stream::BoxStream};
+use k8s_openapi::api::{
+    core::v1::{Namespace, Node, Pod, Service},
+    discovery::v1::EndpointSlice,
+};
+use kube::{
+    Api, Client, ResourceExt,
+    core::PartialObjectMeta,
+    runtime::{WatchStreamExt, watcher},
+};
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use self::{endpoints::ObjectName, network::NetworkResolver, state::State};
+use crate::{
+    aggregate::{RegistryId, Update, UpdateSender},
+    config::MeshNetworks,
+    drain::Tasks,
+    model::{LABEL_NETWORK, NetworkId, ServiceKey},
+};
+
+/// Events handled per batch: a burst rebuilds each touched service once.
+const BATCH: usize = 512;
+
+/// What a registry needs besides its client.
+pub struct Options {
+    /// Its cluster and generation.
+    pub id: RegistryId,
+    /// Conversion context (cluster, domain suffix, trust domain).
+    pub ctx: service::Context,
+    /// The cluster's system namespace, whose network label applies to all its endpoints.
+    pub system_namespace: String,
+    /// meshNetworks; a reload re-evaluates every endpoint's network.
+    pub networks: watch::Receiver<Arc<MeshNetworks>>,
+}
+
+/// A registry's progress, as its cluster's status shows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// Every watcher has completed its initial list and the view was sent.
+    pub synced: bool,
+    /// The last watch error, in words, until the watches recover.
+    pub last_error: Option<String>,
+}
+
+/// Starts the registry task under `tasks` (cancel them to stop it).
+pub fn spawn(tasks: &Tasks, client: Client, opts: Options, sink: UpdateSender) -> watch::Receiver<Progress> {
+    let (progress, rx) = watch::channel(Progress::default());
+    let name = format!("registry {}#{}", opts.id.cluster, opts.id.generation);
+    let stop = tasks.cancelled();
+    let registry = Registry::new(opts, sink, progress);
+    tasks.spawn(&name, async move {
+        tokio::select! {
+            _ = stop => {}
+            _ = registry.run(client) => {}
+        }
+    });
+    rx
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Kind {
+    Namespace,
+    Service,
+    Slice,
+    Pod,
+    Node,
+}
+
+const KINDS: usize = 5;
+
+enum Event {
+    Namespace(watcher::Event<PartialObjectMeta<Namespace>>),
+    Service(Box<watcher::Event<Service>>),
+    Slice(Box<watcher::Event<EndpointSlice>>),
+    Pod(Box<watcher::Event<Pod>>),
+    Node(watcher::Event<PartialObjectMeta<Node>>),
+}
+
+/// What one kind's handler is asked to do.
+enum Op<'a, K> {
+    Apply(K),
+    Delete(K),
+    /// A relist finished: delete what it did not list.
+    Prune(&'a HashSet<String>),
+}
+
+struct Registry {
+    id: RegistryId,
+    system_namespace: String,
+    networks: watch::Receiver<Arc<MeshNetworks>>,
+    state: State,
+    sink: UpdateSender,
+    progress: watch::Sender<Progress>,
+    /// Per kind: the names listed so far during a (re)list.
+    relisting: [Option<HashSet<String>>; KINDS],
+    listed: [bool; KINDS],
+    synced: bool,
+    changed_services: HashSet<ServiceKey>,
+    touched: HashSet<ServiceKey>,
+    network_changed: bool,
+}
+
+impl Registry {
+    fn new(opts: Options, sink: UpdateSender, progress: watch::Sender<Progress>) -> Self {
+        let mut networks = opts.networks;
+        let resolver = NetworkResolver::new(&networks.borrow_and_update(), &opts.id.cluster);
+        Self {
+            id: opts.id,
+            system_namespace: opts.system_namespace,
+            networks,
+            state: State::new(opts.ctx, resolver),
+            sink,
+            progress,
+            relisting: Default::default(),
+            listed: [false; KINDS],
+            synced: false,
+            changed_services: HashSet::new(),
+            touched: HashSet::new(),
+            network_changed: false,
+        }
+    }
+
+    async fn run(mut self, client: Client) {
+        let mut events = watch_all(client, &self.system_namespace).ready_chunks(BATCH);
+        let mut networks_open = true;
+        loop {
+            tokio::select! {
+                batch = events.next() => {
+                    let Some(batch) = batch else { return };
+                    for item in batch {
+                        match item {
+                            Ok(ev) => self.on_event(ev),
+                            Err((kind, e)) => self.on_error(kind, &e),
+                        }
+                    }
+                }
+                r = self.networks.changed(), if networks_open => {
+                    if r.is_err() {
+                        networks_open = false;
+                        continue;
+                    }
+                    let resolver = NetworkResolver::new(&self.networks.borrow_and_update(), &self.id.cluster);
+                    if resolver != self.state.networks {
+                        self.state.networks = resolver;
+                        self.network_changed = true;
+                        self.touched.extend(self.state.all_keys());
+                    }
+                }
+            }
+            if !self.flush().await {
+                return;
+            }
+        }
+    }
+
+    fn on_error(&mut self, kind: Kind, e: &watcher::Error) {
+        let reason = errors::describe(e);
+        warn!(cluster = %self.id.cluster, ?kind, error = %reason, "watch failed; backing off and relisting");
+        self.progress.send_if_modified(|p| {
+            let changed = p.last_error.as_deref() != Some(&reason);
+            p.last_error = Some(reason);
+            changed
+        });
+    }
+
+    fn on_event(&mut self, ev: Event) {
+        match ev {
+            Event::Namespace(e) => self.on_kind(Kind::Namespace, e, Self::namespace),
+            Event::Service(e) => self.on_kind(Kind::Service, *e, Self::service),
+            Event::Slice(e) => self.on_kind(Kind::Slice, *e, Self::slice),
+            Event::Pod(e) => self.on_kind(Kind::Pod, *e, Self::pod),
+            Event::Node(e) => self.on_kind(Kind::Node, e, Self::node),
+        }
+    }
+
+    /// The watcher protocol, shared by every kind: track what a (re)list returns, prune the rest at its end.
+    fn on_kind<K: ResourceExt>(
+        &mut self,
+        kind: Kind,
+        ev: watcher::Event<K>,
+        handle: fn(&mut Self, Op<'_, K>),
+    ) {
+        let slot = kind as usize;
+        match ev {
+            watcher::Event::Init => self.relisting[slot] = Some(HashSet::new()),
+            watcher::Event::InitApply(obj) => {
+                if let Some(seen) = &mut self.relisting[slot] {
+                    seen.insert(full_name(&obj));
+                }
+                handle(self, Op::Apply(obj));
+            }
+            watcher::Event::InitDone => {
+                let seen = self.relisting[slot].take().unwrap_or_default();
+                handle(self, Op::Prune(&seen));
+                self.listed[slot] = true;
+                self.progress.send_if_modified(|p| p.last_error.take().is_some());
+            }
+            watcher::Event::Apply(obj) => handle(self, Op::Apply(obj)),
+            watcher::Event::Delete(obj) => handle(self, Op::Delete(obj)),
+        }
+    }
+
+    fn namespace(&mut self, op: Op<'_, PartialObjectMeta<Namespace>>) {
+        let network = match op {
+            Op::Apply(ns) => ns
+                .labels()
+                .get(LABEL_NETWORK)
+                .map(|n| NetworkId::from(n.as_str())),
+            Op::Delete(_) => None,
+            Op::Prune(seen) if seen.contains(&self.system_namespace) => return,
+            Op::Prune(_) => None,
+        };
+        if network != self.state.system_network {
+            info!(cluster = %self.id.cluster, ?network, "system namespace network changed");
+            self.state.system_network = network;
+            self.network_changed = true;
+            self.touched.extend(self.state.all_keys());
+        }
+    }
+
+    fn service(&mut self, op: Op<'_, Service>) {
+        match op {
+            Op::Apply(svc) => {
+                let key = self
+                    .state
+                    .key(&svc.namespace().unwrap_or_default(), &svc.name_any());
+                let converted = service::convert(&svc, &self.state.ctx);
+                if self.state.set_service(key.clone(), converted) {
+                    self.changed_services.insert(key);
+                }
+            }
+            Op::Delete(svc) => {
+                let key = self
+                    .state
+                    .key(&svc.namespace().unwrap_or_default(), &svc.name_any());
+                if self.state.set_service(key.clone(), None) {
+                    self.changed_services.insert(key);
+                }
+            }
+            Op::Prune(seen) => {
+                for key in self.state.service_keys() {
+                    let name = self
+                        .state
+                        .service(&key)
+                        .map(|s| s.name.clone())
+                        .unwrap_or_default();
+                    if !seen.contains(&format!("{}/{name}", key.namespace))
+                        && self.state.set_service(key.clone(), None)
+                    {
+                        self.changed_services.insert(key);
+                    }
+                }
+            }
+        }
+    }
+
+    fn slice(&mut self, op: Op<'_, EndpointSlice>) {
+        let touched = match op {
+            Op::Apply(s) => self.state.set_slice(object_name(&s), endpoints::slice(&s)),
+            Op::Delete(s) => self.state.set_slice(object_name(&s), None),
+            Op::Prune(seen) => {
+                let mut touched = HashSet::new();
+                for name in self.state.slice_names() {
+                    if !seen.contains(&format!("{}/{}", name.namespace, name.name)) {
+                        touched.extend(self.state.set_slice(name, None));
+                    }
+                }
+                touched
+            }
+        };
+        self.touched.extend(touched);
+    }
+
+    fn pod(&mut self, op: Op<'_, Pod>) {
+        let touched = match op {
+            Op::Apply(p) => self
+                .state
+                .set_pod(object_name(&p), endpoints::pod(&p, &self.state.ctx)),
+            Op::Delete(p) => self.state.set_pod(object_name(&p), None),
+            Op::Prune(seen) => {
+                let mut touched = HashSet::new();
+                for name in self.state.pod_names() {
+                    if !seen.contains(&format!("{}/{}", name.namespace, name.name)) {
+                        touched.extend(self.state.set_pod(name, None));
+                    }
+                }
+                touched
+            }
+        };
+        self.touched.extend(touched);
+    }
+
+    fn node(&mut self, op: Op<'_, PartialObjectMeta<Node>>) {
+        let changed = match op {
+            Op::Apply(n) => {
+                let locality = endpoints::node_locality(n.labels());
+                self.state.set_node(n.name_any().into(), Some(locality))
+            }
+            Op::Delete(n) => self.state.set_node(n.name_any().into(), None),
+            Op::Prune(seen) => {
+                self.state
+                    .node_names()
+                    .into_iter()
+                    .filter(|n| !seen.contains(&**n))
+                    .map(|n| self.state.set_node(n, None))
+                    .filter(|removed| *removed)
+                    .count()
+                    > 0
+            }
+        };
+        if changed {
+            self.touched.extend(self.state.all_keys());
+        }
+    }
+
+    /// Sends what changed. Before the initial sync nothing is sent; at it, the whole view. False once the
+    /// aggregator has gone.
+    async fn flush(&mut self) -> bool {
+        if !self.synced {
+            if !self.listed.iter().all(|l| *l) {
+                return true;
+            }
+            self.synced = true;
+            self.changed_services.clear();
+            self.touched.clear();
+            self.network_changed = false;
+            let (services, endpoints) = self.state.view();
+            info!(cluster = %self.id.cluster, services = services.len(), "initial sync complete");
+            let sent = self
+                .sink
+                .send(Update::Replace {
+                    from: self.id.clone(),
+                    services,
+                    endpoints,
+                })
+                .await;
+            self.progress.send_modify(|p| p.synced = true);
+            return sent;
+        }
+        let mut ok = true;
+        for key in std::mem::take(&mut self.changed_services) {
+            let service = self.state.service(&key).cloned();
+            ok &= self
+                .sink
+                .send(Update::Service {
+                    from: self.id.clone(),
+                    key,
+                    service,
+                })
+                .await;
+        }
+        for key in std::mem::take(&mut self.touched) {
+            let endpoints = self.state.endpoints(&key);
+            ok &= self
+                .sink
+                .send(Update::Endpoints {
+                    from: self.id.clone(),
+                    key,
+                    endpoints,
+                })
+                .await;
+        }
+        if std::mem::take(&mut self.network_changed) {
+            ok &= self
+                .sink
+                .send(Update::NetworkChanged {
+                    from: self.id.clone(),
+                })
+                .await;
+        }
+        ok
+    }
+}
+
+type WatchItem = Result<Event, (Kind, watcher::Error)>;
+
+/// The five watchers, merged; each backs off on errors (client-go's schedule) and relists.
+fn watch_all(
+    client: Client,
+    system_namespace: &str,
+) -> futures::stream::SelectAll<BoxStream<'static, WatchItem>> {
+    fn boxed<K: 'static, S>(
+        kind: Kind,
+        s: S,
+        wrap: fn(watcher::Event<K>) -> Event,
+    ) -> BoxStream<'static, WatchItem>
+    where
+        S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+    {
+        s.default_backoff()
+            .map(move |r| r.map(wrap).map_err(|e| (kind, e)))
+            .boxed()
+    }
+    let cfg = watcher::Config::default;
+    futures::stream::select_all([
+        boxed(
+            Kind::Namespace,
+            watcher(
+                Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
+                cfg().fields(&format!("metadata.name={system_namespace}")),
+            ),
+            Event::Namespace,
+        ),
+        boxed(
+            Kind::Service,
+            watcher(Api::<Service>::all(client.clone()), cfg()),
+            |e| Event::Service(Box::new(e)),
+        ),
+        boxed(
+            Kind::Slice,
+            watcher(Api::<EndpointSlice>::all(client.clone()), cfg()),
+            |e| Event::Slice(Box::new(e)),
+        ),
+        boxed(
+            Kind::Pod,
+            watcher(
+                Api::<Pod>::all(client.clone()),
+                cfg().fields("status.phase!=Failed"),
+            ),
+            |e| Event::Pod(Box::new(e)),
+        ),
+        boxed(
+            Kind::Node,
+            watcher(Api::<PartialObjectMeta<Node>>::all(client), cfg()),
+            Event::Node,
+        ),
+    ])
+}
+
+fn full_name<K: ResourceExt>(obj: &K) -> String {
+    match obj.namespace() {
+        Some(ns) => format!("{ns}/{}", obj.name_any()),
+        None => obj.name_any(),
+    }
+}
+
+fn object_name<K: ResourceExt>(obj: &K) -> ObjectName {
+    ObjectName {
+        namespace: obj.namespace().unwrap_or_default().into(),
+        name: obj.name_any().into(),
+    }
+}
