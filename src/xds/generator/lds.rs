@@ -1,0 +1,198 @@
+//! LDS: listeners.
+//!
+//! Proxyless gRPC asks for the target it dials (`host:port`, or a short form `name:port`,
+//! `name.ns:port`, `name.ns.svc:port` that resolves in the proxy's namespace); the listener is named
+//! exactly as asked and its `api_listener` holds an HttpConnectionManager with RDS over ADS and the
+//! router filter last. Envoy sidecars get `virtualOutbound` (15001, original destination, passthrough
+//! by default), one `0.0.0.0_<port>` HTTP listener per HTTP service port and one `<vip>_<port>` TCP
+//! proxy listener per other service port with a cluster IP. Does NOT: inbound listeners, gRPC server
+//! listeners (`xds.istio.io/grpc/lds/inbound/…`), protocol sniffing, or filters beyond the router.
+
+use std::{collections::BTreeSet, net::IpAddr, sync::Arc};
+
+use envoy_types::pb::{
+    envoy::{
+        config::{
+            core::v3::TrafficDirection,
+            listener::v3::{ApiListener, Filter, FilterChain, Listener, filter},
+        },
+        extensions::filters::{
+            http::router::v3::Router,
+            network::{
+                http_connection_manager::v3::{
+                    HttpConnectionManager, HttpFilter, Rds, http_connection_manager::RouteSpecifier,
+                    http_filter,
+                },
+                tcp_proxy::v3::{TcpProxy, tcp_proxy},
+            },
+        },
+    },
+    google::protobuf::BoolValue,
+};
+
+use super::{Mesh, ads_source, any, cds, eds::socket};
+use crate::{
+    model::{Service, ServicePort},
+    xds::Proxy,
+};
+
+/// The sidecar's outbound capture port (iptables redirects here).
+const VIRTUAL_OUTBOUND_PORT: u16 = 15001;
+const VIRTUAL_OUTBOUND: &str = "virtualOutbound";
+
+/// The gRPC client listener for `name` (as the client asked for it), or `None` if no service port
+/// matches.
+pub fn grpc_listener(mesh: &dyn Mesh, proxy: &Proxy, name: &str) -> Option<Listener> {
+    let (service, port) = resolve_target(mesh, proxy, name)?;
+    let hcm = http_connection_manager(name, cds::cluster_name(port.port, &service.hostname));
+    Some(Listener {
+        name: name.to_owned(),
+        api_listener: Some(ApiListener {
+            api_listener: Some(any(&hcm)),
+        }),
+        ..Default::default()
+    })
+}
+
+/// Resolves a dialled `host:port` to a service port: the host is a full host name, or a short form
+/// resolved in the proxy's namespace (istiod expands these the same way).
+pub fn resolve_target<'a>(
+    mesh: &'a dyn Mesh,
+    proxy: &Proxy,
+    name: &str,
+) -> Option<(&'a Service, &'a ServicePort)> {
+    let (host, port) = name.rsplit_once(':')?;
+    let port: u16 = port.parse().ok()?;
+    let service = match mesh.service(host) {
+        Some(s) => s,
+        None => {
+            let labels: Vec<&str> = host.split('.').collect();
+            let (svc, ns) = match labels.as_slice() {
+                [svc] => (*svc, proxy.namespace.as_deref()?),
+                [svc, ns] | [svc, ns, "svc"] => (*svc, *ns),
+                _ => return None,
+            };
+            mesh.services().find(|s| &*s.name == svc && &*s.namespace == ns)?
+        }
+    };
+    Some((service, service.ports.iter().find(|p| p.port == port)?))
+}
+
+/// The names of the sidecar's listeners.
+pub fn sidecar_listener_names(mesh: &dyn Mesh, proxy: &Proxy) -> BTreeSet<Arc<str>> {
+    let mut names = BTreeSet::from([Arc::from(VIRTUAL_OUTBOUND)]);
+    for s in mesh.services() {
+        for p in &s.ports {
+            if p.protocol.is_http() {
+                names.insert(format!("0.0.0.0_{}", p.port).into());
+            } else if p.protocol != crate::model::Protocol::Udp {
+                names.extend(vips(s, proxy).map(|ip| Arc::from(format!("{ip}_{}", p.port))));
+            }
+        }
+    }
+    names
+}
+
+/// One sidecar listener by name.
+pub fn sidecar_listener(mesh: &dyn Mesh, proxy: &Proxy, name: &str) -> Option<Listener> {
+    if name == VIRTUAL_OUTBOUND {
+        return Some(virtual_outbound());
+    }
+    let (addr, port) = name.rsplit_once('_')?;
+    let ip: IpAddr = addr.parse().ok()?;
+    let port: u16 = port.parse().ok()?;
+    let chain = if ip.is_unspecified() {
+        let route = port.to_string();
+        mesh.services()
+            .any(|s| s.ports.iter().any(|p| p.port == port && p.protocol.is_http()))
+            .then(|| http_chain(http_connection_manager(name, route)))?
+    } else {
+        let service = mesh.services().find(|s| vips(s, proxy).any(|v| v == ip))?;
+        let sp = service
+            .ports
+            .iter()
+            .find(|p| p.port == port && !p.protocol.is_http())?;
+        tcp_chain(name, &cds::cluster_name(sp.port, &service.hostname))
+    };
+    Some(Listener {
+        name: name.to_owned(),
+        address: Some(socket(ip, port)),
+        filter_chains: vec![chain],
+        bind_to_port: Some(BoolValue { value: false }),
+        traffic_direction: TrafficDirection::Outbound as i32,
+        ..Default::default()
+    })
+}
+
+/// The cluster IPs of `service` the proxy dials: its own cluster's, else every cluster's.
+fn vips<'a>(service: &'a Service, proxy: &Proxy) -> impl Iterator<Item = IpAddr> + 'a {
+    let own = proxy
+        .cluster_id
+        .as_ref()
+        .and_then(|c| service.cluster_vips.get(c));
+    let all: Vec<IpAddr> = match own {
+        Some(v) => v.clone(),
+        None => service
+            .cluster_vips
+            .values()
+            .flatten()
+            .copied()
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect(),
+    };
+    all.into_iter()
+}
+
+fn virtual_outbound() -> Listener {
+    Listener {
+        name: VIRTUAL_OUTBOUND.to_owned(),
+        address: Some(socket(IpAddr::from([0, 0, 0, 0]), VIRTUAL_OUTBOUND_PORT)),
+        use_original_dst: Some(BoolValue { value: true }),
+        filter_chains: vec![tcp_chain(VIRTUAL_OUTBOUND, cds::PASSTHROUGH)],
+        traffic_direction: TrafficDirection::Outbound as i32,
+        ..Default::default()
+    }
+}
+
+/// An HCM with RDS over ADS and the router as its last (only) filter.
+fn http_connection_manager(stat_prefix: &str, route: String) -> HttpConnectionManager {
+    HttpConnectionManager {
+        stat_prefix: stat_prefix.to_owned(),
+        route_specifier: Some(RouteSpecifier::Rds(Rds {
+            config_source: Some(ads_source()),
+            route_config_name: route,
+        })),
+        http_filters: vec![HttpFilter {
+            name: "envoy.filters.http.router".to_owned(),
+            config_type: Some(http_filter::ConfigType::TypedConfig(any(&Router::default()))),
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+fn http_chain(hcm: HttpConnectionManager) -> FilterChain {
+    FilterChain {
+        filters: vec![Filter {
+            name: "envoy.filters.network.http_connection_manager".to_owned(),
+            config_type: Some(filter::ConfigType::TypedConfig(any(&hcm))),
+        }],
+        ..Default::default()
+    }
+}
+
+fn tcp_chain(stat_prefix: &str, cluster: &str) -> FilterChain {
+    let proxy = TcpProxy {
+        stat_prefix: stat_prefix.to_owned(),
+        cluster_specifier: Some(tcp_proxy::ClusterSpecifier::Cluster(cluster.to_owned())),
+        ..Default::default()
+    };
+    FilterChain {
+        filters: vec![Filter {
+            name: "envoy.filters.network.tcp_proxy".to_owned(),
+            config_type: Some(filter::ConfigType::TypedConfig(any(&proxy))),
+        }],
+        ..Default::default()
+    }
+}

@@ -1,0 +1,285 @@
+//! Generators: a proxy's resources of one type, from a mesh snapshot.
+//!
+//! Owns: naming (which resource a name means), dispatch by type and proxy kind, and the cache lookups.
+//! The shapes live in [`cds`], [`eds`], [`lds`] and [`rds`] as pure functions of model values. Does
+//! NOT: hold state between calls or know about streams; split horizon plugs in through
+//! [`EndpointView`].
+
+pub mod cds;
+pub mod eds;
+pub mod lds;
+pub mod rds;
+pub mod static_mesh;
+#[cfg(test)]
+mod tests;
+
+use std::{borrow::Cow, collections::BTreeSet, sync::Arc};
+
+use envoy_types::pb::{
+    envoy::config::core::v3::{
+        AggregatedConfigSource, ApiVersion, ConfigSource, config_source::ConfigSourceSpecifier,
+    },
+    google::protobuf::Any,
+};
+
+use super::{
+    Proxy, ProxyKind, XdsType,
+    cache::{CacheKey, ResourceCache},
+    resource::{Resource, Subscription},
+};
+pub use static_mesh::StaticMesh;
+
+use crate::model::{Endpoint, NetworkId, Service, ServicePort, TlsMode};
+
+/// What generators read from a mesh snapshot: services in host-name order and their endpoints in
+/// every cluster. Implemented by the aggregate's snapshot; tests and benches use small fixtures.
+pub trait Mesh: Send + Sync {
+    /// The snapshot version (part of every cache key).
+    fn version(&self) -> u64;
+    /// Every service, ordered by host name.
+    fn services(&self) -> Box<dyn Iterator<Item = &Service> + '_>;
+    /// The service with this fully qualified host name.
+    fn service(&self, hostname: &str) -> Option<&Service>;
+    /// The service's endpoints across all clusters.
+    fn endpoints(&self, service: &Service) -> Box<dyn Iterator<Item = &Endpoint> + '_>;
+}
+
+/// The networks a proxy sees endpoints from: its own network and `REQUESTED_NETWORK_VIEW`. Proxies
+/// with the same view get the same endpoints, so it is part of the EDS cache key.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct NetworkView {
+    /// The proxy's network.
+    pub network: Option<NetworkId>,
+    /// Networks it asked to see (sorted, deduplicated).
+    pub requested: Vec<NetworkId>,
+}
+
+impl NetworkView {
+    /// The view of `proxy`.
+    pub fn of(proxy: &Proxy) -> Self {
+        Self {
+            network: proxy.network.clone(),
+            requested: proxy.requested_network_view.clone(),
+        }
+    }
+}
+
+/// Which endpoints of a service a proxy with a given network view sees. Split-horizon EDS (issue 6)
+/// replaces the default by keeping same-network endpoints and standing in one gateway endpoint per
+/// remote network. Must be a pure function of its arguments: results are cached per view.
+pub trait EndpointView: Send + Sync + 'static {
+    /// The endpoints to balance `port` of `service` over.
+    fn endpoints<'a>(
+        &self,
+        mesh: &'a dyn Mesh,
+        service: &'a Service,
+        port: &ServicePort,
+        view: &NetworkView,
+    ) -> Vec<Cow<'a, Endpoint>>;
+}
+
+/// The default view: every endpoint, whatever its network.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AllEndpoints;
+
+impl EndpointView for AllEndpoints {
+    fn endpoints<'a>(
+        &self,
+        mesh: &'a dyn Mesh,
+        service: &'a Service,
+        _port: &ServicePort,
+        _view: &NetworkView,
+    ) -> Vec<Cow<'a, Endpoint>> {
+        mesh.endpoints(service).map(Cow::Borrowed).collect()
+    }
+}
+
+/// Everything a generator needs for one proxy.
+pub struct Context<'a> {
+    /// The snapshot being served.
+    pub mesh: &'a dyn Mesh,
+    /// The proxy.
+    pub proxy: &'a Proxy,
+    /// Its network view.
+    pub view: &'a NetworkView,
+    /// The split-horizon hook.
+    pub endpoints: &'a dyn EndpointView,
+    /// Encoded resources shared across proxies.
+    pub cache: &'a ResourceCache,
+}
+
+impl Context<'_> {
+    /// The resources of `ty` that `sub` asks for. With `only`, just those names (an endpoint-only push
+    /// regenerates the changed clusters). Names that do not exist are left out.
+    pub fn generate(
+        &self,
+        ty: XdsType,
+        sub: &Subscription,
+        only: Option<&BTreeSet<Arc<str>>>,
+    ) -> Vec<Arc<Resource>> {
+        let mut names: BTreeSet<Arc<str>> = if sub.wildcard {
+            self.all_names(ty)
+        } else {
+            BTreeSet::new()
+        };
+        names.extend(sub.names.iter().cloned());
+        if let Some(only) = only {
+            names.retain(|n| only.contains(n));
+        }
+        names
+            .into_iter()
+            .filter_map(|name| self.resource(ty, name))
+            .collect()
+    }
+
+    /// Every name of a wildcard type (LDS/CDS).
+    fn all_names(&self, ty: XdsType) -> BTreeSet<Arc<str>> {
+        let ports = || {
+            self.mesh
+                .services()
+                .flat_map(|s| s.ports.iter().map(move |p| (s, p)))
+                .filter(|(_, p)| p.protocol != crate::model::Protocol::Udp)
+        };
+        match (ty, self.proxy.kind) {
+            (XdsType::Cluster, kind) => {
+                let mut names: BTreeSet<Arc<str>> = ports()
+                    .map(|(s, p)| cds::cluster_name(p.port, &s.hostname).into())
+                    .collect();
+                if kind == ProxyKind::Sidecar {
+                    names.insert(cds::PASSTHROUGH.into());
+                }
+                names
+            }
+            (XdsType::Listener, ProxyKind::Grpc) => ports()
+                .map(|(s, p)| format!("{}:{}", s.hostname, p.port).into())
+                .collect(),
+            (XdsType::Listener, ProxyKind::Sidecar) => lds::sidecar_listener_names(self.mesh, self.proxy),
+            (XdsType::Endpoint | XdsType::Route, _) => BTreeSet::new(),
+        }
+    }
+
+    /// One resource by name, from the cache when another proxy with the same view built it already.
+    fn resource(&self, ty: XdsType, name: Arc<str>) -> Option<Arc<Resource>> {
+        let key = CacheKey {
+            ty,
+            name: name.clone(),
+            version: self.mesh.version(),
+            view: self.view_key(ty),
+        };
+        self.cache.get_or_insert(key, || self.build(ty, name))
+    }
+
+    /// What besides the name and snapshot a resource depends on.
+    fn view_key(&self, ty: XdsType) -> Arc<str> {
+        let kind = match self.proxy.kind {
+            ProxyKind::Grpc => "grpc",
+            ProxyKind::Sidecar => "sidecar",
+        };
+        match ty {
+            XdsType::Endpoint => {
+                let nets: Vec<&str> = self.view.requested.iter().map(|n| n.as_str()).collect();
+                format!(
+                    "{}|{}",
+                    self.view.network.as_deref().unwrap_or(""),
+                    nets.join(",")
+                )
+                .into()
+            }
+            // Short listener names resolve in the proxy's namespace; sidecar TCP listeners use its cluster's VIPs.
+            XdsType::Listener => format!(
+                "{kind}|{}|{}",
+                self.proxy.namespace.as_deref().unwrap_or(""),
+                self.proxy.cluster_id.as_deref().unwrap_or("")
+            )
+            .into(),
+            XdsType::Cluster | XdsType::Route => kind.into(),
+        }
+    }
+
+    fn build(&self, ty: XdsType, name: Arc<str>) -> Option<Resource> {
+        match ty {
+            XdsType::Cluster => self.build_cluster(name),
+            XdsType::Endpoint => {
+                let (service, port) = self.parse_cluster(&name)?;
+                let eps = self.endpoints.endpoints(self.mesh, service, port, self.view);
+                let a = eds::assignment(name.clone(), port, eps.iter().map(|e| &**e));
+                let version = a.version();
+                Some(Resource::with_version(
+                    ty,
+                    name,
+                    prost::Message::encode_to_vec(&a.to_proto()),
+                    version,
+                ))
+            }
+            XdsType::Listener => {
+                let listener = match self.proxy.kind {
+                    ProxyKind::Grpc => lds::grpc_listener(self.mesh, self.proxy, &name)?,
+                    ProxyKind::Sidecar => lds::sidecar_listener(self.mesh, self.proxy, &name)?,
+                };
+                Some(Resource::encode(ty, name, &listener))
+            }
+            XdsType::Route => {
+                let route = match self.proxy.kind {
+                    ProxyKind::Grpc => {
+                        let (service, port) = self.parse_cluster(&name)?;
+                        rds::service_route(&name, service, port.port)
+                    }
+                    ProxyKind::Sidecar => rds::port_route(self.mesh, name.parse().ok()?)?,
+                };
+                Some(Resource::encode(ty, name, &route))
+            }
+        }
+    }
+
+    fn build_cluster(&self, name: Arc<str>) -> Option<Resource> {
+        if &*name == cds::PASSTHROUGH && self.proxy.kind == ProxyKind::Sidecar {
+            return Some(Resource::encode(
+                XdsType::Cluster,
+                name,
+                &cds::passthrough_cluster(),
+            ));
+        }
+        let (service, port) = self.parse_cluster(&name)?;
+        let endpoints = self.endpoints.endpoints(self.mesh, service, port, self.view);
+        let mut identities = service.service_accounts.clone();
+        identities.extend(endpoints.iter().filter_map(|e| e.service_account.clone()));
+        let mtls = endpoints.iter().filter(|e| e.tls_mode == TlsMode::Istio).count();
+        let tls = match self.proxy.kind {
+            ProxyKind::Grpc if mtls > 0 && mtls == endpoints.len() => cds::UpstreamTls::GrpcMutual,
+            ProxyKind::Sidecar if mtls > 0 => cds::UpstreamTls::SidecarAuto,
+            _ => cds::UpstreamTls::None,
+        };
+        Some(Resource::encode(
+            XdsType::Cluster,
+            name.clone(),
+            &cds::eds_cluster(&name, tls, &identities),
+        ))
+    }
+
+    /// `outbound|<port>||<hostname>` → the service and its port.
+    fn parse_cluster(&self, name: &str) -> Option<(&Service, &ServicePort)> {
+        let rest = name.strip_prefix("outbound|")?;
+        let (port, rest) = rest.split_once('|')?;
+        let hostname = rest.strip_prefix('|')?;
+        let port: u16 = port.parse().ok()?;
+        let service = self.mesh.service(hostname)?;
+        Some((service, service.ports.iter().find(|p| p.port == port)?))
+    }
+}
+
+/// ADS as the config source (`{ads: {}, resource_api_version: V3}`).
+pub(crate) fn ads_source() -> ConfigSource {
+    ConfigSource {
+        resource_api_version: ApiVersion::V3 as i32,
+        config_source_specifier: Some(ConfigSourceSpecifier::Ads(AggregatedConfigSource {})),
+        ..Default::default()
+    }
+}
+
+/// Packs a message into an `Any`.
+pub(crate) fn any<M: prost::Name>(msg: &M) -> Any {
+    Any {
+        type_url: M::type_url(),
+        value: msg.encode_to_vec(),
+    }
+}

@@ -1,0 +1,105 @@
+//! An in-memory [`Mesh`]: services and endpoints given directly. Used by tests, benchmarks and the
+//! end-to-end harness (`meshctl xds-fixture`) to serve a known mesh without any cluster.
+
+use std::{collections::BTreeMap, net::IpAddr, sync::Arc};
+
+use super::Mesh;
+use crate::model::{
+    ClusterId, Endpoint, EndpointPort, Health, Hostname, Locality, Protocol, Resolution, Service,
+    ServicePort, TlsMode,
+};
+
+/// A fixed mesh.
+#[derive(Debug, Clone, Default)]
+pub struct StaticMesh {
+    /// The version reported to caches and clients.
+    pub version: u64,
+    /// Services and their endpoints, by host name.
+    pub services: BTreeMap<Hostname, (Service, Vec<Endpoint>)>,
+}
+
+impl StaticMesh {
+    /// An empty mesh at `version`.
+    pub fn new(version: u64) -> Self {
+        Self {
+            version,
+            services: BTreeMap::new(),
+        }
+    }
+
+    /// Adds (or replaces) a service with its endpoints.
+    pub fn with(mut self, service: Service, endpoints: Vec<Endpoint>) -> Self {
+        self.services
+            .insert(service.hostname.clone(), (service, endpoints));
+        self
+    }
+}
+
+impl Mesh for StaticMesh {
+    fn version(&self) -> u64 {
+        self.version
+    }
+
+    fn services(&self) -> Box<dyn Iterator<Item = &Service> + '_> {
+        Box::new(self.services.values().map(|(s, _)| s))
+    }
+
+    fn service(&self, hostname: &str) -> Option<&Service> {
+        self.services.get(hostname).map(|(s, _)| s)
+    }
+
+    fn endpoints(&self, service: &Service) -> Box<dyn Iterator<Item = &Endpoint> + '_> {
+        match self.services.get(&service.hostname) {
+            Some((_, eps)) => Box::new(eps.iter()),
+            None => Box::new(std::iter::empty()),
+        }
+    }
+}
+
+/// A ClusterIP service `name.ns.svc.cluster.local` with `(port name, number, protocol)` ports.
+pub fn service(name: &str, ns: &str, ports: &[(&str, u16, Protocol)]) -> Service {
+    Service {
+        hostname: format!("{name}.{ns}.svc.cluster.local").into(),
+        namespace: ns.into(),
+        name: name.into(),
+        ports: ports
+            .iter()
+            .map(|(n, p, proto)| ServicePort {
+                name: (*n).into(),
+                port: *p,
+                protocol: *proto,
+                target_port: None,
+            })
+            .collect(),
+        cluster_vips: BTreeMap::new(),
+        external_addresses: BTreeMap::new(),
+        node_ports: BTreeMap::new(),
+        labels: Arc::default(),
+        service_accounts: Default::default(),
+        creation_time: None,
+        resolution: Resolution::ClientSideLb,
+    }
+}
+
+/// A healthy, plaintext endpoint in `cluster` listening on `(port name, number)`.
+pub fn endpoint(ip: IpAddr, ports: &[(&str, u16)], cluster: &str) -> Endpoint {
+    Endpoint {
+        address: ip,
+        ports: ports
+            .iter()
+            .map(|(n, p)| EndpointPort {
+                service_port_name: (*n).into(),
+                port: *p,
+            })
+            .collect(),
+        cluster: ClusterId::from(cluster),
+        network: None,
+        locality: Locality::default(),
+        labels: Arc::default(),
+        service_account: None,
+        tls_mode: TlsMode::Disabled,
+        health: Health::Healthy,
+        workload: None,
+        weight: 1,
+    }
+}

@@ -1,0 +1,142 @@
+//! xDS metrics under istiod's names, so existing dashboards work (prometheus-client appends `_total`
+//! to counters in the text format).
+//!
+//! Owns: metric handles. Does NOT: decide when to record (the stream tasks do).
+
+use std::time::Duration;
+
+use prometheus_client::{
+    encoding::EncodeLabelSet,
+    metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
+    registry::Registry,
+};
+
+use super::XdsType;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TypeLabel {
+    r#type: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CacheLabel {
+    r#type: &'static str,
+}
+
+fn seconds_buckets() -> impl Iterator<Item = f64> {
+    [0.001, 0.01, 0.1, 0.5, 1.0, 3.0, 5.0, 10.0, 20.0, 30.0].into_iter()
+}
+
+/// The handles. Cheap to clone.
+#[derive(Clone)]
+pub struct Metrics {
+    connected: Gauge,
+    pushes: Family<TypeLabel, Counter>,
+    rejects: Family<TypeLabel, Counter>,
+    expired_nonce: Family<TypeLabel, Counter>,
+    push_time: Family<TypeLabel, Histogram>,
+    send_time: Histogram,
+    convergence: Histogram,
+    cache: Family<CacheLabel, Counter>,
+}
+
+impl Metrics {
+    /// Registers every xDS metric in `registry`.
+    pub fn new(registry: &mut Registry) -> Self {
+        let m = Self {
+            connected: Gauge::default(),
+            pushes: Family::default(),
+            rejects: Family::default(),
+            expired_nonce: Family::default(),
+            push_time: Family::new_with_constructor(|| Histogram::new(seconds_buckets())),
+            send_time: Histogram::new(seconds_buckets()),
+            convergence: Histogram::new(seconds_buckets()),
+            cache: Family::default(),
+        };
+        registry.register(
+            "pilot_xds",
+            "Number of endpoints connected to this pilot using XDS",
+            m.connected.clone(),
+        );
+        registry.register(
+            "pilot_xds_pushes",
+            "Pilot build and send errors for lds, rds, cds and eds",
+            m.pushes.clone(),
+        );
+        registry.register(
+            "pilot_total_xds_rejects",
+            "Total number of XDS responses from pilot rejected by proxy",
+            m.rejects.clone(),
+        );
+        registry.register(
+            "pilot_xds_expired_nonce",
+            "Total number of XDS requests with an expired nonce",
+            m.expired_nonce.clone(),
+        );
+        registry.register(
+            "pilot_xds_push_time",
+            "Total time in seconds Pilot takes to push lds, rds, cds and eds",
+            m.push_time.clone(),
+        );
+        registry.register(
+            "pilot_xds_send_time",
+            "Total time in seconds Pilot takes to send generated configuration",
+            m.send_time.clone(),
+        );
+        registry.register(
+            "pilot_proxy_convergence_time",
+            "Delay in seconds between config change and a proxy receiving all required configuration",
+            m.convergence.clone(),
+        );
+        registry.register(
+            "xds_cache_reads",
+            "Total number of xds cache reads",
+            m.cache.clone(),
+        );
+        m
+    }
+
+    /// Metrics recorded nowhere (tests, benches).
+    pub fn unregistered() -> Self {
+        Self::new(&mut Registry::default())
+    }
+
+    pub(crate) fn stream_opened(&self) {
+        self.connected.inc();
+    }
+
+    pub(crate) fn stream_closed(&self) {
+        self.connected.dec();
+    }
+
+    pub(crate) fn pushed(&self, ty: XdsType, build: Duration, send: Duration) {
+        let label = TypeLabel { r#type: ty.short() };
+        self.pushes.get_or_create(&label).inc();
+        self.push_time.get_or_create(&label).observe(build.as_secs_f64());
+        self.send_time.observe(send.as_secs_f64());
+    }
+
+    pub(crate) fn rejected(&self, ty: XdsType) {
+        self.rejects
+            .get_or_create(&TypeLabel { r#type: ty.short() })
+            .inc();
+    }
+
+    pub(crate) fn expired_nonce(&self, ty: XdsType) {
+        self.expired_nonce
+            .get_or_create(&TypeLabel { r#type: ty.short() })
+            .inc();
+    }
+
+    pub(crate) fn converged(&self, since_change: Duration) {
+        self.convergence.observe(since_change.as_secs_f64());
+    }
+
+    pub(crate) fn cache_hit(&self) {
+        self.cache.get_or_create(&CacheLabel { r#type: "hit" }).inc();
+    }
+
+    pub(crate) fn cache_miss(&self) {
+        self.cache.get_or_create(&CacheLabel { r#type: "miss" }).inc();
+    }
+}

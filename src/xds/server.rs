@@ -1,0 +1,263 @@
+//! The tonic ADS service and how to serve it.
+//!
+//! Owns: accepting streams (rate limit, authentication hook, readiness), spawning one task per stream
+//! through [`Tasks::spawn`], message-size caps, and serving on a plaintext listener or any incoming
+//! connection stream (the secure side hands in accepted rustls streams). Does NOT: terminate TLS or
+//! verify credentials itself ([`Authenticator`] does), or know what the streams send.
+
+use std::{net::SocketAddr, pin::Pin, sync::Arc};
+
+use envoy_types::pb::envoy::service::discovery::v3::{
+    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
+    aggregated_discovery_service_server::{AggregatedDiscoveryService, AggregatedDiscoveryServiceServer},
+};
+use futures::future::BoxFuture;
+use tokio::{
+    io::{AsyncRead, AsyncWrite},
+    net::TcpListener,
+    sync::{Semaphore, mpsc, watch},
+};
+use tokio_stream::{Stream, wrappers::ReceiverStream};
+use tonic::{
+    Request, Response, Status, Streaming,
+    transport::server::{Connected, Server},
+};
+
+use super::{
+    EndpointView, Error, Proxy,
+    cache::ResourceCache,
+    connection::{self, Protocol},
+    delta::Delta,
+    metrics::Metrics,
+    push::{Push, RateLimiter, default_concurrency},
+    sotw::Sotw,
+    status::Connections,
+};
+use crate::drain::Tasks;
+
+/// Who is on the other end of a stream, as the authenticator established it.
+#[derive(Debug, Clone, Default)]
+pub struct Caller {
+    /// SPIFFE identities (`spiffe://<td>/ns/<ns>/sa/<sa>`); empty for an unauthenticated plaintext
+    /// caller, which may then claim any node identity (as on istiod's 15010).
+    pub identities: Vec<String>,
+}
+
+impl Caller {
+    /// istiod's `authorize`: an authenticated caller may only be a proxy in its own namespace and
+    /// service account.
+    pub(crate) fn authorize(&self, proxy: &Proxy) -> Result<(), Error> {
+        if self.identities.is_empty() {
+            return Ok(());
+        }
+        let ns = proxy.namespace.as_deref().unwrap_or("");
+        let ok = self.identities.iter().any(|id| {
+            let Some((_, path)) = id.strip_prefix("spiffe://").and_then(|r| r.split_once('/')) else {
+                return false;
+            };
+            let mut parts = path.split('/');
+            let (Some("ns"), Some(id_ns), Some("sa"), Some(id_sa)) =
+                (parts.next(), parts.next(), parts.next(), parts.next())
+            else {
+                return false;
+            };
+            id_ns == ns && proxy.service_account.as_deref().is_none_or(|sa| sa == id_sa)
+        });
+        if ok {
+            return Ok(());
+        }
+        Err(Error::IdentityMismatch {
+            claimed: format!("ns/{ns}/sa/{}", proxy.service_account.as_deref().unwrap_or("")),
+            authenticated: self.identities.clone(),
+        })
+    }
+}
+
+/// Decides whether a stream may proceed, before any xDS work. The request carries the metadata
+/// (`authorization`, `clusterid`) and the extensions (tonic's `TlsConnectInfo` with peer certificates).
+pub trait Authenticator: Send + Sync + 'static {
+    /// The caller's identity, or the status that refuses the stream (`Unauthenticated`, …).
+    fn authenticate<'a>(&'a self, request: &'a Request<()>) -> BoxFuture<'a, Result<Caller, Status>>;
+}
+
+/// Admits everyone with no identity: the plaintext port (15010), as istiod.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AllowAll;
+
+impl Authenticator for AllowAll {
+    fn authenticate<'a>(&'a self, _: &'a Request<()>) -> BoxFuture<'a, Result<Caller, Status>> {
+        Box::pin(async { Ok(Caller::default()) })
+    }
+}
+
+/// Limits on what clients may cost.
+#[derive(Debug, Clone)]
+pub struct XdsLimits {
+    /// Largest request accepted (istiod's `ISTIO_GPRC_MAXRECVMSGSIZE`, 4 MiB).
+    pub max_request_bytes: usize,
+    /// Largest response sent.
+    pub max_response_bytes: usize,
+    /// Streams pushed to at once (`PILOT_PUSH_THROTTLE`).
+    pub push_concurrency: usize,
+    /// New streams accepted per second (`PILOT_MAX_REQUESTS_PER_SECOND`).
+    pub new_streams_per_second: usize,
+    /// Entries in the shared resource cache.
+    pub cache_capacity: usize,
+}
+
+impl Default for XdsLimits {
+    fn default() -> Self {
+        Self {
+            max_request_bytes: 4 << 20,
+            max_response_bytes: 64 << 20,
+            push_concurrency: default_concurrency(),
+            new_streams_per_second: default_concurrency(),
+            cache_capacity: super::cache::DEFAULT_CAPACITY,
+        }
+    }
+}
+
+/// State shared by every stream of every port.
+pub(crate) struct Shared {
+    pub(crate) pushes: watch::Receiver<Option<Arc<Push>>>,
+    pub(crate) cache: ResourceCache,
+    pub(crate) endpoints: Arc<dyn EndpointView>,
+    pub(crate) metrics: Metrics,
+    pub(crate) connections: Connections,
+    pub(crate) permits: Arc<Semaphore>,
+    pub(crate) tasks: Tasks,
+    stream_limit: RateLimiter,
+    limits: XdsLimits,
+}
+
+/// The ADS server: one per process, served on any number of ports. Cheap to clone.
+#[derive(Clone)]
+pub struct AdsServer {
+    shared: Arc<Shared>,
+}
+
+impl AdsServer {
+    /// A server following `pushes` (from [`super::push::spawn_debouncer`]), spawning stream tasks
+    /// on `tasks`. `endpoints` is the split-horizon hook ([`super::AllEndpoints`] by default).
+    pub fn new(
+        pushes: watch::Receiver<Option<Arc<Push>>>,
+        tasks: Tasks,
+        metrics: Metrics,
+        endpoints: Arc<dyn EndpointView>,
+        limits: XdsLimits,
+    ) -> Self {
+        let shared = Shared {
+            pushes,
+            cache: ResourceCache::new(limits.cache_capacity, Some(metrics.clone())),
+            endpoints,
+            metrics,
+            connections: Connections::default(),
+            permits: Arc::new(Semaphore::new(limits.push_concurrency.max(1))),
+            tasks,
+            stream_limit: RateLimiter::new(limits.new_streams_per_second),
+            limits,
+        };
+        Self {
+            shared: Arc::new(shared),
+        }
+    }
+
+    /// Live connections, for debug.
+    pub fn connections(&self) -> Connections {
+        self.shared.connections.clone()
+    }
+
+    /// The tonic service for one port, checking every stream with `auth`.
+    pub fn service(&self, auth: Arc<dyn Authenticator>) -> AggregatedDiscoveryServiceServer<AdsService> {
+        let limits = &self.shared.limits;
+        AggregatedDiscoveryServiceServer::new(AdsService {
+            shared: self.shared.clone(),
+            auth,
+        })
+        .max_decoding_message_size(limits.max_request_bytes)
+        .max_encoding_message_size(limits.max_response_bytes)
+    }
+
+    /// Serves plaintext on `listener` (15010) with no authentication until shutdown.
+    pub async fn serve_plaintext(&self, listener: TcpListener) -> Result<(), tonic::transport::Error> {
+        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+        self.serve_incoming(incoming, Arc::new(AllowAll)).await
+    }
+
+    /// Serves on already-accepted connections (e.g. rustls streams for 15012) until shutdown.
+    pub async fn serve_incoming<I, IO, IE>(
+        &self,
+        incoming: I,
+        auth: Arc<dyn Authenticator>,
+    ) -> Result<(), tonic::transport::Error>
+    where
+        I: Stream<Item = Result<IO, IE>> + Send,
+        IO: AsyncRead + AsyncWrite + Connected + Unpin + Send + 'static,
+        IO::ConnectInfo: Clone + Send + Sync + 'static,
+        IE: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        Server::builder()
+            .http2_keepalive_interval(Some(std::time::Duration::from_secs(30)))
+            .add_service(self.service(auth))
+            .serve_with_incoming_shutdown(incoming, self.shared.tasks.cancelled())
+            .await
+    }
+}
+
+/// The tonic handler for one port.
+pub struct AdsService {
+    shared: Arc<Shared>,
+    auth: Arc<dyn Authenticator>,
+}
+
+type ResponseStream<R> = Pin<Box<dyn Stream<Item = Result<R, Status>> + Send>>;
+
+impl AdsService {
+    /// Admission: rate limit, authentication, then a task owning the stream.
+    async fn accept<P: Protocol>(
+        &self,
+        request: Request<Streaming<P::Request>>,
+        protocol: &'static str,
+    ) -> Result<Response<ResponseStream<P::Response>>, Status>
+    where
+        P::Request: prost::Message + Default,
+    {
+        if let Err(wait) = self.shared.stream_limit.try_acquire() {
+            return Err(Status::resource_exhausted(format!(
+                "{} (next slot in {wait:?})",
+                Error::RateLimited
+            )));
+        }
+        let peer = request.remote_addr().map(|a: SocketAddr| a.to_string());
+        let (metadata, extensions, requests) = request.into_parts();
+        let probe = Request::from_parts(metadata, extensions, ());
+        let caller = self.auth.authenticate(&probe).await?;
+        let (tx, rx) = mpsc::channel(2);
+        let shared = self.shared.clone();
+        self.shared.tasks.spawn(
+            "ads-stream",
+            connection::run::<P>(shared, caller, peer, requests, tx, protocol),
+        );
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+}
+
+#[tonic::async_trait]
+impl AggregatedDiscoveryService for AdsService {
+    type StreamAggregatedResourcesStream = ResponseStream<DiscoveryResponse>;
+    type DeltaAggregatedResourcesStream = ResponseStream<DeltaDiscoveryResponse>;
+
+    async fn stream_aggregated_resources(
+        &self,
+        request: Request<Streaming<DiscoveryRequest>>,
+    ) -> Result<Response<Self::StreamAggregatedResourcesStream>, Status> {
+        self.accept::<Sotw>(request, "sotw").await
+    }
+
+    async fn delta_aggregated_resources(
+        &self,
+        request: Request<Streaming<DeltaDiscoveryRequest>>,
+    ) -> Result<Response<Self::DeltaAggregatedResourcesStream>, Status> {
+        self.accept::<Delta>(request, "delta").await
+    }
+}

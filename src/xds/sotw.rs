@@ -1,0 +1,358 @@
+//! The state-of-the-world protocol state machine for one stream (istiod's `ShouldRespond`).
+//!
+//! Owns: per-type subscriptions, nonces, versions and what was last sent, and the decision whether a
+//! request or a push gets a response. Pure: no I/O, no clock, so every rule is a unit test. Does NOT:
+//! generate resources (it is handed them) or read the stream.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    sync::Arc,
+};
+
+use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
+
+use super::{
+    XdsType,
+    connection::{Decision, Mode, Nack, Protocol, TypeStatus},
+    resource::{Resource, Subscription},
+};
+
+/// Most resource names one request may subscribe to; more is a client bug or an attack.
+pub(crate) const MAX_NAMES: usize = 100_000;
+
+/// SotW state of one stream.
+#[derive(Debug, Default)]
+pub(crate) struct Sotw {
+    watches: BTreeMap<XdsType, Watch>,
+    nonces: u64,
+}
+
+#[derive(Debug, Default)]
+struct Watch {
+    sub: Subscription,
+    /// The legacy wildcard rule: an empty name list means wildcard only until the client has named
+    /// something; afterwards it means "unsubscribe from everything".
+    ever_named: bool,
+    nonce: Option<String>,
+    version_sent: String,
+    version_acked: String,
+    /// Name → version of what the client was last sent.
+    sent: BTreeMap<Arc<str>, u64>,
+    nack: Option<Nack>,
+}
+
+impl Protocol for Sotw {
+    type Request = DiscoveryRequest;
+    type Response = DiscoveryResponse;
+
+    fn type_url(req: &DiscoveryRequest) -> &str {
+        &req.type_url
+    }
+
+    fn node(req: &DiscoveryRequest) -> Option<&envoy_types::pb::envoy::config::core::v3::Node> {
+        req.node.as_ref()
+    }
+
+    fn on_request(&mut self, ty: XdsType, req: &DiscoveryRequest) -> Decision {
+        if req.resource_names.len() > MAX_NAMES {
+            return Decision::Ignore("too many resource names");
+        }
+        let nonce = &req.response_nonce;
+        let Some(w) = self.watches.get_mut(&ty) else {
+            // First request of this type on the stream, or a reconnect carrying an old nonce (even a
+            // NACK of a previous stream's response): answer with the current state.
+            let mut w = Watch::default();
+            w.set_names(ty, &req.resource_names);
+            self.watches.insert(ty, w);
+            return Decision::Respond;
+        };
+        if nonce.is_empty() {
+            // A new name set, or the client re-requesting from scratch.
+            w.set_names(ty, &req.resource_names);
+            return Decision::Respond;
+        }
+        if w.nonce.as_deref() != Some(nonce.as_str()) {
+            return Decision::Ignore("stale nonce");
+        }
+        if let Some(err) = &req.error_detail {
+            w.nack = Some(Nack {
+                nonce: nonce.clone(),
+                version: w.version_sent.clone(),
+                code: err.code,
+                message: super::connection::truncate_message(&err.message),
+            });
+            w.version_acked.clone_from(&req.version_info);
+            return Decision::Nack;
+        }
+        w.version_acked.clone_from(&req.version_info);
+        w.nack = None;
+        let before = w.sub.clone();
+        w.set_names(ty, &req.resource_names);
+        let added = if w.sub.wildcard {
+            w.sub != before
+        } else {
+            w.sub.names.difference(&before.names).next().is_some() || (before.wildcard && !w.sub.wildcard)
+        };
+        if added {
+            Decision::Respond
+        } else {
+            Decision::Ignore("ACK")
+        }
+    }
+
+    fn subscription(&self, ty: XdsType) -> Option<&Subscription> {
+        self.watches.get(&ty).map(|w| &w.sub).filter(|s| !s.is_empty())
+    }
+
+    fn response(
+        &mut self,
+        ty: XdsType,
+        resources: Vec<Arc<Resource>>,
+        version: &str,
+        mode: Mode,
+    ) -> Option<DiscoveryResponse> {
+        let w = self.watches.get_mut(&ty)?;
+        let current: BTreeMap<Arc<str>, u64> =
+            resources.iter().map(|r| (r.name.clone(), r.version)).collect();
+        let send: Vec<&Arc<Resource>> = match mode {
+            Mode::Requested => resources.iter().collect(),
+            // LDS/CDS: the whole set, when anything in it changed (including a deletion).
+            Mode::Pushed if ty.is_full_state() => {
+                if current == w.sent {
+                    return None;
+                }
+                resources.iter().collect()
+            }
+            // EDS/RDS: only what changed; a vanished child is deleted through its parent.
+            Mode::Pushed => {
+                let changed: Vec<_> = resources
+                    .iter()
+                    .filter(|r| w.sent.get(&r.name) != Some(&r.version))
+                    .collect();
+                if changed.is_empty() {
+                    return None;
+                }
+                changed
+            }
+        };
+        if ty.is_full_state() {
+            w.sent = current;
+        } else {
+            w.sent.extend(send.iter().map(|r| (r.name.clone(), r.version)));
+            w.sent
+                .retain(|name, _| w.sub.names.contains(name) || w.sub.wildcard);
+        }
+        self.nonces += 1;
+        let nonce = self.nonces.to_string();
+        w.nonce = Some(nonce.clone());
+        w.version_sent = version.to_owned();
+        Some(DiscoveryResponse {
+            version_info: version.to_owned(),
+            resources: send.into_iter().map(|r| r.body.clone()).collect(),
+            type_url: ty.url().to_owned(),
+            nonce,
+            ..Default::default()
+        })
+    }
+
+    fn status(&self) -> BTreeMap<XdsType, TypeStatus> {
+        self.watches
+            .iter()
+            .map(|(ty, w)| {
+                let status = TypeStatus {
+                    subscription: w.sub.clone(),
+                    nonce_sent: w.nonce.clone(),
+                    version_sent: w.version_sent.clone(),
+                    version_acked: w.version_acked.clone(),
+                    resources_sent: w.sent.len(),
+                    last_nack: w.nack.clone(),
+                };
+                (*ty, status)
+            })
+            .collect()
+    }
+}
+
+impl Watch {
+    fn set_names(&mut self, ty: XdsType, names: &[String]) {
+        let mut set: BTreeSet<Arc<str>> = names.iter().map(|n| Arc::from(n.as_str())).collect();
+        let star = set.remove(Subscription::WILDCARD);
+        let legacy_wildcard = names.is_empty() && !self.ever_named && ty.is_full_state();
+        self.ever_named |= !names.is_empty();
+        self.sub = Subscription {
+            wildcard: ty.is_full_state() && (star || legacy_wildcard),
+            names: set,
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use envoy_types::pb::google::rpc;
+
+    use super::*;
+
+    fn res(name: &str, version: u64) -> Arc<Resource> {
+        Arc::new(Resource::with_version(
+            XdsType::Cluster,
+            name.into(),
+            vec![],
+            version,
+        ))
+    }
+
+    fn req(ty: XdsType, names: &[&str], version: &str, nonce: &str) -> DiscoveryRequest {
+        DiscoveryRequest {
+            type_url: ty.url().into(),
+            resource_names: names.iter().map(|s| s.to_string()).collect(),
+            version_info: version.into(),
+            response_nonce: nonce.into(),
+            ..Default::default()
+        }
+    }
+
+    fn nack(ty: XdsType, nonce: &str) -> DiscoveryRequest {
+        DiscoveryRequest {
+            error_detail: Some(rpc::Status {
+                code: 3,
+                message: "bad cluster".into(),
+                ..Default::default()
+            }),
+            ..req(ty, &["a"], "", nonce)
+        }
+    }
+
+    const CDS: XdsType = XdsType::Cluster;
+    const EDS: XdsType = XdsType::Endpoint;
+
+    #[test]
+    fn initial_request_then_ack_is_quiet() {
+        let mut s = Sotw::default();
+        assert_eq!(s.on_request(CDS, &req(CDS, &["a"], "", "")), Decision::Respond);
+        let r = s
+            .response(CDS, vec![res("a", 1)], "v1", Mode::Requested)
+            .expect("responds");
+        assert_eq!(
+            (r.version_info.as_str(), r.nonce.as_str(), r.resources.len()),
+            ("v1", "1", 1)
+        );
+        assert_eq!(
+            s.on_request(CDS, &req(CDS, &["a"], "v1", "1")),
+            Decision::Ignore("ACK")
+        );
+        // Nothing changed: a push is not answered.
+        assert!(s.response(CDS, vec![res("a", 1)], "v2", Mode::Pushed).is_none());
+    }
+
+    #[test]
+    fn stale_nonce_is_ignored_and_nonces_are_unique() {
+        let mut s = Sotw::default();
+        s.on_request(CDS, &req(CDS, &["a"], "", ""));
+        let r1 = s.response(CDS, vec![res("a", 1)], "v1", Mode::Requested).unwrap();
+        let r2 = s.response(CDS, vec![res("a", 2)], "v2", Mode::Pushed).unwrap();
+        assert_ne!(r1.nonce, r2.nonce);
+        // The client ACKs the first response after the second was sent: stale, even if it adds a name.
+        assert_eq!(
+            s.on_request(CDS, &req(CDS, &["a", "b"], "v1", &r1.nonce)),
+            Decision::Ignore("stale nonce")
+        );
+        assert_eq!(
+            s.on_request(CDS, &req(CDS, &["a", "b"], "v2", &r2.nonce)),
+            Decision::Respond
+        );
+    }
+
+    #[test]
+    fn nack_is_recorded_and_not_answered() {
+        let mut s = Sotw::default();
+        s.on_request(CDS, &req(CDS, &["a"], "", ""));
+        let r = s.response(CDS, vec![res("a", 1)], "v1", Mode::Requested).unwrap();
+        assert_eq!(s.on_request(CDS, &nack(CDS, &r.nonce)), Decision::Nack);
+        let st = &s.status()[&CDS];
+        let n = st.last_nack.as_ref().expect("recorded");
+        assert_eq!(
+            (n.code, n.message.as_str(), n.version.as_str()),
+            (3, "bad cluster", "v1")
+        );
+        // The same config is not pushed again; only a real change is.
+        assert!(s.response(CDS, vec![res("a", 1)], "v2", Mode::Pushed).is_none());
+        assert!(s.response(CDS, vec![res("a", 3)], "v3", Mode::Pushed).is_some());
+        assert!(
+            s.status()[&CDS].last_nack.is_some(),
+            "a NACK stays visible until the next ACK"
+        );
+    }
+
+    #[test]
+    fn legacy_wildcard_only_before_names() {
+        let mut s = Sotw::default();
+        // The spec's 4 steps: unset → wildcard; {*, a}; {a}; unset = unsubscribe all.
+        s.on_request(CDS, &req(CDS, &[], "", ""));
+        assert!(s.subscription(CDS).unwrap().wildcard);
+        let r = s.response(CDS, vec![res("a", 1)], "v1", Mode::Requested).unwrap();
+        s.on_request(CDS, &req(CDS, &["*", "a"], "v1", &r.nonce));
+        let sub = s.subscription(CDS).unwrap();
+        assert!(sub.wildcard && sub.names.contains("a"));
+        s.on_request(CDS, &req(CDS, &["a"], "v1", &r.nonce));
+        assert!(!s.subscription(CDS).unwrap().wildcard);
+        assert_eq!(
+            s.on_request(CDS, &req(CDS, &[], "v1", &r.nonce)),
+            Decision::Ignore("ACK")
+        );
+        assert!(
+            s.subscription(CDS).is_none(),
+            "empty after names = unsubscribe all"
+        );
+        // EDS never has wildcard semantics.
+        s.on_request(EDS, &req(EDS, &[], "", ""));
+        assert!(s.subscription(EDS).is_none());
+    }
+
+    #[test]
+    fn full_state_push_omits_deleted_and_eds_push_sends_only_changes() {
+        let mut s = Sotw::default();
+        s.on_request(CDS, &req(CDS, &[], "", ""));
+        s.response(CDS, vec![res("a", 1), res("b", 1)], "v1", Mode::Requested)
+            .unwrap();
+        let r = s
+            .response(CDS, vec![res("a", 1)], "v2", Mode::Pushed)
+            .expect("deletion is a change");
+        assert_eq!(r.resources.len(), 1);
+
+        s.on_request(EDS, &req(EDS, &["a", "b"], "", ""));
+        s.response(EDS, vec![res("a", 1), res("b", 1)], "v1", Mode::Requested)
+            .unwrap();
+        let r = s
+            .response(EDS, vec![res("a", 2), res("b", 1)], "v2", Mode::Pushed)
+            .unwrap();
+        assert_eq!(r.resources.len(), 1, "only the changed assignment");
+    }
+
+    #[test]
+    fn adding_names_responds_and_removing_does_not() {
+        let mut s = Sotw::default();
+        s.on_request(EDS, &req(EDS, &["a"], "", ""));
+        let r = s.response(EDS, vec![res("a", 1)], "v1", Mode::Requested).unwrap();
+        assert_eq!(
+            s.on_request(EDS, &req(EDS, &["a", "b"], "v1", &r.nonce)),
+            Decision::Respond
+        );
+        let r = s
+            .response(EDS, vec![res("a", 1), res("b", 1)], "v1", Mode::Requested)
+            .unwrap();
+        assert_eq!(
+            s.on_request(EDS, &req(EDS, &["b"], "v1", &r.nonce)),
+            Decision::Ignore("ACK")
+        );
+        assert_eq!(s.subscription(EDS).unwrap().names.len(), 1);
+    }
+
+    #[test]
+    fn reconnect_with_old_nonce_is_answered() {
+        let mut s = Sotw::default();
+        assert_eq!(
+            s.on_request(EDS, &req(EDS, &["a"], "v9", "77")),
+            Decision::Respond
+        );
+    }
+}

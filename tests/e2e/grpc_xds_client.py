@@ -1,0 +1,33 @@
+"""A grpcio xDS client: resolves ``xds:///<target>`` via the bootstrap in ``GRPC_XDS_BOOTSTRAP_CONFIG``
+and calls ``/echo.Echo/Call`` ``--count`` times, printing each answering backend's name per line.
+With ``--mtls CERT KEY CA`` it uses xDS credentials (workload mTLS from the CDS transport socket)."""
+
+import argparse
+import sys
+
+import grpc
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("target")
+    p.add_argument("--count", type=int, default=4)
+    p.add_argument("--timeout", type=float, default=10.0)
+    p.add_argument("--xds-creds", action="store_true")
+    a = p.parse_args()
+    if a.xds_creds:
+        creds = grpc.xds_channel_credentials(grpc.experimental.insecure_channel_credentials())
+        channel = grpc.secure_channel(a.target, creds)
+    else:
+        channel = grpc.insecure_channel(a.target)
+    call = channel.unary_unary("/echo.Echo/Call")
+    for _ in range(a.count):
+        try:
+            print(call(b"hi", timeout=a.timeout, wait_for_ready=True).decode(), flush=True)
+        except grpc.RpcError as e:
+            print(f"ERROR {e.code()} {e.details()}", file=sys.stderr, flush=True)
+            sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,202 @@
+"""Shared pieces for the xDS end-to-end tests: the ``xds-fixture`` server (meshd's real ADS server on
+a JSON-described mesh), gRPC echo backends on loopback, and a raw ADS client (``xds-protos``) that
+speaks state-of-the-world and delta message by message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import threading
+import time
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+from envoy.config.cluster.v3 import cluster_pb2
+from envoy.config.core.v3 import base_pb2
+from envoy.config.endpoint.v3 import endpoint_pb2
+from envoy.config.listener.v3 import listener_pb2
+from envoy.config.route.v3 import route_pb2
+from envoy.service.discovery.v3 import ads_pb2_grpc, discovery_pb2
+
+# Registered for json_format: the types meshd nests in `Any` fields.
+from envoy.extensions.filters.http.router.v3 import router_pb2  # noqa: F401
+from envoy.extensions.filters.network.http_connection_manager.v3 import http_connection_manager_pb2  # noqa: F401
+from envoy.extensions.filters.network.tcp_proxy.v3 import tcp_proxy_pb2  # noqa: F401
+from envoy.extensions.transport_sockets.raw_buffer.v3 import raw_buffer_pb2  # noqa: F401
+from envoy.extensions.transport_sockets.tls.v3 import tls_pb2  # noqa: F401
+from google.protobuf import struct_pb2
+from google.rpc import status_pb2
+
+REPO = Path(__file__).resolve().parents[2]
+BIN_DIR = Path(os.environ.get("MESHD_BIN_DIR", REPO / "target" / "debug"))
+
+CDS = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
+EDS = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
+LDS = "type.googleapis.com/envoy.config.listener.v3.Listener"
+RDS = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+MESSAGES = {
+    CDS: cluster_pb2.Cluster,
+    EDS: endpoint_pb2.ClusterLoadAssignment,
+    LDS: listener_pb2.Listener,
+    RDS: route_pb2.RouteConfiguration,
+}
+
+
+def echo_service(endpoints, name="echo", ns="default", port=7070, **extra):
+    """A mesh-file service with a GRPC port named ``grpc`` and ``endpoints`` as (ip, port) pairs."""
+    return {
+        "name": name,
+        "namespace": ns,
+        "ports": [["grpc", port, "GRPC"]],
+        "endpoints": [{"address": ip, "ports": {"grpc": p}, **extra} for ip, p in endpoints],
+    }
+
+
+class Fixture:
+    """``xds-fixture`` serving ``mesh`` (rewrite it with :meth:`set_mesh`)."""
+
+    def __init__(self, tmp: Path, mesh: dict):
+        self.path = tmp / "mesh.json"
+        self.set_mesh(mesh)
+        self.proc = subprocess.Popen(
+            [str(BIN_DIR / "xds-fixture"), "--mesh", str(self.path)],
+            stdout=subprocess.PIPE,
+            stderr=open(tmp / "xds-fixture.log", "w"),
+            text=True,
+        )
+        line = self.proc.stdout.readline()
+        assert line.startswith("listening on "), f"xds-fixture did not start: {line!r}"
+        self.addr = line.split()[-1]
+        self.port = int(self.addr.rsplit(":", 1)[1])
+
+    def set_mesh(self, mesh: dict):
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(mesh))
+        tmp.replace(self.path)
+
+    def close(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+def grpc_node(node_id="sidecar~127.0.0.1~client.default~default.svc.cluster.local", **metadata):
+    meta = struct_pb2.Struct()
+    meta.update({"GENERATOR": "grpc", "NAMESPACE": "default", **metadata})
+    return base_pb2.Node(id=node_id, metadata=meta)
+
+
+class Ads:
+    """A raw ADS stream. ``send`` queues a request; ``recv`` waits for the next response."""
+
+    def __init__(self, addr: str, delta: bool = False):
+        self.channel = grpc.insecure_channel(addr)
+        stub = ads_pb2_grpc.AggregatedDiscoveryServiceStub(self.channel)
+        self.requests: queue.Queue = queue.Queue()
+        self.responses: queue.Queue = queue.Queue()
+        self.delta = delta
+        call = stub.DeltaAggregatedResources if delta else stub.StreamAggregatedResources
+        self.call = call(iter(self.requests.get, None))
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        try:
+            for r in self.call:
+                self.responses.put(r)
+        except grpc.RpcError as e:
+            self.responses.put(e)
+
+    def send(self, type_url, node=None, **fields):
+        cls = discovery_pb2.DeltaDiscoveryRequest if self.delta else discovery_pb2.DiscoveryRequest
+        req = cls(type_url=type_url, **fields)
+        if node is not None:
+            req.node.CopyFrom(node)
+        self.requests.put(req)
+
+    def nack(self, resp, names=(), version=""):
+        err = status_pb2.Status(code=3, message="rejected by test")
+        if self.delta:
+            self.send(resp.type_url, response_nonce=resp.nonce, error_detail=err)
+        else:
+            self.send(resp.type_url, resource_names=list(names), version_info=version,
+                      response_nonce=resp.nonce, error_detail=err)
+
+    def ack(self, resp, names=()):
+        if self.delta:
+            self.send(resp.type_url, response_nonce=resp.nonce)
+        else:
+            self.send(resp.type_url, resource_names=list(names), version_info=resp.version_info,
+                      response_nonce=resp.nonce)
+
+    def recv(self, timeout=5.0):
+        r = self.responses.get(timeout=timeout)
+        if isinstance(r, Exception):
+            raise r
+        return r
+
+    def expect_none(self, wait=0.6):
+        try:
+            r = self.responses.get(timeout=wait)
+        except queue.Empty:
+            return
+        raise AssertionError(f"unexpected response: {r}")
+
+    def error(self, timeout=5.0) -> grpc.RpcError:
+        r = self.responses.get(timeout=timeout)
+        assert isinstance(r, grpc.RpcError), f"expected the stream to fail, got {r}"
+        return r
+
+    def close(self):
+        self.requests.put(None)
+        self.channel.close()
+
+
+def decode(resp):
+    """(name → message) of a SotW or delta response."""
+    out = {}
+    if isinstance(resp, discovery_pb2.DeltaDiscoveryResponse):
+        anys = [(r.name, r.resource) for r in resp.resources]
+    else:
+        anys = [(None, a) for a in resp.resources]
+    for name, a in anys:
+        msg = MESSAGES[a.type_url]()
+        a.Unpack(msg)
+        key = name or getattr(msg, "name", "") or msg.cluster_name
+        out[key] = msg
+    return out
+
+
+class EchoBackend:
+    """A gRPC server on 127.0.0.1 answering ``/echo.Echo/Call`` with its name."""
+
+    def __init__(self, name: str, server_credentials=None):
+        self.name = name
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        handler = grpc.unary_unary_rpc_method_handler(self._call)
+        self.server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler("echo.Echo", {"Call": handler}),)
+        )
+        addr = "127.0.0.1:0"
+        if server_credentials is None:
+            self.port = self.server.add_insecure_port(addr)
+        else:
+            self.port = self.server.add_secure_port(addr, server_credentials)
+        self.server.start()
+
+    def _call(self, request, context):
+        return self.name.encode()
+
+    def stop(self):
+        self.server.stop(0)
+
+
+def wait_until(predicate, timeout=10.0, every=0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(every)
+    return predicate()
