@@ -36,8 +36,19 @@ pub(crate) enum Decision {
     Respond,
     /// The client rejected our last response: recorded, not answered.
     Nack,
-    /// Nothing to send (an ACK, a stale nonce…); the reason is for logs and metrics.
-    Ignore(&'static str),
+    /// Nothing to send.
+    Ignore(Ignored),
+}
+
+/// Why a request gets no response (for logs and metrics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ignored {
+    /// An ACK that adds nothing to the subscription.
+    Ack,
+    /// It answers a response that is no longer the latest (SotW).
+    StaleNonce,
+    /// It names more resources than a stream may subscribe to.
+    TooManyNames,
 }
 
 /// Why a response is being built.
@@ -230,10 +241,10 @@ impl<P: Protocol> Stream<P> {
                 warn!(node = %self.proxy.id, %ty, ?nack, "config rejected by proxy");
             }
             Decision::Ignore(reason) => {
-                if reason == "stale nonce" {
+                if reason == Ignored::StaleNonce {
                     self.shared.metrics.expired_nonce(ty);
                 }
-                debug!(node = %self.proxy.id, %ty, reason, "no response");
+                debug!(node = %self.proxy.id, %ty, ?reason, "no response");
             }
         }
         self.publish();

@@ -17,7 +17,7 @@ use envoy_types::pb::envoy::service::discovery::v3::{
 
 use super::{
     XdsType,
-    connection::{Decision, Mode, Nack, Protocol, TypeStatus},
+    connection::{Decision, Ignored, Mode, Nack, Protocol, TypeStatus},
     resource::{Resource, Subscription},
     sotw::MAX_NAMES,
 };
@@ -59,7 +59,7 @@ impl Protocol for Delta {
             + req.resource_names_unsubscribe.len()
             + req.initial_resource_versions.len();
         if total > MAX_NAMES {
-            return Decision::Ignore("too many resource names");
+            return Decision::Ignore(Ignored::TooManyNames);
         }
         let first = !self.watches.contains_key(&ty);
         let w = self.watches.entry(ty).or_default();
@@ -112,7 +112,7 @@ impl Protocol for Delta {
         if changed {
             Decision::Respond
         } else {
-            Decision::Ignore("ACK")
+            Decision::Ignore(Ignored::Ack)
         }
     }
 
@@ -241,7 +241,7 @@ mod tests {
         assert_eq!(names(&r), (vec!["a"], vec![]));
         assert_eq!(
             d.on_request(CDS, &req(CDS, &[], &[], &r.nonce)),
-            Decision::Ignore("ACK")
+            Decision::Ignore(Ignored::Ack)
         );
         assert!(
             d.response(CDS, vec![res("a", 1)], "3", Mode::Pushed).is_none(),
@@ -286,7 +286,7 @@ mod tests {
         assert_ne!(r.nonce, r2.nonce);
         assert_eq!(
             d.on_request(EDS, &req(EDS, &[], &["a", "b"], &r2.nonce)),
-            Decision::Ignore("ACK")
+            Decision::Ignore(Ignored::Ack)
         );
         assert!(d.subscription(EDS).is_none());
     }

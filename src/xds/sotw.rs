@@ -13,7 +13,7 @@ use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, Discovery
 
 use super::{
     XdsType,
-    connection::{Decision, Mode, Nack, Protocol, TypeStatus},
+    connection::{Decision, Ignored, Mode, Nack, Protocol, TypeStatus},
     resource::{Resource, Subscription},
 };
 
@@ -55,7 +55,7 @@ impl Protocol for Sotw {
 
     fn on_request(&mut self, ty: XdsType, req: &DiscoveryRequest) -> Decision {
         if req.resource_names.len() > MAX_NAMES {
-            return Decision::Ignore("too many resource names");
+            return Decision::Ignore(Ignored::TooManyNames);
         }
         let nonce = &req.response_nonce;
         let Some(w) = self.watches.get_mut(&ty) else {
@@ -72,7 +72,7 @@ impl Protocol for Sotw {
             return Decision::Respond;
         }
         if w.nonce.as_deref() != Some(nonce.as_str()) {
-            return Decision::Ignore("stale nonce");
+            return Decision::Ignore(Ignored::StaleNonce);
         }
         if let Some(err) = &req.error_detail {
             w.nack = Some(Nack {
@@ -96,7 +96,7 @@ impl Protocol for Sotw {
         if added {
             Decision::Respond
         } else {
-            Decision::Ignore("ACK")
+            Decision::Ignore(Ignored::Ack)
         }
     }
 
@@ -238,7 +238,7 @@ mod tests {
         );
         assert_eq!(
             s.on_request(CDS, &req(CDS, &["a"], "v1", "1")),
-            Decision::Ignore("ACK")
+            Decision::Ignore(Ignored::Ack)
         );
         // Nothing changed: a push is not answered.
         assert!(s.response(CDS, vec![res("a", 1)], "v2", Mode::Pushed).is_none());
@@ -254,7 +254,7 @@ mod tests {
         // The client ACKs the first response after the second was sent: stale, even if it adds a name.
         assert_eq!(
             s.on_request(CDS, &req(CDS, &["a", "b"], "v1", &r1.nonce)),
-            Decision::Ignore("stale nonce")
+            Decision::Ignore(Ignored::StaleNonce)
         );
         assert_eq!(
             s.on_request(CDS, &req(CDS, &["a", "b"], "v2", &r2.nonce)),
@@ -297,7 +297,7 @@ mod tests {
         assert!(!s.subscription(CDS).unwrap().wildcard);
         assert_eq!(
             s.on_request(CDS, &req(CDS, &[], "v1", &r.nonce)),
-            Decision::Ignore("ACK")
+            Decision::Ignore(Ignored::Ack)
         );
         assert!(
             s.subscription(CDS).is_none(),
@@ -342,7 +342,7 @@ mod tests {
             .unwrap();
         assert_eq!(
             s.on_request(EDS, &req(EDS, &["b"], "v1", &r.nonce)),
-            Decision::Ignore("ACK")
+            Decision::Ignore(Ignored::Ack)
         );
         assert_eq!(s.subscription(EDS).unwrap().names.len(), 1);
     }
