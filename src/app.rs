@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use tracing::{info, warn};
 
 use crate::{
-    admin,
+    admin, aggregate,
     auth::{ClusterClients, PrimaryCluster},
     ca::{WorkloadCertPolicy, sandbox::write_sandbox_certs},
     cli::{Args, KubeSource},
@@ -18,9 +18,10 @@ use crate::{
         MeshConfig, MeshNetworks, ParseError,
         watch::{ConfigFile, ReloadMetrics},
     },
-    aggregate, discovery,
+    discovery,
     drain::Tasks,
     readiness::Ready,
+    sandbox::{self, Sandbox},
     secure::{self, CaSource},
     tls::{AcceptLimits, ServingCert},
     xds,
@@ -113,7 +114,7 @@ pub struct MeshWatches {
 }
 
 /// Runs meshd until SIGTERM/ctrl-c, then drains. Start-up errors are returned (non-zero exit).
-pub async fn run(args: Args) -> anyhow::Result<()> {
+pub async fn run(mut args: Args) -> anyhow::Result<()> {
     let mut registry = Registry::default();
     admin::register_build_info(&mut registry);
     let reload_metrics = ReloadMetrics::new(&mut registry);
@@ -124,9 +125,19 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let watches = watch_config(&args, &server.context().tasks, reload_metrics)?;
     let registry = Arc::new(registry);
 
+    // With no real cluster, simulated ones take its place; the pipeline below cannot tell the difference.
+    let sandbox = match args.kube_source() {
+        KubeSource::Sandbox(dir) => Some(start_sandbox(&mut args, dir, &server.context().tasks).await?),
+        _ => None,
+    };
+
     let (discovery, discovery_handle) =
         discovery::new(discovery_options(&args, &watches), watches.networks.clone());
-    let ads = xds_server(&server.context().tasks, discovery_handle.snapshots.clone(), xds_metrics);
+    let ads = xds_server(
+        &server.context().tasks,
+        discovery_handle.snapshots.clone(),
+        xds_metrics,
+    );
 
     let debug = admin::Debug::default().route(
         "/debug/configz",
@@ -176,25 +187,20 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         Ok(())
     });
 
-    let primary = match args.kube_source() {
-        source @ (KubeSource::Kubeconfig(_) | KubeSource::InCluster) => {
-            let client = primary_client(&source).await?;
-            let primary = client.clone();
-            server.add_start_func("discovery", move |ctx| async move {
-                discovery.start(&ctx, primary);
-                Ok(())
-            });
-            Some(client)
-        }
-        KubeSource::Sandbox(dir) => {
-            info!(clusters = ?dir, "no kubeconfig and not in a pod: running the embedded sandbox");
-            None
-        }
+    let primary_source = match &sandbox {
+        Some(sb) => KubeSource::Kubeconfig(sb.kubeconfig(&sb.primary).context("sandbox primary")?.to_owned()),
+        None => args.kube_source(),
     };
+    let primary = primary_client(&primary_source).await?;
+    let discovery_client = primary.clone();
+    server.add_start_func("discovery", move |ctx| async move {
+        discovery.start(&ctx, discovery_client);
+        Ok(())
+    });
     let trust = watches.mesh.borrow().clone();
     let secure_args = args.clone();
     server.add_start_func("secure grpc", move |ctx| {
-        secure_grpc(ctx, secure_args, trust, primary)
+        secure_grpc(ctx, secure_args, trust, Some(primary))
     });
 
     let started = tokio::select! {
@@ -208,7 +214,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     if started.is_some() {
         let ready = server.context().ready.clone();
         tokio::select! {
-            _ = ready.wait() => info!("meshd is ready"),
+            _ = ready.wait() => {
+                info!("meshd is ready");
+                if let Some(sb) = &sandbox {
+                    println!("{}", sb.summary(&serving_addresses(&args, host)));
+                }
+            }
             _ = crate::signal::shutdown() => { server.drain(args.drain_deadline).await; return Ok(()); }
         }
         crate::signal::shutdown().await;
@@ -219,12 +230,22 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
 /// The ADS server, following discovery's snapshots. The aggregate already debounces (with
 /// `--debounce-after` / `--debounce-max`), so the push pipeline only merges what arrives at once.
-fn xds_server(tasks: &Tasks, snapshots: aggregate::Snapshots, metrics: xds::metrics::Metrics) -> xds::AdsServer {
+fn xds_server(
+    tasks: &Tasks,
+    snapshots: aggregate::Snapshots,
+    metrics: xds::metrics::Metrics,
+) -> xds::AdsServer {
     let (updates_tx, updates) = tokio::sync::mpsc::channel(16);
     xds::snapshot::spawn_feed(tasks, snapshots, updates_tx);
     let pushes = xds::push::spawn_debouncer(tasks, updates, Duration::ZERO, Duration::ZERO);
     let endpoints = Arc::new(xds::AllEndpoints);
-    xds::AdsServer::new(pushes, tasks.clone(), metrics, endpoints, xds::XdsLimits::default())
+    xds::AdsServer::new(
+        pushes,
+        tasks.clone(),
+        metrics,
+        endpoints,
+        xds::XdsLimits::default(),
+    )
 }
 
 fn watch_config(args: &Args, tasks: &Tasks, metrics: ReloadMetrics) -> anyhow::Result<MeshWatches> {
@@ -267,6 +288,46 @@ fn discovery_options(args: &Args, watches: &MeshWatches) -> discovery::Options {
         debounce_max: args.debounce_max,
         insecure_kubeconfig_options: args.insecure_kubeconfig_options.iter().copied().collect(),
     }
+}
+
+/// Starts the sandbox for `dir` (or the built-in topology) and makes `args` describe it: the cluster
+/// ID is the sandbox primary's and the state folder is the sandbox's.
+async fn start_sandbox(
+    args: &mut Args,
+    dir: Option<std::path::PathBuf>,
+    tasks: &Tasks,
+) -> anyhow::Result<Sandbox> {
+    let topology = match &dir {
+        Some(d) => sandbox::topology::from_dir(d),
+        None => sandbox::topology::embedded(),
+    }
+    .context("loading the sandbox topology")?;
+    let state_dir = args.state_dir.clone().unwrap_or_else(sandbox::default_state_dir);
+    let sb = sandbox::start(
+        topology,
+        args.cluster_id.as_deref(),
+        &state_dir,
+        &args.system_namespace,
+        tasks.token(),
+    )
+    .await
+    .context("starting the sandbox")?;
+    args.cluster_id = Some(sb.primary.clone());
+    args.state_dir = Some(state_dir);
+    Ok(sb)
+}
+
+/// What the sandbox summary lists as meshd's addresses.
+fn serving_addresses(args: &Args, host: std::net::IpAddr) -> Vec<(&'static str, String)> {
+    vec![
+        ("xDS (plaintext)", args.grpc_addr.resolve(host).to_string()),
+        ("xDS (mTLS)", args.secure_grpc_addr.resolve(host).to_string()),
+        ("ready", format!("http://{}/ready", args.http_addr.resolve(host))),
+        (
+            "monitoring",
+            format!("http://{}", args.monitoring_addr.resolve(host)),
+        ),
+    ]
 }
 
 /// The primary (config) cluster's client, from a kubeconfig file or the pod's service account. The
