@@ -60,7 +60,10 @@ pub fn register_build_info(registry: &mut Registry) {
         version: &'static str,
     }
     let info = prometheus_client::metrics::family::Family::<Build, prometheus_client::metrics::gauge::Gauge>::default();
-    info.get_or_create(&Build { version: env!("CARGO_PKG_VERSION") }).set(1);
+    info.get_or_create(&Build {
+        version: env!("CARGO_PKG_VERSION"),
+    })
+    .set(1);
     registry.register("meshd_build_info", "meshd build; the value is always 1", info);
 }
 

@@ -12,7 +12,10 @@ use std::{
 
 /// A loopback port that was free a moment ago.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("bind a free port").port()
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind a free port")
+        .port()
 }
 
 /// `GET path` over HTTP/1.0; returns (status, body), or an error if nothing answers.
@@ -23,7 +26,11 @@ pub fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> 
     let mut raw = String::new();
     s.read_to_string(&mut raw)?;
     let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
-    let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
     Ok((status, body.to_owned()))
 }
 
@@ -34,7 +41,10 @@ pub fn eventually<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Optio
         if let Some(v) = f() {
             return v;
         }
-        assert!(start.elapsed() < timeout, "timed out after {timeout:?} waiting for {what}");
+        assert!(
+            start.elapsed() < timeout,
+            "timed out after {timeout:?} waiting for {what}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -55,7 +65,12 @@ impl Meshd {
         let stderr_path = dir.join("meshd.log");
         let log = std::fs::File::create(&stderr_path).expect("log file");
         let child = Command::new(env!("CARGO_BIN_EXE_meshd"))
-            .args(["--http-addr", &http.to_string(), "--monitoring-addr", &monitoring.to_string()])
+            .args([
+                "--http-addr",
+                &http.to_string(),
+                "--monitoring-addr",
+                &monitoring.to_string(),
+            ])
             .args(["--grpc-addr", &format!("127.0.0.1:{}", free_port())])
             .args(["--secure-grpc-addr", &format!("127.0.0.1:{}", free_port())])
             .args(["--state-dir", &dir.join("state").to_string_lossy()])
@@ -65,26 +80,38 @@ impl Meshd {
             .stderr(log)
             .spawn()
             .expect("spawn meshd");
-        Meshd { child, http, monitoring, stderr_path }
+        Meshd {
+            child,
+            http,
+            monitoring,
+            stderr_path,
+        }
     }
 
     /// Waits until `/ready` answers 200.
     pub fn wait_ready(&self, timeout: Duration) {
-        eventually("meshd /ready 200", timeout, || match http_get(self.http, "/ready") {
-            Ok((200, _)) => Some(()),
-            _ => None,
+        eventually("meshd /ready 200", timeout, || {
+            match http_get(self.http, "/ready") {
+                Ok((200, _)) => Some(()),
+                _ => None,
+            }
         });
     }
 
     /// Sends SIGTERM.
     pub fn terminate(&self) {
-        let ok = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().expect("kill");
+        let ok = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill");
         assert!(ok.success());
     }
 
     /// Waits for exit, at most `timeout`.
     pub fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
-        eventually("meshd to exit", timeout, || self.child.try_wait().expect("try_wait"))
+        eventually("meshd to exit", timeout, || {
+            self.child.try_wait().expect("try_wait")
+        })
     }
 
     /// Everything meshd logged so far.
