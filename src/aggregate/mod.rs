@@ -112,32 +112,39 @@ pub fn new(
     let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
     let (publisher, snapshots) = snapshot::Publisher::new();
     let aggregator = Aggregator {
-        index: index::Index::new(opts.primary),
-        debounce: debounce::Debounce::new(opts.debounce_after, opts.debounce_max),
-        publisher,
-        networks,
+        writer: Writer {
+            index: index::Index::new(opts.primary),
+            debounce: debounce::Debounce::new(opts.debounce_after, opts.debounce_max),
+            publisher,
+            networks,
+        },
         rx,
     };
     (aggregator, UpdateSender(tx), snapshots)
 }
 
-/// The single writer of the merged view. Start it with [`Aggregator::spawn`].
+/// The single writer of the merged view, with its inbox. Start it with [`Aggregator::spawn`].
 pub struct Aggregator {
-    index: index::Index,
-    debounce: debounce::Debounce,
-    publisher: snapshot::Publisher,
-    networks: watch::Receiver<Arc<MeshNetworks>>,
+    writer: Writer,
     rx: mpsc::Receiver<Update>,
 }
 
 impl Aggregator {
     /// Runs the aggregator task until `tasks` is cancelled or every sender is gone.
     pub fn spawn(self, tasks: &Tasks) {
-        tasks.spawn("aggregate", self.run(tasks.cancelled()));
+        tasks.spawn("aggregate", self.writer.run(self.rx, tasks.cancelled()));
     }
+}
 
-    async fn run(mut self, stop: impl Future<Output = ()>) {
-        let mut rx = std::mem::replace(&mut self.rx, mpsc::channel(1).1);
+struct Writer {
+    index: index::Index,
+    debounce: debounce::Debounce,
+    publisher: snapshot::Publisher,
+    networks: watch::Receiver<Arc<MeshNetworks>>,
+}
+
+impl Writer {
+    async fn run(mut self, mut rx: mpsc::Receiver<Update>, stop: impl Future<Output = ()>) {
         tokio::pin!(stop);
         let mut networks_open = true;
         loop {
