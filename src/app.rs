@@ -11,8 +11,6 @@ use tracing::{info, warn};
 
 use crate::{
     admin, aggregate,
-    auth::{ClusterClients, PrimaryCluster},
-    ca::{WorkloadCertPolicy, sandbox::write_sandbox_certs},
     cli::{Args, KubeSource},
     config::{
         MeshConfig, MeshNetworks, ParseError,
@@ -22,9 +20,7 @@ use crate::{
     drain::Tasks,
     readiness::Ready,
     sandbox::{self, Sandbox},
-    secure::{self, CaSource},
-    tls::{AcceptLimits, ServingCert},
-    xds,
+    secure, xds,
 };
 
 /// istiod's default `CLUSTER_ID`.
@@ -174,6 +170,7 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
     }
 
     let grpc_addr = args.grpc_addr.resolve(host);
+    let secure_ads = ads.clone();
     server.add_start_func("xds", move |ctx| async move {
         let listener = tokio::net::TcpListener::bind(grpc_addr)
             .await
@@ -199,8 +196,8 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
     });
     let trust = watches.mesh.borrow().clone();
     let secure_args = args.clone();
-    server.add_start_func("secure grpc", move |ctx| {
-        secure_grpc(ctx, secure_args, trust, Some(primary))
+    server.add_start_func("secure grpc", move |ctx| async move {
+        secure::start(&ctx, &secure_args, &trust, primary, &secure_ads).await
     });
 
     let started = tokio::select! {
@@ -344,64 +341,4 @@ async fn primary_client(source: &KubeSource) -> anyhow::Result<kube::Client> {
         _ => kube::Config::incluster().context("loading the in-cluster config")?,
     };
     kube::Client::try_from(config).context("building the Kubernetes client")
-}
-
-/// The mesh CA and the secure gRPC server (15012): CA from `--ca-dir`, the CA Secret, or sandbox
-/// files; then TLS, authentication, and the secure services.
-async fn secure_grpc(
-    ctx: StartContext,
-    args: Args,
-    mesh: Arc<MeshConfig>,
-    primary: Option<kube::Client>,
-) -> anyhow::Result<()> {
-    let sandbox = matches!(args.kube_source(), KubeSource::Sandbox(_));
-    let source = match (&args.ca_dir, &primary, &args.state_dir) {
-        (Some(dir), _, _) => CaSource::Dir(dir.clone()),
-        (None, Some(client), _) => CaSource::Secret {
-            client: client.clone(),
-            namespace: args.system_namespace.clone(),
-        },
-        (None, None, Some(state)) => CaSource::SandboxDir(state.join("cacerts")),
-        (None, None, None) => CaSource::Ephemeral,
-    };
-    let policy = WorkloadCertPolicy {
-        default_ttl: args.workload_cert_ttl,
-        max_ttl: args.max_workload_cert_ttl,
-    };
-    let ca = secure::start_ca(source, &mesh.trust_domain, policy, args.config_poll, &ctx.tasks)
-        .await
-        .context("starting the mesh CA")?;
-    if let (true, Some(state)) = (sandbox, &args.state_dir) {
-        let certs = write_sandbox_certs(&ca, &mesh.trust_domain, &state.join("certs"))?;
-        info!(dir = %state.join("certs").display(), identity = %certs.identity, "sandbox client certificates written");
-    }
-    let hosts = secure::serving_hosts(
-        &args.system_namespace,
-        &args.domain_suffix,
-        &args.tls_hosts,
-        sandbox,
-    );
-    let tls = ServingCert::new(&ca, hosts)?;
-    tls.keep_fresh(&ctx.tasks, &ca);
-    let cluster_id = args.cluster_id.clone().unwrap_or_else(|| "Kubernetes".into());
-    let tokens = primary.map(|client| {
-        let clients: Arc<dyn ClusterClients> = Arc::new(PrimaryCluster::new(cluster_id.clone(), client));
-        (clients, cluster_id)
-    });
-    let auth = secure::authenticator(
-        &mesh.trust_domain,
-        &mesh.trust_domain_aliases,
-        tokens,
-        &args.token_audience,
-    );
-    let addr = args.secure_grpc_addr.resolve(args.unspecified_host());
-    secure::serve(
-        &ctx.tasks,
-        addr,
-        &tls,
-        secure::routes(&ca, &auth),
-        AcceptLimits::default(),
-    )
-    .await?;
-    Ok(())
 }
