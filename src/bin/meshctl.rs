@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use meshd::sandbox::serve;
+use meshd::{bench, sandbox::serve};
 use tokio_util::sync::CancellationToken;
 
 #[derive(Parser)]
@@ -18,6 +18,8 @@ struct Cli {
 enum Command {
     /// Print the version.
     Version,
+    /// Load-test a control plane: simulated clusters, ADS clients, endpoint churn; writes a report.
+    Bench(bench::Args),
     /// Simulated clusters for development and tests.
     Sandbox {
         #[command(subcommand)]
@@ -46,6 +48,14 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Version => {
             println!("meshctl {}", env!("CARGO_PKG_VERSION"));
+            Ok(())
+        }
+        Command::Bench(args) => {
+            let plot = args.plot;
+            let config = args.config()?;
+            let report = tokio::runtime::Runtime::new()?.block_on(bench::run(config, plot))?;
+            print!("{}", report.table());
+            println!("report: {}", report.config.out_dir.join("report.json").display());
             Ok(())
         }
         Command::Sandbox {
