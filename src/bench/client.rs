@@ -338,6 +338,9 @@ fn resource_name(type_url: &str, body: &[u8]) -> String {
     Named::decode(body).map(|n| n.name).unwrap_or_default()
 }
 
+/// EDS names to subscribe and to drop.
+type Resubscribe = (Vec<Arc<str>>, Vec<Arc<str>>);
+
 /// What a client holds and wants.
 #[derive(Default)]
 struct State {
@@ -430,7 +433,7 @@ async fn send<R>(tx: &mpsc::Sender<R>, req: R) -> Result<(), Status> {
 
 impl State {
     /// Applies a CDS response; returns the EDS names to add and drop, if they changed.
-    fn on_clusters(&mut self, r: Received) -> Option<(Vec<Arc<str>>, Vec<Arc<str>>)> {
+    fn on_clusters(&mut self, r: Received) -> Option<Resubscribe> {
         if r.full_state {
             self.clusters.clear();
         }

@@ -111,7 +111,7 @@ impl Protocols {
         match self {
             Self::Delta => Flavor::Delta,
             Self::Sotw => Flavor::Sotw,
-            Self::Mixed if client % 2 == 0 => Flavor::Delta,
+            Self::Mixed if client.is_multiple_of(2) => Flavor::Delta,
             Self::Mixed => Flavor::Sotw,
         }
     }

@@ -39,7 +39,8 @@ pub struct ResourceCache {
 #[derive(Default)]
 struct Inner {
     newest: u64,
-    entries: HashMap<CacheKey, Entry>,
+    /// foldhash: every lookup hashes a resource name; SipHash was most of a cache hit's cost.
+    entries: HashMap<CacheKey, Entry, foldhash::fast::RandomState>,
 }
 
 /// A resource (`None` caches "no such resource" too: a name asked for by many proxies is resolved

@@ -29,6 +29,12 @@ use super::{
 /// Longest NACK message kept for debug.
 const MAX_NACK_MESSAGE: usize = 4096;
 
+/// Most encoded bytes of EDS or RDS resources put in one response. A stream's encode buffer grows to
+/// its largest response and keeps that memory while the stream lives, so a sidecar subscribing to
+/// every cluster of a big mesh would pin tens of MiB. Both protocols allow these types to arrive in
+/// several responses (only LDS and CDS responses must carry the whole set), so larger sets are split.
+const MAX_RESPONSE_BYTES: usize = 512 << 10;
+
 /// What to do with a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Decision {
@@ -316,22 +322,82 @@ impl<P: Protocol> Stream<P> {
             cache: &self.shared.cache,
         };
         let resources = ctx.generate(ty, &sub, only);
-        let version = self.push.version().to_string();
-        let response = self.state.response(ty, resources, &version, mode);
         drop(permit);
-        let Some(resp) = response else {
-            return Ok(());
-        };
         let build_time = built.elapsed();
-        let sent = Instant::now();
-        self.out.send(Ok(resp)).await.map_err(|_| None)?;
-        self.shared.metrics.pushed(ty, build_time, sent.elapsed());
-        debug!(node = %self.proxy.id, %ty, version, ?mode, "sent");
+        let version = self.push.version().to_string();
+        for batch in batches(ty, resources) {
+            let Some(resp) = self.state.response(ty, batch, &version, mode) else {
+                continue;
+            };
+            let sent = Instant::now();
+            self.out.send(Ok(resp)).await.map_err(|_| None)?;
+            self.shared.metrics.pushed(ty, build_time, sent.elapsed());
+            debug!(node = %self.proxy.id, %ty, version, ?mode, "sent");
+        }
         Ok(())
     }
 
     fn publish(&self) {
         let watches = self.state.status();
         self.status.update(|s| s.watches = watches);
+    }
+}
+
+/// `resources` in responses of at most [`MAX_RESPONSE_BYTES`] (LDS and CDS whole): always at least one,
+/// possibly empty, so a request is still answered.
+fn batches(ty: XdsType, resources: Vec<Arc<Resource>>) -> Vec<Vec<Arc<Resource>>> {
+    if ty.is_full_state() {
+        return vec![resources];
+    }
+    let mut out = vec![Vec::new()];
+    let mut bytes = 0;
+    for r in resources {
+        let size = r.body.value.len();
+        if bytes + size > MAX_RESPONSE_BYTES && bytes > 0 {
+            out.push(Vec::new());
+            bytes = 0;
+        }
+        bytes += size;
+        out.last_mut().expect("never empty").push(r);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resource(name: &str, size: usize) -> Arc<Resource> {
+        Arc::new(Resource::with_version(
+            XdsType::Endpoint,
+            name.into(),
+            vec![0; size],
+            1,
+        ))
+    }
+
+    #[test]
+    fn large_endpoint_sets_go_out_in_bounded_batches() {
+        let half = MAX_RESPONSE_BYTES / 2;
+        let rs = vec![
+            resource("a", half),
+            resource("b", half),
+            resource("c", 1),
+            resource("d", 3 * half),
+        ];
+        let sizes: Vec<Vec<String>> = batches(XdsType::Endpoint, rs.clone())
+            .iter()
+            .map(|b| b.iter().map(|r| r.name.to_string()).collect())
+            .collect();
+        assert_eq!(sizes, [vec!["a", "b"], vec!["c"], vec!["d"]]);
+        assert_eq!(
+            batches(XdsType::Cluster, rs).len(),
+            1,
+            "CDS is one state of the world"
+        );
+        assert_eq!(
+            batches(XdsType::Endpoint, vec![]),
+            vec![Vec::<Arc<Resource>>::new()]
+        );
     }
 }
