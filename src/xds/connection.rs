@@ -33,7 +33,7 @@ const MAX_NACK_MESSAGE: usize = 4096;
 /// its largest response and keeps that memory while the stream lives, so a sidecar subscribing to
 /// every cluster of a big mesh would pin tens of MiB. Both protocols allow these types to arrive in
 /// several responses (only LDS and CDS responses must carry the whole set), so larger sets are split.
-const MAX_RESPONSE_BYTES: usize = 512 << 10;
+const MAX_RESPONSE_BYTES: usize = 128 << 10;
 
 /// What to do with a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
