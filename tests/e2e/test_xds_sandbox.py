@@ -120,3 +120,72 @@ def test_grpc_js_xds_on_15010(mesh):
     assert out.returncode == 0, out.stderr
     got = set(out.stdout.split())
     assert got and got <= {"pod-a", "pod-b"}, got
+
+
+MTLS_HOST = "e2e-mtls.sample.svc.cluster.local"
+MTLS_OBJECTS = """
+apiVersion: v1
+kind: Pod
+metadata:
+  name: e2e-mtls-0
+  namespace: sample
+  labels: {app: e2e-mtls, security.istio.io/tlsMode: istio}
+spec:
+  serviceAccountName: default
+  containers: [{name: app, image: echo}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: e2e-mtls, namespace: sample}
+spec:
+  selector: {app: e2e-mtls}
+  ports: [{name: grpc, port: 7070, appProtocol: grpc}]
+"""
+
+
+def test_workload_mtls_between_client_and_backend_with_mesh_certificates(mesh, tmp_path):
+    """A backend serving TLS with a mesh workload certificate (and requiring one), a pod labelled
+    `tlsMode: istio`: grpcio with xDS credentials gets the cluster's UpstreamTlsContext from meshd and
+    does mTLS with certificates from meshd's CA; without xDS credentials the same call fails."""
+    import grpc
+
+    m, _, _ = mesh
+    certs = m.state / "certs"
+    root, chain, key = ((certs / f).read_bytes() for f in ("root-cert.pem", "cert-chain.pem", "key.pem"))
+    backend = EchoBackend("pod-mtls", host="127.0.0.4", server_credentials=grpc.ssl_server_credentials(
+        [(key, chain)], root_certificates=root, require_client_auth=True))
+    try:
+        m.kubectl("cluster1", "apply", "-f", "-", stdin=MTLS_OBJECTS)
+        m.kubectl("cluster1", "patch", "pod", "-n", "sample", "e2e-mtls-0", "--subresource=status",
+                  "--type=merge", "-p", json.dumps({"status": {
+                      "phase": "Running", "podIP": "127.0.0.4", "podIPs": [{"ip": "127.0.0.4"}],
+                      "conditions": [{"type": "Ready", "status": "True"}]}}))
+        m.kubectl("cluster1", "apply", "-f", "-", stdin=json.dumps({
+            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": "e2e-mtls-x", "namespace": "sample",
+                         "labels": {"kubernetes.io/service-name": "e2e-mtls"}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": ["127.0.0.4"], "conditions": {"ready": True},
+                           "targetRef": {"kind": "Pod", "name": "e2e-mtls-0", "namespace": "sample"}}],
+            "ports": [{"name": "grpc", "port": backend.port, "protocol": "TCP"}],
+        }))
+        eventually("e2e-mtls in registryz",
+                   lambda: any(s["hostname"] == MTLS_HOST for s in m.json("/debug/registryz")))
+        boot = json.loads(plaintext(m))
+        provider = {"plugin_name": "file_watcher", "config": {
+            "certificate_file": str(certs / "cert-chain.pem"), "private_key_file": str(certs / "key.pem"),
+            "ca_certificate_file": str(certs / "root-cert.pem"), "refresh_interval": "600s"}}
+        boot["certificate_providers"] = {"default": provider, "ROOTCA": provider}
+        env = dict(os.environ, GRPC_XDS_BOOTSTRAP_CONFIG=json.dumps(boot), GRPC_VERBOSITY="ERROR")
+        target = f"xds:///{MTLS_HOST}:7070"
+
+        def call(*extra: str) -> subprocess.CompletedProcess:
+            return subprocess.run([sys.executable, str(HERE / "grpc_xds_client.py"), target, "--count", "2",
+                                   "--timeout", "5", *extra], env=env, capture_output=True, text=True, timeout=60)
+
+        ok = eventually("an mTLS call through xDS credentials",
+                        lambda: (r := call("--xds-creds")).returncode == 0 and r, timeout=30)
+        assert set(ok.stdout.split()) == {"pod-mtls"}
+        assert call().returncode != 0, "plaintext to a TLS-only backend must fail: the TLS came from xDS"
+    finally:
+        backend.stop()
