@@ -30,6 +30,7 @@ use crate::{
     cli::{Args, KubeSource},
     config::MeshConfig,
     drain::Tasks,
+    multicluster::status::Clusters,
     tls::{AcceptLimits, ServingCert, TlsError},
     xds::AdsServer,
 };
@@ -198,6 +199,7 @@ pub async fn start(
     args: &Args,
     mesh: &MeshConfig,
     primary: kube::Client,
+    remotes: Clusters,
     ads: &AdsServer,
 ) -> anyhow::Result<()> {
     let sandbox = matches!(args.kube_source(), KubeSource::Sandbox(_));
@@ -228,7 +230,10 @@ pub async fn start(
     let tls = ServingCert::new(&ca, hosts)?;
     tls.keep_fresh(&ctx.tasks, &ca);
     let cluster_id = args.cluster_id.clone().unwrap_or_else(|| "Kubernetes".into());
-    let clients: Arc<dyn ClusterClients> = Arc::new(PrimaryCluster::new(cluster_id.clone(), primary));
+    let clients: Arc<dyn ClusterClients> = Arc::new(MeshClusters {
+        primary: PrimaryCluster::new(cluster_id.clone(), primary),
+        remotes,
+    });
     let tokens = Some((clients, cluster_id));
     let auth = authenticator(
         &mesh.trust_domain,
@@ -246,6 +251,26 @@ pub async fn start(
     )
     .await?;
     Ok(())
+}
+
+/// Token reviews go to the cluster the caller names: the primary, or a remote the secret controller runs.
+struct MeshClusters {
+    primary: PrimaryCluster,
+    remotes: Clusters,
+}
+
+impl ClusterClients for MeshClusters {
+    fn client(&self, cluster: &str) -> Option<kube::Client> {
+        self.primary
+            .client(cluster)
+            .or_else(|| self.remotes.client(cluster))
+    }
+
+    fn known(&self) -> Vec<String> {
+        let mut known = self.primary.known();
+        known.extend(self.remotes.remote_ids());
+        known
+    }
 }
 
 #[cfg(test)]
