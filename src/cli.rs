@@ -151,6 +151,15 @@ pub struct Args {
     #[arg(long, env = "MESHD_DRAIN_DEADLINE", default_value = "10s", value_parser = parse_duration)]
     pub drain_deadline: Duration,
 
+    /// Lease replicas elect a leader with; only the leader writes (e.g. creates the CA Secret).
+    #[arg(
+        long,
+        env = "MESHD_LEADER_LEASE",
+        default_value = "meshd-leader",
+        value_name = "NAME"
+    )]
+    pub leader_lease: String,
+
     /// Log filter: a level (`info`) or tracing directives (`info,meshd::xds=debug`).
     #[arg(long, env = "MESHD_LOG_LEVEL", default_value = "info", value_name = "FILTER")]
     pub log_level: String,
