@@ -83,7 +83,7 @@ pub struct Args {
 
     /// Plugged-in CA folder in Istio's `cacerts` layout (`ca-cert.pem`, `ca-key.pem`, `root-cert.pem`,
     /// optional `cert-chain.pem`), hot-reloaded. Default: a self-signed root kept in the
-    /// `istio-ca-secret` Secret of the system namespace (in the sandbox: files under --state-dir).
+    /// `istio-ca-secret` Secret of the system namespace, created by the leader.
     #[arg(long, env = "MESHD_CA_DIR", value_name = "DIR")]
     pub ca_dir: Option<PathBuf>,
 
