@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use tracing::{info, warn};
 
 use crate::{
-    admin,
+    admin, aggregate,
     auth::{ClusterClients, PrimaryCluster},
     ca::{WorkloadCertPolicy, sandbox::write_sandbox_certs},
     cli::{Args, KubeSource},
@@ -18,8 +18,9 @@ use crate::{
         MeshConfig, MeshNetworks, ParseError,
         watch::{ConfigFile, ReloadMetrics},
     },
-    aggregate, discovery,
+    discovery,
     drain::Tasks,
+    network,
     readiness::Ready,
     secure::{self, CaSource},
     tls::{AcceptLimits, ServingCert},
@@ -126,7 +127,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
     let (discovery, discovery_handle) =
         discovery::new(discovery_options(&args, &watches), watches.networks.clone());
-    let ads = xds_server(&server.context().tasks, discovery_handle.snapshots.clone(), xds_metrics);
+    let ads = xds_server(
+        &server.context().tasks,
+        discovery_handle.snapshots.clone(),
+        xds_metrics,
+    );
 
     let debug = admin::Debug::default().route(
         "/debug/configz",
@@ -141,6 +146,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             }
         }),
     );
+    let debug = network::routes(debug, discovery_handle.snapshots.clone());
     let debug = discovery::routes(debug, &discovery_handle).route(
         "/debug/connections",
         "connected xDS streams: node, subscriptions, nonces, versions, last NACK",
@@ -219,12 +225,22 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
 /// The ADS server, following discovery's snapshots. The aggregate already debounces (with
 /// `--debounce-after` / `--debounce-max`), so the push pipeline only merges what arrives at once.
-fn xds_server(tasks: &Tasks, snapshots: aggregate::Snapshots, metrics: xds::metrics::Metrics) -> xds::AdsServer {
+fn xds_server(
+    tasks: &Tasks,
+    snapshots: aggregate::Snapshots,
+    metrics: xds::metrics::Metrics,
+) -> xds::AdsServer {
     let (updates_tx, updates) = tokio::sync::mpsc::channel(16);
     xds::snapshot::spawn_feed(tasks, snapshots, updates_tx);
     let pushes = xds::push::spawn_debouncer(tasks, updates, Duration::ZERO, Duration::ZERO);
-    let endpoints = Arc::new(xds::AllEndpoints);
-    xds::AdsServer::new(pushes, tasks.clone(), metrics, endpoints, xds::XdsLimits::default())
+    let endpoints = Arc::new(network::SplitHorizon);
+    xds::AdsServer::new(
+        pushes,
+        tasks.clone(),
+        metrics,
+        endpoints,
+        xds::XdsLimits::default(),
+    )
 }
 
 fn watch_config(args: &Args, tasks: &Tasks, metrics: ReloadMetrics) -> anyhow::Result<MeshWatches> {

@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{
-    Sim, client_for, eventually_async, impatient_client, kubeconfig_with_user, raw, start, start_with, status_of,
+    Sim, client_for, eventually_async, impatient_client, kubeconfig_with_user, raw, start, start_with,
+    status_of,
 };
 use futures::{AsyncBufReadExt, StreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
