@@ -11,8 +11,6 @@ use tracing::{info, warn};
 
 use crate::{
     admin, aggregate,
-    auth::{ClusterClients, PrimaryCluster},
-    ca::{WorkloadCertPolicy, sandbox::write_sandbox_certs},
     cli::{Args, KubeSource},
     config::{
         MeshConfig, MeshNetworks, ParseError,
@@ -22,9 +20,8 @@ use crate::{
     drain::Tasks,
     network,
     readiness::Ready,
-    secure::{self, CaSource},
-    tls::{AcceptLimits, ServingCert},
-    xds,
+    sandbox::{self, Sandbox},
+    secure, xds,
 };
 
 /// istiod's default `CLUSTER_ID`.
@@ -114,7 +111,7 @@ pub struct MeshWatches {
 }
 
 /// Runs meshd until SIGTERM/ctrl-c, then drains. Start-up errors are returned (non-zero exit).
-pub async fn run(args: Args) -> anyhow::Result<()> {
+pub async fn run(mut args: Args) -> anyhow::Result<()> {
     let mut registry = Registry::default();
     admin::register_build_info(&mut registry);
     let reload_metrics = ReloadMetrics::new(&mut registry);
@@ -124,6 +121,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     // Config files are validated before anything listens: a bad file at start is a clear, fatal error.
     let watches = watch_config(&args, &server.context().tasks, reload_metrics)?;
     let registry = Arc::new(registry);
+
+    // With no real cluster, simulated ones take its place; the pipeline below cannot tell the difference.
+    let sandbox = match args.kube_source() {
+        KubeSource::Sandbox(dir) => Some(start_sandbox(&mut args, dir, &server.context().tasks).await?),
+        _ => None,
+    };
 
     let (discovery, discovery_handle) =
         discovery::new(discovery_options(&args, &watches), watches.networks.clone());
@@ -169,6 +172,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     }
 
     let grpc_addr = args.grpc_addr.resolve(host);
+    let secure_ads = ads.clone();
     server.add_start_func("xds", move |ctx| async move {
         let listener = tokio::net::TcpListener::bind(grpc_addr)
             .await
@@ -182,25 +186,20 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         Ok(())
     });
 
-    let primary = match args.kube_source() {
-        source @ (KubeSource::Kubeconfig(_) | KubeSource::InCluster) => {
-            let client = primary_client(&source).await?;
-            let primary = client.clone();
-            server.add_start_func("discovery", move |ctx| async move {
-                discovery.start(&ctx, primary);
-                Ok(())
-            });
-            Some(client)
-        }
-        KubeSource::Sandbox(dir) => {
-            info!(clusters = ?dir, "no kubeconfig and not in a pod: running the embedded sandbox");
-            None
-        }
+    let primary_source = match &sandbox {
+        Some(sb) => KubeSource::Kubeconfig(sb.kubeconfig(&sb.primary).context("sandbox primary")?.to_owned()),
+        None => args.kube_source(),
     };
+    let primary = primary_client(&primary_source).await?;
+    let discovery_client = primary.clone();
+    server.add_start_func("discovery", move |ctx| async move {
+        discovery.start(&ctx, discovery_client);
+        Ok(())
+    });
     let trust = watches.mesh.borrow().clone();
     let secure_args = args.clone();
-    server.add_start_func("secure grpc", move |ctx| {
-        secure_grpc(ctx, secure_args, trust, primary)
+    server.add_start_func("secure grpc", move |ctx| async move {
+        secure::start(&ctx, &secure_args, &trust, primary, &secure_ads).await
     });
 
     let started = tokio::select! {
@@ -214,7 +213,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     if started.is_some() {
         let ready = server.context().ready.clone();
         tokio::select! {
-            _ = ready.wait() => info!("meshd is ready"),
+            _ = ready.wait() => {
+                info!("meshd is ready");
+                if let Some(sb) = &sandbox {
+                    println!("{}", sb.summary(&serving_addresses(&args, host)));
+                }
+            }
             _ = crate::signal::shutdown() => { server.drain(args.drain_deadline).await; return Ok(()); }
         }
         crate::signal::shutdown().await;
@@ -285,6 +289,46 @@ fn discovery_options(args: &Args, watches: &MeshWatches) -> discovery::Options {
     }
 }
 
+/// Starts the sandbox for `dir` (or the built-in topology) and makes `args` describe it: the cluster
+/// ID is the sandbox primary's and the state folder is the sandbox's.
+async fn start_sandbox(
+    args: &mut Args,
+    dir: Option<std::path::PathBuf>,
+    tasks: &Tasks,
+) -> anyhow::Result<Sandbox> {
+    let topology = match &dir {
+        Some(d) => sandbox::topology::from_dir(d),
+        None => sandbox::topology::embedded(),
+    }
+    .context("loading the sandbox topology")?;
+    let state_dir = args.state_dir.clone().unwrap_or_else(sandbox::default_state_dir);
+    let sb = sandbox::start(
+        topology,
+        args.cluster_id.as_deref(),
+        &state_dir,
+        &args.system_namespace,
+        tasks.token(),
+    )
+    .await
+    .context("starting the sandbox")?;
+    args.cluster_id = Some(sb.primary.clone());
+    args.state_dir = Some(state_dir);
+    Ok(sb)
+}
+
+/// What the sandbox summary lists as meshd's addresses.
+fn serving_addresses(args: &Args, host: std::net::IpAddr) -> Vec<(&'static str, String)> {
+    vec![
+        ("xDS (plaintext)", args.grpc_addr.resolve(host).to_string()),
+        ("xDS (mTLS)", args.secure_grpc_addr.resolve(host).to_string()),
+        ("ready", format!("http://{}/ready", args.http_addr.resolve(host))),
+        (
+            "monitoring",
+            format!("http://{}", args.monitoring_addr.resolve(host)),
+        ),
+    ]
+}
+
 /// The primary (config) cluster's client, from a kubeconfig file or the pod's service account. The
 /// operator's own kubeconfig is trusted (unlike remote secrets).
 async fn primary_client(source: &KubeSource) -> anyhow::Result<kube::Client> {
@@ -299,64 +343,4 @@ async fn primary_client(source: &KubeSource) -> anyhow::Result<kube::Client> {
         _ => kube::Config::incluster().context("loading the in-cluster config")?,
     };
     kube::Client::try_from(config).context("building the Kubernetes client")
-}
-
-/// The mesh CA and the secure gRPC server (15012): CA from `--ca-dir`, the CA Secret, or sandbox
-/// files; then TLS, authentication, and the secure services.
-async fn secure_grpc(
-    ctx: StartContext,
-    args: Args,
-    mesh: Arc<MeshConfig>,
-    primary: Option<kube::Client>,
-) -> anyhow::Result<()> {
-    let sandbox = matches!(args.kube_source(), KubeSource::Sandbox(_));
-    let source = match (&args.ca_dir, &primary, &args.state_dir) {
-        (Some(dir), _, _) => CaSource::Dir(dir.clone()),
-        (None, Some(client), _) => CaSource::Secret {
-            client: client.clone(),
-            namespace: args.system_namespace.clone(),
-        },
-        (None, None, Some(state)) => CaSource::SandboxDir(state.join("cacerts")),
-        (None, None, None) => CaSource::Ephemeral,
-    };
-    let policy = WorkloadCertPolicy {
-        default_ttl: args.workload_cert_ttl,
-        max_ttl: args.max_workload_cert_ttl,
-    };
-    let ca = secure::start_ca(source, &mesh.trust_domain, policy, args.config_poll, &ctx.tasks)
-        .await
-        .context("starting the mesh CA")?;
-    if let (true, Some(state)) = (sandbox, &args.state_dir) {
-        let certs = write_sandbox_certs(&ca, &mesh.trust_domain, &state.join("certs"))?;
-        info!(dir = %state.join("certs").display(), identity = %certs.identity, "sandbox client certificates written");
-    }
-    let hosts = secure::serving_hosts(
-        &args.system_namespace,
-        &args.domain_suffix,
-        &args.tls_hosts,
-        sandbox,
-    );
-    let tls = ServingCert::new(&ca, hosts)?;
-    tls.keep_fresh(&ctx.tasks, &ca);
-    let cluster_id = args.cluster_id.clone().unwrap_or_else(|| "Kubernetes".into());
-    let tokens = primary.map(|client| {
-        let clients: Arc<dyn ClusterClients> = Arc::new(PrimaryCluster::new(cluster_id.clone(), client));
-        (clients, cluster_id)
-    });
-    let auth = secure::authenticator(
-        &mesh.trust_domain,
-        &mesh.trust_domain_aliases,
-        tokens,
-        &args.token_audience,
-    );
-    let addr = args.secure_grpc_addr.resolve(args.unspecified_host());
-    secure::serve(
-        &ctx.tasks,
-        addr,
-        &tls,
-        secure::routes(&ca, &auth),
-        AcceptLimits::default(),
-    )
-    .await?;
-    Ok(())
 }

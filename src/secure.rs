@@ -1,8 +1,8 @@
 //! The secure gRPC server (15012): composes the mesh CA, the hot-swapping TLS config and the
 //! authenticator, and serves the gRPC services that require an authenticated caller.
 //!
-//! [`routes`] is the one place services are added to this server (the ADS service joins the
-//! certificate service there); [`serve`] binds and runs it.
+//! [`start`] composes it at start-up: the certificate service from [`routes`] plus the ADS service;
+//! [`serve`] binds and runs it.
 
 use std::{
     net::SocketAddr,
@@ -15,16 +15,23 @@ use tokio::net::TcpListener;
 use tonic::service::Routes;
 use tracing::{info, warn};
 
+use anyhow::Context;
+
 use crate::{
-    auth::{Authenticator, CertAuthenticator, Chain, ClusterClients, TokenAuthenticator},
+    app::StartContext,
+    auth::{Authenticator, CertAuthenticator, Chain, ClusterClients, PrimaryCluster, TokenAuthenticator},
     ca::{
         CaBundle, CaError, MeshCa, WorkloadCertPolicy,
         bundle::{CA_CERT, CA_KEY, ROOT_CERT},
+        sandbox::write_sandbox_certs,
         service::CertificateService,
         source,
     },
+    cli::{Args, KubeSource},
+    config::MeshConfig,
     drain::Tasks,
     tls::{AcceptLimits, ServingCert, TlsError},
+    xds::AdsServer,
 };
 
 /// Why the secure server could not start.
@@ -182,6 +189,63 @@ pub async fn serve(
     });
     info!(addr = %bound, "secure gRPC (mTLS) listening");
     Ok(bound)
+}
+
+/// Starts the mesh CA and the secure gRPC server (15012): CA from `--ca-dir` or the CA Secret; then
+/// TLS, authentication, and the secure services (certificate signing and ADS).
+pub async fn start(
+    ctx: &StartContext,
+    args: &Args,
+    mesh: &MeshConfig,
+    primary: kube::Client,
+    ads: &AdsServer,
+) -> anyhow::Result<()> {
+    let sandbox = matches!(args.kube_source(), KubeSource::Sandbox(_));
+    let source = match &args.ca_dir {
+        Some(dir) => CaSource::Dir(dir.clone()),
+        None => CaSource::Secret {
+            client: primary.clone(),
+            namespace: args.system_namespace.clone(),
+        },
+    };
+    let policy = WorkloadCertPolicy {
+        default_ttl: args.workload_cert_ttl,
+        max_ttl: args.max_workload_cert_ttl,
+    };
+    let ca = start_ca(source, &mesh.trust_domain, policy, args.config_poll, &ctx.tasks)
+        .await
+        .context("starting the mesh CA")?;
+    if let (true, Some(state)) = (sandbox, &args.state_dir) {
+        let certs = write_sandbox_certs(&ca, &mesh.trust_domain, &state.join("certs"))?;
+        info!(dir = %state.join("certs").display(), identity = %certs.identity, "sandbox client certificates written");
+    }
+    let hosts = serving_hosts(
+        &args.system_namespace,
+        &args.domain_suffix,
+        &args.tls_hosts,
+        sandbox,
+    );
+    let tls = ServingCert::new(&ca, hosts)?;
+    tls.keep_fresh(&ctx.tasks, &ca);
+    let cluster_id = args.cluster_id.clone().unwrap_or_else(|| "Kubernetes".into());
+    let clients: Arc<dyn ClusterClients> = Arc::new(PrimaryCluster::new(cluster_id.clone(), primary));
+    let tokens = Some((clients, cluster_id));
+    let auth = authenticator(
+        &mesh.trust_domain,
+        &mesh.trust_domain_aliases,
+        tokens,
+        &args.token_audience,
+    );
+    let addr = args.secure_grpc_addr.resolve(args.unspecified_host());
+    serve(
+        &ctx.tasks,
+        addr,
+        &tls,
+        routes(&ca, &auth).add_service(ads.service(Some(auth.clone()))),
+        AcceptLimits::default(),
+    )
+    .await?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -119,35 +119,42 @@ pub fn new(
     let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
     let (publisher, snapshots) = snapshot::Publisher::new();
     let aggregator = Aggregator {
-        index: index::Index::new(opts.primary),
-        debounce: debounce::Debounce::new(opts.debounce_after, opts.debounce_max),
-        publisher,
-        networks,
-        ignored_gateways: Vec::new(),
+        writer: Writer {
+            index: index::Index::new(opts.primary),
+            debounce: debounce::Debounce::new(opts.debounce_after, opts.debounce_max),
+            publisher,
+            networks,
+            ignored_gateways: Vec::new(),
+        },
         rx,
     };
     (aggregator, UpdateSender(tx), snapshots)
 }
 
-/// The single writer of the merged view. Start it with [`Aggregator::spawn`].
+/// The single writer of the merged view, with its inbox. Start it with [`Aggregator::spawn`].
 pub struct Aggregator {
-    index: index::Index,
-    debounce: debounce::Debounce,
-    publisher: snapshot::Publisher,
-    networks: watch::Receiver<Arc<MeshNetworks>>,
-    /// Labelled Services last found unusable as gateways (each is warned about once).
-    ignored_gateways: Vec<Ignored>,
+    writer: Writer,
     rx: mpsc::Receiver<Update>,
 }
 
 impl Aggregator {
     /// Runs the aggregator task until `tasks` is cancelled or every sender is gone.
     pub fn spawn(self, tasks: &Tasks) {
-        tasks.spawn("aggregate", self.run(tasks.cancelled()));
+        tasks.spawn("aggregate", self.writer.run(self.rx, tasks.cancelled()));
     }
+}
 
-    async fn run(mut self, stop: impl Future<Output = ()>) {
-        let mut rx = std::mem::replace(&mut self.rx, mpsc::channel(1).1);
+struct Writer {
+    index: index::Index,
+    debounce: debounce::Debounce,
+    publisher: snapshot::Publisher,
+    networks: watch::Receiver<Arc<MeshNetworks>>,
+    /// Labelled Services last found unusable as gateways (each is warned about once).
+    ignored_gateways: Vec<Ignored>,
+}
+
+impl Writer {
+    async fn run(mut self, mut rx: mpsc::Receiver<Update>, stop: impl Future<Output = ()>) {
         tokio::pin!(stop);
         let mut networks_open = true;
         loop {
@@ -217,11 +224,7 @@ impl Aggregator {
     fn gateways(&mut self) -> (Arc<[NetworkGateway]>, Arc<BTreeSet<Arc<str>>>) {
         let networks = self.networks.borrow_and_update().clone();
         let found = gateways::discover(&networks, self.index.cluster_services());
-        for i in found
-            .ignored
-            .iter()
-            .filter(|i| !self.ignored_gateways.contains(i))
-        {
+        for i in found.ignored.iter().filter(|i| !self.ignored_gateways.contains(i)) {
             warn!(cluster = %i.cluster, service = %i.hostname, reason = %i.reason, "labelled network gateway ignored");
         }
         self.ignored_gateways = found.ignored;

@@ -6,9 +6,11 @@
 //! - [`controller`]: the Secret watcher; starts, rotates and stops clusters.
 //! - [`cluster`]: one cluster's supervisor: client, registry generations, status, readiness timeout.
 //! - [`status`]: the `/debug/clusterz` table.
+//! - [`remote_secret`]: building remote secrets (sandbox, `meshctl add-cluster`).
 
 pub mod cluster;
 pub mod controller;
 pub mod kubeconfig;
+pub mod remote_secret;
 pub mod secrets;
 pub mod status;

@@ -1,4 +1,145 @@
-//! The embedded sandbox: simulated Kubernetes API servers for the `clusters/` topology.
+//! The embedded sandbox: simulated Kubernetes API servers for the `clusters/` topology, joined into one
+//! mesh the way an operator would join real clusters (reader service account, remote secret).
+//!
+//! It does not run the control plane: `app` points the real pipeline at the sandbox's primary.
 
 pub mod apiserver;
 pub mod serve;
+pub mod topology;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use tokio_util::sync::CancellationToken;
+use tracing::info;
+
+use crate::multicluster::remote_secret::{self, READER_SERVICE_ACCOUNT, ReaderCredentials};
+use serve::ServedCluster;
+use topology::ClusterManifests;
+
+/// A running sandbox: one simulated API server per cluster folder.
+pub struct Sandbox {
+    /// The clusters, in topology order.
+    pub clusters: Vec<ServedCluster>,
+    /// The cluster meshd runs in (its ID).
+    pub primary: String,
+    /// Where kubeconfigs and certificates are written.
+    pub state_dir: PathBuf,
+}
+
+/// The default state folder: stable, so `export KUBECONFIG=…` keeps working across restarts.
+pub fn default_state_dir() -> PathBuf {
+    std::env::temp_dir().join("meshd-sandbox")
+}
+
+/// Starts the topology's clusters, loads their manifests, and writes a remote secret for every
+/// non-primary cluster into the primary's `system_namespace`.
+pub async fn start(
+    topology: Vec<ClusterManifests>,
+    primary: Option<&str>,
+    state_dir: &Path,
+    system_namespace: &str,
+    shutdown: CancellationToken,
+) -> anyhow::Result<Sandbox> {
+    let names: Vec<String> = topology.iter().map(|c| c.name.clone()).collect();
+    let primary = match primary {
+        Some(p) if names.iter().any(|n| n == p) => p.to_owned(),
+        Some(p) => anyhow::bail!(
+            "--cluster-id {p:?} is not a cluster of the sandbox (clusters: {})",
+            names.join(", ")
+        ),
+        None => names
+            .first()
+            .cloned()
+            .context("the sandbox topology has no clusters")?,
+    };
+    let clusters = serve::start_clusters(&names, state_dir, shutdown).await?;
+    for (cluster, manifests) in clusters.iter().zip(&topology) {
+        for (origin, object) in &manifests.objects {
+            cluster
+                .server
+                .store()
+                .apply(object.clone())
+                .with_context(|| format!("loading {origin} into {}", cluster.name))?;
+        }
+        info!(cluster = %cluster.name, objects = manifests.objects.len(), url = %cluster.server.url(), "simulated cluster up");
+    }
+    let sandbox = Sandbox {
+        clusters,
+        primary,
+        state_dir: state_dir.to_owned(),
+    };
+    let config_cluster = sandbox.client(&sandbox.primary).await?;
+    for remote in sandbox.clusters.iter().filter(|c| c.name != sandbox.primary) {
+        let client = sandbox.client(&remote.name).await?;
+        remote_secret::ensure_reader(&client, system_namespace, READER_SERVICE_ACCOUNT).await?;
+        let (token, ca_pem) =
+            remote_secret::long_lived_token(&client, system_namespace, READER_SERVICE_ACCOUNT).await?;
+        let creds = ReaderCredentials {
+            server: remote.server.url(),
+            ca_pem,
+            token,
+        };
+        let secret = remote_secret::secret(&remote.name, system_namespace, &creds)?;
+        remote_secret::apply(&config_cluster, &secret).await?;
+        info!(cluster = %remote.name, "remote secret written to the primary");
+    }
+    Ok(sandbox)
+}
+
+impl Sandbox {
+    /// The admin kubeconfig path of `cluster`.
+    pub fn kubeconfig(&self, cluster: &str) -> Option<&Path> {
+        self.clusters
+            .iter()
+            .find(|c| c.name == cluster)
+            .map(|c| c.kubeconfig.as_path())
+    }
+
+    /// An admin client for `cluster`.
+    pub async fn client(&self, cluster: &str) -> anyhow::Result<kube::Client> {
+        let c = self
+            .clusters
+            .iter()
+            .find(|c| c.name == cluster)
+            .context("no such sandbox cluster")?;
+        let kubeconfig = kube::config::Kubeconfig::from_yaml(&c.server.admin_kubeconfig())?;
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
+        Ok(kube::Client::try_from(config)?)
+    }
+
+    /// The friendly start-up summary: clusters, kubeconfigs, where meshd serves, what to try next.
+    pub fn summary(&self, serving: &[(&str, String)]) -> String {
+        let mut out = String::from("\nmeshd sandbox is ready\n\n  clusters:\n");
+        for c in &self.clusters {
+            let role = if c.name == self.primary {
+                "primary"
+            } else {
+                "remote "
+            };
+            out += &format!(
+                "    {:<10} {role}  {}  kubeconfig: {}\n",
+                c.name,
+                c.server.url(),
+                c.kubeconfig.display()
+            );
+        }
+        out += "\n  meshd:\n";
+        for (what, addr) in serving {
+            out += &format!("    {what:<22} {addr}\n");
+        }
+        let remote = self
+            .clusters
+            .iter()
+            .find(|c| c.name != self.primary)
+            .unwrap_or(&self.clusters[0]);
+        out += &format!(
+            "\n  try:\n    kubectl --kubeconfig {} get pods -n sample -o wide\n",
+            remote.kubeconfig.display()
+        );
+        if let Some((_, admin)) = serving.iter().find(|(w, _)| w.starts_with("monitoring")) {
+            out += &format!("    curl -s {admin}/debug/clusterz\n");
+        }
+        out
+    }
+}

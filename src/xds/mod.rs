@@ -28,7 +28,7 @@ use std::fmt;
 pub use generator::{AllEndpoints, EndpointView, NetworkView};
 pub use node::{NodeError, Proxy, ProxyKind};
 pub use resource::{Resource, Subscription};
-pub use server::{AdsServer, AllowAll, Authenticator, Caller, XdsLimits};
+pub use server::{AdsServer, Caller, XdsLimits};
 
 /// `Cluster` (CDS).
 pub const CLUSTER_TYPE: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";

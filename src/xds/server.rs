@@ -11,7 +11,6 @@ use envoy_types::pb::envoy::service::discovery::v3::{
     DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
     aggregated_discovery_service_server::{AggregatedDiscoveryService, AggregatedDiscoveryServiceServer},
 };
-use futures::future::BoxFuture;
 use tokio::{
     io::{AsyncRead, AsyncWrite},
     net::TcpListener,
@@ -33,7 +32,10 @@ use super::{
     sotw::Sotw,
     status::Connections,
 };
-use crate::drain::Tasks;
+use crate::{
+    auth::{AuthRequest, Authenticator},
+    drain::Tasks,
+};
 
 /// Who is on the other end of a stream, as the authenticator established it.
 #[derive(Debug, Clone, Default)]
@@ -70,23 +72,6 @@ impl Caller {
             claimed: format!("ns/{ns}/sa/{}", proxy.service_account.as_deref().unwrap_or("")),
             authenticated: self.identities.clone(),
         })
-    }
-}
-
-/// Decides whether a stream may proceed, before any xDS work. The request carries the metadata
-/// (`authorization`, `clusterid`) and the extensions (tonic's `TlsConnectInfo` with peer certificates).
-pub trait Authenticator: Send + Sync + 'static {
-    /// The caller's identity, or the status that refuses the stream (`Unauthenticated`, …).
-    fn authenticate<'a>(&'a self, request: &'a Request<()>) -> BoxFuture<'a, Result<Caller, Status>>;
-}
-
-/// Admits everyone with no identity: the plaintext port (15010), as istiod.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct AllowAll;
-
-impl Authenticator for AllowAll {
-    fn authenticate<'a>(&'a self, _: &'a Request<()>) -> BoxFuture<'a, Result<Caller, Status>> {
-        Box::pin(async { Ok(Caller::default()) })
     }
 }
 
@@ -167,8 +152,12 @@ impl AdsServer {
         self.shared.connections.clone()
     }
 
-    /// The tonic service for one port, checking every stream with `auth`.
-    pub fn service(&self, auth: Arc<dyn Authenticator>) -> AggregatedDiscoveryServiceServer<AdsService> {
+    /// The tonic service for one port, checking every stream with `auth` (`None`: plaintext 15010,
+    /// where callers are not authenticated, as on istiod).
+    pub fn service(
+        &self,
+        auth: Option<Arc<dyn Authenticator>>,
+    ) -> AggregatedDiscoveryServiceServer<AdsService> {
         let limits = &self.shared.limits;
         AggregatedDiscoveryServiceServer::new(AdsService {
             shared: self.shared.clone(),
@@ -181,14 +170,14 @@ impl AdsServer {
     /// Serves plaintext on `listener` (15010) with no authentication until shutdown.
     pub async fn serve_plaintext(&self, listener: TcpListener) -> Result<(), tonic::transport::Error> {
         let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
-        self.serve_incoming(incoming, Arc::new(AllowAll)).await
+        self.serve_incoming(incoming, None).await
     }
 
     /// Serves on already-accepted connections (e.g. rustls streams for 15012) until shutdown.
     pub async fn serve_incoming<I, IO, IE>(
         &self,
         incoming: I,
-        auth: Arc<dyn Authenticator>,
+        auth: Option<Arc<dyn Authenticator>>,
     ) -> Result<(), tonic::transport::Error>
     where
         I: Stream<Item = Result<IO, IE>> + Send,
@@ -207,7 +196,7 @@ impl AdsServer {
 /// The tonic handler for one port.
 pub struct AdsService {
     shared: Arc<Shared>,
-    auth: Arc<dyn Authenticator>,
+    auth: Option<Arc<dyn Authenticator>>,
 }
 
 type ResponseStream<R> = Pin<Box<dyn Stream<Item = Result<R, Status>> + Send>>;
@@ -231,7 +220,18 @@ impl AdsService {
         let peer = request.remote_addr().map(|a: SocketAddr| a.to_string());
         let (metadata, extensions, requests) = request.into_parts();
         let probe = Request::from_parts(metadata, extensions, ());
-        let caller = self.auth.authenticate(&probe).await?;
+        let caller = match &self.auth {
+            None => Caller::default(),
+            Some(auth) => {
+                let certs = probe.peer_certs();
+                let identity = auth
+                    .authenticate(AuthRequest::new(probe.metadata(), certs.as_ref()))
+                    .await?;
+                Caller {
+                    identities: vec![identity.spiffe_uri()],
+                }
+            }
+        };
         let (tx, rx) = mpsc::channel(2);
         let shared = self.shared.clone();
         self.shared.tasks.spawn(
