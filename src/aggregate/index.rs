@@ -33,7 +33,7 @@ pub(super) struct Index {
     pub(super) endpoints: BTreeMap<ServiceKey, Arc<EndpointShards>>,
     /// Gateway DNS names → their last resolved addresses.
     dns: BTreeMap<Arc<str>, Vec<IpAddr>>,
-    /// A DNS answer changed: the gateway set must be recomputed at the next publish.
+    /// A DNS answer or a cluster's own Service changed: recompute the gateway set at the next publish.
     gateways_dirty: bool,
     changes: ChangeSet,
 }
@@ -90,7 +90,7 @@ impl Index {
         !self.changes.is_empty() || self.gateways_dirty
     }
 
-    /// Whether a DNS answer changed since the last call.
+    /// Whether the gateway set may have changed since the last call.
     pub(super) fn take_gateways_dirty(&mut self) -> bool {
         std::mem::take(&mut self.gateways_dirty)
     }
@@ -206,6 +206,9 @@ impl Index {
             }
             (None, None) => return,
         }
+        // Gateways are found from each cluster's own Service (labels differ per cluster, and the merged
+        // Service keeps the primary's), so any per-cluster change may change them.
+        self.gateways_dirty = true;
         let merged = merge(entries);
         if entries.is_empty() {
             self.by_cluster.remove(key);

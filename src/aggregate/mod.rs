@@ -191,8 +191,8 @@ impl Writer {
         self.debounce.reset();
         let previous = self.publisher.current();
         let mut changes = self.index.take_changes();
-        let dns_changed = self.index.take_gateways_dirty();
-        let (gateways, gateway_hostnames) = if changes.needs_full_push() || dns_changed {
+        let gateways_dirty = self.index.take_gateways_dirty();
+        let (gateways, gateway_hostnames) = if changes.needs_full_push() || gateways_dirty {
             let (gws, names) = self.gateways();
             if *gws != *previous.gateways {
                 changes.full.insert(FullReason::Gateways);
@@ -224,7 +224,11 @@ impl Writer {
     fn gateways(&mut self) -> (Arc<[NetworkGateway]>, Arc<BTreeSet<Arc<str>>>) {
         let networks = self.networks.borrow_and_update().clone();
         let found = gateways::discover(&networks, self.index.cluster_services());
-        for i in found.ignored.iter().filter(|i| !self.ignored_gateways.contains(i)) {
+        for i in found
+            .ignored
+            .iter()
+            .filter(|i| !self.ignored_gateways.contains(i))
+        {
             warn!(cluster = %i.cluster, service = %i.hostname, reason = %i.reason, "labelled network gateway ignored");
         }
         self.ignored_gateways = found.ignored;
