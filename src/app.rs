@@ -198,8 +198,9 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
     });
     let trust = watches.mesh.borrow().clone();
     let secure_args = args.clone();
+    let remotes = discovery_handle.clusters.clone();
     server.add_start_func("secure grpc", move |ctx| async move {
-        secure::start(&ctx, &secure_args, &trust, primary, &secure_ads).await
+        secure::start(&ctx, &secure_args, &trust, primary, remotes, &secure_ads).await
     });
 
     let started = tokio::select! {

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 import grpc
+import grpc.experimental
 
 
 def main():
