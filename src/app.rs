@@ -18,6 +18,7 @@ use crate::{
     },
     discovery,
     drain::Tasks,
+    network,
     readiness::Ready,
     sandbox::{self, Sandbox},
     secure, xds,
@@ -148,6 +149,7 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
             }
         }),
     );
+    let debug = network::routes(debug, discovery_handle.snapshots.clone());
     let debug = discovery::routes(debug, &discovery_handle).route(
         "/debug/connections",
         "connected xDS streams: node, subscriptions, nonces, versions, last NACK",
@@ -236,7 +238,7 @@ fn xds_server(
     let (updates_tx, updates) = tokio::sync::mpsc::channel(16);
     xds::snapshot::spawn_feed(tasks, snapshots, updates_tx);
     let pushes = xds::push::spawn_debouncer(tasks, updates, Duration::ZERO, Duration::ZERO);
-    let endpoints = Arc::new(xds::AllEndpoints);
+    let endpoints = Arc::new(network::SplitHorizon);
     xds::AdsServer::new(
         pushes,
         tasks.clone(),

@@ -15,6 +15,7 @@ pub mod drain;
 pub mod leader;
 pub mod model;
 pub mod multicluster;
+pub mod network;
 pub mod readiness;
 pub mod registry;
 pub mod sandbox;

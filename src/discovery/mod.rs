@@ -25,6 +25,7 @@ use crate::{
         kubeconfig::InsecureOption,
         status::{Clusters, StatusSource},
     },
+    network::dns,
     registry::{self, service::Context},
 };
 
@@ -107,6 +108,12 @@ impl Discovery {
             handle,
         } = self;
         aggregator.spawn(&ctx.tasks);
+        dns::spawn(
+            &ctx.tasks,
+            Arc::new(dns::SystemResolver),
+            handle.snapshots.clone(),
+            updates.clone(),
+        );
         let conv = Context {
             cluster: opts.cluster_id.clone(),
             domain_suffix: opts.domain_suffix.as_str().into(),

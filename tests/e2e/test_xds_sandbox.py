@@ -45,7 +45,10 @@ def bootstrap(server_uri: str, creds: dict) -> str:
         "node": {
             "id": "sidecar~127.0.0.1~e2e-client.sample~sample.svc.cluster.local",
             "locality": {},
-            "metadata": {"GENERATOR": "grpc", "NAMESPACE": "sample", "CLUSTER_ID": "cluster1"},
+            # On cluster1's network: an unlabelled client would reach network1's pods only through its
+            # east-west gateway (istiod 1.30 forceGateway, docs/multi-network.md).
+            "metadata": {"GENERATOR": "grpc", "NAMESPACE": "sample", "CLUSTER_ID": "cluster1",
+                         "NETWORK": "network1"},
         },
     })
 
