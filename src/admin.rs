@@ -189,7 +189,10 @@ async fn debug_access(
     {
         return (
             StatusCode::FORBIDDEN,
-            format!("identities in namespace {ns:?} may only use {}\n", NAMESPACE_PATHS.join(", ")),
+            format!(
+                "identities in namespace {ns:?} may only use {}\n",
+                NAMESPACE_PATHS.join(", ")
+            ),
         )
             .into_response();
     }

@@ -127,8 +127,11 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
         _ => None,
     };
 
-    let (discovery, discovery_handle) =
-        discovery::new(discovery_options(&args, &watches), watches.networks.clone(), &mut registry);
+    let (discovery, discovery_handle) = discovery::new(
+        discovery_options(&args, &watches),
+        watches.networks.clone(),
+        &mut registry,
+    );
     let registry = Arc::new(registry);
     let ads = xds_server(
         &server.context().tasks,

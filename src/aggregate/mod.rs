@@ -231,7 +231,11 @@ impl Writer {
     fn gateways(&mut self) -> (Arc<[NetworkGateway]>, Arc<BTreeSet<Arc<str>>>) {
         let networks = self.networks.borrow_and_update().clone();
         let found = gateways::discover(&networks, self.index.cluster_services());
-        for i in found.ignored.iter().filter(|i| !self.ignored_gateways.contains(i)) {
+        for i in found
+            .ignored
+            .iter()
+            .filter(|i| !self.ignored_gateways.contains(i))
+        {
             warn!(cluster = %i.cluster, service = %i.hostname, reason = %i.reason, "labelled network gateway ignored");
         }
         self.ignored_gateways = found.ignored;

@@ -121,8 +121,11 @@ impl Collector for ClusterGauges {
             MetricType::Gauge,
         )?;
         for r in remote {
-            ConstGauge::new(i64::from(r.sync_status == "synced"))
-                .encode(sync.encode_family(&Cluster { cluster: r.id.to_string() })?)?;
+            ConstGauge::new(i64::from(r.sync_status == "synced")).encode(sync.encode_family(
+                &Cluster {
+                    cluster: r.id.to_string(),
+                },
+            )?)?;
         }
         Ok(())
     }

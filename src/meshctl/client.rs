@@ -14,7 +14,9 @@ pub enum ClientError {
     #[error("--meshd {0:?} must be an http://host:port URL")]
     BadUrl(String),
     /// Nothing answered.
-    #[error("cannot reach meshd at {addr}: {source} (is it running? for a cluster, `kubectl port-forward -n istio-system deploy/meshd 15014`)")]
+    #[error(
+        "cannot reach meshd at {addr}: {source} (is it running? for a cluster, `kubectl port-forward -n istio-system deploy/meshd 15014`)"
+    )]
     Connect {
         /// host:port.
         addr: String,
@@ -61,7 +63,9 @@ pub struct AdminClient {
 
 impl std::fmt::Debug for AdminClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AdminClient").field("authority", &self.authority).finish_non_exhaustive()
+        f.debug_struct("AdminClient")
+            .field("authority", &self.authority)
+            .finish_non_exhaustive()
     }
 }
 

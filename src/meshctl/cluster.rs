@@ -17,9 +17,7 @@ use kube::{
     config::{KubeConfigOptions, Kubeconfig},
 };
 
-use crate::multicluster::remote_secret::{
-    self, MULTICLUSTER_LABEL, ReaderCredentials, RemoteSecretError,
-};
+use crate::multicluster::remote_secret::{self, MULTICLUSTER_LABEL, ReaderCredentials, RemoteSecretError};
 
 /// Why a cluster could not be added or removed.
 #[derive(Debug, thiserror::Error)]
@@ -43,7 +41,9 @@ pub enum ClusterError {
         server: String,
     },
     /// The kubeconfig carries no CA for the API server.
-    #[error("the remote kubeconfig has no certificate-authority-data for {server}; meshd must verify the API server")]
+    #[error(
+        "the remote kubeconfig has no certificate-authority-data for {server}; meshd must verify the API server"
+    )]
     NoCa {
         /// The server URL.
         server: String,
@@ -100,7 +100,10 @@ pub struct AddCluster {
 
 /// A kube client and its server URL and CA from a kubeconfig file (default: `$KUBECONFIG` or
 /// `~/.kube/config`) and context (default: current).
-pub async fn client(path: Option<&str>, context: Option<&str>) -> Result<(Client, String, Option<Vec<u8>>), ClusterError> {
+pub async fn client(
+    path: Option<&str>,
+    context: Option<&str>,
+) -> Result<(Client, String, Option<Vec<u8>>), ClusterError> {
     let err = |reason: String| ClusterError::Kubeconfig {
         path: path.map(str::to_owned),
         reason,
@@ -162,7 +165,10 @@ pub async fn remote_secret(
     kubeconfig_ca: Option<Vec<u8>>,
     opts: &AddCluster,
 ) -> Result<Secret, ClusterError> {
-    let server = opts.server.clone().unwrap_or_else(|| kubeconfig_server.to_owned());
+    let server = opts
+        .server
+        .clone()
+        .unwrap_or_else(|| kubeconfig_server.to_owned());
     if is_loopback(&server) && !opts.allow_loopback {
         return Err(ClusterError::LoopbackServer { server });
     }
@@ -174,16 +180,30 @@ pub async fn remote_secret(
             remote_secret::long_lived_token(remote, &opts.namespace, &opts.service_account).await?
         }
         TokenKind::Bound(ttl) => {
-            let ca = kubeconfig_ca.ok_or_else(|| ClusterError::NoCa { server: server.clone() })?;
-            (bound_token(remote, &opts.namespace, &opts.service_account, ttl).await?, ca)
+            let ca = kubeconfig_ca.ok_or_else(|| ClusterError::NoCa {
+                server: server.clone(),
+            })?;
+            (
+                bound_token(remote, &opts.namespace, &opts.service_account, ttl).await?,
+                ca,
+            )
         }
     };
-    let creds = ReaderCredentials { server, ca_pem, token };
+    let creds = ReaderCredentials {
+        server,
+        ca_pem,
+        token,
+    };
     Ok(remote_secret::secret(&opts.name, &opts.namespace, &creds)?)
 }
 
 /// A TokenRequest token for the reader, valid for `ttl` (the API server may shorten it).
-async fn bound_token(client: &Client, namespace: &str, sa: &str, ttl: Duration) -> Result<String, ClusterError> {
+async fn bound_token(
+    client: &Client,
+    namespace: &str,
+    sa: &str,
+    ttl: Duration,
+) -> Result<String, ClusterError> {
     let request = TokenRequest {
         spec: TokenRequestSpec {
             audiences: vec![],

@@ -24,10 +24,19 @@ use output::{Output, render};
 
 /// `meshctl`.
 #[derive(Debug, Parser)]
-#[command(name = "meshctl", about = "Operate meshd: clusters, proxies, and why a proxy gets what it gets", version)]
+#[command(
+    name = "meshctl",
+    about = "Operate meshd: clusters, proxies, and why a proxy gets what it gets",
+    version
+)]
 pub struct Cli {
     /// meshd's admin address (monitoring port; `kubectl port-forward` to it for a cluster install).
-    #[arg(long, global = true, env = "MESHCTL_MESHD", default_value = "http://127.0.0.1:15014")]
+    #[arg(
+        long,
+        global = true,
+        env = "MESHCTL_MESHD",
+        default_value = "http://127.0.0.1:15014"
+    )]
     pub meshd: String,
     /// Bearer token for meshd's debug endpoints when not calling over loopback.
     #[arg(long, global = true, env = "MESHCTL_TOKEN", hide_env_values = true)]
@@ -185,11 +194,20 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
         }
         Command::Sandbox {
             command: SandboxCommand::Serve { clusters, state_dir },
-        } => crate::sandbox::serve::run(&clusters, &state_dir).await.map_err(Error::Sandbox)?,
+        } => crate::sandbox::serve::run(&clusters, &state_dir)
+            .await
+            .map_err(Error::Sandbox)?,
         Command::AddCluster(args) => add_cluster(args).await?,
-        Command::RemoveCluster { id, primary, namespace } => {
-            let (client, _, _) =
-                cluster::client(primary.primary_kubeconfig.as_deref(), primary.primary_context.as_deref()).await?;
+        Command::RemoveCluster {
+            id,
+            primary,
+            namespace,
+        } => {
+            let (client, _, _) = cluster::client(
+                primary.primary_kubeconfig.as_deref(),
+                primary.primary_context.as_deref(),
+            )
+            .await?;
             let secret = cluster::remove(&client, &namespace, &id).await?;
             eprintln!("removed cluster {id} (Secret {secret})");
         }
@@ -236,7 +254,11 @@ async fn add_cluster(a: AddClusterArgs) -> Result<(), Error> {
         namespace: a.namespace,
         service_account: a.service_account,
         create_service_account: a.create_service_account,
-        token: if a.long_lived { TokenKind::LongLived } else { TokenKind::Bound(a.token_duration) },
+        token: if a.long_lived {
+            TokenKind::LongLived
+        } else {
+            TokenKind::Bound(a.token_duration)
+        },
         server: a.server,
         allow_loopback: a.allow_loopback,
     };
@@ -246,8 +268,11 @@ async fn add_cluster(a: AddClusterArgs) -> Result<(), Error> {
     }
     let secret = cluster::remote_secret(&remote, &server, ca, &opts).await?;
     if a.apply {
-        let (primary, _, _) =
-            cluster::client(a.primary.primary_kubeconfig.as_deref(), a.primary.primary_context.as_deref()).await?;
+        let (primary, _, _) = cluster::client(
+            a.primary.primary_kubeconfig.as_deref(),
+            a.primary.primary_context.as_deref(),
+        )
+        .await?;
         cluster::apply(&primary, &secret).await?;
         eprintln!(
             "cluster {} added: Secret {}/{} written to the primary",

@@ -68,7 +68,10 @@ mod tests {
             (&["A", "B"], vec![], "A  B\n"),
             (
                 &["NAME", "STATUS"],
-                vec![vec!["cluster1".into(), "synced".into()], vec!["c2".into(), "timeout".into()]],
+                vec![
+                    vec!["cluster1".into(), "synced".into()],
+                    vec!["c2".into(), "timeout".into()],
+                ],
                 "NAME      STATUS\ncluster1  synced\nc2        timeout\n",
             ),
             (

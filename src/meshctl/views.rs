@@ -45,7 +45,10 @@ pub fn remote_cluster(row: &ClusterzRow) -> RemoteCluster {
     let detail = row.last_error.as_deref().filter(|e| !e.is_empty());
     let (status, reason) = match (row.sync_status.as_str(), detail) {
         ("synced", _) => ("synced", String::new()),
-        ("syncing", None) => ("syncing", "initial list of services and endpoints in progress".into()),
+        ("syncing", None) => (
+            "syncing",
+            "initial list of services and endpoints in progress".into(),
+        ),
         ("syncing", Some(e)) => ("syncing", format!("initial list in progress; last error: {e}")),
         ("timeout", e) => (
             "timeout",
@@ -62,7 +65,11 @@ pub fn remote_cluster(row: &ClusterzRow) -> RemoteCluster {
     };
     RemoteCluster {
         name: row.id.clone(),
-        secret: if row.secret_name.is_empty() { "-".into() } else { row.secret_name.clone() },
+        secret: if row.secret_name.is_empty() {
+            "-".into()
+        } else {
+            row.secret_name.clone()
+        },
         status: status.into(),
         reason,
     }
@@ -80,7 +87,14 @@ impl Rows for RemoteClusters {
     fn cells(&self) -> Vec<Vec<String>> {
         self.0
             .iter()
-            .map(|c| vec![c.name.clone(), c.secret.clone(), c.status.clone(), c.reason.clone()])
+            .map(|c| {
+                vec![
+                    c.name.clone(),
+                    c.secret.clone(),
+                    c.status.clone(),
+                    c.reason.clone(),
+                ]
+            })
             .collect()
     }
 }
@@ -170,7 +184,16 @@ pub struct ProxyStatuses(pub Vec<ProxyStatus>);
 
 impl Rows for ProxyStatuses {
     fn header(&self) -> Vec<&'static str> {
-        vec!["NAME", "CLUSTER", "NETWORK", "CDS", "LDS", "EDS", "RDS", "LAST NACK"]
+        vec![
+            "NAME",
+            "CLUSTER",
+            "NETWORK",
+            "CDS",
+            "LDS",
+            "EDS",
+            "RDS",
+            "LAST NACK",
+        ]
     }
     fn cells(&self) -> Vec<Vec<String>> {
         self.0
@@ -201,7 +224,14 @@ pub struct AdsClients(pub Vec<Value>);
 
 impl Rows for AdsClients {
     fn header(&self) -> Vec<&'static str> {
-        vec!["CONNECTION", "ADDRESS", "CLUSTER", "NETWORK", "CONNECTED", "WATCHES"]
+        vec![
+            "CONNECTION",
+            "ADDRESS",
+            "CLUSTER",
+            "NETWORK",
+            "CONNECTED",
+            "WATCHES",
+        ]
     }
     fn cells(&self) -> Vec<Vec<String>> {
         self.0
@@ -252,7 +282,13 @@ impl Rows for Networks {
                     Value::Null => String::new(),
                     other => other.to_string(),
                 };
-                vec![s(&g["Network"]), s(&g["Cluster"]), s(&g["Addr"]), s(&g["Port"]), s(&g["Hostname"])]
+                vec![
+                    s(&g["Network"]),
+                    s(&g["Cluster"]),
+                    s(&g["Addr"]),
+                    s(&g["Port"]),
+                    s(&g["Hostname"]),
+                ]
             })
             .collect()
     }
@@ -293,8 +329,12 @@ pub fn verdict_words(v: &Value) -> String {
             let reason = match why {
                 "outsideNetworkView" => "outside the proxy's REQUESTED_NETWORK_VIEW",
                 "noSuchPort" => "does not serve this port",
-                "notMtls" => "not mTLS-capable (a remote endpoint is reached through the gateway by its mTLS SNI)",
-                "unhealthy" => "unhealthy (a remote endpoint would draw traffic through the gateway to nothing)",
+                "notMtls" => {
+                    "not mTLS-capable (a remote endpoint is reached through the gateway by its mTLS SNI)"
+                }
+                "unhealthy" => {
+                    "unhealthy (a remote endpoint would draw traffic through the gateway to nothing)"
+                }
                 other => other,
             };
             format!("DROPPED: {reason}")
@@ -314,11 +354,20 @@ pub fn explain_text(e: &Value) -> String {
         "proxy {} on network {}{}\nservice {}\n",
         s(&e["proxy"]),
         s(&e["view"]["network"]),
-        if view.is_empty() { String::new() } else { format!(" (REQUESTED_NETWORK_VIEW {})", view.join(",")) },
+        if view.is_empty() {
+            String::new()
+        } else {
+            format!(" (REQUESTED_NETWORK_VIEW {})", view.join(","))
+        },
         s(&e["service"]),
     );
     for port in e["ports"].as_array().into_iter().flatten() {
-        out += &format!("\nport {} ({}), EDS cluster {}\n\n  sent:\n", port["port"], s(&port["name"]), s(&port["edsCluster"]));
+        out += &format!(
+            "\nport {} ({}), EDS cluster {}\n\n  sent:\n",
+            port["port"],
+            s(&port["name"]),
+            s(&port["edsCluster"])
+        );
         let sent: Vec<Vec<String>> = port["sent"]
             .as_array()
             .into_iter()
@@ -326,14 +375,21 @@ pub fn explain_text(e: &Value) -> String {
             .map(|ep| {
                 vec![
                     format!("{}:{}", s(&ep["address"]), ep["port"]),
-                    if ep["gateway"] == true { "gateway".into() } else { "endpoint".into() },
+                    if ep["gateway"] == true {
+                        "gateway".into()
+                    } else {
+                        "endpoint".into()
+                    },
                     s(&ep["cluster"]),
                     s(&ep["network"]),
                     ep["weight"].to_string(),
                 ]
             })
             .collect();
-        out += &indent(&super::output::table(&["ADDRESS", "KIND", "CLUSTER", "NETWORK", "WEIGHT"], &sent));
+        out += &indent(&super::output::table(
+            &["ADDRESS", "KIND", "CLUSTER", "NETWORK", "WEIGHT"],
+            &sent,
+        ));
         out += "\n  endpoints:\n";
         let eps: Vec<Vec<String>> = port["endpoints"]
             .as_array()
@@ -350,7 +406,10 @@ pub fn explain_text(e: &Value) -> String {
                 ]
             })
             .collect();
-        out += &indent(&super::output::table(&["ADDRESS", "CLUSTER", "NETWORK", "HEALTH", "TLS", "WHY"], &eps));
+        out += &indent(&super::output::table(
+            &["ADDRESS", "CLUSTER", "NETWORK", "HEALTH", "TLS", "WHY"],
+            &eps,
+        ));
     }
     out
 }

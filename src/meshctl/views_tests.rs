@@ -18,11 +18,26 @@ fn remote_cluster_status_and_reason() {
         ("synced", None, "synced", ""),
         ("synced", Some("old"), "synced", ""),
         ("syncing", None, "syncing", "initial list"),
-        ("syncing", Some("connection refused"), "syncing", "last error: connection refused"),
-        ("timeout", Some("401 Unauthorized"), "timeout", "remote-cluster timeout"),
+        (
+            "syncing",
+            Some("connection refused"),
+            "syncing",
+            "last error: connection refused",
+        ),
+        (
+            "timeout",
+            Some("401 Unauthorized"),
+            "timeout",
+            "remote-cluster timeout",
+        ),
         ("timeout", None, "timeout", "still retrying"),
         ("closed", None, "closed", "stopped"),
-        ("error: kubeconfig exec plugin is not allowed", None, "error", "exec plugin"),
+        (
+            "error: kubeconfig exec plugin is not allowed",
+            None,
+            "error",
+            "exec plugin",
+        ),
     ];
     for (status, err, want_status, want_reason) in cases {
         let r = remote_cluster(&row(status, "istio-system/s", err));
@@ -70,7 +85,10 @@ fn proxy_status_row_names_the_nack() {
         ("SYNCED", "STALE", "NOT SENT")
     );
     assert_eq!(p.last_nack, "EDS: bad endpoint");
-    let table = crate::meshctl::output::table(&ProxyStatuses(vec![p.clone()]).header(), &ProxyStatuses(vec![p]).cells());
+    let table = crate::meshctl::output::table(
+        &ProxyStatuses(vec![p.clone()]).header(),
+        &ProxyStatuses(vec![p]).cells(),
+    );
     assert!(table.starts_with("NAME "), "{table}");
 }
 
@@ -78,14 +96,26 @@ fn proxy_status_row_names_the_nack() {
 fn verdicts_in_words() {
     let gw = json!({"network": "network2", "address": "198.51.100.10", "port": 15443});
     let cases = [
-        (json!({"decision": "direct", "why": "sameNetwork", "weight": 2}), "sent directly, weight 2: same network"),
+        (
+            json!({"decision": "direct", "why": "sameNetwork", "weight": 2}),
+            "sent directly, weight 2: same network",
+        ),
         (
             json!({"decision": "viaGateways", "gateways": [gw], "share": 2}),
             "through network2's gateway 198.51.100.10:15443 with weight 2 each",
         ),
-        (json!({"decision": "dropped", "why": "notMtls"}), "DROPPED: not mTLS-capable"),
-        (json!({"decision": "dropped", "why": "unhealthy"}), "DROPPED: unhealthy"),
-        (json!({"decision": "dropped", "why": "outsideNetworkView"}), "DROPPED: outside the proxy's REQUESTED_NETWORK_VIEW"),
+        (
+            json!({"decision": "dropped", "why": "notMtls"}),
+            "DROPPED: not mTLS-capable",
+        ),
+        (
+            json!({"decision": "dropped", "why": "unhealthy"}),
+            "DROPPED: unhealthy",
+        ),
+        (
+            json!({"decision": "dropped", "why": "outsideNetworkView"}),
+            "DROPPED: outside the proxy's REQUESTED_NETWORK_VIEW",
+        ),
     ];
     for (v, want) in cases {
         let got = verdict_words(&v);

@@ -188,7 +188,10 @@ fn sent(ep: &Endpoint, port_name: &str, gateway: bool) -> SentEndpoint {
 /// `host[:port]` → the service (exact host, or `name.namespace` short form) and the port.
 pub fn find_service<'m>(mesh: &'m dyn Mesh, spec: &str) -> Result<(&'m Service, Option<u16>), String> {
     let (host, port) = match spec.rsplit_once(':') {
-        Some((h, p)) => (h, Some(p.parse::<u16>().map_err(|_| format!("bad port in {spec:?}"))?)),
+        Some((h, p)) => (
+            h,
+            Some(p.parse::<u16>().map_err(|_| format!("bad port in {spec:?}"))?),
+        ),
         None => (spec, None),
     };
     let service = mesh.service(host).or_else(|| {
@@ -206,6 +209,9 @@ pub fn find_service<'m>(mesh: &'m dyn Mesh, spec: &str) -> Result<(&'m Service, 
 
 /// The handler: looks the proxy up among live connections and explains against the current snapshot.
 pub(super) fn handle(mesh: &dyn Mesh, connections: &Connections, q: &ExplainQuery) -> Response {
+    if q.proxy_id.is_empty() || q.service.is_empty() {
+        return (StatusCode::BAD_REQUEST, "proxyID and service are required\n").into_response();
+    }
     let conns = connections.list();
     let Some(proxy) = conns
         .iter()

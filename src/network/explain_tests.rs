@@ -22,7 +22,11 @@ fn ep(ip: &str, network: &str, cluster: &str, mtls: bool, healthy: bool) -> Endp
         labels: Labels::default(),
         service_account: None,
         tls_mode: if mtls { TlsMode::Istio } else { TlsMode::Disabled },
-        health: if healthy { Health::Healthy } else { Health::Unhealthy },
+        health: if healthy {
+            Health::Healthy
+        } else {
+            Health::Unhealthy
+        },
         workload: None,
         weight: 1,
     }
@@ -88,7 +92,12 @@ fn every_endpoint_gets_the_filters_verdict() {
                 "dropped NotMtls",
                 "dropped Unhealthy",
             ],
-            &["10.10.0.1 w=2", "10.10.0.2 w=2", "198.51.100.10 w=2", "198.51.100.11 w=2"],
+            &[
+                "10.10.0.1 w=2",
+                "10.10.0.2 w=2",
+                "198.51.100.10 w=2",
+                "198.51.100.11 w=2",
+            ],
         ),
         (
             "network2 proxy: the mirror image",
@@ -101,7 +110,13 @@ fn every_endpoint_gets_the_filters_verdict() {
                 "direct SameNetwork w=2",
                 "direct SameNetwork w=2",
             ],
-            &["10.20.0.1 w=2", "10.20.0.2 w=2", "10.20.0.3 w=2", "10.20.0.4 w=2", "192.0.2.10 w=2"],
+            &[
+                "10.20.0.1 w=2",
+                "10.20.0.2 w=2",
+                "10.20.0.3 w=2",
+                "10.20.0.4 w=2",
+                "192.0.2.10 w=2",
+            ],
         ),
         (
             "a view of network1 only hides network2",
@@ -159,6 +174,14 @@ fn services_are_found_by_short_name_and_port() {
     let (s, p) = find_service(&m, "hello.sample:5000").unwrap();
     assert_eq!((&*s.hostname, p), ("hello.sample.svc.cluster.local", Some(5000)));
     assert!(find_service(&m, "hello.sample.svc.cluster.local").is_ok());
-    assert!(find_service(&m, "hello.sample:81").unwrap_err().contains("no port 81"));
-    assert!(find_service(&m, "nope.sample").unwrap_err().contains("no service"));
+    assert!(
+        find_service(&m, "hello.sample:81")
+            .unwrap_err()
+            .contains("no port 81")
+    );
+    assert!(
+        find_service(&m, "nope.sample")
+            .unwrap_err()
+            .contains("no service")
+    );
 }

@@ -118,7 +118,13 @@ fn four_networks() -> (Vec<Endpoint>, Vec<NetworkGateway>) {
 }
 
 /// name, endpoints, gateways, the proxy's view, the rendered assignment.
-type Case<'a> = (&'a str, &'a [Endpoint], &'a [NetworkGateway], NetworkView, Vec<&'a str>);
+type Case<'a> = (
+    &'a str,
+    &'a [Endpoint],
+    &'a [NetworkGateway],
+    NetworkView,
+    Vec<&'a str>,
+);
 
 #[test]
 fn golden_tables() {

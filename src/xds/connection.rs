@@ -185,6 +185,7 @@ pub(crate) async fn run<P: Protocol>(
     });
     status.update(|s| s.id = format!("{}-{}", proxy.id, status.key()));
     info!(node = %proxy.id, kind = ?proxy.kind, protocol, "xDS stream connected");
+    shared.push_log.begin(&push);
     shared.metrics.stream_opened();
     let mut pushes = shared.pushes.clone();
     pushes.borrow_and_update();

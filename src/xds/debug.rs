@@ -136,13 +136,26 @@ pub fn syncz(conns: &[Arc<ConnectionStatus>]) -> Vec<Value> {
         .filter_map(|c| {
             let p = c.proxy.as_ref()?;
             let nonce = |ty: XdsType, acked: bool| {
-                c.watches.get(&ty).and_then(|w| if acked { w.nonce_acked.clone() } else { w.nonce_sent.clone() }).unwrap_or_default()
+                c.watches
+                    .get(&ty)
+                    .and_then(|w| {
+                        if acked {
+                            w.nonce_acked.clone()
+                        } else {
+                            w.nonce_sent.clone()
+                        }
+                    })
+                    .unwrap_or_default()
             };
             let resources: BTreeMap<&str, Value> = c
                 .watches
                 .iter()
                 .map(|(ty, w)| {
-                    let last_error = w.last_nack.as_ref().map(|n| n.message.clone()).unwrap_or_default();
+                    let last_error = w
+                        .last_nack
+                        .as_ref()
+                        .map(|n| n.message.clone())
+                        .unwrap_or_default();
                     let entry = json!({
                         "sent": w.nonce_sent.clone().unwrap_or_default(),
                         "acked": w.nonce_acked.clone().unwrap_or_default(),
@@ -192,11 +205,15 @@ fn config_dump(conns: &[Arc<ConnectionStatus>], proxy_id: &str, caller: &DebugCa
     if proxy_id.is_empty() {
         return (StatusCode::BAD_REQUEST, "proxyID is required\n").into_response();
     }
-    let found = conns.iter().find(|c| {
-        c.id == proxy_id || c.proxy.as_ref().is_some_and(|p| &*p.id == proxy_id)
-    });
+    let found = conns
+        .iter()
+        .find(|c| c.id == proxy_id || c.proxy.as_ref().is_some_and(|p| &*p.id == proxy_id));
     let Some((conn, proxy)) = found.and_then(|c| Some((c, c.proxy.as_ref()?))) else {
-        return (StatusCode::NOT_FOUND, format!("proxy {proxy_id:?} is not connected\n")).into_response();
+        return (
+            StatusCode::NOT_FOUND,
+            format!("proxy {proxy_id:?} is not connected\n"),
+        )
+            .into_response();
     };
     if !caller.may_see(proxy.namespace.as_deref()) {
         return (StatusCode::FORBIDDEN, "that proxy is outside your namespace\n").into_response();

@@ -111,7 +111,9 @@ impl Metrics {
     }
 
     pub(crate) fn pushed(&self, ty: XdsType, build: Duration, send: Duration) {
-        let label = TypeLabel { r#type: ty.metric_label() };
+        let label = TypeLabel {
+            r#type: ty.metric_label(),
+        };
         self.pushes.get_or_create(&label).inc();
         self.push_time.get_or_create(&label).observe(build.as_secs_f64());
         self.send_time.observe(send.as_secs_f64());
@@ -119,13 +121,17 @@ impl Metrics {
 
     pub(crate) fn rejected(&self, ty: XdsType) {
         self.rejects
-            .get_or_create(&TypeLabel { r#type: ty.metric_label() })
+            .get_or_create(&TypeLabel {
+                r#type: ty.metric_label(),
+            })
             .inc();
     }
 
     pub(crate) fn expired_nonce(&self, ty: XdsType) {
         self.expired_nonce
-            .get_or_create(&TypeLabel { r#type: ty.metric_label() })
+            .get_or_create(&TypeLabel {
+                r#type: ty.metric_label(),
+            })
             .inc();
     }
 
