@@ -42,7 +42,7 @@ impl Metrics {
         let m = Self {
             reg_events: Family::default(),
             sync_timeouts: IstioCounter::default(),
-            debounce: Histogram::new([0.01, 0.1, 0.5, 1.0, 3.0, 5.0, 10.0, 20.0].into_iter()),
+            debounce: Histogram::new([0.01, 0.1, 0.5, 1.0, 3.0, 5.0, 10.0, 20.0]),
         };
         registry.register(
             "pilot_k8s_reg_events",

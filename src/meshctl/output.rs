@@ -64,7 +64,8 @@ mod tests {
 
     #[test]
     fn tables_align_on_the_widest_cell() {
-        let cases: [(&[&str], Vec<Vec<String>>, &str); 3] = [
+        type Case<'a> = (&'a [&'a str], Vec<Vec<String>>, &'a str);
+        let cases: [Case<'_>; 3] = [
             (&["A", "B"], vec![], "A  B\n"),
             (
                 &["NAME", "STATUS"],

@@ -23,7 +23,7 @@ use super::{
     push::{Push, PushScope},
     resource::{Resource, Subscription},
     server::{Caller, Shared},
-    status::{ConnectionStatus, StatusHandle},
+    status::{ConnectionStatus, Held, StatusHandle},
 };
 
 /// Longest NACK message kept for debug.
@@ -132,7 +132,7 @@ struct Stream<P: Protocol> {
     status: StatusHandle,
     out: Outbox<P::Response>,
     /// What the client holds, per type (for config_dump).
-    held: BTreeMap<XdsType, Arc<BTreeMap<Arc<str>, Arc<Resource>>>>,
+    held: BTreeMap<XdsType, Held>,
     /// Responses sent for the push being processed, per type (for push_status).
     pushed: BTreeMap<XdsType, u64>,
 }

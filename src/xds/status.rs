@@ -46,8 +46,11 @@ pub struct ConnectionStatus {
     pub watches: BTreeMap<XdsType, TypeStatus>,
     /// What the client holds, per type and name, as last sent (`/debug/config_dump`).
     #[serde(skip)]
-    pub sent: BTreeMap<XdsType, Arc<BTreeMap<Arc<str>, Arc<Resource>>>>,
+    pub sent: BTreeMap<XdsType, Held>,
 }
+
+/// The resources a client holds of one type, by name.
+pub type Held = Arc<BTreeMap<Arc<str>, Arc<Resource>>>;
 
 /// Live connections. Cheap to clone.
 #[derive(Clone, Default)]
