@@ -382,12 +382,13 @@ pub fn explain_text(e: &Value) -> String {
                     },
                     s(&ep["cluster"]),
                     s(&ep["network"]),
+                    locality(&ep["locality"]),
                     ep["weight"].to_string(),
                 ]
             })
             .collect();
         out += &indent(&super::output::table(
-            &["ADDRESS", "KIND", "CLUSTER", "NETWORK", "WEIGHT"],
+            &["ADDRESS", "KIND", "CLUSTER", "NETWORK", "LOCALITY", "WEIGHT"],
             &sent,
         ));
         out += "\n  endpoints:\n";
@@ -412,6 +413,18 @@ pub fn explain_text(e: &Value) -> String {
         ));
     }
     out
+}
+
+/// `region/zone/subzone`, or `-` when unset.
+fn locality(l: &Value) -> String {
+    let parts: Vec<&str> = ["region", "zone", "subzone"]
+        .iter()
+        .map(|k| l[*k].as_str().unwrap_or(""))
+        .collect();
+    if parts.iter().all(|p| p.is_empty()) {
+        return "-".into();
+    }
+    parts.join("/")
 }
 
 fn indent(s: &str) -> String {
