@@ -13,6 +13,8 @@ pub mod config;
 pub mod discovery;
 pub mod drain;
 pub mod leader;
+pub mod meshctl;
+pub mod metrics;
 pub mod model;
 pub mod multicluster;
 pub mod network;

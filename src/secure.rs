@@ -172,14 +172,35 @@ pub async fn serve(
     Ok(bound)
 }
 
+/// The mesh authenticator of `args`: certificates, then tokens reviewed by the primary cluster. Shared
+/// by the secure port and the admin server's debug endpoints.
+pub fn mesh_authenticator(
+    args: &Args,
+    mesh: &MeshConfig,
+    primary: kube::Client,
+    remotes: Clusters,
+) -> Arc<dyn Authenticator> {
+    let cluster_id = args.cluster_id.clone().unwrap_or_else(|| "Kubernetes".into());
+    let clients: Arc<dyn ClusterClients> = Arc::new(MeshClusters {
+        primary: PrimaryCluster::new(cluster_id.clone(), primary),
+        remotes,
+    });
+    authenticator(
+        &mesh.trust_domain,
+        &mesh.trust_domain_aliases,
+        Some((clients, cluster_id)),
+        &args.token_audience,
+    )
+}
+
 /// Starts the mesh CA and the secure gRPC server (15012): CA from `--ca-dir` or the CA Secret; then
-/// TLS, authentication, and the secure services (certificate signing and ADS).
+/// TLS, and the secure services (certificate signing and ADS) behind `auth`.
 pub async fn start(
     ctx: &StartContext,
     args: &Args,
     mesh: &MeshConfig,
     primary: kube::Client,
-    remotes: Clusters,
+    auth: Arc<dyn Authenticator>,
     ads: &AdsServer,
 ) -> anyhow::Result<()> {
     let sandbox = matches!(args.kube_source(), KubeSource::Sandbox(_));
@@ -216,18 +237,6 @@ pub async fn start(
     );
     let tls = ServingCert::new(&ca, hosts)?;
     tls.keep_fresh(&ctx.tasks, &ca);
-    let cluster_id = args.cluster_id.clone().unwrap_or_else(|| "Kubernetes".into());
-    let clients: Arc<dyn ClusterClients> = Arc::new(MeshClusters {
-        primary: PrimaryCluster::new(cluster_id.clone(), primary),
-        remotes,
-    });
-    let tokens = Some((clients, cluster_id));
-    let auth = authenticator(
-        &mesh.trust_domain,
-        &mesh.trust_domain_aliases,
-        tokens,
-        &args.token_audience,
-    );
     let addr = args.secure_grpc_addr.resolve(args.unspecified_host());
     serve(
         &ctx.tasks,

@@ -109,6 +109,8 @@ pub struct Options {
     pub debounce_after: Duration,
     /// Longest a publish may be delayed.
     pub debounce_max: Duration,
+    /// `pilot_debounce_time`.
+    pub metrics: crate::discovery::metrics::Metrics,
 }
 
 /// Builds the aggregator (no I/O, no task yet). Returns it, where registries send, and the reader handle.
@@ -125,6 +127,7 @@ pub fn new(
             publisher,
             networks,
             ignored_gateways: Vec::new(),
+            metrics: opts.metrics,
         },
         rx,
     };
@@ -151,6 +154,7 @@ struct Writer {
     networks: watch::Receiver<Arc<MeshNetworks>>,
     /// Labelled Services last found unusable as gateways (each is warned about once).
     ignored_gateways: Vec<Ignored>,
+    metrics: crate::discovery::metrics::Metrics,
 }
 
 impl Writer {
@@ -188,6 +192,9 @@ impl Writer {
 
     /// Builds the next snapshot off the current index and swaps it in.
     fn publish(&mut self) {
+        if let Some(first) = self.debounce.first() {
+            self.metrics.debounced(first.elapsed());
+        }
         self.debounce.reset();
         let previous = self.publisher.current();
         let mut changes = self.index.take_changes();

@@ -50,6 +50,8 @@ pub struct Env {
     pub qps: u64,
     /// Generation numbers, unique across clusters and rotations.
     pub generations: Arc<AtomicU64>,
+    /// Discovery metrics (registry events, sync timeouts).
+    pub metrics: crate::discovery::metrics::Metrics,
 }
 
 /// The controller's handle on a running cluster.
@@ -165,6 +167,7 @@ impl Supervisor {
                 }
                 _ = &mut deadline, if ready.is_some() => {
                     timed_out = true;
+                    self.env.metrics.sync_timeout();
                     warn!(cluster = %self.cluster, timeout = ?self.env.timeout, "remote cluster did not sync in time; no longer blocking readiness, still retrying");
                     ready = None;
                 }
@@ -238,6 +241,7 @@ impl Supervisor {
                 ctx,
                 system_namespace: self.env.system_namespace.clone(),
                 networks: self.env.networks.clone(),
+                metrics: self.env.metrics.clone(),
             },
             self.env.updates.clone(),
         );

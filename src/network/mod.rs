@@ -7,23 +7,34 @@
 //! publishes it in each snapshot), or build the east-west gateway's listener (`xds::generator`).
 
 pub mod dns;
+pub mod explain;
 pub mod gateways;
 pub mod split_horizon;
 
-use axum::{Json, routing::get};
+use axum::{Json, extract::Query, routing::get};
 use serde_json::{Value, json};
 
 pub use split_horizon::SplitHorizon;
 
-use crate::{admin, aggregate::Snapshots, model::NetworkGateway};
+use crate::{admin, aggregate::Snapshots, model::NetworkGateway, xds::status::Connections};
 
-/// Adds `/debug/networkz`: every resolved gateway, in istiod's `NetworkManager.AllGateways()` shape.
-pub fn routes(debug: admin::Debug, snapshots: Snapshots) -> admin::Debug {
-    debug.route(
-        "/debug/networkz",
-        "network gateways: network, cluster, address, port",
-        get(move || async move { Json(networkz(&snapshots.load().gateways)) }),
-    )
+/// Adds `/debug/networkz` (every resolved gateway, in istiod's `NetworkManager.AllGateways()` shape)
+/// and `/debug/explain` (see [`explain`]).
+pub fn routes(debug: admin::Debug, snapshots: Snapshots, connections: Connections) -> admin::Debug {
+    let for_explain = snapshots.clone();
+    debug
+        .route(
+            "/debug/networkz",
+            "network gateways: network, cluster, address, port",
+            get(move || async move { Json(networkz(&snapshots.load().gateways)) }),
+        )
+        .route(
+            "/debug/explain",
+            "?proxyID=&service=host[:port]: every endpoint that proxy gets for the service, and why",
+            get(move |Query(q): Query<explain::ExplainQuery>| async move {
+                explain::handle(&*for_explain.load(), &connections, &q)
+            }),
+        )
 }
 
 /// istiod's `[{"Network","Cluster","Addr","Port","HBONEPort","ServiceAccount"}]`, plus the DNS name an

@@ -17,6 +17,8 @@
 
 use std::{borrow::Cow, collections::BTreeMap, sync::Arc};
 
+use serde::Serialize;
+
 use crate::{
     model::{
         ClusterId, Endpoint, EndpointPort, Health, Labels, Locality, NetworkGateway, NetworkId, Service,
@@ -81,6 +83,99 @@ impl<'g> GatewayIndex<'g> {
     }
 }
 
+/// What the filter does with one endpoint: the single place the rules live, so that `meshctl explain`
+/// reports exactly what EDS does.
+enum Decision<'i, 'g> {
+    Direct(Direct),
+    Gateways(&'i [&'g NetworkGateway]),
+    Dropped(Dropped),
+}
+
+/// Why an endpoint is sent as is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Direct {
+    /// No gateway anywhere: multi-network is off.
+    NoGateways,
+    /// It is on the proxy's own network.
+    SameNetwork,
+    /// Its network has no gateway, so it is sent as is and must be reachable directly.
+    NoGatewayForNetwork,
+}
+
+/// Why an endpoint is not sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Dropped {
+    /// Its network is not in the proxy's `REQUESTED_NETWORK_VIEW`.
+    OutsideNetworkView,
+    /// It does not serve the port.
+    NoSuchPort,
+    /// Remote, and not Istio-mTLS capable: the gateway routes by the mTLS SNI.
+    NotMtls,
+    /// Remote and not healthy: it would draw traffic through the gateway to nothing.
+    Unhealthy,
+}
+
+/// How one endpoint reaches a proxy (`meshctl explain`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase", tag = "decision")]
+pub enum Verdict {
+    /// Sent as is, with its (scaled) weight.
+    Direct {
+        /// Why.
+        why: Direct,
+        /// The weight sent.
+        weight: u32,
+    },
+    /// Replaced by its network's gateways, each carrying `share` of its weight.
+    ViaGateways {
+        /// The gateways (of its own cluster when it has any, else of its network).
+        gateways: Vec<NetworkGateway>,
+        /// The weight each gateway gets for this endpoint.
+        share: u32,
+    },
+    /// Not sent.
+    Dropped {
+        /// Which rule dropped it.
+        why: Dropped,
+    },
+}
+
+fn decide<'i, 'g>(
+    ep: &Endpoint,
+    index: &'i GatewayIndex<'g>,
+    port: &ServicePort,
+    view: &NetworkView,
+) -> Decision<'i, 'g> {
+    if !view.sees(ep.network.as_ref()) {
+        return Decision::Dropped(Dropped::OutsideNetworkView);
+    }
+    if index.by_network.is_empty() {
+        return Decision::Direct(Direct::NoGateways);
+    }
+    // Only endpoints serving this port count towards a gateway's weight.
+    if ep.port(&port.name).is_none() {
+        return Decision::Dropped(Dropped::NoSuchPort);
+    }
+    // A proxy with no network still goes through the gateways of a named network that has some
+    // (istiod 1.30 `forceGateway`); before 1.30 it went direct.
+    if ep.network == view.network {
+        return Decision::Direct(Direct::SameNetwork);
+    }
+    let gws = index.select(ep.network.as_ref(), &ep.cluster);
+    if gws.is_empty() {
+        return Decision::Direct(Direct::NoGatewayForNetwork);
+    }
+    if ep.tls_mode != TlsMode::Istio {
+        return Decision::Dropped(Dropped::NotMtls);
+    }
+    if ep.health != Health::Healthy {
+        return Decision::Dropped(Dropped::Unhealthy);
+    }
+    Decision::Gateways(gws)
+}
+
 /// The endpoints a proxy with `view` is sent for `port`, gateways standing in for remote networks.
 /// Deterministic: direct endpoints in input order, then gateway endpoints by (locality, gateway).
 pub fn filter<'a>(
@@ -89,35 +184,21 @@ pub fn filter<'a>(
     port: &ServicePort,
     view: &NetworkView,
 ) -> Vec<Cow<'a, Endpoint>> {
-    let visible = endpoints.into_iter().filter(|e| view.sees(e.network.as_ref()));
-    if gateways.is_empty() {
-        return visible.map(Cow::Borrowed).collect();
-    }
     let index = GatewayIndex::new(gateways);
     let mut out = Vec::new();
     let mut gateway_weights: BTreeMap<(&Locality, &NetworkGateway), u32> = BTreeMap::new();
-    // Only endpoints serving this port count towards a gateway's weight.
-    for ep in visible.filter(|e| e.port(&port.name).is_some()) {
+    for ep in endpoints {
         let weight = ep.weight.max(1).saturating_mul(index.scale);
-        let gws = index.select(ep.network.as_ref(), &ep.cluster);
-        // A proxy with no network still goes through the gateways of a named network that has some
-        // (istiod 1.30 `forceGateway`); before 1.30 it went direct.
-        if gws.is_empty() || ep.network == view.network {
-            out.push(if weight == ep.weight {
-                Cow::Borrowed(ep)
-            } else {
-                Cow::Owned(Endpoint { weight, ..ep.clone() })
-            });
-            continue;
-        }
-        // The gateway routes by the mTLS SNI; unhealthy endpoints would only draw traffic to nothing.
-        if ep.tls_mode != TlsMode::Istio || ep.health != Health::Healthy {
-            continue;
-        }
-        let share = weight / u32::try_from(gws.len()).unwrap_or(u32::MAX);
-        for gw in gws {
-            let w = gateway_weights.entry((&ep.locality, *gw)).or_default();
-            *w = w.saturating_add(share);
+        match decide(ep, &index, port, view) {
+            Decision::Dropped(_) => {}
+            Decision::Direct(_) if weight == ep.weight => out.push(Cow::Borrowed(ep)),
+            Decision::Direct(_) => out.push(Cow::Owned(Endpoint { weight, ..ep.clone() })),
+            Decision::Gateways(gws) => {
+                for gw in gws {
+                    let w = gateway_weights.entry((&ep.locality, *gw)).or_default();
+                    *w = w.saturating_add(share(weight, gws));
+                }
+            }
         }
     }
     let labels = Labels::default();
@@ -148,6 +229,37 @@ pub fn filter<'a>(
         }));
     }
     out
+}
+
+/// Why each of `endpoints` is sent as is, through gateways, or not at all, by the rules [`filter`]
+/// applies (the weights are the ones it sends).
+pub fn explain<'a>(
+    endpoints: impl IntoIterator<Item = &'a Endpoint>,
+    gateways: &[NetworkGateway],
+    port: &ServicePort,
+    view: &NetworkView,
+) -> Vec<(&'a Endpoint, Verdict)> {
+    let index = GatewayIndex::new(gateways);
+    endpoints
+        .into_iter()
+        .map(|ep| {
+            let weight = ep.weight.max(1).saturating_mul(index.scale);
+            let verdict = match decide(ep, &index, port, view) {
+                Decision::Direct(why) => Verdict::Direct { why, weight },
+                Decision::Dropped(why) => Verdict::Dropped { why },
+                Decision::Gateways(gws) => Verdict::ViaGateways {
+                    gateways: gws.iter().map(|g| (*g).clone()).collect(),
+                    share: share(weight, gws),
+                },
+            };
+            (ep, verdict)
+        })
+        .collect()
+}
+
+/// An endpoint's weight split evenly over its gateways.
+fn share(weight: u32, gateways: &[&NetworkGateway]) -> u32 {
+    weight / u32::try_from(gateways.len()).unwrap_or(u32::MAX)
 }
 
 impl NetworkView {

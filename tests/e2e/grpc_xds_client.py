@@ -4,6 +4,7 @@ With ``--mtls CERT KEY CA`` it uses xDS credentials (workload mTLS from the CDS 
 
 import argparse
 import sys
+import time
 
 import grpc
 import grpc.experimental
@@ -15,6 +16,7 @@ def main():
     p.add_argument("--count", type=int, default=4)
     p.add_argument("--timeout", type=float, default=10.0)
     p.add_argument("--xds-creds", action="store_true")
+    p.add_argument("--forever", action="store_true", help="keep the channel (and its xDS stream) open, ignoring call errors")
     a = p.parse_args()
     if a.xds_creds:
         creds = grpc.xds_channel_credentials(grpc.experimental.insecure_channel_credentials())
@@ -27,7 +29,13 @@ def main():
             print(call(b"hi", timeout=a.timeout, wait_for_ready=True).decode(), flush=True)
         except grpc.RpcError as e:
             print(f"ERROR {e.code()} {e.details()}", file=sys.stderr, flush=True)
-            sys.exit(1)
+            if not a.forever:
+                sys.exit(1)
+    while a.forever:
+        try:
+            call(b"hi", timeout=a.timeout, wait_for_ready=True)
+        except grpc.RpcError:
+            time.sleep(0.5)
 
 
 if __name__ == "__main__":

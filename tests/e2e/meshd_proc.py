@@ -26,7 +26,8 @@ def free_port() -> int:
 class Meshd:
     """A running meshd. ``state`` holds the sandbox kubeconfigs (``<cluster>/kubeconfig``) and certs."""
 
-    def __init__(self, state: Path, args: list[str] = (), ready_timeout: float = 60, env: dict | None = None):
+    def __init__(self, state: Path, args: list[str] = (), ready_timeout: float = 60, env: dict | None = None,
+                 admin_host: str = "127.0.0.1"):
         self.state = state
         state.mkdir(parents=True, exist_ok=True)
         self.http, self.monitoring = free_port(), free_port()
@@ -40,7 +41,7 @@ class Meshd:
                     str(BIN_DIR / "meshd"),
                     "--state-dir", str(state),
                     "--http-addr", f"127.0.0.1:{self.http}",
-                    "--monitoring-addr", f"127.0.0.1:{self.monitoring}",
+                    "--monitoring-addr", f"{admin_host}:{self.monitoring}",
                     "--grpc-addr", f"127.0.0.1:{self.grpc}",
                     "--secure-grpc-addr", f"127.0.0.1:{self.secure}",
                     *args,
