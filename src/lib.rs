@@ -7,6 +7,7 @@ pub mod admin;
 pub mod aggregate;
 pub mod app;
 pub mod auth;
+pub mod bench;
 pub mod ca;
 pub mod cli;
 pub mod config;

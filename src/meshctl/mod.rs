@@ -87,6 +87,8 @@ pub enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
+    /// Load-test a control plane: simulated clusters, ADS clients, endpoint churn; writes a report.
+    Bench(crate::bench::Args),
     /// Simulated clusters for development and tests.
     Sandbox {
         /// The sandbox command.
@@ -181,6 +183,9 @@ pub enum Error {
     /// The sandbox.
     #[error("sandbox: {0:#}")]
     Sandbox(anyhow::Error),
+    /// The load run failed.
+    #[error(transparent)]
+    Bench(#[from] crate::bench::Error),
 }
 
 /// Runs one command; prints its result to stdout.
@@ -197,6 +202,12 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
         } => crate::sandbox::serve::run(&clusters, &state_dir)
             .await
             .map_err(Error::Sandbox)?,
+        Command::Bench(args) => {
+            let plot = args.plot;
+            let report = crate::bench::run(args.config()?, plot).await?;
+            print!("{}", report.table());
+            println!("report: {}", report.config.out_dir.join("report.json").display());
+        }
         Command::AddCluster(args) => add_cluster(args).await?,
         Command::RemoveCluster {
             id,

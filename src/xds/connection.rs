@@ -19,7 +19,7 @@ use tracing::{debug, info, warn};
 
 use super::{
     Error, Proxy, XdsType,
-    generator::{Context, NetworkView},
+    generator::{Context, NetworkView, cds},
     push::{Push, PushScope},
     resource::{Resource, Subscription},
     server::{Caller, Shared},
@@ -172,6 +172,7 @@ pub(crate) async fn run<P: Protocol>(
             return;
         }
     };
+    shared.cache.advance(push.version(), push.base, &push.scope);
     let status = shared.connections.register(ConnectionStatus {
         id: String::new(),
         protocol,
@@ -268,13 +269,7 @@ impl<P: Protocol> Stream<P> {
         let scope = if incremental { &push.scope } else { &full };
         self.push = push.clone();
         self.shared.push_log.begin(&push);
-        let _permit = self
-            .shared
-            .permits
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| Some(Error::ShuttingDown))?;
+        self.shared.cache.advance(push.version(), push.base, &push.scope);
         for ty in XdsType::PUSH_ORDER {
             match scope {
                 PushScope::Full => self.respond(ty, Mode::Pushed, None).await?,
@@ -296,21 +291,36 @@ impl<P: Protocol> Stream<P> {
         Ok(())
     }
 
-    /// EDS names this stream watches that belong to one of `hosts`.
+    /// EDS names this stream watches that belong to one of `hosts`: looked up per changed service
+    /// port, so a push costs what changed, not what the stream subscribes to.
     fn watched_clusters_of(&self, hosts: &BTreeSet<crate::model::Hostname>) -> BTreeSet<Arc<str>> {
         let Some(sub) = self.state.subscription(XdsType::Endpoint) else {
             return BTreeSet::new();
         };
-        sub.names
+        let mesh = &*self.push.mesh;
+        hosts
             .iter()
-            .filter(|n| n.rsplit_once("||").is_some_and(|(_, host)| hosts.contains(host)))
-            .cloned()
+            .filter_map(|host| mesh.service(host))
+            .flat_map(|s| s.ports.iter().map(|p| cds::cluster_name(p.port, &s.hostname)))
+            .filter_map(|name| sub.names.get(name.as_str()).cloned())
             .collect()
     }
 
     async fn respond(&mut self, ty: XdsType, mode: Mode, only: Option<&BTreeSet<Arc<str>>>) -> StepResult {
         let Some(sub) = self.state.subscription(ty).cloned() else {
             return Ok(());
+        };
+        // Pushes hold a permit while they build (the CPU-bound part), not while they send: a client
+        // that stops reading blocks only its own stream, never the permits everyone else needs.
+        let permit = match mode {
+            Mode::Pushed => Some(
+                self.shared
+                    .permits
+                    .acquire()
+                    .await
+                    .map_err(|_| Some(Error::ShuttingDown))?,
+            ),
+            Mode::Requested => None,
         };
         let built = Instant::now();
         let ctx = Context {
@@ -322,7 +332,9 @@ impl<P: Protocol> Stream<P> {
         };
         let resources = ctx.generate(ty, &sub, only);
         let version = self.push.version().to_string();
-        let Some(resp) = self.state.response(ty, resources.clone(), &version, mode) else {
+        let response = self.state.response(ty, resources.clone(), &version, mode);
+        drop(permit);
+        let Some(resp) = response else {
             return Ok(());
         };
         let build_time = built.elapsed();

@@ -184,7 +184,7 @@ impl Watch {
         self.ever_named |= !names.is_empty();
         self.sub = Subscription {
             wildcard: ty.is_full_state() && (star || legacy_wildcard),
-            names: set,
+            names: set.into(),
         };
     }
 }

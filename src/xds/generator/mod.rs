@@ -121,18 +121,26 @@ impl Context<'_> {
         sub: &Subscription,
         only: Option<&BTreeSet<Arc<str>>>,
     ) -> Vec<Arc<Resource>> {
-        let mut names: BTreeSet<Arc<str>> = if sub.wildcard {
-            self.all_names(ty)
-        } else {
-            BTreeSet::new()
+        let names: BTreeSet<Arc<str>> = match only {
+            // An endpoint push names a few clusters: look those up, not the whole subscription.
+            Some(only) if !sub.wildcard => only.iter().filter(|n| sub.names.contains(*n)).cloned().collect(),
+            _ => {
+                let mut names = if sub.wildcard {
+                    self.all_names(ty)
+                } else {
+                    BTreeSet::new()
+                };
+                names.extend(sub.names.iter().cloned());
+                if let Some(only) = only {
+                    names.retain(|n| only.contains(n));
+                }
+                names
+            }
         };
-        names.extend(sub.names.iter().cloned());
-        if let Some(only) = only {
-            names.retain(|n| only.contains(n));
-        }
+        let view = self.view_key(ty);
         names
             .into_iter()
-            .filter_map(|name| self.resource(ty, name))
+            .filter_map(|name| self.resource(ty, name, &view))
             .collect()
     }
 
@@ -171,14 +179,14 @@ impl Context<'_> {
     }
 
     /// One resource by name, from the cache when another proxy with the same view built it already.
-    fn resource(&self, ty: XdsType, name: Arc<str>) -> Option<Arc<Resource>> {
+    fn resource(&self, ty: XdsType, name: Arc<str>, view: &Arc<str>) -> Option<Arc<Resource>> {
         let key = CacheKey {
             ty,
             name: name.clone(),
-            version: self.mesh.version(),
-            view: self.view_key(ty),
+            view: view.clone(),
         };
-        self.cache.get_or_insert(key, || self.build(ty, name))
+        self.cache
+            .get_or_insert(key, self.mesh.version(), || self.build(ty, name))
     }
 
     /// What besides the name and snapshot a resource depends on.

@@ -173,7 +173,7 @@ fn generation_is_shared_through_the_cache() {
     let view = NetworkView::default();
     let sub = Subscription {
         wildcard: true,
-        names: BTreeSet::new(),
+        names: Default::default(),
     };
     let gen_for = |ns: &str| {
         let p = proxy(ProxyKind::Grpc, ns);
