@@ -108,7 +108,16 @@ impl Controller {
     ) {
         let want = desired(secrets, &self.own, &self.env.allowed);
         running.retain(|id, r| {
-            let keep = want.clusters.contains_key(id);
+            // A Secret entry that turned invalid (malformed update) keeps the last valid client running,
+            // as istiod does: a bad edit must not wipe a healthy cluster's endpoints.
+            let still_claimed = want
+                .rejected
+                .iter()
+                .any(|rej| &rej.cluster == id && rej.secret == r.secret);
+            let keep = want.clusters.contains_key(id) || still_claimed;
+            if still_claimed && !want.clusters.contains_key(id) {
+                warn!(cluster = %id, secret = %r.secret, "remote cluster secret entry became invalid; keeping the previous client");
+            }
             if !keep {
                 info!(cluster = %id, secret = %r.secret, "remote cluster removed");
                 r.handle.stop();
