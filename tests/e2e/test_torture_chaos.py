@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from meshd_proc import KubeApi, Meshd, endpoint_slice, namespace, service, topology
-from xdsharness import EDS, Ads, EchoBackend, bootstrap, decode, grpc_node
+from xdsharness import EDS, Ads, EchoBackend, bootstrap, decode, grpc_node, routable
 
 NS = "chaos"
 SERVICES = ("alpha", "beta")
@@ -62,8 +62,7 @@ class View:
             except queue.Empty:
                 return
             for name, cla in decode(resp).items():
-                self.eds[name] = {lb.endpoint.address.socket_address.address
-                                  for loc in cla.endpoints for lb in loc.lb_endpoints}
+                self.eds[name] = routable(cla)
             for name in getattr(resp, "removed_resources", []):
                 self.eds.pop(name, None)
             self.ads.ack(resp, self.names)

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from meshd_proc import KubeApi, Meshd, endpoint_slice, eventually, namespace, service, topology
-from xdsharness import EDS, Ads, decode, grpc_node
+from xdsharness import EDS, Ads, decode, grpc_node, routable
 
 NS = "torture"
 CLA = f"outbound|7070||web.{NS}.svc.cluster.local"
@@ -55,8 +55,7 @@ class EdsWatch:
                 continue
             cla = decode(r).get(CLA)
             if cla is not None:
-                self.history.append({lb.endpoint.address.socket_address.address
-                                     for loc in cla.endpoints for lb in loc.lb_endpoints})
+                self.history.append(routable(cla))
             self.ads.ack(r, [CLA])
 
     def current(self) -> set[str]:
@@ -258,7 +257,8 @@ def test_d32_deleting_the_secret_removes_every_endpoint_and_late_events_do_not_r
 
 def test_e33_unreachable_remote_does_not_block_readiness_or_the_primary(mesh, watch):
     """#33: a Secret for a cluster whose API server accepts TCP and never answers (TLS hang) leaves meshd
-    Ready, reports the cluster as not synced in clusterz, and the existing clusters keep serving."""
+    Ready throughout (only the clusters of the start-up list may hold readiness: found a bug, a Secret
+    added later made every replica unready), reports it as not synced, and the others keep serving."""
     blackhole = socket.socket()
     blackhole.bind(("127.0.0.1", 0))
     blackhole.listen(64)
@@ -266,7 +266,9 @@ def test_e33_unreachable_remote_does_not_block_readiness_or_the_primary(mesh, wa
         mesh, server=f"https://127.0.0.1:{blackhole.getsockname()[1]}")})
     row = eventually("the blackholed cluster row", lambda: clusterz(mesh).get(("hole", "istio-system/blackhole")))
     assert row["syncStatus"] != "synced"
-    assert mesh.get("/ready", mesh.http)[0] == 200
+    for _ in range(20):
+        assert mesh.get("/ready", mesh.http)[0] == 200, "a new unreachable remote made meshd unready"
+        time.sleep(0.1)
     mesh.primary.apply(endpoint_slice("web", NS, PRIMARY_IPS | {"10.1.0.9"}))
     watch.wait_for(PRIMARY_IPS | REMOTE_IPS | {"10.1.0.9"})
     mesh.primary.apply(endpoint_slice("web", NS, PRIMARY_IPS))

@@ -287,3 +287,10 @@ class RawH2:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def routable(cla) -> set[str]:
+    """Addresses of a ClusterLoadAssignment a client would send traffic to (health UNKNOWN or HEALTHY)."""
+    ok = (base_pb2.HealthStatus.UNKNOWN, base_pb2.HealthStatus.HEALTHY)
+    return {lb.endpoint.address.socket_address.address
+            for loc in cla.endpoints for lb in loc.lb_endpoints if lb.health_status in ok}
