@@ -291,6 +291,8 @@ class RawH2:
 
 def routable(cla) -> set[str]:
     """Addresses of a ClusterLoadAssignment a client would send traffic to (health UNKNOWN or HEALTHY)."""
-    ok = (base_pb2.HealthStatus.UNKNOWN, base_pb2.HealthStatus.HEALTHY)
+    from envoy.config.core.v3 import health_check_pb2 as hc
+
+    ok = (hc.UNKNOWN, hc.HEALTHY)
     return {lb.endpoint.address.socket_address.address
             for loc in cla.endpoints for lb in loc.lb_endpoints if lb.health_status in ok}
