@@ -108,8 +108,8 @@ def bootstrap(port: int, namespace: str = "default") -> str:
 class Ads:
     """A raw ADS stream. ``send`` queues a request; ``recv`` waits for the next response."""
 
-    def __init__(self, addr: str, delta: bool = False):
-        self.channel = grpc.insecure_channel(addr)
+    def __init__(self, addr: str, delta: bool = False, channel: grpc.Channel | None = None):
+        self.channel = channel or grpc.insecure_channel(addr)
         stub = ads_pb2_grpc.AggregatedDiscoveryServiceStub(self.channel)
         self.requests: queue.Queue = queue.Queue()
         self.responses: queue.Queue = queue.Queue()
