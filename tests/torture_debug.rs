@@ -39,7 +39,12 @@ const PATHS: &[&str] = &[
 
 fn router() -> axum::Router {
     let mut debug = Debug::default();
-    for path in ["/debug/configz", "/debug/connections", "/debug/clusterz", "/debug/registryz"] {
+    for path in [
+        "/debug/configz",
+        "/debug/connections",
+        "/debug/clusterz",
+        "/debug/registryz",
+    ] {
         debug = debug.route(path, "test", get(|| async { SECRET }));
     }
     admin::router(Ready::new(), Arc::new(Registry::default()), debug)
@@ -60,7 +65,13 @@ async fn call(peer: &str, path: &str, headers: &[(&str, &str)]) -> (StatusCode, 
 }
 
 /// Served by [`router`]; the other [`PATHS`] do not exist in meshd (404 or 403 are both fine there).
-const SERVED: &[&str] = &["/debug", "/debug/configz", "/debug/connections", "/debug/clusterz", "/debug/registryz"];
+const SERVED: &[&str] = &[
+    "/debug",
+    "/debug/configz",
+    "/debug/connections",
+    "/debug/clusterz",
+    "/debug/registryz",
+];
 
 /// #21: a non-loopback caller gets 403 on every debug path, mutating ones included; nothing leaks.
 #[tokio::test]
@@ -71,7 +82,10 @@ async fn non_loopback_callers_get_403_everywhere() {
             if SERVED.contains(path) {
                 assert_eq!(status, StatusCode::FORBIDDEN, "{peer} {path}");
             } else {
-                assert!(matches!(status, StatusCode::FORBIDDEN | StatusCode::NOT_FOUND), "{peer} {path}: {status}");
+                assert!(
+                    matches!(status, StatusCode::FORBIDDEN | StatusCode::NOT_FOUND),
+                    "{peer} {path}: {status}"
+                );
             }
             assert!(!body.contains(SECRET), "{peer} {path} leaked the body");
         }
@@ -83,8 +97,17 @@ async fn non_loopback_callers_get_403_everywhere() {
 #[tokio::test]
 async fn tokens_do_not_open_debug_to_remote_callers() {
     let auth = [("authorization", "Bearer eyJhbGciOiJSUzI1NiJ9.e30.sig")];
-    for path in ["/debug/config_dump?proxyID=x.b", "/debug/syncz", "/debug/registryz", "/debug/configz"] {
-        assert_eq!(call("10.1.2.3:5", path, &auth).await.0, StatusCode::FORBIDDEN, "{path}");
+    for path in [
+        "/debug/config_dump?proxyID=x.b",
+        "/debug/syncz",
+        "/debug/registryz",
+        "/debug/configz",
+    ] {
+        assert_eq!(
+            call("10.1.2.3:5", path, &auth).await.0,
+            StatusCode::FORBIDDEN,
+            "{path}"
+        );
     }
 }
 
@@ -95,7 +118,10 @@ async fn forwarding_headers_grant_nothing() {
         ("x-forwarded-for", "127.0.0.1"),
         ("x-real-ip", "127.0.0.1"),
         ("forwarded", "for=127.0.0.1"),
-        ("x-forwarded-client-cert", "By=spiffe://cluster.local/ns/istio-system/sa/istiod"),
+        (
+            "x-forwarded-client-cert",
+            "By=spiffe://cluster.local/ns/istio-system/sa/istiod",
+        ),
         ("host", "localhost"),
     ];
     let (status, body) = call("172.16.0.9:443", "/debug/configz", &forged).await;

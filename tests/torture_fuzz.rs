@@ -21,7 +21,8 @@ use envoy_types::pb::{
     envoy::{
         config::core::v3::Node,
         service::discovery::v3::{
-            DeltaDiscoveryRequest, DiscoveryRequest, aggregated_discovery_service_client::AggregatedDiscoveryServiceClient,
+            DeltaDiscoveryRequest, DiscoveryRequest,
+            aggregated_discovery_service_client::AggregatedDiscoveryServiceClient,
         },
     },
     google::rpc::Status,
@@ -30,36 +31,74 @@ use rand::{Rng, SeedableRng, rngs::StdRng, seq::IndexedRandom};
 use tokio_stream::StreamExt;
 
 fn budget() -> Duration {
-    let secs = std::env::var("MESHD_FUZZ_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(2.0);
+    let secs = std::env::var("MESHD_FUZZ_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2.0);
     Duration::from_secs_f64(secs)
 }
 
 fn seed() -> u64 {
-    std::env::var("MESHD_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(1)
+    std::env::var("MESHD_FUZZ_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1)
 }
 
 fn corpus(target: &str) -> Vec<Vec<u8>> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz/corpus").join(target);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fuzz/corpus")
+        .join(target);
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("corpus {}: {e}", dir.display()))
         .map(|e| e.expect("dir entry").path())
         .collect();
     files.sort();
-    let out: Vec<Vec<u8>> = files.iter().map(|f| std::fs::read(f).expect("read corpus file")).collect();
+    let out: Vec<Vec<u8>> = files
+        .iter()
+        .map(|f| std::fs::read(f).expect("read corpus file"))
+        .collect();
     assert!(!out.is_empty(), "empty corpus for {target}");
     out
 }
 
 const TOKENS: &[&[u8]] = &[
-    b"{", b"}", b"[", b"]", b"\"", b":", b",", b"- ", b"\n", b"  ", b"null", b"true", b"0", b"-1", b"65536",
-    b"4294967296", b"1e309", b"\\u0000", b"\xff\xfe", b"~", b"&a", b"*a", b"!!binary", b"...", b"---",
+    b"{",
+    b"}",
+    b"[",
+    b"]",
+    b"\"",
+    b":",
+    b",",
+    b"- ",
+    b"\n",
+    b"  ",
+    b"null",
+    b"true",
+    b"0",
+    b"-1",
+    b"65536",
+    b"4294967296",
+    b"1e309",
+    b"\\u0000",
+    b"\xff\xfe",
+    b"~",
+    b"&a",
+    b"*a",
+    b"!!binary",
+    b"...",
+    b"---",
 ];
 
 /// One mutation of `input`: bit flips, token insertions, deletions, duplications or a splice.
 fn mutate(rng: &mut StdRng, input: &[u8], pool: &[Vec<u8>]) -> Vec<u8> {
     let mut out = input.to_vec();
     for _ in 0..rng.random_range(1..=4) {
-        let at = if out.is_empty() { 0 } else { rng.random_range(0..=out.len()) };
+        let at = if out.is_empty() {
+            0
+        } else {
+            rng.random_range(0..=out.len())
+        };
         match rng.random_range(0..6) {
             0 if !out.is_empty() => {
                 let i = rng.random_range(0..out.len());
@@ -119,7 +158,11 @@ fn run_one(name: &str, target: fn(&[u8]), input: &[u8], what: &str) {
         let hex: String = input.iter().map(|b| format!("{b:02x}")).collect();
         panic!("fuzz target {name} crashed on {what}; input (hex): {hex}");
     }
-    assert!(started.elapsed() < Duration::from_secs(2), "{name}: one input took {:?} ({what})", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{name}: one input took {:?} ({what})",
+        started.elapsed()
+    );
 }
 
 #[test]
@@ -193,8 +236,11 @@ fn xds_fixture(dir: &Path) -> Fixture {
         .spawn()
         .expect("spawn xds-fixture");
     let mut line = String::new();
-    std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().expect("stdout")), &mut line)
-        .expect("read address");
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().expect("stdout")),
+        &mut line,
+    )
+    .expect("read address");
     let addr = line.trim().rsplit(' ').next().expect("address").to_owned();
     Fixture(child, format!("http://{addr}"))
 }
@@ -211,7 +257,9 @@ fn node(rng: &mut StdRng) -> Option<Node> {
 }
 
 fn names(rng: &mut StdRng) -> Vec<String> {
-    (0..rng.random_range(0..5)).map(|_| NAMES.choose(rng).expect("names").to_string()).collect()
+    (0..rng.random_range(0..5))
+        .map(|_| NAMES.choose(rng).expect("names").to_string())
+        .collect()
 }
 
 fn error_detail(rng: &mut StdRng) -> Option<Status> {
@@ -225,7 +273,10 @@ fn error_detail(rng: &mut StdRng) -> Option<Status> {
 /// Every response must carry a nonce, a served type, and each resource at most once.
 fn check_response(type_url: &str, nonce: &str, names: &[String]) {
     assert!(!nonce.is_empty(), "response without a nonce");
-    assert!(TYPES[..4].contains(&type_url), "response for an unserved type {type_url:?}");
+    assert!(
+        TYPES[..4].contains(&type_url),
+        "response for an unserved type {type_url:?}"
+    );
     let mut seen = HashSet::new();
     for n in names {
         assert!(seen.insert(n), "resource {n:?} twice in one response");
@@ -240,7 +291,9 @@ async fn fuzz_discovery_request_sequences() {
     let deadline = Instant::now() + budget() * 3;
     let mut streams = 0;
     while Instant::now() < deadline {
-        let mut client = AggregatedDiscoveryServiceClient::connect(fixture.1.clone()).await.expect("connect");
+        let mut client = AggregatedDiscoveryServiceClient::connect(fixture.1.clone())
+            .await
+            .expect("connect");
         let steps = rng.random_range(1..12);
         let mut nonces = vec![String::new(), "stale".to_owned()];
         if rng.random_bool(0.5) {
@@ -257,7 +310,9 @@ async fn fuzz_discovery_request_sequences() {
                 .collect();
             if let Ok(resp) = client.stream_aggregated_resources(tokio_stream::iter(reqs)).await {
                 let mut inbound = resp.into_inner();
-                while let Ok(Some(Ok(r))) = tokio::time::timeout(Duration::from_millis(150), inbound.next()).await {
+                while let Ok(Some(Ok(r))) =
+                    tokio::time::timeout(Duration::from_millis(150), inbound.next()).await
+                {
                     let decoded: Vec<String> = r.resources.iter().map(|a| format!("{:?}", a.value)).collect();
                     check_response(&r.type_url, &r.nonce, &decoded);
                     nonces.push(r.nonce);
@@ -278,7 +333,9 @@ async fn fuzz_discovery_request_sequences() {
                 .collect();
             if let Ok(resp) = client.delta_aggregated_resources(tokio_stream::iter(reqs)).await {
                 let mut inbound = resp.into_inner();
-                while let Ok(Some(Ok(r))) = tokio::time::timeout(Duration::from_millis(150), inbound.next()).await {
+                while let Ok(Some(Ok(r))) =
+                    tokio::time::timeout(Duration::from_millis(150), inbound.next()).await
+                {
                     let names: Vec<String> = r.resources.iter().map(|x| x.name.clone()).collect();
                     check_response(&r.type_url, &r.nonce, &names);
                     for removed in &r.removed_resources {
@@ -288,11 +345,16 @@ async fn fuzz_discovery_request_sequences() {
             }
         }
         streams += 1;
-        assert!(fixture.0.try_wait().expect("try_wait").is_none(), "the ADS server died");
+        assert!(
+            fixture.0.try_wait().expect("try_wait").is_none(),
+            "the ADS server died"
+        );
     }
     assert!(streams > 10, "only {streams} streams");
     // Still healthy: a well-formed request is answered.
-    let mut client = AggregatedDiscoveryServiceClient::connect(fixture.1.clone()).await.expect("connect");
+    let mut client = AggregatedDiscoveryServiceClient::connect(fixture.1.clone())
+        .await
+        .expect("connect");
     let req = DiscoveryRequest {
         node: Some(Node {
             id: "sidecar~127.0.0.1~fuzz.default~default.svc.cluster.local".into(),
@@ -307,7 +369,9 @@ async fn fuzz_discovery_request_sequences() {
         .await
         .expect("stream")
         .into_inner();
-    let r = tokio::time::timeout(Duration::from_secs(5), inbound.next()).await.expect("answer in time");
+    let r = tokio::time::timeout(Duration::from_secs(5), inbound.next())
+        .await
+        .expect("answer in time");
     assert_eq!(r.expect("a response").expect("ok").resources.len(), 1);
     eprintln!("discovery sequences: {streams} streams, no crash");
 }

@@ -4,17 +4,25 @@
 //! `u16`-length-prefixed protobuf messages (`DiscoveryRequest` or `DeltaDiscoveryRequest`; undecodable
 //! ones are skipped). Every response must carry a nonce and a served type, with no resource twice.
 
-use std::{collections::HashSet, sync::{Arc, OnceLock}, time::Duration};
+use std::{
+    collections::HashSet,
+    sync::{Arc, OnceLock},
+    time::Duration,
+};
 
 use envoy_types::pb::envoy::service::discovery::v3::{
-    DeltaDiscoveryRequest, DiscoveryRequest, aggregated_discovery_service_client::AggregatedDiscoveryServiceClient,
+    DeltaDiscoveryRequest, DiscoveryRequest,
+    aggregated_discovery_service_client::AggregatedDiscoveryServiceClient,
 };
 use meshd::{
     drain::Tasks,
     model::Protocol,
     xds::{
         AdsServer, AllEndpoints, XdsLimits,
-        generator::{StaticMesh, static_mesh::{endpoint, service}},
+        generator::{
+            StaticMesh,
+            static_mesh::{endpoint, service},
+        },
         metrics::Metrics,
         push::{PushScope, Update, spawn_debouncer},
     },
@@ -30,18 +38,39 @@ struct Server {
 fn server() -> &'static Server {
     static SERVER: OnceLock<Server> = OnceLock::new();
     SERVER.get_or_init(|| {
-        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
         let url = rt.block_on(async {
             let tasks = Tasks::new();
             let (tx, rx) = tokio::sync::mpsc::channel(4);
             let pushes = spawn_debouncer(&tasks, rx, Duration::from_millis(1), Duration::from_millis(10));
             let ip = "127.0.0.1".parse().expect("ip");
             let mesh = StaticMesh::new(1)
-                .with(service("echo", "default", &[("grpc", 7070, Protocol::Grpc)]), vec![endpoint(ip, &[("grpc", 50051)], "c1")])
-                .with(service("other", "default", &[("http", 80, Protocol::Http)]), vec![]);
-            tx.send(Update { mesh: Arc::new(mesh), scope: PushScope::Full }).await.expect("first push");
+                .with(
+                    service("echo", "default", &[("grpc", 7070, Protocol::Grpc)]),
+                    vec![endpoint(ip, &[("grpc", 50051)], "c1")],
+                )
+                .with(
+                    service("other", "default", &[("http", 80, Protocol::Http)]),
+                    vec![],
+                );
+            tx.send(Update {
+                mesh: Arc::new(mesh),
+                scope: PushScope::Full,
+            })
+            .await
+            .expect("first push");
             std::mem::forget(tx);
-            let ads = AdsServer::new(pushes, tasks.clone(), Metrics::unregistered(), Arc::new(AllEndpoints), XdsLimits::default());
+            let ads = AdsServer::new(
+                pushes,
+                tasks.clone(),
+                Metrics::unregistered(),
+                Arc::new(AllEndpoints),
+                XdsLimits::default(),
+            );
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
             let url = format!("http://{}", listener.local_addr().expect("addr"));
             tokio::spawn(async move { ads.serve_plaintext(listener).await });
@@ -65,7 +94,10 @@ fn messages(data: &[u8]) -> Vec<&[u8]> {
 
 fn check(type_url: &str, nonce: &str, names: Vec<String>) {
     assert!(!nonce.is_empty(), "response without a nonce");
-    assert!(meshd::xds::XdsType::from_url(type_url).is_some(), "response for unserved type {type_url:?}");
+    assert!(
+        meshd::xds::XdsType::from_url(type_url).is_some(),
+        "response for unserved type {type_url:?}"
+    );
     let mut seen = HashSet::new();
     for n in names {
         assert!(seen.insert(n.clone()), "{n} twice in one response");
@@ -73,13 +105,20 @@ fn check(type_url: &str, nonce: &str, names: Vec<String>) {
 }
 
 pub fn discovery_stream(data: &[u8]) {
-    let Some((&mode, rest)) = data.split_first() else { return };
+    let Some((&mode, rest)) = data.split_first() else {
+        return;
+    };
     let s = server();
     s.rt.block_on(async {
-        let Ok(mut client) = AggregatedDiscoveryServiceClient::connect(s.url.clone()).await else { return };
+        let Ok(mut client) = AggregatedDiscoveryServiceClient::connect(s.url.clone()).await else {
+            return;
+        };
         let wait = Duration::from_millis(20);
         if mode % 2 == 0 {
-            let reqs: Vec<DiscoveryRequest> = messages(rest).into_iter().filter_map(|m| DiscoveryRequest::decode(m).ok()).collect();
+            let reqs: Vec<DiscoveryRequest> = messages(rest)
+                .into_iter()
+                .filter_map(|m| DiscoveryRequest::decode(m).ok())
+                .collect();
             if let Ok(resp) = client.stream_aggregated_resources(tokio_stream::iter(reqs)).await {
                 let mut inbound = resp.into_inner();
                 while let Ok(Some(Ok(r))) = tokio::time::timeout(wait, inbound.next()).await {
@@ -88,7 +127,10 @@ pub fn discovery_stream(data: &[u8]) {
                 }
             }
         } else {
-            let reqs: Vec<DeltaDiscoveryRequest> = messages(rest).into_iter().filter_map(|m| DeltaDiscoveryRequest::decode(m).ok()).collect();
+            let reqs: Vec<DeltaDiscoveryRequest> = messages(rest)
+                .into_iter()
+                .filter_map(|m| DeltaDiscoveryRequest::decode(m).ok())
+                .collect();
             if let Ok(resp) = client.delta_aggregated_resources(tokio_stream::iter(reqs)).await {
                 let mut inbound = resp.into_inner();
                 while let Ok(Some(Ok(r))) = tokio::time::timeout(wait, inbound.next()).await {

@@ -28,12 +28,19 @@ pub fn node_metadata(data: &[u8]) {
 /// Kubeconfig bytes → the sanitiser, with nothing and with everything allowed.
 pub fn kubeconfig(data: &[u8]) {
     let strict = sanitize(data, &BTreeSet::new());
-    let lax: BTreeSet<InsecureOption> = [InsecureOption::Exec, InsecureOption::AuthProvider, InsecureOption::FilePaths]
-        .into_iter()
-        .collect();
+    let lax: BTreeSet<InsecureOption> = [
+        InsecureOption::Exec,
+        InsecureOption::AuthProvider,
+        InsecureOption::FilePaths,
+    ]
+    .into_iter()
+    .collect();
     let relaxed = sanitize(data, &lax);
     // Allowing more can never reject what the strict mode accepted.
-    assert!(strict.is_err() || relaxed.is_ok(), "strict accepted what lax rejected");
+    assert!(
+        strict.is_err() || relaxed.is_ok(),
+        "strict accepted what lax rejected"
+    );
 }
 
 /// meshNetworks YAML/JSON text → parser.
