@@ -68,14 +68,15 @@ pub struct Handle {
 }
 
 impl Handle {
-    /// Starts supervising `cluster`; `ready` is released once it syncs or times out.
+    /// Starts supervising `cluster`; `ready` (given for the clusters known at start-up only) is released
+    /// once it syncs or times out.
     pub fn start(
         tasks: &Tasks,
         env: Env,
         cluster: ClusterId,
         kubeconfig: Arc<[u8]>,
         sha: [u8; 32],
-        ready: BlockReady,
+        ready: Option<BlockReady>,
     ) -> Self {
         let (status_tx, status) = watch::channel((SyncStatus::Syncing, None));
         let (rotate, rotations) = mpsc::channel(4);
@@ -141,11 +142,12 @@ impl Supervisor {
         mut self,
         kubeconfig: Arc<[u8]>,
         mut rotations: mpsc::Receiver<Arc<[u8]>>,
-        ready: BlockReady,
+        mut ready: Option<BlockReady>,
     ) {
         let stop = self.tasks.cancelled();
         tokio::pin!(stop);
-        let mut ready = Some(ready);
+        // Until the first sync or the timeout, whether or not readiness is held.
+        let mut waiting = true;
         let deadline = tokio::time::sleep(self.env.timeout);
         tokio::pin!(deadline);
         let mut timed_out = false;
@@ -153,7 +155,8 @@ impl Supervisor {
         let mut pending = self.start(&kubeconfig).await;
         if pending.is_none() {
             // An unusable kubeconfig will not get better by waiting: do not hold readiness for it.
-            ready = None;
+            drop(ready.take());
+            waiting = false;
         }
         loop {
             tokio::select! {
@@ -165,11 +168,12 @@ impl Supervisor {
                     info!(cluster = %self.cluster, "kubeconfig changed; syncing new credentials while the old serve");
                     pending = self.start(&kc).await;
                 }
-                _ = &mut deadline, if ready.is_some() => {
+                _ = &mut deadline, if waiting => {
                     timed_out = true;
                     self.env.metrics.sync_timeout();
                     warn!(cluster = %self.cluster, timeout = ?self.env.timeout, "remote cluster did not sync in time; no longer blocking readiness, still retrying");
-                    ready = None;
+                    drop(ready.take());
+                    waiting = false;
                 }
                 r = changed(&mut pending) => {
                     if r.is_err() {
@@ -189,7 +193,8 @@ impl Supervisor {
                     info!(cluster = %self.cluster, "switched to the new credentials");
                 }
                 serving = pending.take();
-                ready = None;
+                drop(ready.take());
+                waiting = false;
             }
             self.report(serving.as_ref().or(pending.as_ref()), timed_out);
         }
