@@ -133,7 +133,7 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
         &mut registry,
     );
     let registry = Arc::new(registry);
-    let ads = xds_server(
+    let (ads, first_push) = xds_server(
         &server.context().tasks,
         discovery_handle.snapshots.clone(),
         xds_metrics,
@@ -186,6 +186,13 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
     let grpc_addr = args.grpc_addr.resolve(host);
     let secure_ads = ads.clone();
     server.add_start_func("xds", move |ctx| async move {
+        // Ready only once there is a snapshot to serve: before it, streams are refused (UNAVAILABLE).
+        let guard = ctx.ready.register("first xDS snapshot");
+        let mut first_push = first_push;
+        ctx.tasks.spawn("xds-first-snapshot", async move {
+            let _ = first_push.wait_for(Option::is_some).await;
+            drop(guard);
+        });
         let listener = tokio::net::TcpListener::bind(grpc_addr)
             .await
             .with_context(|| format!("binding {grpc_addr}"))?;
@@ -240,18 +247,23 @@ fn xds_server(
     tasks: &Tasks,
     snapshots: aggregate::Snapshots,
     metrics: xds::metrics::Metrics,
-) -> xds::AdsServer {
+) -> (
+    xds::AdsServer,
+    tokio::sync::watch::Receiver<Option<Arc<xds::push::Push>>>,
+) {
     let (updates_tx, updates) = tokio::sync::mpsc::channel(16);
     xds::snapshot::spawn_feed(tasks, snapshots, updates_tx);
     let pushes = xds::push::spawn_debouncer(tasks, updates, Duration::ZERO, Duration::ZERO);
     let endpoints = Arc::new(network::SplitHorizon);
-    xds::AdsServer::new(
+    let first_push = pushes.clone();
+    let ads = xds::AdsServer::new(
         pushes,
         tasks.clone(),
         metrics,
         endpoints,
         xds::XdsLimits::default(),
-    )
+    );
+    (ads, first_push)
 }
 
 fn watch_config(args: &Args, tasks: &Tasks, metrics: ReloadMetrics) -> anyhow::Result<MeshWatches> {
