@@ -45,6 +45,10 @@ fn rebuild(c: &mut Criterion) {
         primary: "cluster-0".into(),
         debounce_after: Duration::ZERO,
         debounce_max: Duration::ZERO,
+        metrics: meshd::discovery::metrics::Metrics::new(
+            &mut prometheus_client::registry::Registry::default(),
+            Default::default(),
+        ),
     };
     let (aggregator, tx, mut snapshots) = aggregate::new(opts, networks);
     let services: Vec<_> = (0..SERVICES)

@@ -18,6 +18,7 @@ use crate::{
     },
     discovery,
     drain::Tasks,
+    network,
     readiness::Ready,
     sandbox::{self, Sandbox},
     secure, xds,
@@ -119,7 +120,6 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
 
     // Config files are validated before anything listens: a bad file at start is a clear, fatal error.
     let watches = watch_config(&args, &server.context().tasks, reload_metrics)?;
-    let registry = Arc::new(registry);
 
     // With no real cluster, simulated ones take its place; the pipeline below cannot tell the difference.
     let sandbox = match args.kube_source() {
@@ -127,12 +127,28 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
         _ => None,
     };
 
-    let (discovery, discovery_handle) =
-        discovery::new(discovery_options(&args, &watches), watches.networks.clone());
-    let ads = xds_server(
+    let (discovery, discovery_handle) = discovery::new(
+        discovery_options(&args, &watches),
+        watches.networks.clone(),
+        &mut registry,
+    );
+    let registry = Arc::new(registry);
+    let (ads, first_push) = xds_server(
         &server.context().tasks,
         discovery_handle.snapshots.clone(),
         xds_metrics,
+    );
+
+    let primary_source = match &sandbox {
+        Some(sb) => KubeSource::Kubeconfig(sb.kubeconfig(&sb.primary).context("sandbox primary")?.to_owned()),
+        None => args.kube_source(),
+    };
+    let primary = primary_client(&primary_source).await?;
+    let mesh_auth = secure::mesh_authenticator(
+        &args,
+        &watches.mesh.borrow(),
+        primary.clone(),
+        discovery_handle.clusters.clone(),
     );
 
     let debug = admin::Debug::default().route(
@@ -148,15 +164,13 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
             }
         }),
     );
-    let debug = discovery::routes(debug, &discovery_handle).route(
-        "/debug/connections",
-        "connected xDS streams: node, subscriptions, nonces, versions, last NACK",
-        get({
-            let connections = ads.connections();
-            move || async move { Json(connections.list()) }
-        }),
-    );
-    let admin = admin::router(server.context().ready.clone(), registry, debug);
+    let debug = network::routes(debug, discovery_handle.snapshots.clone(), ads.connections());
+    let debug = xds::debug::routes(discovery::routes(debug, &discovery_handle), &ads);
+    let debug_auth = admin::DebugAuth {
+        authenticator: Some(mesh_auth.clone()),
+        system_namespace: args.system_namespace.clone(),
+    };
+    let admin = admin::router(server.context().ready.clone(), registry, debug, debug_auth);
     let host = args.unspecified_host();
     for (name, addr) in [("http", args.http_addr), ("monitoring", args.monitoring_addr)] {
         let router = admin.clone();
@@ -172,6 +186,13 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
     let grpc_addr = args.grpc_addr.resolve(host);
     let secure_ads = ads.clone();
     server.add_start_func("xds", move |ctx| async move {
+        // Ready only once there is a snapshot to serve: before it, streams are refused (UNAVAILABLE).
+        let guard = ctx.ready.register("first xDS snapshot");
+        let mut first_push = first_push;
+        ctx.tasks.spawn("xds-first-snapshot", async move {
+            let _ = first_push.wait_for(Option::is_some).await;
+            drop(guard);
+        });
         let listener = tokio::net::TcpListener::bind(grpc_addr)
             .await
             .with_context(|| format!("binding {grpc_addr}"))?;
@@ -184,11 +205,6 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
         Ok(())
     });
 
-    let primary_source = match &sandbox {
-        Some(sb) => KubeSource::Kubeconfig(sb.kubeconfig(&sb.primary).context("sandbox primary")?.to_owned()),
-        None => args.kube_source(),
-    };
-    let primary = primary_client(&primary_source).await?;
     let discovery_client = primary.clone();
     server.add_start_func("discovery", move |ctx| async move {
         discovery.start(&ctx, discovery_client);
@@ -197,7 +213,7 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
     let trust = watches.mesh.borrow().clone();
     let secure_args = args.clone();
     server.add_start_func("secure grpc", move |ctx| async move {
-        secure::start(&ctx, &secure_args, &trust, primary, &secure_ads).await
+        secure::start(&ctx, &secure_args, &trust, primary, mesh_auth, &secure_ads).await
     });
 
     let started = tokio::select! {
@@ -231,18 +247,23 @@ fn xds_server(
     tasks: &Tasks,
     snapshots: aggregate::Snapshots,
     metrics: xds::metrics::Metrics,
-) -> xds::AdsServer {
+) -> (
+    xds::AdsServer,
+    tokio::sync::watch::Receiver<Option<Arc<xds::push::Push>>>,
+) {
     let (updates_tx, updates) = tokio::sync::mpsc::channel(16);
     xds::snapshot::spawn_feed(tasks, snapshots, updates_tx);
     let pushes = xds::push::spawn_debouncer(tasks, updates, Duration::ZERO, Duration::ZERO);
-    let endpoints = Arc::new(xds::AllEndpoints);
-    xds::AdsServer::new(
+    let endpoints = Arc::new(network::SplitHorizon);
+    let first_push = pushes.clone();
+    let ads = xds::AdsServer::new(
         pushes,
         tasks.clone(),
         metrics,
         endpoints,
         xds::XdsLimits::default(),
-    )
+    );
+    (ads, first_push)
 }
 
 fn watch_config(args: &Args, tasks: &Tasks, metrics: ReloadMetrics) -> anyhow::Result<MeshWatches> {

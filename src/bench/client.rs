@@ -338,9 +338,6 @@ fn resource_name(type_url: &str, body: &[u8]) -> String {
     Named::decode(body).map(|n| n.name).unwrap_or_default()
 }
 
-/// EDS names to subscribe and to drop.
-type Resubscribe = (Vec<Arc<str>>, Vec<Arc<str>>);
-
 /// What a client holds and wants.
 #[derive(Default)]
 struct State {
@@ -431,9 +428,12 @@ async fn send<R>(tx: &mpsc::Sender<R>, req: R) -> Result<(), Status> {
         .map_err(|_| Status::cancelled("request queue closed"))
 }
 
+/// EDS names to add and to drop.
+type EdsChange = (Vec<Arc<str>>, Vec<Arc<str>>);
+
 impl State {
     /// Applies a CDS response; returns the EDS names to add and drop, if they changed.
-    fn on_clusters(&mut self, r: Received) -> Option<Resubscribe> {
+    fn on_clusters(&mut self, r: Received) -> Option<EdsChange> {
         if r.full_state {
             self.clusters.clear();
         }

@@ -50,6 +50,8 @@ pub struct Env {
     pub qps: u64,
     /// Generation numbers, unique across clusters and rotations.
     pub generations: Arc<AtomicU64>,
+    /// Discovery metrics (registry events, sync timeouts).
+    pub metrics: crate::discovery::metrics::Metrics,
 }
 
 /// The controller's handle on a running cluster.
@@ -58,28 +60,35 @@ pub struct Handle {
     pub sha: [u8; 32],
     /// Live status and last error.
     pub status: watch::Receiver<(SyncStatus, Option<String>)>,
+    /// The client of the generation in charge (serving, else syncing); `None` once stopped. Lets token
+    /// reviews for this cluster's workloads go to its own API server.
+    pub client: watch::Receiver<Option<kube::Client>>,
     rotate: mpsc::Sender<Arc<[u8]>>,
     tasks: Tasks,
 }
 
 impl Handle {
-    /// Starts supervising `cluster`; `ready` is released once it syncs or times out.
+    /// Starts supervising `cluster`; `ready` (given for the clusters known at start-up only) is released
+    /// once it syncs or times out.
     pub fn start(
         tasks: &Tasks,
         env: Env,
         cluster: ClusterId,
         kubeconfig: Arc<[u8]>,
         sha: [u8; 32],
-        ready: BlockReady,
+        ready: Option<BlockReady>,
     ) -> Self {
         let (status_tx, status) = watch::channel((SyncStatus::Syncing, None));
         let (rotate, rotations) = mpsc::channel(4);
+        let (client_tx, client) = watch::channel(None);
         let tasks = tasks.child();
         let supervisor = Supervisor {
             env,
             cluster: cluster.clone(),
             tasks: tasks.clone(),
             status: status_tx,
+            client: client_tx,
+            published: 0,
             latest: 0,
         };
         tasks.spawn(
@@ -89,6 +98,7 @@ impl Handle {
         Self {
             sha,
             status,
+            client,
             rotate,
             tasks,
         }
@@ -111,6 +121,7 @@ impl Handle {
 /// A running registry generation.
 struct Generation {
     id: u64,
+    client: kube::Client,
     tasks: Tasks,
     progress: watch::Receiver<Progress>,
 }
@@ -120,6 +131,9 @@ struct Supervisor {
     cluster: ClusterId,
     tasks: Tasks,
     status: watch::Sender<(SyncStatus, Option<String>)>,
+    client: watch::Sender<Option<kube::Client>>,
+    /// Generation whose client was last published.
+    published: u64,
     latest: u64,
 }
 
@@ -128,11 +142,12 @@ impl Supervisor {
         mut self,
         kubeconfig: Arc<[u8]>,
         mut rotations: mpsc::Receiver<Arc<[u8]>>,
-        ready: BlockReady,
+        mut ready: Option<BlockReady>,
     ) {
         let stop = self.tasks.cancelled();
         tokio::pin!(stop);
-        let mut ready = Some(ready);
+        // Until the first sync or the timeout, whether or not readiness is held.
+        let mut waiting = true;
         let deadline = tokio::time::sleep(self.env.timeout);
         tokio::pin!(deadline);
         let mut timed_out = false;
@@ -140,7 +155,8 @@ impl Supervisor {
         let mut pending = self.start(&kubeconfig).await;
         if pending.is_none() {
             // An unusable kubeconfig will not get better by waiting: do not hold readiness for it.
-            ready = None;
+            drop(ready.take());
+            waiting = false;
         }
         loop {
             tokio::select! {
@@ -152,10 +168,12 @@ impl Supervisor {
                     info!(cluster = %self.cluster, "kubeconfig changed; syncing new credentials while the old serve");
                     pending = self.start(&kc).await;
                 }
-                _ = &mut deadline, if ready.is_some() => {
+                _ = &mut deadline, if waiting => {
                     timed_out = true;
+                    self.env.metrics.sync_timeout();
                     warn!(cluster = %self.cluster, timeout = ?self.env.timeout, "remote cluster did not sync in time; no longer blocking readiness, still retrying");
-                    ready = None;
+                    drop(ready.take());
+                    waiting = false;
                 }
                 r = changed(&mut pending) => {
                     if r.is_err() {
@@ -175,7 +193,8 @@ impl Supervisor {
                     info!(cluster = %self.cluster, "switched to the new credentials");
                 }
                 serving = pending.take();
-                ready = None;
+                drop(ready.take());
+                waiting = false;
             }
             self.report(serving.as_ref().or(pending.as_ref()), timed_out);
         }
@@ -188,6 +207,7 @@ impl Supervisor {
             })
             .await;
         self.status.send_replace((SyncStatus::Closed, None));
+        self.client.send_replace(None);
     }
 
     /// Builds a client and starts a registry generation; `None` (with the reason in the status) if the
@@ -217,7 +237,7 @@ impl Supervisor {
         ctx.cluster = self.cluster.clone();
         let progress = registry::spawn(
             &tasks,
-            client,
+            client.clone(),
             registry::Options {
                 id: RegistryId {
                     cluster: self.cluster.clone(),
@@ -226,14 +246,24 @@ impl Supervisor {
                 ctx,
                 system_namespace: self.env.system_namespace.clone(),
                 networks: self.env.networks.clone(),
+                metrics: self.env.metrics.clone(),
             },
             self.env.updates.clone(),
         );
-        Some(Generation { id, tasks, progress })
+        Some(Generation {
+            id,
+            client,
+            tasks,
+            progress,
+        })
     }
 
-    fn report(&self, current: Option<&Generation>, timed_out: bool) {
+    fn report(&mut self, current: Option<&Generation>, timed_out: bool) {
         let Some(generation) = current else { return };
+        if self.published != generation.id {
+            self.published = generation.id;
+            self.client.send_replace(Some(generation.client.clone()));
+        }
         let progress = generation.progress.borrow().clone();
         let status = SyncStatus::from_progress(&progress, timed_out);
         tracing::trace!(cluster = %self.cluster, generation = generation.id, %status, "status");

@@ -92,7 +92,10 @@ impl Controller {
                     continue;
                 }
             }
-            self.reconcile(&secrets, &mut running, &tasks, &ready);
+            // Only the clusters of the first full list hold readiness (as istiod's initial sync): a Secret
+            // added later, even for an unreachable cluster, must not make every replica unready.
+            let hold = initial.is_some().then_some(&ready);
+            self.reconcile(&secrets, &mut running, &tasks, hold);
             initial = None;
         }
         drop(initial);
@@ -104,11 +107,20 @@ impl Controller {
         secrets: &SecretData,
         running: &mut BTreeMap<ClusterId, Running>,
         tasks: &Tasks,
-        ready: &Ready,
+        ready: Option<&Ready>,
     ) {
         let want = desired(secrets, &self.own, &self.env.allowed);
         running.retain(|id, r| {
-            let keep = want.clusters.contains_key(id);
+            // A Secret entry that turned invalid (malformed update) keeps the last valid client running,
+            // as istiod does: a bad edit must not wipe a healthy cluster's endpoints.
+            let still_claimed = want
+                .rejected
+                .iter()
+                .any(|rej| &rej.cluster == id && rej.secret == r.secret);
+            let keep = want.clusters.contains_key(id) || still_claimed;
+            if still_claimed && !want.clusters.contains_key(id) {
+                warn!(cluster = %id, secret = %r.secret, "remote cluster secret entry became invalid; keeping the previous client");
+            }
             if !keep {
                 info!(cluster = %id, secret = %r.secret, "remote cluster removed");
                 r.handle.stop();
@@ -125,7 +137,7 @@ impl Controller {
                 }
                 None => {
                     info!(cluster = %id, secret = %w.secret, "remote cluster added");
-                    let guard = ready.register(format!("remote cluster {id}"));
+                    let guard = ready.map(|r| r.register(format!("remote cluster {id}")));
                     let handle = Handle::start(
                         tasks,
                         self.env.clone(),
@@ -151,6 +163,7 @@ impl Controller {
             id: self.own.clone(),
             secret: String::new(),
             status: self.own_status.clone(),
+            client: None,
         }];
         let mut rest: Vec<Entry> = running
             .iter()
@@ -158,11 +171,13 @@ impl Controller {
                 id: id.clone(),
                 secret: r.secret.clone(),
                 status: StatusSource::Live(r.handle.status.clone()),
+                client: Some(r.handle.client.clone()),
             })
             .chain(want.rejected.iter().map(|r| Entry {
                 id: r.cluster.clone(),
                 secret: r.secret.clone(),
                 status: StatusSource::Fixed(SyncStatus::Error(r.reason.clone())),
+                client: None,
             }))
             .collect();
         rest.sort_by(|a, b| (&a.id, &a.secret).cmp(&(&b.id, &b.secret)));

@@ -40,7 +40,10 @@ impl Default for AcceptLimits {
     fn default() -> Self {
         Self {
             handshake_timeout: Duration::from_secs(10),
-            max_handshakes: 256,
+            // Silent clients hold a slot until the timeout; the cap must be far above what a burst of
+            // them can fill, or legitimate clients queue behind them (each pending handshake costs a
+            // few KiB, so 4096 bounds this at tens of MiB).
+            max_handshakes: 4096,
             max_connections: 10_000,
         }
     }

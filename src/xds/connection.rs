@@ -23,7 +23,7 @@ use super::{
     push::{Push, PushScope},
     resource::{Resource, Subscription},
     server::{Caller, Shared},
-    status::{ConnectionStatus, StatusHandle},
+    status::{ConnectionStatus, Held, StatusHandle},
 };
 
 /// Longest NACK message kept for debug.
@@ -88,6 +88,8 @@ pub struct TypeStatus {
     pub subscription: Subscription,
     /// The nonce of the last response.
     pub nonce_sent: Option<String>,
+    /// The nonce the client last ACKed (equal to `nonce_sent` when in sync).
+    pub nonce_acked: Option<String>,
     /// The version of the last response.
     pub version_sent: String,
     /// The last version the client ACKed.
@@ -135,6 +137,10 @@ struct Stream<P: Protocol> {
     push: Arc<Push>,
     status: StatusHandle,
     out: Outbox<P::Response>,
+    /// What the client holds, per type (for config_dump).
+    held: BTreeMap<XdsType, Held>,
+    /// Responses sent for the push being processed, per type (for push_status).
+    pushed: BTreeMap<XdsType, u64>,
 }
 
 /// Runs one stream to completion. Errors are sent to the client as its final status.
@@ -182,9 +188,11 @@ pub(crate) async fn run<P: Protocol>(
         proxy: Some(proxy.clone()),
         push_version: Some(push.version()),
         watches: BTreeMap::new(),
+        sent: BTreeMap::new(),
     });
     status.update(|s| s.id = format!("{}-{}", proxy.id, status.key()));
     info!(node = %proxy.id, kind = ?proxy.kind, protocol, "xDS stream connected");
+    shared.push_log.begin(&push);
     shared.metrics.stream_opened();
     let mut pushes = shared.pushes.clone();
     pushes.borrow_and_update();
@@ -196,6 +204,8 @@ pub(crate) async fn run<P: Protocol>(
         push,
         status,
         out,
+        held: BTreeMap::new(),
+        pushed: BTreeMap::new(),
     };
     let mut next = Some(first);
     let end = loop {
@@ -244,6 +254,7 @@ impl<P: Protocol> Stream<P> {
             Decision::Respond => self.respond(ty, Mode::Requested, None).await?,
             Decision::Nack => {
                 self.shared.metrics.rejected(ty);
+                self.shared.push_log.nacked(ty);
                 let nack = self.state.status().get(&ty).and_then(|s| s.last_nack.clone());
                 warn!(node = %self.proxy.id, %ty, ?nack, "config rejected by proxy");
             }
@@ -263,6 +274,7 @@ impl<P: Protocol> Stream<P> {
         let full = PushScope::Full;
         let scope = if incremental { &push.scope } else { &full };
         self.push = push.clone();
+        self.shared.push_log.begin(&push);
         self.shared.cache.advance(push.version(), push.base, &push.scope);
         for ty in XdsType::PUSH_ORDER {
             match scope {
@@ -277,6 +289,9 @@ impl<P: Protocol> Stream<P> {
             }
         }
         self.shared.metrics.converged(push.changed_at.elapsed());
+        self.shared
+            .push_log
+            .pushed(push.version(), &std::mem::take(&mut self.pushed));
         self.status.update(|s| s.push_version = Some(push.version()));
         self.publish();
         Ok(())
@@ -325,7 +340,8 @@ impl<P: Protocol> Stream<P> {
         drop(permit);
         let build_time = built.elapsed();
         let version = self.push.version().to_string();
-        for batch in batches(ty, resources) {
+        let mut answered = false;
+        for batch in batches(ty, resources.clone()) {
             let Some(resp) = self.state.response(ty, batch, &version, mode) else {
                 continue;
             };
@@ -333,13 +349,36 @@ impl<P: Protocol> Stream<P> {
             self.out.send(Ok(resp)).await.map_err(|_| None)?;
             self.shared.metrics.pushed(ty, build_time, sent.elapsed());
             debug!(node = %self.proxy.id, %ty, version, ?mode, "sent");
+            answered = true;
         }
+        if !answered {
+            return Ok(());
+        }
+        if mode == Mode::Pushed {
+            *self.pushed.entry(ty).or_default() += 1;
+        }
+        self.hold(ty, &sub, resources, only.is_some());
         Ok(())
+    }
+
+    /// Records what the client now holds of `ty`: a partial (endpoint-only) answer adds to it, any
+    /// other answer is the whole subscription.
+    fn hold(&mut self, ty: XdsType, sub: &Subscription, resources: Vec<Arc<Resource>>, partial: bool) {
+        let held = Arc::make_mut(self.held.entry(ty).or_default());
+        if !partial {
+            held.clear();
+        }
+        held.extend(resources.into_iter().map(|r| (r.name.clone(), r)));
+        held.retain(|name, _| sub.wildcard || sub.names.contains(name));
     }
 
     fn publish(&self) {
         let watches = self.state.status();
-        self.status.update(|s| s.watches = watches);
+        let sent = self.held.clone();
+        self.status.update(|s| {
+            s.watches = watches;
+            s.sent = sent;
+        });
     }
 }
 

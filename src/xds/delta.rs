@@ -33,6 +33,7 @@ pub(crate) struct Delta {
 struct Watch {
     sub: Subscription,
     nonce: Option<String>,
+    nonce_acked: Option<String>,
     /// Name → version string the client holds.
     client_has: BTreeMap<Arc<str>, String>,
     /// The next request-driven answer must be sent even if empty (first request of the type).
@@ -106,6 +107,7 @@ impl Protocol for Delta {
                 }
             } else {
                 w.nack = None;
+                w.nonce_acked = Some(req.response_nonce.clone());
                 w.version_acked.clone_from(&w.version_sent);
             }
         }
@@ -190,6 +192,7 @@ impl Protocol for Delta {
                 let status = TypeStatus {
                     subscription: w.sub.clone(),
                     nonce_sent: w.nonce.clone(),
+                    nonce_acked: w.nonce_acked.clone(),
                     version_sent: w.version_sent.clone(),
                     version_acked: w.version_acked.clone(),
                     resources_sent: w.client_has.len(),

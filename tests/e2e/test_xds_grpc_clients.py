@@ -4,7 +4,6 @@ the traffic."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -13,25 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from xdsharness import REPO, EchoBackend, Fixture, echo_service
+from xdsharness import REPO, EchoBackend, Fixture, bootstrap, echo_service
 
 HERE = Path(__file__).resolve().parent
 TARGET = "xds:///echo.default.svc.cluster.local:7070"
-
-
-def bootstrap(port: int) -> str:
-    return json.dumps({
-        "xds_servers": [{
-            "server_uri": f"127.0.0.1:{port}",
-            "channel_creds": [{"type": "insecure"}],
-            "server_features": ["xds_v3"],
-        }],
-        "node": {
-            "id": "sidecar~127.0.0.1~client.default~default.svc.cluster.local",
-            "locality": {},
-            "metadata": {"GENERATOR": "grpc", "NAMESPACE": "default"},
-        },
-    })
 
 
 def run_grpcio(port: int, target=TARGET, count=6) -> list[str]:

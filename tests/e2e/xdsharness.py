@@ -89,11 +89,27 @@ def grpc_node(node_id="sidecar~127.0.0.1~client.default~default.svc.cluster.loca
     return base_pb2.Node(id=node_id, metadata=meta)
 
 
+def bootstrap(port: int, namespace: str = "default") -> str:
+    """A gRPC xDS bootstrap (``GRPC_XDS_BOOTSTRAP_CONFIG``) for a client in ``namespace``."""
+    return json.dumps({
+        "xds_servers": [{
+            "server_uri": f"127.0.0.1:{port}",
+            "channel_creds": [{"type": "insecure"}],
+            "server_features": ["xds_v3"],
+        }],
+        "node": {
+            "id": f"sidecar~127.0.0.1~client.{namespace}~{namespace}.svc.cluster.local",
+            "locality": {},
+            "metadata": {"GENERATOR": "grpc", "NAMESPACE": namespace},
+        },
+    })
+
+
 class Ads:
     """A raw ADS stream. ``send`` queues a request; ``recv`` waits for the next response."""
 
-    def __init__(self, addr: str, delta: bool = False):
-        self.channel = grpc.insecure_channel(addr)
+    def __init__(self, addr: str, delta: bool = False, channel: grpc.Channel | None = None):
+        self.channel = channel or grpc.insecure_channel(addr)
         stub = ads_pb2_grpc.AggregatedDiscoveryServiceStub(self.channel)
         self.requests: queue.Queue = queue.Queue()
         self.responses: queue.Queue = queue.Queue()
@@ -170,16 +186,17 @@ def decode(resp):
 
 
 class EchoBackend:
-    """A gRPC server on 127.0.0.1 answering ``/echo.Echo/Call`` with its name."""
+    """A gRPC server on a loopback address answering ``/echo.Echo/Call`` with its name."""
 
-    def __init__(self, name: str, server_credentials=None):
+    def __init__(self, name: str, server_credentials=None, host: str = "127.0.0.1"):
         self.name = name
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
         handler = grpc.unary_unary_rpc_method_handler(self._call)
         self.server.add_generic_rpc_handlers(
             (grpc.method_handlers_generic_handler("echo.Echo", {"Call": handler}),)
         )
-        addr = "127.0.0.1:0"
+        self.host = host
+        addr = f"{host}:0"
         if server_credentials is None:
             self.port = self.server.add_insecure_port(addr)
         else:
@@ -200,3 +217,83 @@ def wait_until(predicate, timeout=10.0, every=0.1):
             return True
         time.sleep(every)
     return predicate()
+
+
+class RawH2:
+    """HTTP/2 by hand on a plain socket, for what real gRPC clients refuse to send: hostile frames,
+    a zero flow-control window, gRPC length prefixes that lie. Headers use literal HPACK encoding."""
+
+    PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+    DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = 0, 1, 3, 4, 6, 7, 8, 9
+
+    def __init__(self, addr: str, initial_window: int | None = None):
+        import socket
+
+        host, port = addr.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=10)
+        settings = b"" if initial_window is None else (4).to_bytes(2, "big") + initial_window.to_bytes(4, "big")
+        self.sock.sendall(self.PREFACE + self.frame(self.SETTINGS, 0, 0, settings))
+        self.next_stream = 1
+
+    @staticmethod
+    def frame(kind: int, flags: int, stream: int, payload: bytes) -> bytes:
+        return len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream.to_bytes(4, "big") + payload
+
+    @staticmethod
+    def literal(name: str, value: str) -> bytes:
+        def s(x: bytes) -> bytes:
+            assert len(x) < 127
+            return bytes([len(x)]) + x
+        return b"\x00" + s(name.encode()) + s(value.encode())
+
+    def grpc_headers(self, path: str, **extra: str) -> bytes:
+        fields = [(":method", "POST"), (":scheme", "http"), (":path", path), (":authority", "meshd"),
+                  ("content-type", "application/grpc"), ("te", "trailers"), *extra.items()]
+        return b"".join(self.literal(k, v) for k, v in fields)
+
+    def open(self, path: str, end_headers: bool = True, **extra: str) -> int:
+        sid = self.next_stream
+        self.next_stream += 2
+        self.sock.sendall(self.frame(self.HEADERS, 0x4 if end_headers else 0, sid, self.grpc_headers(path, **extra)))
+        return sid
+
+    def send(self, kind: int, flags: int, stream: int, payload: bytes = b"") -> None:
+        self.sock.sendall(self.frame(kind, flags, stream, payload))
+
+    def read_until_closed(self, limit: float = 10) -> bytes:
+        """Everything the server sends until it closes the connection (or ``limit`` seconds pass)."""
+        import time
+
+        self.sock.settimeout(0.5)
+        out, end = b"", time.monotonic() + limit
+        while time.monotonic() < end:
+            try:
+                chunk = self.sock.recv(65536)
+            except TimeoutError:
+                continue
+            except ConnectionError:
+                break
+            if not chunk:
+                break
+            out += chunk
+        return out
+
+    def frames(self, data: bytes):
+        """(type, flags, stream, payload) of every complete frame in ``data``."""
+        i = 0
+        while i + 9 <= len(data):
+            n = int.from_bytes(data[i:i + 3], "big")
+            yield data[i + 3], data[i + 4], int.from_bytes(data[i + 5:i + 9], "big") & 0x7FFFFFFF, data[i + 9:i + 9 + n]
+            i += 9 + n
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def routable(cla) -> set[str]:
+    """Addresses of a ClusterLoadAssignment a client would send traffic to (health UNKNOWN or HEALTHY)."""
+    from envoy.config.core.v3 import health_check_pb2 as hc
+
+    ok = (hc.UNKNOWN, hc.HEALTHY)
+    return {lb.endpoint.address.socket_address.address
+            for loc in cla.endpoints for lb in loc.lb_endpoints if lb.health_status in ok}

@@ -1,5 +1,8 @@
 //! Fault injection: refuse or hang connections, fail every request, drop watches, compact history.
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use parking_lot::Mutex;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -24,7 +27,8 @@ pub enum FaultMode {
 
 /// The live fault switches, shared by the listener, the request path and the watch streams.
 pub struct Faults {
-    mode: watch::Sender<FaultMode>,
+    /// Shared with the timers that end a fault set `forSeconds`.
+    mode: Arc<watch::Sender<FaultMode>>,
     /// Cancelled (and replaced) to drop every open watch.
     watches: Mutex<CancellationToken>,
     /// Cancelled (and replaced) to cut every open connection when entering refuse mode.
@@ -41,12 +45,15 @@ struct FaultRequest {
     compact: bool,
     #[serde(default)]
     drop_watches: bool,
+    /// Ends the fault (back to `none`) after this long, unless the mode was changed meanwhile: the way
+    /// to simulate a restart, since a refusing server cannot be reached to switch refuse mode off.
+    for_seconds: Option<f64>,
 }
 
 impl Default for Faults {
     fn default() -> Self {
         Faults {
-            mode: watch::channel(FaultMode::None).0,
+            mode: Arc::new(watch::channel(FaultMode::None).0),
             watches: Mutex::new(CancellationToken::new()),
             connections: Mutex::new(CancellationToken::new()),
         }
@@ -124,8 +131,28 @@ impl Faults {
         }
         if let Some(mode) = mode {
             self.set(mode);
+            if let Some(secs) = req.for_seconds {
+                let secs = Duration::try_from_secs_f64(secs)
+                    .map_err(|e| Error::BadRequest(format!("invalid forSeconds: {e}")))?;
+                self.revert_after(mode, secs);
+            }
         }
         Ok(self.describe())
+    }
+
+    /// Switches back to no fault after `after`, if `mode` is still the one in force then.
+    fn revert_after(&self, mode: FaultMode, after: Duration) {
+        let sender = self.mode.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            sender.send_if_modified(|m| {
+                let revert = *m == mode;
+                if revert {
+                    *m = FaultMode::None;
+                }
+                revert
+            });
+        });
     }
 
     pub(crate) fn describe(&self) -> Value {
