@@ -198,8 +198,8 @@ pub struct Args {
     #[arg(long, default_value = "100ms", value_parser = humantime::parse_duration)]
     pub debounce: Duration,
     /// The meshd binary to start (default: next to this one).
-    #[arg(long, conflicts_with = "target")]
-    pub meshd: Option<PathBuf>,
+    #[arg(long, value_name = "PATH", conflicts_with = "target")]
+    pub meshd_bin: Option<PathBuf>,
     /// Measure this ADS server instead (start it on the simulators' kubeconfigs, printed at start).
     #[arg(long)]
     pub target: Option<String>,
@@ -239,7 +239,7 @@ impl Args {
                 addr,
                 pid: self.target_pid,
             },
-            None => Target::Meshd(match self.meshd {
+            None => Target::Meshd(match self.meshd_bin {
                 Some(path) => path,
                 None => std::env::current_exe()
                     .map_err(|e| Error::io(Path::new("meshctl"), e))?
@@ -580,4 +580,50 @@ fn write(report: &Report, plot: bool) -> Result<(), Error> {
         std::fs::write(&path, text).map_err(|e| Error::io(&path, e))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::meshctl::{Cli, Command};
+
+    #[test]
+    fn meshctl_bench_options_parse() {
+        let argv = [
+            "meshctl",
+            "bench",
+            "--meshd-bin",
+            "/opt/meshd",
+            "--clusters",
+            "2",
+            "--duration",
+            "5s",
+        ];
+        let Command::Bench(args) = Cli::try_parse_from(argv).expect("parses").command else {
+            panic!("not the bench command");
+        };
+        let config = args.config().expect("valid");
+        assert!(matches!(config.target, Target::Meshd(ref p) if p == Path::new("/opt/meshd")));
+        assert_eq!(
+            (config.shape.clusters, config.duration),
+            (2, Duration::from_secs(5))
+        );
+        let argv = [
+            "meshctl",
+            "bench",
+            "--target",
+            "127.0.0.1:15010",
+            "--target-pid",
+            "7",
+        ];
+        let Command::Bench(args) = Cli::try_parse_from(argv).expect("parses").command else {
+            panic!("not the bench command");
+        };
+        assert!(matches!(
+            args.config().unwrap().target,
+            Target::Address { pid: Some(7), .. }
+        ));
+    }
 }
