@@ -238,7 +238,10 @@ fn xds_server(
     tasks: &Tasks,
     snapshots: aggregate::Snapshots,
     metrics: xds::metrics::Metrics,
-) -> (xds::AdsServer, tokio::sync::watch::Receiver<Option<Arc<xds::push::Push>>>) {
+) -> (
+    xds::AdsServer,
+    tokio::sync::watch::Receiver<Option<Arc<xds::push::Push>>>,
+) {
     let (updates_tx, updates) = tokio::sync::mpsc::channel(16);
     xds::snapshot::spawn_feed(tasks, snapshots, updates_tx);
     let pushes = xds::push::spawn_debouncer(tasks, updates, Duration::ZERO, Duration::ZERO);

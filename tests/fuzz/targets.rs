@@ -18,10 +18,10 @@ use prost::Message;
 
 /// `node` (protobuf bytes, as on the wire) → [`Proxy`]: either a proxy or a `NodeError`.
 pub fn node_metadata(data: &[u8]) {
-    if let Ok(node) = Node::decode(data) {
-        if Proxy::from_node(Some(&node)).is_ok() {
-            assert!(!node.id.is_empty(), "a proxy without a node id was accepted");
-        }
+    if let Ok(node) = Node::decode(data)
+        && Proxy::from_node(Some(&node)).is_ok()
+    {
+        assert!(!node.id.is_empty(), "a proxy without a node id was accepted");
     }
 }
 
