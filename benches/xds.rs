@@ -1,7 +1,7 @@
 //! CDS + EDS generation and encoding for 1,000 services × 10 endpoints: uncached (every resource
 //! built and encoded) and cached (a second proxy with the same view: shared `Arc`s).
 
-use std::{collections::BTreeSet, hint::black_box, net::IpAddr};
+use std::{hint::black_box, net::IpAddr, sync::Arc};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use meshd::{
@@ -58,12 +58,12 @@ fn cds_eds(mesh: &StaticMesh, cache: &ResourceCache) -> usize {
     };
     let wildcard = Subscription {
         wildcard: true,
-        names: BTreeSet::new(),
+        names: Default::default(),
     };
     let clusters = ctx.generate(XdsType::Cluster, &wildcard, None);
     let names = Subscription {
         wildcard: false,
-        names: clusters.iter().map(|c| c.name.clone()).collect(),
+        names: Arc::new(clusters.iter().map(|c| c.name.clone()).collect()),
     };
     let endpoints = ctx.generate(XdsType::Endpoint, &names, None);
     clusters

@@ -1,8 +1,11 @@
 //! The admin HTTP server: `/ready`, `/metrics`, `/version` and the `/debug` endpoints, served on both
 //! the HTTP (8080) and monitoring (15014) addresses as istiod does.
 //!
-//! Debug endpoints are loopback-only: callers from elsewhere get 403 (istiod lets authenticated
-//! callers in; meshd adds that with the mTLS identity work).
+//! Debug access is istiod's `allowAuthenticatedOrLocalhost`: loopback callers (`kubectl port-forward`)
+//! see everything; any other caller must present a Kubernetes service-account token
+//! (`Authorization: Bearer …`), validated by the same authenticator as the secure xDS port (the admin
+//! port is plain HTTP, so client certificates do not apply). A system-namespace identity sees
+//! everything; any other identity only `/debug/config_dump` of proxies in its own namespace.
 
 use std::{net::SocketAddr, sync::Arc};
 
@@ -18,7 +21,11 @@ use prometheus_client::registry::Registry;
 use serde::Serialize;
 use tracing::{info, warn};
 
-use crate::{drain::Tasks, readiness::Ready};
+use crate::{
+    auth::{AuthRequest, Authenticator},
+    drain::Tasks,
+    readiness::Ready,
+};
 
 /// The debug endpoints components contribute, with the index entries `/debug` lists.
 #[derive(Default)]
@@ -46,6 +53,39 @@ impl Debug {
     }
 }
 
+/// Who is calling a debug endpoint, as the access middleware established it (a request extension).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DebugCaller {
+    /// A loopback caller: unrestricted.
+    Local,
+    /// An identity in the system namespace: unrestricted.
+    System(String),
+    /// An identity in another namespace: only its own proxies' config.
+    Namespace(String),
+}
+
+impl DebugCaller {
+    /// Whether this caller may see a proxy in `namespace`.
+    pub fn may_see(&self, namespace: Option<&str>) -> bool {
+        match self {
+            Self::Local | Self::System(_) => true,
+            Self::Namespace(ns) => namespace == Some(ns.as_str()),
+        }
+    }
+}
+
+/// Paths a caller outside the system namespace may use (istiod also allows its typed dumps).
+const NAMESPACE_PATHS: &[&str] = &["/debug/config_dump"];
+
+/// How non-loopback debug callers are authenticated.
+#[derive(Clone)]
+pub struct DebugAuth {
+    /// The mesh authenticator (`None`: non-loopback callers are refused).
+    pub authenticator: Option<Arc<dyn Authenticator>>,
+    /// Identities in this namespace see everything.
+    pub system_namespace: String,
+}
+
 #[derive(Clone)]
 struct AdminState {
     ready: Ready,
@@ -68,7 +108,7 @@ pub fn register_build_info(registry: &mut Registry) {
 }
 
 /// Builds the admin router.
-pub fn router(ready: Ready, registry: Arc<Registry>, debug: Debug) -> Router {
+pub fn router(ready: Ready, registry: Arc<Registry>, debug: Debug, auth: DebugAuth) -> Router {
     let state = AdminState {
         ready,
         registry,
@@ -78,7 +118,7 @@ pub fn router(ready: Ready, registry: Arc<Registry>, debug: Debug) -> Router {
         .route("/debug", get(debug_index))
         .with_state(state.clone())
         .merge(debug.routes)
-        .layer(middleware::from_fn(loopback_only));
+        .layer(middleware::from_fn_with_state(Arc::new(auth), debug_access));
     Router::new()
         .route("/ready", get(ready_handler))
         .route("/metrics", get(metrics_handler))
@@ -127,16 +167,57 @@ async fn debug_index(State(s): State<AdminState>) -> Json<serde_json::Value> {
     Json(serde_json::json!({ "endpoints": *s.index }))
 }
 
-async fn loopback_only(ConnectInfo(peer): ConnectInfo<SocketAddr>, req: Request, next: Next) -> Response {
-    if peer.ip().is_loopback() {
-        return next.run(req).await;
+async fn debug_access(
+    State(auth): State<Arc<DebugAuth>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let caller = if peer.ip().is_loopback() {
+        DebugCaller::Local
+    } else {
+        match authenticate(&auth, req.headers().clone()).await {
+            Ok(caller) => caller,
+            Err(reason) => {
+                warn!(%peer, path = %req.uri().path(), %reason, "refused a debug request");
+                return (StatusCode::UNAUTHORIZED, format!("{reason}\n")).into_response();
+            }
+        }
+    };
+    if let DebugCaller::Namespace(ns) = &caller
+        && !NAMESPACE_PATHS.contains(&req.uri().path())
+    {
+        return (
+            StatusCode::FORBIDDEN,
+            format!(
+                "identities in namespace {ns:?} may only use {}\n",
+                NAMESPACE_PATHS.join(", ")
+            ),
+        )
+            .into_response();
     }
-    warn!(%peer, path = %req.uri().path(), "refused a debug request from a non-loopback address");
-    (
-        StatusCode::FORBIDDEN,
-        "debug endpoints are served to loopback callers only\n",
-    )
-        .into_response()
+    req.extensions_mut().insert(caller);
+    next.run(req).await
+}
+
+/// The caller behind a bearer token, by the mesh authenticator; the reason in words otherwise.
+async fn authenticate(auth: &DebugAuth, headers: axum::http::HeaderMap) -> Result<DebugCaller, String> {
+    let Some(authenticator) = &auth.authenticator else {
+        return Err("debug endpoints are served to loopback callers only".into());
+    };
+    let metadata = tonic::metadata::MetadataMap::from_headers(headers);
+    let identity = authenticator
+        .authenticate(AuthRequest {
+            metadata: &metadata,
+            peer_certs: None,
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(if identity.namespace == auth.system_namespace {
+        DebugCaller::System(identity.spiffe_uri())
+    } else {
+        DebugCaller::Namespace(identity.namespace)
+    })
 }
 
 /// Binds `addr` and serves `router` until shutdown. Returns the bound address (useful with port 0).

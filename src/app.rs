@@ -18,6 +18,7 @@ use crate::{
     },
     discovery,
     drain::Tasks,
+    network,
     readiness::Ready,
     sandbox::{self, Sandbox},
     secure, xds,
@@ -119,7 +120,6 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
 
     // Config files are validated before anything listens: a bad file at start is a clear, fatal error.
     let watches = watch_config(&args, &server.context().tasks, reload_metrics)?;
-    let registry = Arc::new(registry);
 
     // With no real cluster, simulated ones take its place; the pipeline below cannot tell the difference.
     let sandbox = match args.kube_source() {
@@ -127,12 +127,28 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
         _ => None,
     };
 
-    let (discovery, discovery_handle) =
-        discovery::new(discovery_options(&args, &watches), watches.networks.clone());
+    let (discovery, discovery_handle) = discovery::new(
+        discovery_options(&args, &watches),
+        watches.networks.clone(),
+        &mut registry,
+    );
+    let registry = Arc::new(registry);
     let (ads, first_push) = xds_server(
         &server.context().tasks,
         discovery_handle.snapshots.clone(),
         xds_metrics,
+    );
+
+    let primary_source = match &sandbox {
+        Some(sb) => KubeSource::Kubeconfig(sb.kubeconfig(&sb.primary).context("sandbox primary")?.to_owned()),
+        None => args.kube_source(),
+    };
+    let primary = primary_client(&primary_source).await?;
+    let mesh_auth = secure::mesh_authenticator(
+        &args,
+        &watches.mesh.borrow(),
+        primary.clone(),
+        discovery_handle.clusters.clone(),
     );
 
     let debug = admin::Debug::default().route(
@@ -148,15 +164,13 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
             }
         }),
     );
-    let debug = discovery::routes(debug, &discovery_handle).route(
-        "/debug/connections",
-        "connected xDS streams: node, subscriptions, nonces, versions, last NACK",
-        get({
-            let connections = ads.connections();
-            move || async move { Json(connections.list()) }
-        }),
-    );
-    let admin = admin::router(server.context().ready.clone(), registry, debug);
+    let debug = network::routes(debug, discovery_handle.snapshots.clone(), ads.connections());
+    let debug = xds::debug::routes(discovery::routes(debug, &discovery_handle), &ads);
+    let debug_auth = admin::DebugAuth {
+        authenticator: Some(mesh_auth.clone()),
+        system_namespace: args.system_namespace.clone(),
+    };
+    let admin = admin::router(server.context().ready.clone(), registry, debug, debug_auth);
     let host = args.unspecified_host();
     for (name, addr) in [("http", args.http_addr), ("monitoring", args.monitoring_addr)] {
         let router = admin.clone();
@@ -191,11 +205,6 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
         Ok(())
     });
 
-    let primary_source = match &sandbox {
-        Some(sb) => KubeSource::Kubeconfig(sb.kubeconfig(&sb.primary).context("sandbox primary")?.to_owned()),
-        None => args.kube_source(),
-    };
-    let primary = primary_client(&primary_source).await?;
     let discovery_client = primary.clone();
     server.add_start_func("discovery", move |ctx| async move {
         discovery.start(&ctx, discovery_client);
@@ -204,7 +213,7 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
     let trust = watches.mesh.borrow().clone();
     let secure_args = args.clone();
     server.add_start_func("secure grpc", move |ctx| async move {
-        secure::start(&ctx, &secure_args, &trust, primary, &secure_ads).await
+        secure::start(&ctx, &secure_args, &trust, primary, mesh_auth, &secure_ads).await
     });
 
     let started = tokio::select! {
@@ -245,7 +254,7 @@ fn xds_server(
     let (updates_tx, updates) = tokio::sync::mpsc::channel(16);
     xds::snapshot::spawn_feed(tasks, snapshots, updates_tx);
     let pushes = xds::push::spawn_debouncer(tasks, updates, Duration::ZERO, Duration::ZERO);
-    let endpoints = Arc::new(xds::AllEndpoints);
+    let endpoints = Arc::new(network::SplitHorizon);
     let first_push = pushes.clone();
     let ads = xds::AdsServer::new(
         pushes,

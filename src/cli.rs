@@ -83,7 +83,7 @@ pub struct Args {
 
     /// Plugged-in CA folder in Istio's `cacerts` layout (`ca-cert.pem`, `ca-key.pem`, `root-cert.pem`,
     /// optional `cert-chain.pem`), hot-reloaded. Default: a self-signed root kept in the
-    /// `istio-ca-secret` Secret of the system namespace (in the sandbox: files under --state-dir).
+    /// `istio-ca-secret` Secret of the system namespace, created by the leader.
     #[arg(long, env = "MESHD_CA_DIR", value_name = "DIR")]
     pub ca_dir: Option<PathBuf>,
 
@@ -150,6 +150,15 @@ pub struct Args {
     /// Longest a graceful shutdown may take before remaining tasks are abandoned.
     #[arg(long, env = "MESHD_DRAIN_DEADLINE", default_value = "10s", value_parser = parse_duration)]
     pub drain_deadline: Duration,
+
+    /// Lease replicas elect a leader with; only the leader writes (e.g. creates the CA Secret).
+    #[arg(
+        long,
+        env = "MESHD_LEADER_LEASE",
+        default_value = "meshd-leader",
+        value_name = "NAME"
+    )]
+    pub leader_lease: String,
 
     /// Log filter: a level (`info`) or tracing directives (`info,meshd::xds=debug`).
     #[arg(long, env = "MESHD_LOG_LEVEL", default_value = "info", value_name = "FILTER")]

@@ -4,12 +4,7 @@
 //! [`start`] composes it at start-up: the certificate service from [`routes`] plus the ADS service;
 //! [`serve`] binds and runs it.
 
-use std::{
-    net::SocketAddr,
-    path::{Path, PathBuf},
-    sync::Arc,
-    time::Duration,
-};
+use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
 use tokio::net::TcpListener;
 use tonic::service::Routes;
@@ -21,15 +16,14 @@ use crate::{
     app::StartContext,
     auth::{Authenticator, CertAuthenticator, Chain, ClusterClients, PrimaryCluster, TokenAuthenticator},
     ca::{
-        CaBundle, CaError, MeshCa, WorkloadCertPolicy,
-        bundle::{CA_CERT, CA_KEY, ROOT_CERT},
-        sandbox::write_sandbox_certs,
-        service::CertificateService,
+        CaError, MeshCa, WorkloadCertPolicy, sandbox::write_sandbox_certs, service::CertificateService,
         source,
     },
     cli::{Args, KubeSource},
     config::MeshConfig,
     drain::Tasks,
+    leader::{self, ElectionConfig},
+    multicluster::status::Clusters,
     tls::{AcceptLimits, ServingCert, TlsError},
     xds::AdsServer,
 };
@@ -58,17 +52,15 @@ pub enum SecureError {
 pub enum CaSource {
     /// A plugged-in `cacerts` folder, hot-reloaded.
     Dir(PathBuf),
-    /// The self-signed root in `istio-ca-secret` of `namespace`, created if absent.
+    /// The self-signed root in `istio-ca-secret` of `namespace`, created by the leader if absent.
     Secret {
         /// Client of the primary cluster.
         client: kube::Client,
         /// The system namespace.
         namespace: String,
+        /// Whether this replica leads (only the leader writes the Secret).
+        leader: tokio::sync::watch::Receiver<bool>,
     },
-    /// Sandbox: a `cacerts` folder, filled with a new self-signed root if empty, then hot-reloaded.
-    SandboxDir(PathBuf),
-    /// Sandbox without a state folder: a self-signed root in memory only.
-    Ephemeral,
 }
 
 /// Starts the CA from `source`. The Secret source retries API errors until shutdown.
@@ -81,21 +73,28 @@ pub async fn start_ca(
 ) -> Result<MeshCa, CaError> {
     match source {
         CaSource::Dir(dir) => Ok(MeshCa::new(source::watch_dir(&dir, tasks, poll)?, policy)),
-        CaSource::SandboxDir(dir) => {
-            if !dir.join(CA_KEY).exists() {
-                write_self_signed(&dir, trust_domain)?;
-            }
-            Ok(MeshCa::new(source::watch_dir(&dir, tasks, poll)?, policy))
-        }
-        CaSource::Ephemeral => {
-            let pem = CaBundle::generate_self_signed(trust_domain)?;
-            Ok(MeshCa::fixed(CaBundle::from_pem(&pem)?, policy))
-        }
-        CaSource::Secret { client, namespace } => {
+        CaSource::Secret {
+            client,
+            namespace,
+            mut leader,
+        } => {
             let mut backoff = Duration::from_millis(200);
+            let mut waiting_logged = false;
             loop {
-                match source::load_or_create_secret(client.clone(), &namespace, trust_domain).await {
-                    Ok(bundle) => return Ok(MeshCa::fixed(bundle, policy)),
+                let create = *leader.borrow_and_update();
+                match source::load_or_create_secret(client.clone(), &namespace, trust_domain, create).await {
+                    Ok(Some(bundle)) => return Ok(MeshCa::fixed(bundle, policy)),
+                    Ok(None) => {
+                        if !std::mem::replace(&mut waiting_logged, true) {
+                            info!(%namespace, "no CA Secret yet; waiting for the leader to create it");
+                        }
+                        tokio::select! {
+                            _ = leader.changed() => {}
+                            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                            _ = tasks.cancelled() => return Err(CaError::Cancelled),
+                        }
+                        continue;
+                    }
                     Err(e @ CaError::Kube(_)) if !tasks.is_cancelled() => {
                         warn!(error = %e, retry_in = ?backoff, "CA Secret not available yet");
                     }
@@ -106,24 +105,6 @@ pub async fn start_ca(
             }
         }
     }
-}
-
-fn write_self_signed(dir: &Path, trust_domain: &str) -> Result<(), CaError> {
-    let pem = CaBundle::generate_self_signed(trust_domain)?;
-    let write = |name: &str, text: &str| {
-        let path = dir.join(name);
-        std::fs::write(&path, text).map_err(|source| CaError::Write { path, source })
-    };
-    std::fs::create_dir_all(dir).map_err(|source| CaError::Write {
-        path: dir.to_owned(),
-        source,
-    })?;
-    write(CA_CERT, &pem.cert)?;
-    write(ROOT_CERT, &pem.root)?;
-    // Written last: its presence means the folder is complete.
-    write(CA_KEY, &pem.key)?;
-    info!(dir = %dir.display(), "generated a sandbox mesh root");
-    Ok(())
 }
 
 /// The names meshd's serving certificate carries: istiod's Service names (so istio-agent and
@@ -191,22 +172,51 @@ pub async fn serve(
     Ok(bound)
 }
 
+/// The mesh authenticator of `args`: certificates, then tokens reviewed by the primary cluster. Shared
+/// by the secure port and the admin server's debug endpoints.
+pub fn mesh_authenticator(
+    args: &Args,
+    mesh: &MeshConfig,
+    primary: kube::Client,
+    remotes: Clusters,
+) -> Arc<dyn Authenticator> {
+    let cluster_id = args.cluster_id.clone().unwrap_or_else(|| "Kubernetes".into());
+    let clients: Arc<dyn ClusterClients> = Arc::new(MeshClusters {
+        primary: PrimaryCluster::new(cluster_id.clone(), primary),
+        remotes,
+    });
+    authenticator(
+        &mesh.trust_domain,
+        &mesh.trust_domain_aliases,
+        Some((clients, cluster_id)),
+        &args.token_audience,
+    )
+}
+
 /// Starts the mesh CA and the secure gRPC server (15012): CA from `--ca-dir` or the CA Secret; then
-/// TLS, authentication, and the secure services (certificate signing and ADS).
+/// TLS, and the secure services (certificate signing and ADS) behind `auth`.
 pub async fn start(
     ctx: &StartContext,
     args: &Args,
     mesh: &MeshConfig,
     primary: kube::Client,
+    auth: Arc<dyn Authenticator>,
     ads: &AdsServer,
 ) -> anyhow::Result<()> {
     let sandbox = matches!(args.kube_source(), KubeSource::Sandbox(_));
     let source = match &args.ca_dir {
         Some(dir) => CaSource::Dir(dir.clone()),
-        None => CaSource::Secret {
-            client: primary.clone(),
-            namespace: args.system_namespace.clone(),
-        },
+        None => {
+            let mut election = ElectionConfig::new(args.system_namespace.clone());
+            election.lease_name.clone_from(&args.leader_lease);
+            let leadership =
+                leader::start(primary.clone(), election, &ctx.tasks).context("leader election")?;
+            CaSource::Secret {
+                client: primary.clone(),
+                namespace: args.system_namespace.clone(),
+                leader: leadership.subscribe(),
+            }
+        }
     };
     let policy = WorkloadCertPolicy {
         default_ttl: args.workload_cert_ttl,
@@ -227,15 +237,6 @@ pub async fn start(
     );
     let tls = ServingCert::new(&ca, hosts)?;
     tls.keep_fresh(&ctx.tasks, &ca);
-    let cluster_id = args.cluster_id.clone().unwrap_or_else(|| "Kubernetes".into());
-    let clients: Arc<dyn ClusterClients> = Arc::new(PrimaryCluster::new(cluster_id.clone(), primary));
-    let tokens = Some((clients, cluster_id));
-    let auth = authenticator(
-        &mesh.trust_domain,
-        &mesh.trust_domain_aliases,
-        tokens,
-        &args.token_audience,
-    );
     let addr = args.secure_grpc_addr.resolve(args.unspecified_host());
     serve(
         &ctx.tasks,
@@ -246,6 +247,26 @@ pub async fn start(
     )
     .await?;
     Ok(())
+}
+
+/// Token reviews go to the cluster the caller names: the primary, or a remote the secret controller runs.
+struct MeshClusters {
+    primary: PrimaryCluster,
+    remotes: Clusters,
+}
+
+impl ClusterClients for MeshClusters {
+    fn client(&self, cluster: &str) -> Option<kube::Client> {
+        self.primary
+            .client(cluster)
+            .or_else(|| self.remotes.client(cluster))
+    }
+
+    fn known(&self) -> Vec<String> {
+        let mut known = self.primary.known();
+        known.extend(self.remotes.remote_ids());
+        known
+    }
 }
 
 #[cfg(test)]

@@ -128,7 +128,7 @@ fn start(primary: &Sim, remote_timeout: Duration) -> Meshd {
         debounce_max: Duration::from_millis(200),
         insecure_kubeconfig_options: BTreeSet::new(),
     };
-    let (d, handle) = discovery::new(opts, networks);
+    let (d, handle) = discovery::new(opts, networks, &mut Default::default());
     let ctx = StartContext {
         tasks: Tasks::new(),
         ready: Ready::new(),

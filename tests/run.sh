@@ -51,7 +51,7 @@ else
   KUBECTL="$cache/bin/kubectl"
 fi
 export KUBECTL
-"$KUBECTL" version --client 2>/dev/null | head -n 1
+"$KUBECTL" version --client 2>/dev/null | sed -n 1p
 
 step "cargo build"
 cargo build --bins --quiet

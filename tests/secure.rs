@@ -472,14 +472,24 @@ async fn self_signed_root_is_created_once_and_shared() {
         .apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "istio-system"}}))
         .unwrap();
     let client = admin_client(&api).await;
+    // A non-leader never creates it.
+    assert!(
+        load_or_create_secret(client.clone(), "istio-system", TD, false)
+            .await
+            .unwrap()
+            .is_none()
+    );
     // Two replicas starting together converge on one root; a restart loads it.
     let (a, b) = tokio::join!(
-        load_or_create_secret(client.clone(), "istio-system", TD),
-        load_or_create_secret(client.clone(), "istio-system", TD),
+        load_or_create_secret(client.clone(), "istio-system", TD, true),
+        load_or_create_secret(client.clone(), "istio-system", TD, true),
     );
-    let (a, b) = (a.unwrap(), b.unwrap());
+    let (a, b) = (a.unwrap().expect("created"), b.unwrap().expect("created or read"));
     assert_eq!(a.roots_pem(), b.roots_pem());
-    let again = load_or_create_secret(client, "istio-system", TD).await.unwrap();
+    let again = load_or_create_secret(client, "istio-system", TD, false)
+        .await
+        .unwrap()
+        .expect("exists");
     assert_eq!(again.roots_pem(), a.roots_pem());
     let secret = api
         .store()

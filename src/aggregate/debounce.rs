@@ -35,6 +35,11 @@ impl Debounce {
     }
 
     /// The pending changes were published.
+    /// When the pending burst started.
+    pub(super) fn first(&self) -> Option<Instant> {
+        self.first
+    }
+
     pub(super) fn reset(&mut self) {
         self.first = None;
         self.last = None;

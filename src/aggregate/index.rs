@@ -2,7 +2,8 @@
 //! aggregator task alone; every mutation records what it changed in a [`ChangeSet`].
 
 use std::{
-    collections::{BTreeMap, HashMap, HashSet},
+    collections::{BTreeMap, BTreeSet, HashMap, HashSet},
+    net::IpAddr,
     sync::Arc,
 };
 
@@ -30,6 +31,10 @@ pub(super) struct Index {
     cluster_keys: HashMap<ClusterId, HashSet<ServiceKey>>,
     pub(super) services: BTreeMap<ServiceKey, Arc<Service>>,
     pub(super) endpoints: BTreeMap<ServiceKey, Arc<EndpointShards>>,
+    /// Gateway DNS names → their last resolved addresses.
+    dns: BTreeMap<Arc<str>, Vec<IpAddr>>,
+    /// A DNS answer or a cluster's own Service changed: recompute the gateway set at the next publish.
+    gateways_dirty: bool,
     changes: ChangeSet,
 }
 
@@ -42,6 +47,8 @@ impl Index {
             cluster_keys: HashMap::new(),
             services: BTreeMap::new(),
             endpoints: BTreeMap::new(),
+            dns: BTreeMap::new(),
+            gateways_dirty: false,
             changes: ChangeSet::default(),
         }
     }
@@ -63,6 +70,12 @@ impl Index {
             Update::NetworkChanged { from } if self.accepts(&from) => {
                 self.changes.full.insert(FullReason::Networks);
             }
+            Update::GatewayAddresses { hostname, addresses } => {
+                if self.dns.get(&hostname) != Some(&addresses) {
+                    self.dns.insert(hostname, addresses);
+                    self.gateways_dirty = true;
+                }
+            }
             Update::Remove { cluster, generation } => self.remove(cluster, generation),
             Update::Service { .. } | Update::Endpoints { .. } | Update::NetworkChanged { .. } => {}
         }
@@ -74,7 +87,27 @@ impl Index {
     }
 
     pub(super) fn has_changes(&self) -> bool {
-        !self.changes.is_empty()
+        !self.changes.is_empty() || self.gateways_dirty
+    }
+
+    /// Whether the gateway set may have changed since the last call.
+    pub(super) fn take_gateways_dirty(&mut self) -> bool {
+        std::mem::take(&mut self.gateways_dirty)
+    }
+
+    /// Every cluster's own version of every service (gateway discovery reads per-cluster labels).
+    pub(super) fn cluster_services(&self) -> impl Iterator<Item = (&ClusterId, &Service)> {
+        self.by_cluster.values().flatten().map(|(c, s)| (c, &**s))
+    }
+
+    /// Gateway DNS names → addresses.
+    pub(super) fn dns(&self) -> &BTreeMap<Arc<str>, Vec<IpAddr>> {
+        &self.dns
+    }
+
+    /// Forgets the addresses of names no gateway uses any more.
+    pub(super) fn retain_dns(&mut self, names: &BTreeSet<Arc<str>>) {
+        self.dns.retain(|n, _| names.contains(n));
     }
 
     pub(super) fn take_changes(&mut self) -> ChangeSet {
@@ -173,6 +206,9 @@ impl Index {
             }
             (None, None) => return,
         }
+        // Gateways are found from each cluster's own Service (labels differ per cluster, and the merged
+        // Service keeps the primary's), so any per-cluster change may change them.
+        self.gateways_dirty = true;
         let merged = merge(entries);
         if entries.is_empty() {
             self.by_cluster.remove(key);

@@ -7,23 +7,23 @@
 //! whether EDS alone suffices. It never does I/O and never holds a lock.
 
 mod debounce;
-mod gateways;
 mod index;
 mod snapshot;
 #[cfg(test)]
 mod tests;
 
-use std::{sync::Arc, time::Duration};
+use std::{collections::BTreeSet, sync::Arc, time::Duration};
 
 use tokio::sync::{mpsc, watch};
-use tracing::debug;
+use tracing::{debug, warn};
 
 pub use snapshot::{ChangeSet, EndpointShards, FullReason, MeshSnapshot, Push, ServiceChange, Snapshots};
 
 use crate::{
     config::MeshNetworks,
     drain::Tasks,
-    model::{ClusterId, Endpoint, Service, ServiceKey},
+    model::{ClusterId, Endpoint, NetworkGateway, Service, ServiceKey},
+    network::gateways::{self, Ignored},
 };
 
 /// Pending updates the aggregator buffers before registries wait.
@@ -73,6 +73,13 @@ pub enum Update {
         /// Sender.
         from: RegistryId,
     },
+    /// A gateway DNS name now resolves to these addresses (from the resolver task; sent only on change).
+    GatewayAddresses {
+        /// The name, as a gateway Service or meshNetworks gave it.
+        hostname: Arc<str>,
+        /// Its addresses, sorted.
+        addresses: Vec<std::net::IpAddr>,
+    },
     /// The cluster is gone: drop its shards, unless a newer generation already owns them.
     Remove {
         /// Which cluster.
@@ -102,6 +109,8 @@ pub struct Options {
     pub debounce_after: Duration,
     /// Longest a publish may be delayed.
     pub debounce_max: Duration,
+    /// `pilot_debounce_time`.
+    pub metrics: crate::discovery::metrics::Metrics,
 }
 
 /// Builds the aggregator (no I/O, no task yet). Returns it, where registries send, and the reader handle.
@@ -117,6 +126,8 @@ pub fn new(
             debounce: debounce::Debounce::new(opts.debounce_after, opts.debounce_max),
             publisher,
             networks,
+            ignored_gateways: Vec::new(),
+            metrics: opts.metrics,
         },
         rx,
     };
@@ -141,6 +152,9 @@ struct Writer {
     debounce: debounce::Debounce,
     publisher: snapshot::Publisher,
     networks: watch::Receiver<Arc<MeshNetworks>>,
+    /// Labelled Services last found unusable as gateways (each is warned about once).
+    ignored_gateways: Vec<Ignored>,
+    metrics: crate::discovery::metrics::Metrics,
 }
 
 impl Writer {
@@ -178,18 +192,21 @@ impl Writer {
 
     /// Builds the next snapshot off the current index and swaps it in.
     fn publish(&mut self) {
+        if let Some(first) = self.debounce.first() {
+            self.metrics.debounced(first.elapsed());
+        }
         self.debounce.reset();
         let previous = self.publisher.current();
         let mut changes = self.index.take_changes();
-        let gateways = if changes.needs_full_push() {
-            let networks = self.networks.borrow_and_update().clone();
-            let gws = gateways::network_gateways(&networks, &self.index.services);
+        let gateways_dirty = self.index.take_gateways_dirty();
+        let (gateways, gateway_hostnames) = if changes.needs_full_push() || gateways_dirty {
+            let (gws, names) = self.gateways();
             if *gws != *previous.gateways {
                 changes.full.insert(FullReason::Gateways);
             }
-            gws.into()
+            (gws, names)
         } else {
-            previous.gateways.clone()
+            (previous.gateways.clone(), previous.gateway_hostnames.clone())
         };
         changes.since = previous.version;
         let version = previous.version + 1;
@@ -204,8 +221,28 @@ impl Writer {
             services: self.index.services.clone(),
             endpoints: self.index.endpoints.clone(),
             gateways,
+            gateway_hostnames,
             changes,
         });
+    }
+
+    /// The gateway set from meshNetworks and every cluster's own Services, DNS names expanded with what
+    /// the resolver task last reported.
+    fn gateways(&mut self) -> (Arc<[NetworkGateway]>, Arc<BTreeSet<Arc<str>>>) {
+        let networks = self.networks.borrow_and_update().clone();
+        let found = gateways::discover(&networks, self.index.cluster_services());
+        for i in found
+            .ignored
+            .iter()
+            .filter(|i| !self.ignored_gateways.contains(i))
+        {
+            warn!(cluster = %i.cluster, service = %i.hostname, reason = %i.reason, "labelled network gateway ignored");
+        }
+        self.ignored_gateways = found.ignored;
+        let names = gateways::hostnames(&found.candidates);
+        self.index.retain_dns(&names);
+        let gws = gateways::resolve(&found.candidates, self.index.dns());
+        (gws.into(), Arc::new(names))
     }
 }
 

@@ -23,8 +23,10 @@ pub struct MeshSnapshot {
     pub services: BTreeMap<ServiceKey, Arc<Service>>,
     /// Endpoints per service, sharded by cluster.
     pub endpoints: BTreeMap<ServiceKey, Arc<EndpointShards>>,
-    /// Gateways into each network, from meshNetworks and the registries.
+    /// Gateways into each network, from meshNetworks and the registries, resolved and sorted.
     pub gateways: Arc<[NetworkGateway]>,
+    /// The gateway DNS names the resolver task must keep resolved.
+    pub gateway_hostnames: Arc<BTreeSet<Arc<str>>>,
     /// What changed since version [`ChangeSet::since`].
     pub changes: ChangeSet,
 }

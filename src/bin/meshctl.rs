@@ -1,70 +1,22 @@
-//! meshctl: the meshd operator CLI.
+//! meshctl: the meshd operator CLI. Parsing and the commands live in `meshd::meshctl`.
 
-use std::path::PathBuf;
+use clap::Parser;
+use meshd::meshctl::{Cli, run};
 
-use anyhow::Context;
-use clap::{Parser, Subcommand};
-use meshd::sandbox::serve;
-use tokio_util::sync::CancellationToken;
-
-#[derive(Parser)]
-#[command(name = "meshctl", about = "Operate meshd and its sandbox", version)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// Print the version.
-    Version,
-    /// Simulated clusters for development and tests.
-    Sandbox {
-        #[command(subcommand)]
-        command: SandboxCommand,
-    },
-}
-
-#[derive(Subcommand)]
-enum SandboxCommand {
-    /// Serve one simulated Kubernetes API server per cluster until SIGTERM or ctrl-c.
-    Serve {
-        /// Comma-separated cluster names, or a directory whose subdirectories name the clusters.
-        #[arg(long)]
-        clusters: String,
-        /// Where `<cluster>/kubeconfig` files are written.
-        #[arg(long)]
-        state_dir: PathBuf,
-    },
-}
-
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_writer(std::io::stderr)
         .init();
-    match Cli::parse().command {
-        Command::Version => {
-            println!("meshctl {}", env!("CARGO_PKG_VERSION"));
-            Ok(())
+    let cli = Cli::parse();
+    let result = tokio::runtime::Runtime::new()
+        .map_err(|e| e.to_string())
+        .and_then(|rt| rt.block_on(run(cli)).map_err(|e| e.to_string()));
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
         }
-        Command::Sandbox {
-            command: SandboxCommand::Serve { clusters, state_dir },
-        } => tokio::runtime::Runtime::new()?.block_on(sandbox_serve(&clusters, &state_dir)),
     }
-}
-
-async fn sandbox_serve(clusters: &str, state_dir: &std::path::Path) -> anyhow::Result<()> {
-    let names = serve::cluster_names(clusters)?;
-    let shutdown = CancellationToken::new();
-    let started = serve::start_clusters(&names, state_dir, shutdown.clone()).await?;
-    println!("{}", serve::ready_report(&started));
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .context("SIGTERM handler")?;
-    tokio::select! {
-        _ = term.recv() => {}
-        r = tokio::signal::ctrl_c() => r.context("ctrl-c handler")?,
-    }
-    shutdown.cancel();
-    Ok(())
 }

@@ -62,6 +62,9 @@ pub enum CaError {
     /// The Kubernetes API failed.
     #[error("Kubernetes API: {0}")]
     Kube(#[source] kube::Error),
+    /// Shutdown began while waiting for the leader to create the CA Secret.
+    #[error("shut down while waiting for the CA Secret")]
+    Cancelled,
     /// Key or certificate generation failed.
     #[error("generating the CA: {0}")]
     Generate(#[source] rcgen::Error),

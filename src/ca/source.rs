@@ -99,13 +99,15 @@ pub fn watch_dir(
     Ok(rx)
 }
 
-/// Loads the self-signed CA from `istio-ca-secret` in `namespace`, creating it (with a new root for
-/// `trust_domain`) if absent. Concurrent creators converge: whoever loses the create re-reads.
+/// Loads the self-signed CA from `istio-ca-secret` in `namespace`. If absent and `create` (this replica
+/// leads), creates it with a new root for `trust_domain`; otherwise `None` (the leader will).
+/// Concurrent creators still converge: whoever loses the create re-reads.
 pub async fn load_or_create_secret(
     client: kube::Client,
     namespace: &str,
     trust_domain: &str,
-) -> Result<CaBundle, CaError> {
+    create: bool,
+) -> Result<Option<CaBundle>, CaError> {
     let api: Api<Secret> = Api::namespaced(client, namespace);
     let in_secret = |source: CaError| CaError::Secret {
         namespace: namespace.to_owned(),
@@ -113,7 +115,12 @@ pub async fn load_or_create_secret(
         source: Box::new(source),
     };
     if let Some(secret) = api.get_opt(CA_SECRET_NAME).await.map_err(CaError::Kube)? {
-        return CaBundle::from_pem(&from_secret(&secret)?).map_err(in_secret);
+        return CaBundle::from_pem(&from_secret(&secret)?)
+            .map(Some)
+            .map_err(in_secret);
+    }
+    if !create {
+        return Ok(None);
     }
     let pem = CaBundle::generate_self_signed(trust_domain)?;
     match api
@@ -122,11 +129,13 @@ pub async fn load_or_create_secret(
     {
         Ok(_) => {
             info!(%namespace, secret = CA_SECRET_NAME, "generated a self-signed mesh root");
-            CaBundle::from_pem(&pem).map_err(in_secret)
+            CaBundle::from_pem(&pem).map(Some).map_err(in_secret)
         }
         Err(kube::Error::Api(s)) if s.is_already_exists() => {
             let secret = api.get(CA_SECRET_NAME).await.map_err(CaError::Kube)?;
-            CaBundle::from_pem(&from_secret(&secret)?).map_err(in_secret)
+            CaBundle::from_pem(&from_secret(&secret)?)
+                .map(Some)
+                .map_err(in_secret)
         }
         Err(e) => Err(CaError::Kube(e)),
     }

@@ -3,6 +3,7 @@
 //! paths call [`new`] then [`Discovery::start`].
 
 mod debug;
+pub mod metrics;
 
 use std::{
     collections::BTreeSet,
@@ -25,6 +26,7 @@ use crate::{
         kubeconfig::InsecureOption,
         status::{Clusters, StatusSource},
     },
+    network::dns,
     registry::{self, service::Context},
 };
 
@@ -69,28 +71,35 @@ pub struct Discovery {
     aggregator: Aggregator,
     updates: UpdateSender,
     handle: DiscoveryHandle,
+    metrics: metrics::Metrics,
 }
 
-/// Builds discovery without I/O; the handle is usable (empty) at once, e.g. for debug routes.
-pub fn new(opts: Options, networks: watch::Receiver<Arc<MeshNetworks>>) -> (Discovery, DiscoveryHandle) {
+/// Builds discovery without I/O, registering its metrics in `registry`; the handle is usable
+/// (empty) at once, e.g. for debug routes.
+pub fn new(
+    opts: Options,
+    networks: watch::Receiver<Arc<MeshNetworks>>,
+    registry: &mut prometheus_client::registry::Registry,
+) -> (Discovery, DiscoveryHandle) {
+    let clusters = Clusters::default();
+    let metrics = metrics::Metrics::new(registry, clusters.clone());
     let (aggregator, updates, snapshots) = aggregate::new(
         aggregate::Options {
             primary: opts.cluster_id.clone(),
             debounce_after: opts.debounce_after,
             debounce_max: opts.debounce_max,
+            metrics: metrics.clone(),
         },
         networks.clone(),
     );
-    let handle = DiscoveryHandle {
-        snapshots,
-        clusters: Clusters::default(),
-    };
+    let handle = DiscoveryHandle { snapshots, clusters };
     let discovery = Discovery {
         opts,
         networks,
         aggregator,
         updates,
         handle: handle.clone(),
+        metrics,
     };
     (discovery, handle)
 }
@@ -105,8 +114,15 @@ impl Discovery {
             aggregator,
             updates,
             handle,
+            metrics,
         } = self;
         aggregator.spawn(&ctx.tasks);
+        dns::spawn(
+            &ctx.tasks,
+            Arc::new(dns::SystemResolver),
+            handle.snapshots.clone(),
+            updates.clone(),
+        );
         let conv = Context {
             cluster: opts.cluster_id.clone(),
             domain_suffix: opts.domain_suffix.as_str().into(),
@@ -124,6 +140,7 @@ impl Discovery {
                 ctx: conv.clone(),
                 system_namespace: opts.system_namespace.clone(),
                 networks: networks.clone(),
+                metrics: metrics.clone(),
             },
             updates.clone(),
         );
@@ -138,6 +155,7 @@ impl Discovery {
                 allowed: Arc::new(opts.insecure_kubeconfig_options),
                 qps: CLIENT_QPS,
                 generations,
+                metrics,
             },
             own: opts.cluster_id,
             clusters: handle.clusters,

@@ -1,20 +1,25 @@
 //! Network gateways: how endpoints on another network are reached (split-horizon EDS).
 
+use std::{net::IpAddr, sync::Arc};
+
 use serde::Serialize;
 
-use super::{ClusterId, ExternalAddress, NetworkId};
+use super::{ClusterId, NetworkId};
 
-/// A gateway into `network`, from meshNetworks (a fixed address, or the external address of a
-/// registry service in `cluster`).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+/// A resolved gateway into `network` (istiod's `NetworkGateway`): one address and port. A gateway
+/// Service with several load-balancer addresses, or a DNS name resolving to several IPs, is several
+/// gateways.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NetworkGateway {
     /// The network it leads into.
     pub network: NetworkId,
-    /// The cluster whose service provided it; `None` for a fixed meshNetworks address.
+    /// The cluster whose Service provided it; `None` for a fixed meshNetworks `address`.
     pub cluster: Option<ClusterId>,
     /// Where to send traffic.
-    pub address: ExternalAddress,
-    /// The gateway's mTLS port (15443 by convention).
+    pub address: IpAddr,
+    /// The gateway's mTLS (AUTO_PASSTHROUGH) port, 15443 by convention.
     pub port: u16,
+    /// The DNS name `address` was resolved from, if any (for `/debug/networkz`).
+    pub hostname: Option<Arc<str>>,
 }

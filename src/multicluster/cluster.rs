@@ -50,6 +50,8 @@ pub struct Env {
     pub qps: u64,
     /// Generation numbers, unique across clusters and rotations.
     pub generations: Arc<AtomicU64>,
+    /// Discovery metrics (registry events, sync timeouts).
+    pub metrics: crate::discovery::metrics::Metrics,
 }
 
 /// The controller's handle on a running cluster.
@@ -58,6 +60,9 @@ pub struct Handle {
     pub sha: [u8; 32],
     /// Live status and last error.
     pub status: watch::Receiver<(SyncStatus, Option<String>)>,
+    /// The client of the generation in charge (serving, else syncing); `None` once stopped. Lets token
+    /// reviews for this cluster's workloads go to its own API server.
+    pub client: watch::Receiver<Option<kube::Client>>,
     rotate: mpsc::Sender<Arc<[u8]>>,
     tasks: Tasks,
 }
@@ -75,12 +80,15 @@ impl Handle {
     ) -> Self {
         let (status_tx, status) = watch::channel((SyncStatus::Syncing, None));
         let (rotate, rotations) = mpsc::channel(4);
+        let (client_tx, client) = watch::channel(None);
         let tasks = tasks.child();
         let supervisor = Supervisor {
             env,
             cluster: cluster.clone(),
             tasks: tasks.clone(),
             status: status_tx,
+            client: client_tx,
+            published: 0,
             latest: 0,
         };
         tasks.spawn(
@@ -90,6 +98,7 @@ impl Handle {
         Self {
             sha,
             status,
+            client,
             rotate,
             tasks,
         }
@@ -112,6 +121,7 @@ impl Handle {
 /// A running registry generation.
 struct Generation {
     id: u64,
+    client: kube::Client,
     tasks: Tasks,
     progress: watch::Receiver<Progress>,
 }
@@ -121,6 +131,9 @@ struct Supervisor {
     cluster: ClusterId,
     tasks: Tasks,
     status: watch::Sender<(SyncStatus, Option<String>)>,
+    client: watch::Sender<Option<kube::Client>>,
+    /// Generation whose client was last published.
+    published: u64,
     latest: u64,
 }
 
@@ -157,6 +170,7 @@ impl Supervisor {
                 }
                 _ = &mut deadline, if waiting => {
                     timed_out = true;
+                    self.env.metrics.sync_timeout();
                     warn!(cluster = %self.cluster, timeout = ?self.env.timeout, "remote cluster did not sync in time; no longer blocking readiness, still retrying");
                     drop(ready.take());
                     waiting = false;
@@ -193,6 +207,7 @@ impl Supervisor {
             })
             .await;
         self.status.send_replace((SyncStatus::Closed, None));
+        self.client.send_replace(None);
     }
 
     /// Builds a client and starts a registry generation; `None` (with the reason in the status) if the
@@ -222,7 +237,7 @@ impl Supervisor {
         ctx.cluster = self.cluster.clone();
         let progress = registry::spawn(
             &tasks,
-            client,
+            client.clone(),
             registry::Options {
                 id: RegistryId {
                     cluster: self.cluster.clone(),
@@ -231,14 +246,24 @@ impl Supervisor {
                 ctx,
                 system_namespace: self.env.system_namespace.clone(),
                 networks: self.env.networks.clone(),
+                metrics: self.env.metrics.clone(),
             },
             self.env.updates.clone(),
         );
-        Some(Generation { id, tasks, progress })
+        Some(Generation {
+            id,
+            client,
+            tasks,
+            progress,
+        })
     }
 
-    fn report(&self, current: Option<&Generation>, timed_out: bool) {
+    fn report(&mut self, current: Option<&Generation>, timed_out: bool) {
         let Some(generation) = current else { return };
+        if self.published != generation.id {
+            self.published = generation.id;
+            self.client.send_replace(Some(generation.client.clone()));
+        }
         let progress = generation.progress.borrow().clone();
         let status = SyncStatus::from_progress(&progress, timed_out);
         tracing::trace!(cluster = %self.cluster, generation = generation.id, %status, "status");

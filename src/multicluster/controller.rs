@@ -163,6 +163,7 @@ impl Controller {
             id: self.own.clone(),
             secret: String::new(),
             status: self.own_status.clone(),
+            client: None,
         }];
         let mut rest: Vec<Entry> = running
             .iter()
@@ -170,11 +171,13 @@ impl Controller {
                 id: id.clone(),
                 secret: r.secret.clone(),
                 status: StatusSource::Live(r.handle.status.clone()),
+                client: Some(r.handle.client.clone()),
             })
             .chain(want.rejected.iter().map(|r| Entry {
                 id: r.cluster.clone(),
                 secret: r.secret.clone(),
                 status: StatusSource::Fixed(SyncStatus::Error(r.reason.clone())),
+                client: None,
             }))
             .collect();
         rest.sort_by(|a, b| (&a.id, &a.secret).cmp(&(&b.id, &b.secret)));

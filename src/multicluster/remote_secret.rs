@@ -341,6 +341,21 @@ mod tests {
     }
 
     #[test]
+    fn generated_kubeconfig_passes_the_sanitizer_unchanged() {
+        let text = kubeconfig("cluster3", &creds());
+        let mut parsed = kube::config::Kubeconfig::from_yaml(&text).unwrap();
+        // The sanitizer rebuilds the document: only the type header is not carried over.
+        (parsed.api_version, parsed.kind) = (None, None);
+        let sanitized = crate::multicluster::kubeconfig::sanitize(text.as_bytes(), &Default::default())
+            .expect("accepted with no insecure options");
+        assert_eq!(
+            serde_json::to_value(&sanitized).unwrap(),
+            serde_json::to_value(&parsed).unwrap(),
+            "the sanitizer drops or changes nothing meshd generates"
+        );
+    }
+
+    #[test]
     fn cluster_names_must_be_dns_labels() {
         for bad in ["", "Cluster2", "a_b", "-a", &"x".repeat(64)] {
             assert!(

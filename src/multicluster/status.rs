@@ -63,11 +63,23 @@ pub struct ClusterRow {
 }
 
 /// A cluster as the table holds it: a live status, or a fixed one for rejected entries.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct Entry {
     pub(crate) id: ClusterId,
     pub(crate) secret: String,
     pub(crate) status: StatusSource,
+    /// The remote's current client (running remotes only).
+    pub(crate) client: Option<watch::Receiver<Option<kube::Client>>>,
+}
+
+impl std::fmt::Debug for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Entry")
+            .field("id", &self.id)
+            .field("secret", &self.secret)
+            .field("status", &self.status)
+            .finish()
+    }
 }
 
 /// Where a row's status comes from.
@@ -111,6 +123,25 @@ impl Clusters {
                     last_error,
                 }
             })
+            .collect()
+    }
+
+    /// The current client of running remote cluster `id`.
+    pub fn client(&self, id: &str) -> Option<kube::Client> {
+        self.0
+            .load()
+            .iter()
+            .filter(|e| &*e.id == id)
+            .find_map(|e| e.client.as_ref()?.borrow().clone())
+    }
+
+    /// IDs of the running remote clusters.
+    pub fn remote_ids(&self) -> Vec<String> {
+        self.0
+            .load()
+            .iter()
+            .filter(|e| e.client.is_some())
+            .map(|e| e.id.to_string())
             .collect()
     }
 

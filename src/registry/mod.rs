@@ -48,6 +48,8 @@ pub struct Options {
     pub system_namespace: String,
     /// meshNetworks; a reload re-evaluates every endpoint's network.
     pub networks: watch::Receiver<Arc<MeshNetworks>>,
+    /// `pilot_k8s_reg_events`.
+    pub metrics: crate::discovery::metrics::Metrics,
 }
 
 /// A registry's progress, as its cluster's status shows it.
@@ -85,6 +87,19 @@ enum Kind {
 
 const KINDS: usize = 5;
 
+impl Kind {
+    /// istiod's `type` label of `pilot_k8s_reg_events`.
+    fn metric_label(self) -> &'static str {
+        match self {
+            Kind::Namespace => "Namespaces",
+            Kind::Service => "Services",
+            Kind::Slice => "EndpointSlice",
+            Kind::Pod => "Pods",
+            Kind::Node => "Nodes",
+        }
+    }
+}
+
 enum Event {
     Namespace(watcher::Event<PartialObjectMeta<Namespace>>),
     Service(Box<watcher::Event<Service>>),
@@ -115,6 +130,7 @@ struct Registry {
     changed_services: HashSet<ServiceKey>,
     touched: HashSet<ServiceKey>,
     network_changed: bool,
+    metrics: crate::discovery::metrics::Metrics,
 }
 
 impl Registry {
@@ -134,6 +150,7 @@ impl Registry {
             changed_services: HashSet::new(),
             touched: HashSet::new(),
             network_changed: false,
+            metrics: opts.metrics,
         }
     }
 
@@ -198,6 +215,15 @@ impl Registry {
         handle: fn(&mut Self, Op<'_, K>),
     ) {
         let slot = kind as usize;
+        let event = match &ev {
+            watcher::Event::InitApply(_) => Some("add"),
+            watcher::Event::Apply(_) => Some("update"),
+            watcher::Event::Delete(_) => Some("delete"),
+            watcher::Event::Init | watcher::Event::InitDone => None,
+        };
+        if let Some(event) = event {
+            self.metrics.reg_event(kind.metric_label(), event);
+        }
         match ev {
             watcher::Event::Init => self.relisting[slot] = Some(HashSet::new()),
             watcher::Event::InitApply(obj) => {

@@ -1,11 +1,12 @@
 //! Which network an endpoint is on (istiod's `endpointNetwork`): the pod's `topology.istio.io/network`
 //! label, else that label on the cluster's system namespace, else meshNetworks — `fromRegistry` naming
 //! this cluster, then the first `fromCidr` containing the address. Networks are tried in name order, so
-//! the first match is deterministic.
+//! the first match is deterministic; overlapping claims are warned about, as in istiod.
 
 use std::net::IpAddr;
 
 use ipnet::IpNet;
+use tracing::warn;
 
 use crate::{
     config::{MeshNetworks, networks::NetworkEndpoints},
@@ -27,10 +28,22 @@ impl NetworkResolver {
             for ep in &net.endpoints {
                 match ep {
                     NetworkEndpoints::FromRegistry(r) if r.as_str() == cluster.as_str() => {
-                        out.from_registry.get_or_insert_with(|| name.as_str().into());
+                        match &out.from_registry {
+                            Some(first) => {
+                                warn!(%cluster, first = %first, ignored = %name, "two networks claim this registry; the first wins")
+                            }
+                            None => out.from_registry = Some(name.as_str().into()),
+                        }
                     }
                     NetworkEndpoints::FromCidr(cidr) => out.cidrs.push((*cidr, name.as_str().into())),
                     NetworkEndpoints::FromRegistry(_) => {}
+                }
+            }
+        }
+        for (i, (a, net_a)) in out.cidrs.iter().enumerate() {
+            for (b, net_b) in &out.cidrs[i + 1..] {
+                if net_a != net_b && (a.contains(&b.network()) || b.contains(&a.network())) {
+                    warn!(%a, %b, first = %net_a, ignored = %net_b, "meshNetworks fromCidr ranges of two networks overlap; the first wins");
                 }
             }
         }

@@ -55,13 +55,7 @@ pub async fn start(
     };
     let clusters = serve::start_clusters(&names, state_dir, shutdown).await?;
     for (cluster, manifests) in clusters.iter().zip(&topology) {
-        for (origin, object) in &manifests.objects {
-            cluster
-                .server
-                .store()
-                .apply(object.clone())
-                .with_context(|| format!("loading {origin} into {}", cluster.name))?;
-        }
+        serve::load(cluster, manifests)?;
         info!(cluster = %cluster.name, objects = manifests.objects.len(), url = %cluster.server.url(), "simulated cluster up");
     }
     let sandbox = Sandbox {

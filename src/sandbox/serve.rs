@@ -91,3 +91,44 @@ fn write_private(path: &Path, contents: &str) -> anyhow::Result<()> {
     file.write_all(contents.as_bytes())?;
     Ok(())
 }
+
+/// Applies a cluster folder's manifests to its simulated API server.
+pub fn load(cluster: &ServedCluster, manifests: &super::topology::ClusterManifests) -> anyhow::Result<()> {
+    for (origin, object) in &manifests.objects {
+        cluster
+            .server
+            .store()
+            .apply(object.clone())
+            .with_context(|| format!("loading {origin} into {}", cluster.name))?;
+    }
+    Ok(())
+}
+
+/// `meshctl sandbox serve`: starts the clusters (loading each folder's manifests when `spec` is a
+/// directory), prints the readiness report, and serves until SIGTERM or ctrl-c.
+pub async fn run(spec: &str, state_dir: &Path) -> anyhow::Result<()> {
+    let dir = Path::new(spec);
+    let topology = if dir.is_dir() {
+        super::topology::from_dir(dir).with_context(|| format!("loading {spec}"))?
+    } else {
+        Vec::new()
+    };
+    let names = cluster_names(spec)?;
+    let shutdown = CancellationToken::new();
+    let started = start_clusters(&names, state_dir, shutdown.clone()).await?;
+    for manifests in &topology {
+        let Some(cluster) = started.iter().find(|c| c.name == manifests.name) else {
+            continue;
+        };
+        load(cluster, manifests)?;
+    }
+    println!("{}", ready_report(&started));
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("SIGTERM handler")?;
+    tokio::select! {
+        _ = term.recv() => {}
+        r = tokio::signal::ctrl_c() => r.context("ctrl-c handler")?,
+    }
+    shutdown.cancel();
+    Ok(())
+}

@@ -1,29 +1,29 @@
 //! Encoded resources shared across proxies (istiod's XDS cache).
 //!
-//! Owns: a map from (type, name, snapshot version, view) to the encoded resource. Proxies that see the
-//! same thing (same kind, same network view) get the same `Arc`, so 1,000 sidecars cost one encode.
-//! Entries of snapshots older than the previous one are evicted when a newer one is first used; the
-//! map is capped. Does NOT: decide what a view is (the generators build the key) or generate anything
-//! under its lock.
+//! Owns: a map from (type, name, view) to the encoded resource and the range of snapshot versions it
+//! is valid for. Proxies that see the same thing (same kind, same network view) get the same `Arc`,
+//! so 1,000 sidecars cost one encode. When a push names what changed ([`PushScope::Endpoints`]),
+//! [`ResourceCache::advance`] carries every other entry forward to the new version, so a stream that
+//! missed pushes and recomputes everything re-encodes only what really changed. Entries no longer
+//! valid for the newest or the previous version are evicted; the map is capped. Does NOT: decide what
+//! a view is (the generators build the key) or generate anything under its lock.
 
 use std::{collections::HashMap, sync::Arc};
 
 use parking_lot::Mutex;
 
-use super::{Resource, XdsType, metrics::Metrics};
+use super::{Resource, XdsType, metrics::Metrics, push::PushScope};
 
 /// Default entry cap (istiod's `PILOT_XDS_CACHE_SIZE`).
 pub const DEFAULT_CAPACITY: usize = 60_000;
 
-/// What a cached resource depends on.
+/// What a cached resource depends on besides the snapshot.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct CacheKey {
     /// Resource type.
     pub ty: XdsType,
     /// Resource name.
     pub name: Arc<str>,
-    /// Snapshot version it was built from.
-    pub version: u64,
     /// Everything else the generator read from the proxy (kind, network view, namespace…).
     pub view: Arc<str>,
 }
@@ -39,8 +39,15 @@ pub struct ResourceCache {
 #[derive(Default)]
 struct Inner {
     newest: u64,
-    /// `None` caches "no such resource" too: a name asked for by many proxies is resolved once.
-    entries: HashMap<CacheKey, Option<Arc<Resource>>>,
+    entries: HashMap<CacheKey, Entry>,
+}
+
+/// A resource (`None` caches "no such resource" too: a name asked for by many proxies is resolved
+/// once) and the snapshot versions `from..=to` it is right for.
+struct Entry {
+    from: u64,
+    to: u64,
+    resource: Option<Arc<Resource>>,
 }
 
 impl ResourceCache {
@@ -53,17 +60,21 @@ impl ResourceCache {
         }
     }
 
-    /// The cached resource for `key`, or `build()`'s (built outside the lock, then shared).
+    /// The resource for `key` at snapshot `version`: cached, or `build()`'s (built outside the lock,
+    /// then shared).
     pub fn get_or_insert(
         &self,
         key: CacheKey,
+        version: u64,
         build: impl FnOnce() -> Option<Resource>,
     ) -> Option<Arc<Resource>> {
-        if let Some(hit) = self.inner.lock().entries.get(&key) {
+        if let Some(e) = self.inner.lock().entries.get(&key)
+            && (e.from..=e.to).contains(&version)
+        {
             if let Some(m) = &self.metrics {
                 m.cache_hit();
             }
-            return hit.clone();
+            return e.resource.clone();
         }
         if let Some(m) = &self.metrics {
             m.cache_miss();
@@ -73,16 +84,59 @@ impl ResourceCache {
             return built;
         }
         let mut inner = self.inner.lock();
-        if key.version > inner.newest {
-            let keep_from = inner.newest;
-            inner.newest = key.version;
-            inner.entries.retain(|k, _| k.version >= keep_from);
+        if version > inner.newest {
+            inner.evict_before(version);
         }
-        if key.version + 1 >= inner.newest && inner.entries.len() < self.capacity {
-            // Another stream may have raced us here; keep the first so everyone shares one `Arc`.
-            return inner.entries.entry(key).or_insert(built).clone();
+        if version + 1 < inner.newest || inner.entries.len() >= self.capacity {
+            return built;
         }
-        built
+        match inner.entries.get_mut(&key) {
+            // Another stream raced us here; keep the first so everyone shares one `Arc`.
+            Some(e) if (e.from..=e.to).contains(&version) => e.resource.clone(),
+            Some(e) if e.to > version => built,
+            slot => {
+                let entry = Entry {
+                    from: version,
+                    to: version,
+                    resource: built.clone(),
+                };
+                match slot {
+                    Some(e) => *e = entry,
+                    None => {
+                        inner.entries.insert(key, entry);
+                    }
+                }
+                built
+            }
+        }
+    }
+
+    /// Moves the cache to a push's snapshot. When the push follows the newest version the cache knows
+    /// and only endpoints changed, every entry not about those services stays valid. Idempotent: every
+    /// stream calls it, the first does the work.
+    pub fn advance(&self, version: u64, base: Option<u64>, scope: &PushScope) {
+        if self.capacity == 0 {
+            return;
+        }
+        let mut inner = self.inner.lock();
+        if version <= inner.newest {
+            return;
+        }
+        if let (PushScope::Endpoints(hosts), Some(base)) = (scope, base)
+            && base == inner.newest
+        {
+            for (key, e) in inner.entries.iter_mut().filter(|(_, e)| e.to == base) {
+                let changed = key.ty == XdsType::Endpoint
+                    && key
+                        .name
+                        .rsplit_once("||")
+                        .is_none_or(|(_, host)| hosts.contains(host));
+                if !changed {
+                    e.to = version;
+                }
+            }
+        }
+        inner.evict_before(version);
     }
 
     /// Number of entries (for debug and tests).
@@ -96,15 +150,22 @@ impl ResourceCache {
     }
 }
 
+impl Inner {
+    /// `version` is the newest now: keep what is valid for it or the one before (lagging streams).
+    fn evict_before(&mut self, version: u64) {
+        self.newest = version;
+        self.entries.retain(|_, e| e.to + 1 >= version);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn key(name: &str, version: u64) -> CacheKey {
+    fn key(name: &str) -> CacheKey {
         CacheKey {
             ty: XdsType::Cluster,
             name: name.into(),
-            version,
             view: "grpc".into(),
         }
     }
@@ -113,27 +174,71 @@ mod tests {
         Some(Resource::with_version(XdsType::Cluster, name.into(), vec![1], 1))
     }
 
+    fn eds(host: &str) -> CacheKey {
+        CacheKey {
+            ty: XdsType::Endpoint,
+            name: format!("outbound|80||{host}").into(),
+            view: "|".into(),
+        }
+    }
+
     #[test]
     fn shares_one_encode_and_evicts_old_versions() {
         let c = ResourceCache::new(10, None);
-        let a = c.get_or_insert(key("a", 1), || build("a")).unwrap();
-        let b = c.get_or_insert(key("a", 1), || panic!("must hit")).unwrap();
+        let a = c.get_or_insert(key("a"), 1, || build("a")).unwrap();
+        let b = c.get_or_insert(key("a"), 1, || panic!("must hit")).unwrap();
         assert!(Arc::ptr_eq(&a, &b));
-        c.get_or_insert(key("a", 2), || build("a"));
-        assert_eq!(c.len(), 2, "the previous version stays for lagging streams");
-        c.get_or_insert(key("a", 3), || build("a"));
-        assert_eq!(c.len(), 2, "version 1 evicted");
+        let a2 = c.get_or_insert(key("a"), 2, || build("a")).unwrap();
+        assert!(!Arc::ptr_eq(&a, &a2), "a full push rebuilds");
+        c.get_or_insert(key("b"), 2, || build("b"));
+        c.get_or_insert(key("c"), 4, || build("c"));
+        assert_eq!(c.len(), 1, "entries older than the previous version are evicted");
+    }
+
+    #[test]
+    fn endpoint_pushes_carry_everything_else_forward() {
+        let c = ResourceCache::new(10, None);
+        let scope = PushScope::Endpoints(["a".into()].into());
+        c.get_or_insert(eds("a"), 1, || build("a"));
+        let b = c.get_or_insert(eds("b"), 1, || build("b")).unwrap();
+        let cds = c.get_or_insert(key("outbound|80||a"), 1, || build("a")).unwrap();
+        c.advance(2, Some(1), &scope);
+        let b2 = c
+            .get_or_insert(eds("b"), 2, || panic!("b did not change"))
+            .unwrap();
+        assert!(Arc::ptr_eq(&b, &b2));
+        let cds2 = c
+            .get_or_insert(key("outbound|80||a"), 2, || panic!("CDS is not EDS"))
+            .unwrap();
+        assert!(Arc::ptr_eq(&cds, &cds2));
+        let mut rebuilt = false;
+        c.get_or_insert(eds("a"), 2, || {
+            rebuilt = true;
+            build("a")
+        });
+        assert!(rebuilt, "a's endpoints changed");
+        c.advance(2, Some(1), &scope);
+        c.advance(4, Some(3), &scope);
+        assert!(c.is_empty(), "a missed push carries nothing forward");
+        c.get_or_insert(eds("b"), 4, || build("b"));
+        c.advance(5, Some(4), &PushScope::Full);
+        let mut rebuilt = false;
+        c.get_or_insert(eds("b"), 5, || {
+            rebuilt = true;
+            build("b")
+        });
+        assert!(rebuilt, "a full push carries nothing forward");
     }
 
     #[test]
     fn caches_absence_and_respects_capacity() {
         let c = ResourceCache::new(1, None);
-        assert!(c.get_or_insert(key("missing", 1), || None).is_none());
+        assert!(c.get_or_insert(key("missing"), 1, || None).is_none());
         assert!(
-            c.get_or_insert(key("missing", 1), || panic!("absence is cached"))
+            c.get_or_insert(key("missing"), 1, || panic!("absence is cached"))
                 .is_none()
         );
-        assert!(c.get_or_insert(key("b", 1), || build("b")).is_some());
+        assert!(c.get_or_insert(key("b"), 1, || build("b")).is_some());
         assert_eq!(c.len(), 1);
     }
 }

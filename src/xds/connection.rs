@@ -19,11 +19,11 @@ use tracing::{debug, info, warn};
 
 use super::{
     Error, Proxy, XdsType,
-    generator::{Context, NetworkView},
+    generator::{Context, NetworkView, cds},
     push::{Push, PushScope},
     resource::{Resource, Subscription},
     server::{Caller, Shared},
-    status::{ConnectionStatus, StatusHandle},
+    status::{ConnectionStatus, Held, StatusHandle},
 };
 
 /// Longest NACK message kept for debug.
@@ -82,6 +82,8 @@ pub struct TypeStatus {
     pub subscription: Subscription,
     /// The nonce of the last response.
     pub nonce_sent: Option<String>,
+    /// The nonce the client last ACKed (equal to `nonce_sent` when in sync).
+    pub nonce_acked: Option<String>,
     /// The version of the last response.
     pub version_sent: String,
     /// The last version the client ACKed.
@@ -129,6 +131,10 @@ struct Stream<P: Protocol> {
     push: Arc<Push>,
     status: StatusHandle,
     out: Outbox<P::Response>,
+    /// What the client holds, per type (for config_dump).
+    held: BTreeMap<XdsType, Held>,
+    /// Responses sent for the push being processed, per type (for push_status).
+    pushed: BTreeMap<XdsType, u64>,
 }
 
 /// Runs one stream to completion. Errors are sent to the client as its final status.
@@ -166,6 +172,7 @@ pub(crate) async fn run<P: Protocol>(
             return;
         }
     };
+    shared.cache.advance(push.version(), push.base, &push.scope);
     let status = shared.connections.register(ConnectionStatus {
         id: String::new(),
         protocol,
@@ -175,9 +182,11 @@ pub(crate) async fn run<P: Protocol>(
         proxy: Some(proxy.clone()),
         push_version: Some(push.version()),
         watches: BTreeMap::new(),
+        sent: BTreeMap::new(),
     });
     status.update(|s| s.id = format!("{}-{}", proxy.id, status.key()));
     info!(node = %proxy.id, kind = ?proxy.kind, protocol, "xDS stream connected");
+    shared.push_log.begin(&push);
     shared.metrics.stream_opened();
     let mut pushes = shared.pushes.clone();
     pushes.borrow_and_update();
@@ -189,6 +198,8 @@ pub(crate) async fn run<P: Protocol>(
         push,
         status,
         out,
+        held: BTreeMap::new(),
+        pushed: BTreeMap::new(),
     };
     let mut next = Some(first);
     let end = loop {
@@ -237,6 +248,7 @@ impl<P: Protocol> Stream<P> {
             Decision::Respond => self.respond(ty, Mode::Requested, None).await?,
             Decision::Nack => {
                 self.shared.metrics.rejected(ty);
+                self.shared.push_log.nacked(ty);
                 let nack = self.state.status().get(&ty).and_then(|s| s.last_nack.clone());
                 warn!(node = %self.proxy.id, %ty, ?nack, "config rejected by proxy");
             }
@@ -256,13 +268,8 @@ impl<P: Protocol> Stream<P> {
         let full = PushScope::Full;
         let scope = if incremental { &push.scope } else { &full };
         self.push = push.clone();
-        let _permit = self
-            .shared
-            .permits
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| Some(Error::ShuttingDown))?;
+        self.shared.push_log.begin(&push);
+        self.shared.cache.advance(push.version(), push.base, &push.scope);
         for ty in XdsType::PUSH_ORDER {
             match scope {
                 PushScope::Full => self.respond(ty, Mode::Pushed, None).await?,
@@ -276,26 +283,44 @@ impl<P: Protocol> Stream<P> {
             }
         }
         self.shared.metrics.converged(push.changed_at.elapsed());
+        self.shared
+            .push_log
+            .pushed(push.version(), &std::mem::take(&mut self.pushed));
         self.status.update(|s| s.push_version = Some(push.version()));
         self.publish();
         Ok(())
     }
 
-    /// EDS names this stream watches that belong to one of `hosts`.
+    /// EDS names this stream watches that belong to one of `hosts`: looked up per changed service
+    /// port, so a push costs what changed, not what the stream subscribes to.
     fn watched_clusters_of(&self, hosts: &BTreeSet<crate::model::Hostname>) -> BTreeSet<Arc<str>> {
         let Some(sub) = self.state.subscription(XdsType::Endpoint) else {
             return BTreeSet::new();
         };
-        sub.names
+        let mesh = &*self.push.mesh;
+        hosts
             .iter()
-            .filter(|n| n.rsplit_once("||").is_some_and(|(_, host)| hosts.contains(host)))
-            .cloned()
+            .filter_map(|host| mesh.service(host))
+            .flat_map(|s| s.ports.iter().map(|p| cds::cluster_name(p.port, &s.hostname)))
+            .filter_map(|name| sub.names.get(name.as_str()).cloned())
             .collect()
     }
 
     async fn respond(&mut self, ty: XdsType, mode: Mode, only: Option<&BTreeSet<Arc<str>>>) -> StepResult {
         let Some(sub) = self.state.subscription(ty).cloned() else {
             return Ok(());
+        };
+        // Pushes hold a permit while they build (the CPU-bound part), not while they send: a client
+        // that stops reading blocks only its own stream, never the permits everyone else needs.
+        let permit = match mode {
+            Mode::Pushed => Some(
+                self.shared
+                    .permits
+                    .acquire()
+                    .await
+                    .map_err(|_| Some(Error::ShuttingDown))?,
+            ),
+            Mode::Requested => None,
         };
         let built = Instant::now();
         let ctx = Context {
@@ -307,19 +332,40 @@ impl<P: Protocol> Stream<P> {
         };
         let resources = ctx.generate(ty, &sub, only);
         let version = self.push.version().to_string();
-        let Some(resp) = self.state.response(ty, resources, &version, mode) else {
+        let response = self.state.response(ty, resources.clone(), &version, mode);
+        drop(permit);
+        let Some(resp) = response else {
             return Ok(());
         };
         let build_time = built.elapsed();
         let sent = Instant::now();
         self.out.send(Ok(resp)).await.map_err(|_| None)?;
         self.shared.metrics.pushed(ty, build_time, sent.elapsed());
+        if mode == Mode::Pushed {
+            *self.pushed.entry(ty).or_default() += 1;
+        }
+        self.hold(ty, &sub, resources, only.is_some());
         debug!(node = %self.proxy.id, %ty, version, ?mode, "sent");
         Ok(())
     }
 
+    /// Records what the client now holds of `ty`: a partial (endpoint-only) answer adds to it, any
+    /// other answer is the whole subscription.
+    fn hold(&mut self, ty: XdsType, sub: &Subscription, resources: Vec<Arc<Resource>>, partial: bool) {
+        let held = Arc::make_mut(self.held.entry(ty).or_default());
+        if !partial {
+            held.clear();
+        }
+        held.extend(resources.into_iter().map(|r| (r.name.clone(), r)));
+        held.retain(|name, _| sub.wildcard || sub.names.contains(name));
+    }
+
     fn publish(&self) {
         let watches = self.state.status();
-        self.status.update(|s| s.watches = watches);
+        let sent = self.held.clone();
+        self.status.update(|s| {
+            s.watches = watches;
+            s.sent = sent;
+        });
     }
 }

@@ -33,6 +33,7 @@ pub(crate) struct Delta {
 struct Watch {
     sub: Subscription,
     nonce: Option<String>,
+    nonce_acked: Option<String>,
     /// Name → version string the client holds.
     client_has: BTreeMap<Arc<str>, String>,
     /// The next request-driven answer must be sent even if empty (first request of the type).
@@ -80,13 +81,13 @@ impl Protocol for Delta {
                 changed |= ty.is_full_state() && !w.sub.wildcard;
                 w.sub.wildcard |= ty.is_full_state();
             } else {
-                changed |= w.sub.names.insert(Arc::from(name.as_str()));
+                changed |= Arc::make_mut(&mut w.sub.names).insert(Arc::from(name.as_str()));
             }
         }
         for name in &req.resource_names_unsubscribe {
             if name == Subscription::WILDCARD {
                 w.sub.wildcard = false;
-            } else if w.sub.names.remove(name.as_str()) {
+            } else if Arc::make_mut(&mut w.sub.names).remove(name.as_str()) {
                 // The client dropped it; if wildcard still covers it, it must be sent again.
                 w.client_has.remove(name.as_str());
                 changed |= w.sub.wildcard;
@@ -106,6 +107,7 @@ impl Protocol for Delta {
                 }
             } else {
                 w.nack = None;
+                w.nonce_acked = Some(req.response_nonce.clone());
                 w.version_acked.clone_from(&w.version_sent);
             }
         }
@@ -128,15 +130,10 @@ impl Protocol for Delta {
         mode: Mode,
     ) -> Option<DeltaDiscoveryResponse> {
         let w = self.watches.get_mut(&ty)?;
-        let send: Vec<PbResource> = resources
+        let send: Vec<(&Arc<Resource>, String)> = resources
             .iter()
-            .filter(|r| w.client_has.get(&r.name).map(String::as_str) != Some(r.version_string().as_str()))
-            .map(|r| PbResource {
-                name: r.name.to_string(),
-                version: r.version_string(),
-                resource: Some(r.body.clone()),
-                ..Default::default()
-            })
+            .map(|r| (r, r.version_string()))
+            .filter(|(r, version)| w.client_has.get(&r.name) != Some(version))
             .collect();
         let mut removed = Vec::new();
         if ty.is_full_state() {
@@ -159,9 +156,18 @@ impl Protocol for Delta {
         if send.is_empty() && removed.is_empty() && !must_answer {
             return None;
         }
-        for r in &send {
-            w.client_has.insert(Arc::from(r.name.as_str()), r.version.clone());
-        }
+        let send: Vec<PbResource> = send
+            .into_iter()
+            .map(|(r, version)| {
+                w.client_has.insert(r.name.clone(), version.clone());
+                PbResource {
+                    name: r.name.to_string(),
+                    version,
+                    resource: Some(r.body.clone()),
+                    ..Default::default()
+                }
+            })
+            .collect();
         for name in &removed {
             w.client_has.remove(name);
         }
@@ -186,6 +192,7 @@ impl Protocol for Delta {
                 let status = TypeStatus {
                     subscription: w.sub.clone(),
                     nonce_sent: w.nonce.clone(),
+                    nonce_acked: w.nonce_acked.clone(),
                     version_sent: w.version_sent.clone(),
                     version_acked: w.version_acked.clone(),
                     resources_sent: w.client_has.len(),

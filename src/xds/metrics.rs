@@ -1,5 +1,5 @@
-//! xDS metrics under istiod's names, so existing dashboards work (prometheus-client appends `_total`
-//! to counters in the text format).
+//! xDS metrics under istiod's names and labels (`type="cds"`), so existing dashboards work: istiod's
+//! counters are [`IstioCounter`]s, exposed without a `_total` suffix as istiod does.
 //!
 //! Owns: metric handles. Does NOT: decide when to record (the stream tasks do).
 
@@ -12,6 +12,7 @@ use prometheus_client::{
 };
 
 use super::XdsType;
+use crate::metrics::IstioCounter;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TypeLabel {
@@ -31,9 +32,9 @@ fn seconds_buckets() -> impl Iterator<Item = f64> {
 #[derive(Clone)]
 pub struct Metrics {
     connected: Gauge,
-    pushes: Family<TypeLabel, Counter>,
-    rejects: Family<TypeLabel, Counter>,
-    expired_nonce: Family<TypeLabel, Counter>,
+    pushes: Family<TypeLabel, IstioCounter>,
+    rejects: Family<TypeLabel, IstioCounter>,
+    expired_nonce: Family<TypeLabel, IstioCounter>,
     push_time: Family<TypeLabel, Histogram>,
     send_time: Histogram,
     convergence: Histogram,
@@ -110,7 +111,9 @@ impl Metrics {
     }
 
     pub(crate) fn pushed(&self, ty: XdsType, build: Duration, send: Duration) {
-        let label = TypeLabel { r#type: ty.short() };
+        let label = TypeLabel {
+            r#type: ty.metric_label(),
+        };
         self.pushes.get_or_create(&label).inc();
         self.push_time.get_or_create(&label).observe(build.as_secs_f64());
         self.send_time.observe(send.as_secs_f64());
@@ -118,13 +121,17 @@ impl Metrics {
 
     pub(crate) fn rejected(&self, ty: XdsType) {
         self.rejects
-            .get_or_create(&TypeLabel { r#type: ty.short() })
+            .get_or_create(&TypeLabel {
+                r#type: ty.metric_label(),
+            })
             .inc();
     }
 
     pub(crate) fn expired_nonce(&self, ty: XdsType) {
         self.expired_nonce
-            .get_or_create(&TypeLabel { r#type: ty.short() })
+            .get_or_create(&TypeLabel {
+                r#type: ty.metric_label(),
+            })
             .inc();
     }
 

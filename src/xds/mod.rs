@@ -12,6 +12,7 @@
 
 pub mod cache;
 mod connection;
+pub mod debug;
 mod delta;
 pub mod generator;
 pub mod metrics;
@@ -79,6 +80,16 @@ impl XdsType {
             Self::Endpoint => "EDS",
             Self::Listener => "LDS",
             Self::Route => "RDS",
+        }
+    }
+
+    /// istiod's metric label (`v3.GetMetricType`): `cds`, `eds`, `lds`, `rds`.
+    pub fn metric_label(self) -> &'static str {
+        match self {
+            Self::Cluster => "cds",
+            Self::Endpoint => "eds",
+            Self::Listener => "lds",
+            Self::Route => "rds",
         }
     }
 

@@ -56,6 +56,9 @@ pub enum ProxyKind {
     Grpc,
     /// An Envoy sidecar (no `GENERATOR`): outbound listeners on ports.
     Sidecar,
+    /// An Envoy gateway (`router~…` node id). One whose network view is exactly its own network is an
+    /// east-west gateway and gets the AUTO_PASSTHROUGH listener on 15443.
+    Router,
 }
 
 /// Why a node is refused. Always names what was wrong.
@@ -82,6 +85,15 @@ fn invalid(field: impl Into<String>, reason: impl Into<String>) -> NodeError {
 }
 
 impl Proxy {
+    /// An east-west gateway: a router that asked to see exactly its own network (what
+    /// `gen-eastwest-gateway.sh` sets), so it forwards only to local endpoints and never loops.
+    pub fn is_east_west_gateway(&self) -> bool {
+        match (&self.network, self.requested_network_view.as_slice()) {
+            (Some(own), [only]) => self.kind == ProxyKind::Router && own == only,
+            _ => false,
+        }
+    }
+
     /// Parses the node of a stream's first request.
     pub fn from_node(node: Option<&Node>) -> Result<Self, NodeError> {
         let node = node.ok_or(NodeError::MissingNode)?;
@@ -93,6 +105,7 @@ impl Proxy {
         let meta = Metadata(node.metadata.as_ref().unwrap_or(&empty));
 
         let kind = match meta.string("GENERATOR")?.as_deref() {
+            None if id.starts_with("router~") => ProxyKind::Router,
             None => ProxyKind::Sidecar,
             Some("grpc") => ProxyKind::Grpc,
             Some(other) => {

@@ -60,8 +60,9 @@ pub(crate) fn hash_bytes(bytes: &[u8]) -> u64 {
 pub struct Subscription {
     /// Every resource of the type (LDS/CDS `*` or the legacy empty first request).
     pub wildcard: bool,
-    /// Names asked for explicitly (may include names that do not exist yet).
-    pub names: BTreeSet<Arc<str>>,
+    /// Names asked for explicitly (may include names that do not exist yet). Shared: debug status
+    /// and every response build take it by `Arc`; only a subscription change copies it.
+    pub names: Arc<BTreeSet<Arc<str>>>,
 }
 
 impl Subscription {

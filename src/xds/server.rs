@@ -30,7 +30,7 @@ use super::{
     metrics::Metrics,
     push::{Push, RateLimiter, default_concurrency},
     sotw::Sotw,
-    status::Connections,
+    status::{Connections, PushLog},
 };
 use crate::{
     auth::{AuthRequest, Authenticator},
@@ -109,6 +109,7 @@ pub(crate) struct Shared {
     pub(crate) endpoints: Arc<dyn EndpointView>,
     pub(crate) metrics: Metrics,
     pub(crate) connections: Connections,
+    pub(crate) push_log: PushLog,
     pub(crate) permits: Arc<Semaphore>,
     pub(crate) tasks: Tasks,
     stream_limit: RateLimiter,
@@ -137,6 +138,7 @@ impl AdsServer {
             endpoints,
             metrics,
             connections: Connections::default(),
+            push_log: PushLog::default(),
             permits: Arc::new(Semaphore::new(limits.push_concurrency.max(1))),
             tasks,
             stream_limit: RateLimiter::new(limits.new_streams_per_second),
@@ -150,6 +152,11 @@ impl AdsServer {
     /// Live connections, for debug.
     pub fn connections(&self) -> Connections {
         self.shared.connections.clone()
+    }
+
+    /// What the latest push did, for debug.
+    pub fn push_log(&self) -> PushLog {
+        self.shared.push_log.clone()
     }
 
     /// The tonic service for one port, checking every stream with `auth` (`None`: plaintext 15010,

@@ -15,7 +15,7 @@ use super::{
 use crate::{
     aggregate::{MeshSnapshot, Push, Snapshots},
     drain::Tasks,
-    model::{Endpoint, Service, ServiceKey},
+    model::{Endpoint, NetworkGateway, Service, ServiceKey},
 };
 
 impl Mesh for MeshSnapshot {
@@ -39,6 +39,10 @@ impl Mesh for MeshSnapshot {
             Some(shards) => Box::new(shards.iter()),
             None => Box::new(std::iter::empty()),
         }
+    }
+
+    fn gateways(&self) -> &[NetworkGateway] {
+        &self.gateways
     }
 }
 

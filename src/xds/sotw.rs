@@ -34,6 +34,7 @@ struct Watch {
     /// something; afterwards it means "unsubscribe from everything".
     ever_named: bool,
     nonce: Option<String>,
+    nonce_acked: Option<String>,
     version_sent: String,
     version_acked: String,
     /// Name → version of what the client was last sent.
@@ -85,6 +86,7 @@ impl Protocol for Sotw {
             return Decision::Nack;
         }
         w.version_acked.clone_from(&req.version_info);
+        w.nonce_acked = Some(nonce.clone());
         w.nack = None;
         let before = w.sub.clone();
         w.set_names(ty, &req.resource_names);
@@ -162,6 +164,7 @@ impl Protocol for Sotw {
                 let status = TypeStatus {
                     subscription: w.sub.clone(),
                     nonce_sent: w.nonce.clone(),
+                    nonce_acked: w.nonce_acked.clone(),
                     version_sent: w.version_sent.clone(),
                     version_acked: w.version_acked.clone(),
                     resources_sent: w.sent.len(),
@@ -181,7 +184,7 @@ impl Watch {
         self.ever_named |= !names.is_empty();
         self.sub = Subscription {
             wildcard: ty.is_full_state() && (star || legacy_wildcard),
-            names: set,
+            names: set.into(),
         };
     }
 }

@@ -1,4 +1,5 @@
-//! Per-connection status for debug (`/debug/connections`, `/debug/syncz`-style views).
+//! Per-connection status for debug (`/debug/connections`, `/debug/adsz`, `/debug/syncz`,
+//! `/debug/config_dump`) and the latest push's record (`/debug/push_status`).
 //!
 //! Owns: a registry of live streams. Each stream task is the only writer of its own entry and
 //! publishes an immutable [`ConnectionStatus`] after each change (`ArcSwap` store); readers clone
@@ -16,7 +17,12 @@ use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 use serde::Serialize;
 
-use super::{Proxy, XdsType, connection::TypeStatus};
+use super::{
+    Proxy, Resource, XdsType,
+    connection::TypeStatus,
+    push::{Push, PushScope},
+};
+use crate::model::Hostname;
 
 /// What one stream looks like right now.
 #[derive(Debug, Clone, Serialize)]
@@ -38,7 +44,13 @@ pub struct ConnectionStatus {
     pub push_version: Option<u64>,
     /// Per-type subscription, nonce, versions and last NACK.
     pub watches: BTreeMap<XdsType, TypeStatus>,
+    /// What the client holds, per type and name, as last sent (`/debug/config_dump`).
+    #[serde(skip)]
+    pub sent: BTreeMap<XdsType, Held>,
 }
+
+/// The resources a client holds of one type, by name.
+pub type Held = Arc<BTreeMap<Arc<str>, Arc<Resource>>>;
 
 /// Live connections. Cheap to clone.
 #[derive(Clone, Default)]
@@ -91,5 +103,75 @@ impl StatusHandle {
 impl Drop for StatusHandle {
     fn drop(&mut self) {
         self.registry.live.lock().remove(&self.key);
+    }
+}
+
+/// The latest push as `/debug/push_status` shows it: when, why, how many proxies got something, and
+/// what they sent back. (istiod dumps its whole `PushContext` there; these are the parts an operator
+/// asks about.)
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PushStatus {
+    /// Snapshot version pushed.
+    pub version: u64,
+    /// When the first stream started on it (RFC 3339).
+    pub start: String,
+    /// `full`, or `endpoints` when only EDS of `endpointsChanged` was due.
+    pub reason: &'static str,
+    /// Services whose endpoints changed (endpoint pushes only).
+    pub endpoints_changed: Vec<Hostname>,
+    /// Streams that were sent at least one response for this push.
+    pub proxies_pushed: u64,
+    /// Responses sent, per type.
+    pub pushes: BTreeMap<XdsType, u64>,
+    /// NACKs received since, per type.
+    pub errors: BTreeMap<XdsType, u64>,
+}
+
+/// Where stream tasks record what the latest push did. Cheap to clone; the lock is held only to
+/// update counters.
+#[derive(Clone, Default)]
+pub struct PushLog(Arc<Mutex<PushStatus>>);
+
+impl PushLog {
+    /// The latest push's record.
+    pub fn current(&self) -> PushStatus {
+        self.0.lock().clone()
+    }
+
+    /// A stream starts on `push`; the first one to see a newer version starts a new record.
+    pub(crate) fn begin(&self, push: &Push) {
+        let mut s = self.0.lock();
+        if push.version() <= s.version && !s.start.is_empty() {
+            return;
+        }
+        let (reason, endpoints_changed) = match &push.scope {
+            PushScope::Full => ("full", Vec::new()),
+            PushScope::Endpoints(hosts) => ("endpoints", hosts.iter().cloned().collect()),
+        };
+        *s = PushStatus {
+            version: push.version(),
+            start: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+            reason,
+            endpoints_changed,
+            ..PushStatus::default()
+        };
+    }
+
+    /// A stream finished `version`, having sent `responses` per type.
+    pub(crate) fn pushed(&self, version: u64, responses: &BTreeMap<XdsType, u64>) {
+        let mut s = self.0.lock();
+        if s.version != version || responses.is_empty() {
+            return;
+        }
+        s.proxies_pushed += 1;
+        for (ty, n) in responses {
+            *s.pushes.entry(*ty).or_default() += n;
+        }
+    }
+
+    /// A proxy rejected a response of `ty`.
+    pub(crate) fn nacked(&self, ty: XdsType) {
+        *self.0.lock().errors.entry(ty).or_default() += 1;
     }
 }

@@ -7,6 +7,7 @@ import sys
 import time
 
 import grpc
+import grpc.experimental
 
 
 def main():
@@ -15,6 +16,7 @@ def main():
     p.add_argument("--count", type=int, default=4)
     p.add_argument("--timeout", type=float, default=10.0)
     p.add_argument("--xds-creds", action="store_true")
+    p.add_argument("--forever", action="store_true", help="keep the channel (and its xDS stream) open, ignoring call errors")
     p.add_argument("--duration", type=float, help="stop after this many seconds (or --count calls)")
     p.add_argument("--interval", type=float, default=0.0, help="pause between calls")
     a = p.parse_args()
@@ -32,8 +34,14 @@ def main():
             print(call(b"hi", timeout=a.timeout, wait_for_ready=True).decode(), flush=True)
         except grpc.RpcError as e:
             print(f"ERROR {e.code()} {e.details()}", file=sys.stderr, flush=True)
-            sys.exit(1)
+            if not a.forever:
+                sys.exit(1)
         time.sleep(a.interval)
+    while a.forever:
+        try:
+            call(b"hi", timeout=a.timeout, wait_for_ready=True)
+        except grpc.RpcError:
+            time.sleep(0.5)
 
 
 if __name__ == "__main__":

@@ -26,21 +26,22 @@ def free_port() -> int:
 class Meshd:
     """A running meshd. ``state`` holds the sandbox kubeconfigs (``<cluster>/kubeconfig``) and certs."""
 
-    def __init__(self, state: Path, args: list[str] = (), ready_timeout: float | None = 60):
+    def __init__(self, state: Path, args: list[str] = (), ready_timeout: float | None = 60, env: dict | None = None,
+                 admin_host: str = "127.0.0.1"):
         self.state = state
         state.mkdir(parents=True, exist_ok=True)
         self.http, self.monitoring = free_port(), free_port()
         self.grpc, self.secure = free_port(), free_port()
         self.log_path = state / "meshd.log"
         self.out_path = state / "meshd.out"
-        env = {k: v for k, v in os.environ.items() if k != "KUBERNETES_SERVICE_HOST"}
+        env = {k: v for k, v in os.environ.items() if k != "KUBERNETES_SERVICE_HOST"} | (env or {})
         with open(self.log_path, "wb") as log, open(self.out_path, "wb") as out:
             self.proc = subprocess.Popen(
                 [
                     str(BIN_DIR / "meshd"),
                     "--state-dir", str(state),
                     "--http-addr", f"127.0.0.1:{self.http}",
-                    "--monitoring-addr", f"127.0.0.1:{self.monitoring}",
+                    "--monitoring-addr", f"{admin_host}:{self.monitoring}",
                     "--grpc-addr", f"127.0.0.1:{self.grpc}",
                     "--secure-grpc-addr", f"127.0.0.1:{self.secure}",
                     *args,

@@ -15,13 +15,6 @@ The two protobuf messages are encoded by hand (three fields), so no generated co
 from __future__ import annotations
 
 import datetime
-import os
-import signal
-import socket
-import subprocess
-import time
-import urllib.request
-from pathlib import Path
 
 import grpc
 import pytest
@@ -30,16 +23,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-REPO = Path(__file__).resolve().parents[2]
-BIN_DIR = Path(os.environ.get("MESHD_BIN_DIR", REPO / "target" / "debug"))
+from meshd_proc import Meshd
+
 METHOD = "/istio.v1.auth.IstioCertificateService/CreateCertificate"
 SAMPLE = "spiffe://cluster.local/ns/sample/sa/default"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def varint(n: int) -> bytes:
@@ -114,51 +101,24 @@ def foreign_client_cert() -> tuple[bytes, bytes]:
 
 
 @pytest.fixture(scope="module")
-def meshd(tmp_path_factory):
-    binary = BIN_DIR / "meshd"
-    if not binary.exists():
-        pytest.skip(f"{binary} not built (cargo build --bins)")
-    state = tmp_path_factory.mktemp("state")
-    http, secure = free_port(), free_port()
-    log = open(state / "meshd.log", "wb")
-    env = {k: v for k, v in os.environ.items() if k != "KUBERNETES_SERVICE_HOST"}
-    proc = subprocess.Popen(
-        [
-            str(binary),
-            "--state-dir", str(state),
-            "--http-addr", f"127.0.0.1:{http}",
-            "--monitoring-addr", f"127.0.0.1:{free_port()}",
-            "--grpc-addr", f"127.0.0.1:{free_port()}",
-            "--secure-grpc-addr", f"127.0.0.1:{secure}",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=log,
-        env=env,
-    )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{http}/ready", timeout=1) as r:
-                if r.status == 200:
-                    break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail("meshd did not become ready:\n" + (state / "meshd.log").read_text())
-        time.sleep(0.1)
-    yield {"addr": f"localhost:{secure}", "certs": state / "certs"}
-    proc.send_signal(signal.SIGTERM)
-    proc.wait(timeout=15)
-    log.close()
+def sandbox(tmp_path_factory):
+    m = Meshd(tmp_path_factory.mktemp("state"))
+    yield m
+    assert m.stop() == 0, m.log()
 
 
-def call(meshd, csr: str, cert_chain: bytes | None = None, key: bytes | None = None) -> list[str]:
+@pytest.fixture(scope="module")
+def meshd(sandbox):
+    return {"addr": f"localhost:{sandbox.secure}", "certs": sandbox.state / "certs"}
+
+
+def call(meshd, csr: str, cert_chain: bytes | None = None, key: bytes | None = None,
+         metadata: tuple = ()) -> list[str]:
     root = (meshd["certs"] / "root-cert.pem").read_bytes()
     creds = grpc.ssl_channel_credentials(root_certificates=root, private_key=key, certificate_chain=cert_chain)
     with grpc.secure_channel(meshd["addr"], creds) as channel:
         rpc = channel.unary_unary(METHOD, request_serializer=None, response_deserializer=None)
-        return decode_response(rpc(encode_request(csr), timeout=10))
+        return decode_response(rpc(encode_request(csr), timeout=10, metadata=metadata))
 
 
 def sample_creds(meshd) -> tuple[bytes, bytes]:
@@ -196,3 +156,25 @@ def test_csr_for_another_identity_is_permission_denied(meshd):
         call(meshd, make_csr("spiffe://cluster.local/ns/sample/sa/admin"), chain, key)
     assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
     assert "may only request its own identity" in err.value.details()
+
+
+def remote_token(sandbox) -> str:
+    """A service-account token issued by the remote cluster (cluster2) for the mesh CA audience."""
+    return sandbox.kubectl("cluster2", "create", "token", "default", "-n", "sample", "--audience", "istio-ca").strip()
+
+
+def test_token_from_a_remote_cluster_is_reviewed_by_that_cluster(sandbox, meshd):
+    token = remote_token(sandbox)
+    issued = call(meshd, make_csr(SAMPLE), metadata=(("authorization", f"Bearer {token}"), ("clusterid", "cluster2")))
+    leaf = x509.load_pem_x509_certificate(issued[0].encode())
+    sans = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert sans.get_values_for_type(x509.UniformResourceIdentifier) == [SAMPLE]
+
+
+def test_token_reviewed_by_the_wrong_or_an_unknown_cluster_is_refused(sandbox, meshd):
+    token = remote_token(sandbox)
+    for cluster, detail in (("cluster1", ""), ("cluster9", "cluster9")):
+        with pytest.raises(grpc.RpcError) as err:
+            call(meshd, make_csr(SAMPLE), metadata=(("authorization", f"Bearer {token}"), ("clusterid", cluster)))
+        assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED, (cluster, err.value.details())
+        assert detail in err.value.details()

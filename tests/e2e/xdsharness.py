@@ -186,16 +186,17 @@ def decode(resp):
 
 
 class EchoBackend:
-    """A gRPC server on 127.0.0.1 answering ``/echo.Echo/Call`` with its name."""
+    """A gRPC server on a loopback address answering ``/echo.Echo/Call`` with its name."""
 
-    def __init__(self, name: str, server_credentials=None):
+    def __init__(self, name: str, server_credentials=None, host: str = "127.0.0.1"):
         self.name = name
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
         handler = grpc.unary_unary_rpc_method_handler(self._call)
         self.server.add_generic_rpc_handlers(
             (grpc.method_handlers_generic_handler("echo.Echo", {"Call": handler}),)
         )
-        addr = "127.0.0.1:0"
+        self.host = host
+        addr = f"{host}:0"
         if server_credentials is None:
             self.port = self.server.add_insecure_port(addr)
         else:

@@ -1,12 +1,14 @@
 //! CDS: one EDS cluster per service port, `outbound|<port>||<hostname>`, plus the sidecar's
-//! `PassthroughCluster`.
+//! `PassthroughCluster` and an east-west gateway's SNI-DNAT clusters `outbound_.<port>_._.<hostname>`.
 //!
 //! Owns: the cluster shape and its upstream TLS. Secure naming pins the service's SPIFFE identities
 //! as URI SANs. Proxyless gRPC gets a plain `transport_socket` with certificate-provider instances
 //! (`default` for its certificate, `ROOTCA` for the root; the bootstrap's `certificate_providers`)
 //! when every endpoint takes Istio mTLS, because gRPC does not evaluate transport-socket matches.
 //! Envoy sidecars get transport-socket matches on the endpoints' `tlsMode` with SDS secrets
-//! (`default`, `ROOTCA`) from the istio-agent's `sds-grpc` cluster. Does NOT: DestinationRule
+//! (`default`, `ROOTCA`) from the istio-agent's `sds-grpc` cluster, and the SNI
+//! `outbound_.<port>_._.<hostname>` that lets a remote network's east-west gateway route the
+//! connection without terminating it. Does NOT: DestinationRule
 //! policies, subsets, outlier detection or circuit breakers.
 
 use std::{collections::BTreeSet, sync::Arc};
@@ -67,8 +69,59 @@ pub fn cluster_name(port: u16, hostname: &str) -> String {
     format!("outbound|{port}||{hostname}")
 }
 
-/// An EDS cluster over ADS, round robin.
-pub fn eds_cluster(name: &str, tls: UpstreamTls, identities: &BTreeSet<Arc<str>>) -> Cluster {
+/// `outbound_.<port>_._.<hostname>` (istiod's `BuildDNSSrvSubsetKey`): the SNI a sidecar sends with
+/// Istio mTLS, and the name of the east-west gateway's cluster that SNI is routed to.
+pub fn sni_name(port: u16, hostname: &str) -> String {
+    format!("outbound_.{port}_._.{hostname}")
+}
+
+/// What a cluster name means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClusterRef<'a> {
+    /// `outbound|<port>||<hostname>`: a service port, for sidecars, gRPC and gateways.
+    Outbound {
+        /// Service port.
+        port: u16,
+        /// Service host name.
+        hostname: &'a str,
+    },
+    /// `outbound_.<port>_._.<hostname>`: an east-west gateway's SNI-DNAT cluster (local mTLS endpoints).
+    SniDnat {
+        /// Service port.
+        port: u16,
+        /// Service host name.
+        hostname: &'a str,
+    },
+}
+
+impl<'a> ClusterRef<'a> {
+    /// Parses a cluster name; `None` for names meshd does not build (subsets, inbound, …).
+    pub fn parse(name: &'a str) -> Option<Self> {
+        if let Some(rest) = name.strip_prefix("outbound|") {
+            let (port, hostname) = rest.split_once("||")?;
+            return Some(Self::Outbound {
+                port: port.parse().ok()?,
+                hostname,
+            });
+        }
+        let rest = name.strip_prefix("outbound_.")?;
+        let (port, hostname) = rest.split_once("_._.")?;
+        Some(Self::SniDnat {
+            port: port.parse().ok()?,
+            hostname,
+        })
+    }
+}
+
+/// An east-west gateway's cluster for one SNI: EDS over the local network's mTLS endpoints; no
+/// transport socket, since the client's mTLS passes through untouched.
+pub fn sni_dnat_cluster(name: &str) -> Cluster {
+    eds_cluster(name, UpstreamTls::None, &BTreeSet::new(), "")
+}
+
+/// An EDS cluster over ADS, round robin. `sni` is sent with Istio mTLS (sidecars), so that an east-west
+/// gateway can route the connection without terminating it.
+pub fn eds_cluster(name: &str, tls: UpstreamTls, identities: &BTreeSet<Arc<str>>, sni: &str) -> Cluster {
     let mut cluster = Cluster {
         name: name.to_owned(),
         cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Eds as i32)),
@@ -85,13 +138,15 @@ pub fn eds_cluster(name: &str, tls: UpstreamTls, identities: &BTreeSet<Arc<str>>
     };
     match tls {
         UpstreamTls::None => {}
-        UpstreamTls::GrpcMutual => cluster.transport_socket = Some(tls_socket(provider_tls(identities))),
+        UpstreamTls::GrpcMutual => {
+            cluster.transport_socket = Some(tls_socket(provider_tls(identities), String::new()));
+        }
         UpstreamTls::SidecarAuto => {
             cluster.transport_socket_matches = vec![
                 TransportSocketMatch {
                     name: "tlsMode-istio".to_owned(),
                     r#match: Some(strings(&[("tlsMode", "istio")])),
-                    transport_socket: Some(tls_socket(sds_tls(identities))),
+                    transport_socket: Some(tls_socket(sds_tls(identities), sni.to_owned())),
                 },
                 TransportSocketMatch {
                     name: "tlsMode-disabled".to_owned(),
@@ -121,9 +176,10 @@ pub fn passthrough_cluster() -> Cluster {
     }
 }
 
-fn tls_socket(common: CommonTlsContext) -> TransportSocket {
+fn tls_socket(common: CommonTlsContext, sni: String) -> TransportSocket {
     let ctx = UpstreamTlsContext {
         common_tls_context: Some(common),
+        sni,
         ..Default::default()
     };
     TransportSocket {

@@ -74,23 +74,48 @@ pub struct LbTarget {
     pub cluster: ClusterId,
 }
 
+/// What to do with an address that appears more than once, which split horizon causes: a gateway
+/// stands in for remote endpoints in every locality they run in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Duplicates {
+    /// Envoy: keep one per locality (istiod's shape: the gateway stays in each locality it serves).
+    PerLocality,
+    /// Proxyless gRPC, which NACKs an address repeated anywhere in an assignment: the first locality
+    /// keeps it, with the weights of the later ones added.
+    Merge,
+}
+
 /// Builds the assignment for `port` of a service from the endpoints the proxy may see. An endpoint
-/// without a port of that name is skipped; a repeated address keeps its first occurrence (gRPC
-/// NACKs duplicates).
+/// without a port of that name is skipped; a repeated address is handled as `duplicates` says,
+/// otherwise its first occurrence wins.
 pub fn assignment<'a>(
     cluster: Arc<str>,
     port: &ServicePort,
     endpoints: impl IntoIterator<Item = &'a Endpoint>,
+    duplicates: Duplicates,
 ) -> Assignment {
-    let mut seen = BTreeSet::new();
+    let mut seen: BTreeMap<(IpAddr, u16), BTreeSet<&Locality>> = BTreeMap::new();
     let mut by_locality: BTreeMap<Locality, Vec<LbTarget>> = BTreeMap::new();
     for ep in endpoints {
         let Some(target_port) = ep.port(&port.name) else {
             continue;
         };
-        if !seen.insert((ep.address, target_port)) {
-            continue;
+        let localities = seen.entry((ep.address, target_port)).or_default();
+        match (localities.first(), duplicates) {
+            (Some(_), Duplicates::PerLocality) if localities.contains(&ep.locality) => continue,
+            (Some(first), Duplicates::Merge) => {
+                let target = by_locality.get_mut(*first).and_then(|ts| {
+                    ts.iter_mut()
+                        .find(|t| (t.address, t.port) == (ep.address, target_port))
+                });
+                if let Some(t) = target {
+                    t.weight = t.weight.saturating_add(ep.weight.max(1));
+                }
+                continue;
+            }
+            _ => {}
         }
+        localities.insert(&ep.locality);
         by_locality
             .entry(ep.locality.clone())
             .or_default()

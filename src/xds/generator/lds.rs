@@ -5,7 +5,10 @@
 //! exactly as asked and its `api_listener` holds an HttpConnectionManager with RDS over ADS and the
 //! router filter last. Envoy sidecars get `virtualOutbound` (15001, original destination, passthrough
 //! by default), one `0.0.0.0_<port>` HTTP listener per HTTP service port and one `<vip>_<port>` TCP
-//! proxy listener per other service port with a cluster IP. Does NOT: inbound listeners, gRPC server
+//! proxy listener per other service port with a cluster IP. An east-west gateway gets `0.0.0.0_15443`:
+//! a TLS inspector reads the SNI `outbound_.<port>_._.<hostname>` that sidecars send with Istio mTLS,
+//! and one filter chain per service port proxies that SNI, still encrypted, to the SNI-DNAT cluster of
+//! the same name (istiod's AUTO_PASSTHROUGH). Does NOT: inbound listeners, gRPC server
 //! listeners (`xds.istio.io/grpc/lds/inbound/…`), protocol sniffing, or filters beyond the router.
 
 use std::{collections::BTreeSet, net::IpAddr, sync::Arc};
@@ -14,10 +17,14 @@ use envoy_types::pb::{
     envoy::{
         config::{
             core::v3::TrafficDirection,
-            listener::v3::{ApiListener, Filter, FilterChain, Listener, filter},
+            listener::v3::{
+                ApiListener, Filter, FilterChain, FilterChainMatch, Listener, ListenerFilter, filter,
+                listener_filter,
+            },
         },
         extensions::filters::{
             http::router::v3::Router,
+            listener::tls_inspector::v3::TlsInspector,
             network::{
                 http_connection_manager::v3::{
                     HttpConnectionManager, HttpFilter, Rds, http_connection_manager::RouteSpecifier,
@@ -35,6 +42,10 @@ use crate::{
     model::{Service, ServicePort},
     xds::Proxy,
 };
+
+/// The east-west gateway's AUTO_PASSTHROUGH listener.
+pub const EAST_WEST_LISTENER: &str = "0.0.0.0_15443";
+const EAST_WEST_PORT: u16 = 15443;
 
 /// The sidecar's outbound capture port (iptables redirects here).
 const VIRTUAL_OUTBOUND_PORT: u16 = 15001;
@@ -142,6 +153,40 @@ fn vips<'a>(service: &'a Service, proxy: &Proxy) -> impl Iterator<Item = IpAddr>
             .collect(),
     };
     all.into_iter()
+}
+
+/// The east-west gateway's listener: by SNI, each service port's mTLS connections pass through to the
+/// local endpoints, in the order of the services (host name, then port).
+pub fn east_west_listener(mesh: &dyn Mesh) -> Listener {
+    let filter_chains = mesh
+        .services()
+        .flat_map(|s| s.ports.iter().map(move |p| (s, p)))
+        .filter(|(_, p)| p.protocol != crate::model::Protocol::Udp)
+        .map(|(s, p)| {
+            let sni = cds::sni_name(p.port, &s.hostname);
+            FilterChain {
+                filter_chain_match: Some(FilterChainMatch {
+                    server_names: vec![sni.clone()],
+                    ..Default::default()
+                }),
+                ..tcp_chain(&sni, &sni)
+            }
+        })
+        .collect();
+    Listener {
+        name: EAST_WEST_LISTENER.to_owned(),
+        address: Some(socket(IpAddr::from([0, 0, 0, 0]), EAST_WEST_PORT)),
+        listener_filters: vec![ListenerFilter {
+            name: "envoy.filters.listener.tls_inspector".to_owned(),
+            config_type: Some(listener_filter::ConfigType::TypedConfig(any(
+                &TlsInspector::default(),
+            ))),
+            ..Default::default()
+        }],
+        filter_chains,
+        traffic_direction: TrafficDirection::Outbound as i32,
+        ..Default::default()
+    }
 }
 
 fn virtual_outbound() -> Listener {

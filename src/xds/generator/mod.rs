@@ -29,7 +29,7 @@ use super::{
 };
 pub use static_mesh::StaticMesh;
 
-use crate::model::{Endpoint, NetworkId, Service, ServicePort, TlsMode};
+use crate::model::{Endpoint, NetworkGateway, NetworkId, Service, ServicePort, TlsMode};
 
 /// What generators read from a mesh snapshot: services in host-name order and their endpoints in
 /// every cluster. Implemented by the aggregate's snapshot; tests and benches use small fixtures.
@@ -42,6 +42,10 @@ pub trait Mesh: Send + Sync {
     fn service(&self, hostname: &str) -> Option<&Service>;
     /// The service's endpoints across all clusters.
     fn endpoints(&self, service: &Service) -> Box<dyn Iterator<Item = &Endpoint> + '_>;
+    /// The resolved network gateways (split horizon), sorted; none unless multi-network.
+    fn gateways(&self) -> &[NetworkGateway] {
+        &[]
+    }
 }
 
 /// The networks a proxy sees endpoints from: its own network and `REQUESTED_NETWORK_VIEW`. Proxies
@@ -117,18 +121,26 @@ impl Context<'_> {
         sub: &Subscription,
         only: Option<&BTreeSet<Arc<str>>>,
     ) -> Vec<Arc<Resource>> {
-        let mut names: BTreeSet<Arc<str>> = if sub.wildcard {
-            self.all_names(ty)
-        } else {
-            BTreeSet::new()
+        let names: BTreeSet<Arc<str>> = match only {
+            // An endpoint push names a few clusters: look those up, not the whole subscription.
+            Some(only) if !sub.wildcard => only.iter().filter(|n| sub.names.contains(*n)).cloned().collect(),
+            _ => {
+                let mut names = if sub.wildcard {
+                    self.all_names(ty)
+                } else {
+                    BTreeSet::new()
+                };
+                names.extend(sub.names.iter().cloned());
+                if let Some(only) = only {
+                    names.retain(|n| only.contains(n));
+                }
+                names
+            }
         };
-        names.extend(sub.names.iter().cloned());
-        if let Some(only) = only {
-            names.retain(|n| only.contains(n));
-        }
+        let view = self.view_key(ty);
         names
             .into_iter()
-            .filter_map(|name| self.resource(ty, name))
+            .filter_map(|name| self.resource(ty, name, &view))
             .collect()
     }
 
@@ -148,25 +160,33 @@ impl Context<'_> {
                 if kind == ProxyKind::Sidecar {
                     names.insert(cds::PASSTHROUGH.into());
                 }
+                if self.proxy.is_east_west_gateway() {
+                    names.extend(ports().map(|(s, p)| cds::sni_name(p.port, &s.hostname).into()));
+                }
                 names
             }
             (XdsType::Listener, ProxyKind::Grpc) => ports()
                 .map(|(s, p)| format!("{}:{}", s.hostname, p.port).into())
                 .collect(),
             (XdsType::Listener, ProxyKind::Sidecar) => lds::sidecar_listener_names(self.mesh, self.proxy),
-            (XdsType::Endpoint | XdsType::Route, _) => BTreeSet::new(),
+            (XdsType::Listener, ProxyKind::Router) if self.proxy.is_east_west_gateway() => {
+                BTreeSet::from([lds::EAST_WEST_LISTENER.into()])
+            }
+            (XdsType::Listener, ProxyKind::Router) | (XdsType::Endpoint | XdsType::Route, _) => {
+                BTreeSet::new()
+            }
         }
     }
 
     /// One resource by name, from the cache when another proxy with the same view built it already.
-    fn resource(&self, ty: XdsType, name: Arc<str>) -> Option<Arc<Resource>> {
+    fn resource(&self, ty: XdsType, name: Arc<str>, view: &Arc<str>) -> Option<Arc<Resource>> {
         let key = CacheKey {
             ty,
             name: name.clone(),
-            version: self.mesh.version(),
-            view: self.view_key(ty),
+            view: view.clone(),
         };
-        self.cache.get_or_insert(key, || self.build(ty, name))
+        self.cache
+            .get_or_insert(key, self.mesh.version(), || self.build(ty, name))
     }
 
     /// What besides the name and snapshot a resource depends on.
@@ -174,12 +194,16 @@ impl Context<'_> {
         let kind = match self.proxy.kind {
             ProxyKind::Grpc => "grpc",
             ProxyKind::Sidecar => "sidecar",
+            ProxyKind::Router if self.proxy.is_east_west_gateway() => "east-west",
+            ProxyKind::Router => "router",
         };
         match ty {
+            // The network view, and whether duplicates merge (gRPC) or not (Envoy).
             XdsType::Endpoint => {
                 let nets: Vec<&str> = self.view.requested.iter().map(|n| n.as_str()).collect();
                 format!(
-                    "{}|{}",
+                    "{}|{}|{}",
+                    self.duplicates() == eds::Duplicates::Merge,
                     self.view.network.as_deref().unwrap_or(""),
                     nets.join(",")
                 )
@@ -192,7 +216,26 @@ impl Context<'_> {
                 self.proxy.cluster_id.as_deref().unwrap_or("")
             )
             .into(),
-            XdsType::Cluster | XdsType::Route => kind.into(),
+            // Which clusters use mTLS depends on the endpoints the view sees (gateways are mTLS).
+            XdsType::Cluster => format!(
+                "{kind}|{}|{}",
+                self.view.network.as_deref().unwrap_or(""),
+                self.view
+                    .requested
+                    .iter()
+                    .map(|n| n.as_str())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            )
+            .into(),
+            XdsType::Route => kind.into(),
+        }
+    }
+
+    fn duplicates(&self) -> eds::Duplicates {
+        match self.proxy.kind {
+            ProxyKind::Grpc => eds::Duplicates::Merge,
+            ProxyKind::Sidecar | ProxyKind::Router => eds::Duplicates::PerLocality,
         }
     }
 
@@ -200,9 +243,14 @@ impl Context<'_> {
         match ty {
             XdsType::Cluster => self.build_cluster(name),
             XdsType::Endpoint => {
-                let (service, port) = self.parse_cluster(&name)?;
-                let eps = self.endpoints.endpoints(self.mesh, service, port, self.view);
-                let a = eds::assignment(name.clone(), port, eps.iter().map(|e| &**e));
+                let (service, port, sni_dnat) = self.parse_cluster(&name)?;
+                let mut eps = self.endpoints.endpoints(self.mesh, service, port, self.view);
+                if sni_dnat {
+                    // The gateway passes mTLS through: only endpoints that terminate it can take it
+                    // (istiod's `EndpointsWithMTLSFilter`).
+                    eps.retain(|e| e.tls_mode == TlsMode::Istio);
+                }
+                let a = eds::assignment(name.clone(), port, eps.iter().map(|e| &**e), self.duplicates());
                 let version = a.version();
                 Some(Resource::with_version(
                     ty,
@@ -215,16 +263,23 @@ impl Context<'_> {
                 let listener = match self.proxy.kind {
                     ProxyKind::Grpc => lds::grpc_listener(self.mesh, self.proxy, &name)?,
                     ProxyKind::Sidecar => lds::sidecar_listener(self.mesh, self.proxy, &name)?,
+                    ProxyKind::Router
+                        if self.proxy.is_east_west_gateway() && &*name == lds::EAST_WEST_LISTENER =>
+                    {
+                        lds::east_west_listener(self.mesh)
+                    }
+                    ProxyKind::Router => return None,
                 };
                 Some(Resource::encode(ty, name, &listener))
             }
             XdsType::Route => {
                 let route = match self.proxy.kind {
                     ProxyKind::Grpc => {
-                        let (service, port) = self.parse_cluster(&name)?;
+                        let (service, port, _) = self.parse_cluster(&name)?;
                         rds::service_route(&name, service, port.port)
                     }
                     ProxyKind::Sidecar => rds::port_route(self.mesh, name.parse().ok()?)?,
+                    ProxyKind::Router => return None,
                 };
                 Some(Resource::encode(ty, name, &route))
             }
@@ -239,31 +294,47 @@ impl Context<'_> {
                 &cds::passthrough_cluster(),
             ));
         }
-        let (service, port) = self.parse_cluster(&name)?;
+        let (service, port, sni_dnat) = self.parse_cluster(&name)?;
+        if sni_dnat {
+            return self
+                .proxy
+                .is_east_west_gateway()
+                .then(|| Resource::encode(XdsType::Cluster, name.clone(), &cds::sni_dnat_cluster(&name)));
+        }
         let endpoints = self.endpoints.endpoints(self.mesh, service, port, self.view);
+        // Secure naming pins every workload identity of the service, including those behind gateways.
         let mut identities = service.service_accounts.clone();
-        identities.extend(endpoints.iter().filter_map(|e| e.service_account.clone()));
+        identities.extend(
+            self.mesh
+                .endpoints(service)
+                .filter_map(|e| e.service_account.clone()),
+        );
         let mtls = endpoints.iter().filter(|e| e.tls_mode == TlsMode::Istio).count();
         let tls = match self.proxy.kind {
             ProxyKind::Grpc if mtls > 0 && mtls == endpoints.len() => cds::UpstreamTls::GrpcMutual,
-            ProxyKind::Sidecar if mtls > 0 => cds::UpstreamTls::SidecarAuto,
+            ProxyKind::Sidecar | ProxyKind::Router if mtls > 0 => cds::UpstreamTls::SidecarAuto,
             _ => cds::UpstreamTls::None,
         };
         Some(Resource::encode(
             XdsType::Cluster,
             name.clone(),
-            &cds::eds_cluster(&name, tls, &identities),
+            &cds::eds_cluster(
+                &name,
+                tls,
+                &identities,
+                &cds::sni_name(port.port, &service.hostname),
+            ),
         ))
     }
 
-    /// `outbound|<port>||<hostname>` → the service and its port.
-    fn parse_cluster(&self, name: &str) -> Option<(&Service, &ServicePort)> {
-        let rest = name.strip_prefix("outbound|")?;
-        let (port, rest) = rest.split_once('|')?;
-        let hostname = rest.strip_prefix('|')?;
-        let port: u16 = port.parse().ok()?;
+    /// A cluster name → the service, its port, and whether it is an SNI-DNAT cluster.
+    fn parse_cluster(&self, name: &str) -> Option<(&Service, &ServicePort, bool)> {
+        let (port, hostname, sni_dnat) = match cds::ClusterRef::parse(name)? {
+            cds::ClusterRef::Outbound { port, hostname } => (port, hostname, false),
+            cds::ClusterRef::SniDnat { port, hostname } => (port, hostname, true),
+        };
         let service = self.mesh.service(hostname)?;
-        Some((service, service.ports.iter().find(|p| p.port == port)?))
+        Some((service, service.ports.iter().find(|p| p.port == port)?, sni_dnat))
     }
 }
 

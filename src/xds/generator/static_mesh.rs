@@ -5,8 +5,8 @@ use std::{collections::BTreeMap, net::IpAddr, sync::Arc};
 
 use super::Mesh;
 use crate::model::{
-    ClusterId, Endpoint, EndpointPort, Health, Hostname, Locality, Protocol, Resolution, Service,
-    ServicePort, TlsMode,
+    ClusterId, Endpoint, EndpointPort, Health, Hostname, Locality, NetworkGateway, Protocol, Resolution,
+    Service, ServicePort, TlsMode,
 };
 
 /// A fixed mesh.
@@ -16,6 +16,8 @@ pub struct StaticMesh {
     pub version: u64,
     /// Services and their endpoints, by host name.
     pub services: BTreeMap<Hostname, (Service, Vec<Endpoint>)>,
+    /// Network gateways, sorted.
+    pub gateways: Vec<NetworkGateway>,
 }
 
 impl StaticMesh {
@@ -24,6 +26,7 @@ impl StaticMesh {
         Self {
             version,
             services: BTreeMap::new(),
+            gateways: Vec::new(),
         }
     }
 
@@ -53,6 +56,10 @@ impl Mesh for StaticMesh {
             Some((_, eps)) => Box::new(eps.iter()),
             None => Box::new(std::iter::empty()),
         }
+    }
+
+    fn gateways(&self) -> &[NetworkGateway] {
+        &self.gateways
     }
 }
 

@@ -69,7 +69,12 @@ fn eds_assignments_match_goldens() {
         ),
     ];
     for (name, eps) in cases {
-        let a = eds::assignment("outbound|7070||echo.default.svc.cluster.local".into(), port, &eps);
+        let a = eds::assignment(
+            "outbound|7070||echo.default.svc.cluster.local".into(),
+            port,
+            &eps,
+            eds::Duplicates::PerLocality,
+        );
         golden(name, &a);
         // The proto carries the same shape; weights are never 0 (gRPC drops or NACKs those).
         let pb = a.to_proto();
@@ -86,7 +91,7 @@ fn eds_assignments_match_goldens() {
 fn eds_version_is_stable_and_content_sensitive() {
     let port = &service("echo", "default", &[("grpc", 7070, Protocol::Grpc)]).ports[0];
     let eps = vec![endpoint(ip("10.0.0.1"), &[("grpc", 80)], "c1")];
-    let v = |eps: &[Endpoint]| eds::assignment("c".into(), port, eps).version();
+    let v = |eps: &[Endpoint]| eds::assignment("c".into(), port, eps, eds::Duplicates::PerLocality).version();
     assert_eq!(v(&eps), v(&eps.clone()));
     let mut moved = eps.clone();
     moved[0].address = ip("10.0.0.2");
@@ -168,7 +173,7 @@ fn generation_is_shared_through_the_cache() {
     let view = NetworkView::default();
     let sub = Subscription {
         wildcard: true,
-        names: BTreeSet::new(),
+        names: Default::default(),
     };
     let gen_for = |ns: &str| {
         let p = proxy(ProxyKind::Grpc, ns);

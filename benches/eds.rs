@@ -1,0 +1,139 @@
+//! EDS generation + encoding in istiod's `BenchmarkEndpointGeneration` shapes (endpoints per service /
+//! services: 1/100, 10/10, 100/10, 1000/1; endpoints spread over 4 networks), cache miss and hit,
+//! reported per endpoint; and CDS for 1,000 services. Everything goes through the generators' public
+//! entry point, as a stream would.
+
+use std::{collections::BTreeSet, hint::black_box, net::IpAddr, sync::Arc};
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use meshd::{
+    model::{Locality, Protocol, TlsMode},
+    xds::{
+        AllEndpoints, NetworkView, Proxy, ProxyKind, Subscription, XdsType,
+        cache::ResourceCache,
+        generator::{
+            Context, StaticMesh,
+            static_mesh::{endpoint, service},
+        },
+    },
+};
+
+const NETWORKS: usize = 4;
+
+/// `services` services of `per_service` mTLS endpoints, round-robin over 4 networks and clusters.
+fn mesh(per_service: usize, services: usize) -> StaticMesh {
+    (0..services).fold(StaticMesh::new(1), |m, s| {
+        let eps = (0..per_service)
+            .map(|i| {
+                let n = s * per_service + i;
+                let ip = IpAddr::from([10, (n >> 16) as u8, (n >> 8) as u8, n as u8]);
+                let mut e = endpoint(ip, &[("http", 8080)], &format!("cluster-{}", n % NETWORKS));
+                e.network = Some(format!("network-{}", n % NETWORKS).as_str().into());
+                e.tls_mode = TlsMode::Istio;
+                e.workload = Some(format!("svc-{s}-{i}").into());
+                e.service_account = Some(format!("spiffe://cluster.local/ns/bench/sa/svc-{s}").into());
+                e
+            })
+            .collect();
+        m.with(
+            service(&format!("svc-{s}"), "bench", &[("http", 80, Protocol::Http)]),
+            eps,
+        )
+    })
+}
+
+fn sidecar() -> Proxy {
+    Proxy {
+        id: "sidecar~10.255.0.1~bench.bench~bench.svc.cluster.local".into(),
+        kind: ProxyKind::Sidecar,
+        cluster_id: Some("cluster-0".into()),
+        network: Some("network-0".into()),
+        requested_network_view: vec![],
+        namespace: Some("bench".into()),
+        labels: Default::default(),
+        service_account: None,
+        istio_version: None,
+        locality: Locality::default(),
+        user_agent: String::new(),
+    }
+}
+
+/// Generates `ty` for `sub` as one stream would; returns the encoded bytes (kept alive by the caller).
+fn generate(mesh: &StaticMesh, cache: &ResourceCache, ty: XdsType, sub: &Subscription) -> usize {
+    let (proxy, endpoints) = (sidecar(), AllEndpoints);
+    let view = NetworkView::of(&proxy);
+    let ctx = Context {
+        mesh,
+        proxy: &proxy,
+        view: &view,
+        endpoints: &endpoints,
+        cache,
+    };
+    ctx.generate(ty, sub, None)
+        .iter()
+        .map(|r| r.body.value.len())
+        .sum()
+}
+
+fn names(services: usize) -> Subscription {
+    Subscription {
+        wildcard: false,
+        names: (0..services)
+            .map(|s| Arc::from(format!("outbound|80||svc-{s}.bench.svc.cluster.local")))
+            .collect::<BTreeSet<_>>()
+            .into(),
+    }
+}
+
+fn eds(c: &mut Criterion) {
+    let mut g = c.benchmark_group("eds");
+    for (per_service, services) in [(1, 100), (10, 10), (100, 10), (1000, 1)] {
+        let (mesh, sub) = (mesh(per_service, services), names(services));
+        g.throughput(Throughput::Elements((per_service * services) as u64));
+        g.bench_function(format!("{per_service}/{services} miss"), |b| {
+            b.iter(|| {
+                black_box(generate(
+                    &mesh,
+                    &ResourceCache::new(0, None),
+                    XdsType::Endpoint,
+                    &sub,
+                ))
+            })
+        });
+        let warm = ResourceCache::new(100_000, None);
+        generate(&mesh, &warm, XdsType::Endpoint, &sub);
+        g.bench_function(format!("{per_service}/{services} hit"), |b| {
+            b.iter(|| black_box(generate(&mesh, &warm, XdsType::Endpoint, &sub)))
+        });
+    }
+    g.finish();
+}
+
+fn cds(c: &mut Criterion) {
+    let mesh = mesh(10, 1000);
+    let wildcard = Subscription {
+        wildcard: true,
+        names: Default::default(),
+    };
+    let mut g = c.benchmark_group("cds 1000 services");
+    g.sample_size(20);
+    g.bench_function("miss", |b| {
+        b.iter(|| {
+            black_box(generate(
+                &mesh,
+                &ResourceCache::new(0, None),
+                XdsType::Cluster,
+                &wildcard,
+            ))
+        })
+    });
+    let warm = ResourceCache::new(100_000, None);
+    generate(&mesh, &warm, XdsType::Cluster, &wildcard);
+    g.bench_function("hit", |b| {
+        b.iter(|| black_box(generate(&mesh, &warm, XdsType::Cluster, &wildcard)))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, eds, cds);
+criterion_main!(benches);

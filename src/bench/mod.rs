@@ -1,0 +1,583 @@
+//! The end-to-end load tool behind `meshctl bench`: simulated clusters, the control plane under
+//! test, ADS clients that subscribe as sidecars do, endpoint churn in the remote clusters, and what
+//! it all measured.
+//!
+//! Owns: the run's phases (start → initial config → churn → settle → verify) and their timing.
+//! Does NOT: reach beyond loopback, or judge the numbers (the report states them; CI asserts only
+//! that every client converged to the truth).
+//!
+//! Flow: [`world::World`] generates manifests and is the only writer to the simulators, so it is the
+//! truth → [`target`] starts `meshd` on them (or the caller points at another ADS server fed by the
+//! same simulators) → [`client`] tasks connect, get configured, and recognise each change by its
+//! wire marker → [`report`] and [`plot`] turn the observations into JSON, CSV, a table and an SVG.
+
+mod client;
+pub mod plot;
+pub mod report;
+pub mod target;
+pub mod world;
+
+use std::{
+    net::Ipv4Addr,
+    path::{Path, PathBuf},
+    sync::{Arc, atomic::Ordering},
+    time::{Duration, Instant},
+};
+
+use envoy_types::pb::envoy::config::{
+    core::v3::{address, socket_address},
+    endpoint::v3::{ClusterLoadAssignment, lb_endpoint},
+};
+use parking_lot::Mutex;
+use prost::Message;
+use serde::Serialize;
+use tracing::info;
+
+pub use client::Flavor;
+use client::{ClientContext, Event, EventLog, Progress, Traffic};
+use report::{
+    Convergence, EventRow, Initial, Machine, Percentiles, Report, TargetCost, Traffic as TrafficReport,
+    Verification,
+};
+use target::{Meshd, MeshdArgs, Usage};
+use world::{Shape, World};
+
+use crate::{drain::Tasks, sandbox};
+
+/// Namespace of the control plane in the simulated primary (remote secrets go there).
+const SYSTEM_NAMESPACE: &str = "istio-system";
+/// How often progress is polled while waiting.
+const POLL: Duration = Duration::from_millis(50);
+/// Mismatches listed in a failed verification.
+const MAX_MISMATCHES: usize = 10;
+
+/// Why a run could not be completed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The simulated clusters did not start.
+    #[error("starting the simulated clusters: {0:#}")]
+    Sandbox(anyhow::Error),
+    /// A file could not be written or a program not started.
+    #[error("{path}: {source}")]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The control plane process exited early.
+    #[error("the control plane exited ({status}); its log is {}", log.display())]
+    TargetExited {
+        /// How it exited.
+        status: String,
+        /// Its log file.
+        log: PathBuf,
+    },
+    /// The control plane did not become ready.
+    #[error("the control plane was not ready within {0:?}")]
+    NotReady(Duration),
+    /// A simulator refused a change.
+    #[error("writing a change to a simulator: {0}")]
+    Churn(#[from] crate::sandbox::apiserver::Error),
+    /// The options contradict each other.
+    #[error("invalid bench options: {0}")]
+    Options(String),
+}
+
+impl Error {
+    fn io(path: &Path, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.to_owned(),
+            source,
+        }
+    }
+}
+
+/// Which protocol the clients speak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocols {
+    /// All delta.
+    Delta,
+    /// All state of the world.
+    Sotw,
+    /// Alternating.
+    Mixed,
+}
+
+impl Protocols {
+    fn of(self, client: usize) -> Flavor {
+        match self {
+            Self::Delta => Flavor::Delta,
+            Self::Sotw => Flavor::Sotw,
+            Self::Mixed if client.is_multiple_of(2) => Flavor::Delta,
+            Self::Mixed => Flavor::Sotw,
+        }
+    }
+}
+
+/// The control plane to measure.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Target {
+    /// Start this `meshd` binary on the simulators.
+    Meshd(PathBuf),
+    /// An ADS server the caller runs on the simulators (`pid`: for its RSS and CPU).
+    Address {
+        /// Plaintext ADS `host:port`.
+        addr: String,
+        /// Its process, if known.
+        pid: Option<u32>,
+    },
+}
+
+/// A run.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Config {
+    /// The generated mesh.
+    pub shape: Shape,
+    /// Clients that must be configured and converge.
+    pub clients: usize,
+    /// Their protocol.
+    pub flavor: Protocols,
+    /// Extra clients that subscribe and never read.
+    pub stalled: usize,
+    /// New clients per second (`None`: all at once).
+    pub connect_per_s: Option<f64>,
+    /// Endpoint changes per second in remote clusters.
+    pub churn_per_s: f64,
+    /// How long to churn.
+    pub duration: Duration,
+    /// meshd's `--debounce-after`.
+    pub debounce: Duration,
+    /// The control plane.
+    pub target: Target,
+    /// Keep every client's endpoints and compare them with the truth at the end.
+    pub verify: bool,
+    /// Longest wait for the target to be ready and every client configured.
+    pub configure_timeout: Duration,
+    /// Longest wait after the churn for every change to reach every client.
+    pub settle_timeout: Duration,
+    /// Where the state, logs and reports go.
+    pub out_dir: PathBuf,
+}
+
+/// `meshctl bench` options.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// Simulated clusters (the first is the primary).
+    #[arg(long, default_value_t = 3)]
+    pub clusters: usize,
+    /// Services per cluster (same names everywhere).
+    #[arg(long, default_value_t = 100)]
+    pub services: usize,
+    /// Endpoints per service per cluster.
+    #[arg(long, default_value_t = 10)]
+    pub endpoints: usize,
+    /// ADS clients.
+    #[arg(long, default_value_t = 100)]
+    pub clients: usize,
+    /// Their protocol.
+    #[arg(long, value_enum, default_value = "delta")]
+    pub protocol: Protocols,
+    /// Extra clients that never read their stream.
+    #[arg(long, default_value_t = 0)]
+    pub stalled: usize,
+    /// New clients per second (default: all at once).
+    #[arg(long)]
+    pub connect_rate: Option<f64>,
+    /// Endpoint changes per second in remote clusters.
+    #[arg(long, default_value_t = 10.0)]
+    pub churn: f64,
+    /// How long to churn.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub duration: Duration,
+    /// meshd's debounce quiet period.
+    #[arg(long, default_value = "100ms", value_parser = humantime::parse_duration)]
+    pub debounce: Duration,
+    /// The meshd binary to start (default: next to this one).
+    #[arg(long, conflicts_with = "target")]
+    pub meshd: Option<PathBuf>,
+    /// Measure this ADS server instead (start it on the simulators' kubeconfigs, printed at start).
+    #[arg(long)]
+    pub target: Option<String>,
+    /// The target's process ID, for its RSS and CPU.
+    #[arg(long, requires = "target")]
+    pub target_pid: Option<u32>,
+    /// Compare every client's final endpoints with the truth (keeps every response: small runs).
+    #[arg(long)]
+    pub verify: bool,
+    /// Longest wait for readiness and every client's initial config.
+    #[arg(long, default_value = "180s", value_parser = humantime::parse_duration)]
+    pub configure_timeout: Duration,
+    /// Longest wait for the last changes to arrive after the churn.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    pub settle_timeout: Duration,
+    /// Output folder: report.json, events.csv, convergence.svg, meshd.log, simulator state.
+    #[arg(long, default_value = "bench-out")]
+    pub out: PathBuf,
+    /// Also render convergence.svg.
+    #[arg(long)]
+    pub plot: bool,
+}
+
+impl Args {
+    /// The run these options describe.
+    pub fn config(self) -> Result<Config, Error> {
+        if self.clusters == 0 || self.services == 0 || self.endpoints == 0 {
+            return Err(Error::Options(
+                "clusters, services and endpoints must be at least 1".into(),
+            ));
+        }
+        if self.churn < 0.0 || self.connect_rate.is_some_and(|r| r <= 0.0) {
+            return Err(Error::Options("rates must be positive".into()));
+        }
+        let target = match self.target {
+            Some(addr) => Target::Address {
+                addr,
+                pid: self.target_pid,
+            },
+            None => Target::Meshd(match self.meshd {
+                Some(path) => path,
+                None => std::env::current_exe()
+                    .map_err(|e| Error::io(Path::new("meshctl"), e))?
+                    .with_file_name("meshd"),
+            }),
+        };
+        Ok(Config {
+            shape: Shape {
+                clusters: self.clusters,
+                services: self.services,
+                endpoints: self.endpoints,
+            },
+            clients: self.clients,
+            flavor: self.protocol,
+            stalled: self.stalled,
+            connect_per_s: self.connect_rate,
+            churn_per_s: self.churn,
+            duration: self.duration,
+            debounce: self.debounce,
+            target,
+            verify: self.verify,
+            configure_timeout: self.configure_timeout,
+            settle_timeout: self.settle_timeout,
+            out_dir: self.out,
+        })
+    }
+}
+
+/// Runs the benchmark; with `plot`, also writes `convergence.svg` beside the report.
+pub async fn run(cfg: Config, plot: bool) -> Result<Report, Error> {
+    let tasks = Tasks::new();
+    let _stop = tasks.token().drop_guard();
+    let report = Run::start(cfg, &tasks).await?.measure().await?;
+    write(&report, plot)?;
+    tasks.cancel();
+    // Clients and simulators stop on cancellation; a stuck one must not hang the report.
+    let _ = tasks.drain(Duration::from_secs(5)).await;
+    Ok(report)
+}
+
+/// A started run: simulators up, target ready.
+struct Run {
+    cfg: Config,
+    machine: Machine,
+    tasks: Tasks,
+    world: World,
+    sandbox: sandbox::Sandbox,
+    meshd: Option<Meshd>,
+    pid: Option<u32>,
+    ctx: Arc<ClientContext>,
+}
+
+impl Run {
+    async fn start(cfg: Config, tasks: &Tasks) -> Result<Run, Error> {
+        let machine = Machine::current();
+        let state_dir = cfg.out_dir.join("state");
+        std::fs::create_dir_all(&state_dir).map_err(|e| Error::io(&state_dir, e))?;
+        let world = World::new(cfg.shape);
+        info!(shape = ?cfg.shape, "starting simulated clusters");
+        let primary = World::cluster_name(0);
+        let sandbox = sandbox::start(
+            world.manifests(),
+            Some(&primary),
+            &state_dir,
+            SYSTEM_NAMESPACE,
+            tasks.token(),
+        )
+        .await
+        .map_err(Error::Sandbox)?;
+        let kubeconfig = sandbox
+            .kubeconfig(&primary)
+            .ok_or_else(|| Error::Options("the sandbox lost its primary".into()))?
+            .to_owned();
+        let (meshd, addr, pid) = match &cfg.target {
+            Target::Meshd(binary) => {
+                let args = MeshdArgs {
+                    binary: binary.clone(),
+                    kubeconfig,
+                    cluster_id: primary,
+                    debounce: cfg.debounce,
+                    log: cfg.out_dir.join("meshd.log"),
+                };
+                let within = cfg.configure_timeout;
+                let meshd = tokio::task::spawn_blocking(move || Meshd::start(args, within))
+                    .await
+                    .map_err(|e| Error::Options(format!("starting meshd: {e}")))??;
+                let (addr, pid) = (meshd.ads.to_string(), meshd.pid());
+                (Some(meshd), addr, Some(pid))
+            }
+            Target::Address { addr, pid } => {
+                println!(
+                    "simulators are up; start the control plane with --kubeconfig {} (cluster ID {primary})",
+                    kubeconfig.display()
+                );
+                (None, addr.clone(), *pid)
+            }
+        };
+        let ctx = Arc::new(ClientContext {
+            target: addr,
+            events: Arc::new(EventLog::default()),
+            traffic: Arc::new(Traffic::default()),
+            verify: cfg.verify,
+        });
+        Ok(Run {
+            cfg,
+            machine,
+            tasks: tasks.clone(),
+            world,
+            sandbox,
+            meshd,
+            pid,
+            ctx,
+        })
+    }
+
+    fn usage(&self) -> Option<Usage> {
+        self.pid.and_then(target::usage)
+    }
+
+    async fn measure(mut self) -> Result<Report, Error> {
+        let ready = self.usage();
+        let (progress, initial) = self.connect().await;
+        let configured = self.usage();
+        let churned = self.churn().await?;
+        let converged = self.settle().await;
+        let end = self.usage();
+        let traffic = &self.ctx.traffic;
+        let churn_s = churned.elapsed.as_secs_f64().max(1e-9);
+        let traffic = TrafficReport {
+            pushes_per_s: (traffic.responses.load(Ordering::Relaxed) - churned.responses_before) as f64
+                / churn_s,
+            responses: traffic.responses.load(Ordering::Relaxed),
+            resources: traffic.resources.load(Ordering::Relaxed),
+            bytes: traffic.bytes.load(Ordering::Relaxed),
+            churn_bytes_per_s: (traffic.bytes.load(Ordering::Relaxed) - churned.bytes_before) as f64
+                / churn_s,
+        };
+        let target = match (ready, configured, end) {
+            (Some(ready), Some(configured), Some(end)) => Some(TargetCost {
+                ready,
+                configured,
+                end,
+                churn_cpu_seconds: end.cpu_seconds - configured.cpu_seconds,
+            }),
+            _ => None,
+        };
+        let verified = self.cfg.verify.then(|| self.verify(&progress));
+        drop(self.meshd.take());
+        Ok(Report {
+            config: self.cfg.clone(),
+            machine: self.machine.clone(),
+            initial,
+            convergence: converged.0,
+            traffic,
+            target,
+            verified,
+            events: converged.1,
+        })
+    }
+
+    /// Starts every client (the stalled ones last) and waits until the others are configured.
+    async fn connect(&self) -> (Vec<Arc<Mutex<Progress>>>, Initial) {
+        let started = Instant::now();
+        let total = self.cfg.clients + self.cfg.stalled;
+        let mut progress = Vec::with_capacity(total);
+        for id in 0..total {
+            if let Some(rate) = self.cfg.connect_per_s {
+                tokio::time::sleep_until((started + Duration::from_secs_f64(id as f64 / rate)).into()).await;
+            }
+            let p = Arc::new(Mutex::new(Progress::default()));
+            progress.push(p.clone());
+            let (ctx, stop) = (self.ctx.clone(), self.tasks.cancelled());
+            let (flavor, stalled) = (self.cfg.flavor.of(id), id >= self.cfg.clients);
+            self.tasks.spawn("bench-client", async move {
+                tokio::select! {
+                    _ = stop => {}
+                    _ = client::run(ctx, id, flavor, stalled, p) => {}
+                }
+            });
+        }
+        let active = &progress[..self.cfg.clients];
+        let deadline = started + self.cfg.configure_timeout;
+        while Instant::now() < deadline && active.iter().any(|p| p.lock().configured.is_none()) {
+            tokio::time::sleep(POLL).await;
+        }
+        let all_configured_s = started.elapsed().as_secs_f64();
+        let done: Vec<Progress> = active.iter().map(|p| p.lock().clone()).collect();
+        let initial = Initial {
+            clients: self.cfg.clients,
+            configured: done.iter().filter(|p| p.configured.is_some()).count(),
+            since_accept_ms: Percentiles::of(done.iter().filter_map(|p| p.configured_since_accept).collect()),
+            since_dial_ms: Percentiles::of(done.iter().filter_map(|p| p.configured).collect()),
+            retries: done.iter().map(|p| u64::from(p.retries)).sum(),
+            all_configured_s,
+        };
+        info!(
+            configured = initial.configured,
+            seconds = all_configured_s,
+            "initial config done"
+        );
+        (progress, initial)
+    }
+
+    /// Writes `churn_per_s × duration` changes, evenly spaced.
+    async fn churn(&mut self) -> Result<Churned, Error> {
+        let traffic = &self.ctx.traffic;
+        let before = (
+            traffic.responses.load(Ordering::Relaxed),
+            traffic.bytes.load(Ordering::Relaxed),
+        );
+        let count = (self.cfg.churn_per_s * self.cfg.duration.as_secs_f64()).round() as u64;
+        let servers: Vec<_> = self.sandbox.clusters.iter().map(|c| &c.server).collect();
+        let started = Instant::now();
+        for n in 0..count {
+            let at = started + Duration::from_secs_f64(n as f64 / self.cfg.churn_per_s);
+            tokio::time::sleep_until(at.into()).await;
+            let written = Instant::now();
+            let change = self.world.churn(n, &servers)?;
+            self.ctx.events.push(Event {
+                resource: change.resource,
+                marker: world::wire_marker(change.added),
+                written,
+                at: written - started,
+                cluster: change.cluster,
+                service: change.service,
+                seen: Mutex::default(),
+            });
+        }
+        Ok(Churned {
+            elapsed: started.elapsed().max(self.cfg.duration),
+            responses_before: before.0,
+            bytes_before: before.1,
+        })
+    }
+
+    /// Waits until every client saw every change (or the settle timeout), then summarises.
+    async fn settle(&self) -> (Convergence, Vec<EventRow>) {
+        let deadline = Instant::now() + self.cfg.settle_timeout;
+        let clients = self.cfg.clients;
+        let events = self.ctx.events.events();
+        while Instant::now() < deadline && events.iter().any(|e| e.seen.lock().len() < clients) {
+            tokio::time::sleep(POLL).await;
+        }
+        let mut all_clients = Vec::new();
+        let mut per_client = Vec::new();
+        let rows = events
+            .iter()
+            .map(|e| {
+                let mut seen = e.seen.lock().clone();
+                seen.sort_unstable();
+                per_client.extend_from_slice(&seen);
+                let last = (seen.len() >= clients).then(|| seen.last().copied().unwrap_or_default());
+                all_clients.extend(last);
+                EventRow {
+                    at_s: e.at.as_secs_f64(),
+                    cluster: e.cluster,
+                    service: e.service,
+                    clients: seen.len(),
+                    all_clients_ms: last.map(|d| d.as_secs_f64() * 1e3),
+                    median_ms: Percentiles::of(seen).p50,
+                }
+            })
+            .collect();
+        let convergence = Convergence {
+            changes: events.len(),
+            converged: all_clients.len(),
+            all_clients_ms: Percentiles::of(all_clients),
+            per_client_ms: Percentiles::of(per_client),
+        };
+        (convergence, rows)
+    }
+
+    /// Decodes every client's final endpoints and compares them with the truth.
+    fn verify(&self, progress: &[Arc<Mutex<Progress>>]) -> Verification {
+        let mut mismatches = Vec::new();
+        for (client, p) in progress[..self.cfg.clients].iter().enumerate() {
+            let p = p.lock();
+            for service in 0..self.cfg.shape.services {
+                let name = World::resource(service);
+                let got = p.endpoints.get(&*name).map(|body| addresses(body));
+                let want = self.world.truth(service);
+                if got.as_ref() != Some(&want) {
+                    mismatches.push(format!("client {client}: {name}: got {got:?}, want {want:?}"));
+                }
+            }
+        }
+        mismatches.truncate(MAX_MISMATCHES);
+        Verification {
+            clients: self.cfg.clients,
+            mismatches,
+        }
+    }
+}
+
+/// Counters at the start of the churn, and how long it took.
+struct Churned {
+    elapsed: Duration,
+    responses_before: u64,
+    bytes_before: u64,
+}
+
+/// The IPv4 addresses in an encoded `ClusterLoadAssignment`.
+fn addresses(body: &[u8]) -> std::collections::BTreeSet<Ipv4Addr> {
+    let Ok(cla) = ClusterLoadAssignment::decode(body) else {
+        return Default::default();
+    };
+    cla.endpoints
+        .iter()
+        .flat_map(|l| &l.lb_endpoints)
+        .filter_map(|e| match &e.host_identifier {
+            Some(lb_endpoint::HostIdentifier::Endpoint(ep)) => ep.address.as_ref(),
+            _ => None,
+        })
+        .filter_map(|a| match &a.address {
+            Some(address::Address::SocketAddress(s))
+                if matches!(
+                    s.port_specifier,
+                    Some(socket_address::PortSpecifier::PortValue(_))
+                ) =>
+            {
+                s.address.parse().ok()
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Writes report.json, events.csv and (with `plot`) convergence.svg into the output folder.
+fn write(report: &Report, plot: bool) -> Result<(), Error> {
+    let dir = &report.config.out_dir;
+    let json = serde_json::to_string_pretty(report).map_err(|e| Error::io(dir, e.into()))?;
+    let mut files = vec![("report.json", json), ("events.csv", report.csv())];
+    if plot {
+        files.push(("convergence.svg", plot::svg(report)));
+    }
+    for (name, text) in files {
+        let path = dir.join(name);
+        std::fs::write(&path, text).map_err(|e| Error::io(&path, e))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,236 @@
+//! The generated mesh: N clusters, each with the same S services of E endpoints (one pod per
+//! endpoint), as Kubernetes manifests, and the churn that replaces endpoints in remote clusters.
+//!
+//! Owns: the truth. Every write to a simulator goes through [`World`], which therefore knows, at
+//! any moment, which addresses every service has in every cluster. Does NOT: talk to meshd.
+
+use std::{
+    collections::{BTreeSet, VecDeque},
+    net::Ipv4Addr,
+    sync::Arc,
+};
+
+use serde_json::{Value, json};
+
+use crate::sandbox::{apiserver::ApiServer, topology::ClusterManifests};
+
+/// Namespace of every generated workload.
+pub const NAMESPACE: &str = "bench";
+/// The one service port (named `http`, so sidecars get an HTTP cluster).
+const SERVICE_PORT: u16 = 80;
+/// The pods' port.
+const TARGET_PORT: u16 = 8080;
+/// First endpoint address: 10.128.0.1, then one up per new pod (8M addresses).
+const FIRST_ENDPOINT: u32 = u32::from_be_bytes([10, 128, 0, 1]);
+
+/// How big the generated mesh is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Shape {
+    /// Clusters; the first is the primary, the others are remotes joined by remote secrets.
+    pub clusters: usize,
+    /// Services per cluster (the same names in every cluster: one merged service each).
+    pub services: usize,
+    /// Endpoints per service per cluster.
+    pub endpoints: usize,
+}
+
+/// One endpoint change written to a simulator.
+#[derive(Debug, Clone)]
+pub struct Change {
+    /// The EDS resource (Istio cluster name) it alters.
+    pub resource: Arc<str>,
+    /// The cluster written to.
+    pub cluster: usize,
+    /// The service changed.
+    pub service: usize,
+    /// The address that replaced the oldest one.
+    pub added: Ipv4Addr,
+}
+
+/// The generated topology and its current truth.
+pub struct World {
+    shape: Shape,
+    /// `[cluster][service]` → addresses, oldest first (churn replaces the oldest).
+    endpoints: Vec<Vec<VecDeque<Ipv4Addr>>>,
+    next_address: u32,
+}
+
+impl World {
+    /// A world of `shape` with every endpoint at its initial address.
+    pub fn new(shape: Shape) -> Self {
+        let mut next_address = FIRST_ENDPOINT;
+        let endpoints = (0..shape.clusters)
+            .map(|_| {
+                (0..shape.services)
+                    .map(|_| {
+                        (0..shape.endpoints)
+                            .map(|_| {
+                                next_address += 1;
+                                Ipv4Addr::from(next_address - 1)
+                            })
+                            .collect()
+                    })
+                    .collect()
+            })
+            .collect();
+        Self {
+            shape,
+            endpoints,
+            next_address,
+        }
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> Shape {
+        self.shape
+    }
+
+    /// Cluster names, primary first.
+    pub fn cluster_name(cluster: usize) -> String {
+        format!("cluster-{cluster}")
+    }
+
+    /// The EDS resource (and CDS cluster) name of a service, as meshd and istiod spell it.
+    pub fn resource(service: usize) -> Arc<str> {
+        format!("outbound|{SERVICE_PORT}||svc-{service}.{NAMESPACE}.svc.cluster.local").into()
+    }
+
+    /// Every cluster's manifests: the namespaces, then per service its Service, pods and EndpointSlice.
+    pub fn manifests(&self) -> Vec<ClusterManifests> {
+        (0..self.shape.clusters)
+            .map(|c| {
+                let mut objects: Vec<_> = [super::SYSTEM_NAMESPACE, NAMESPACE]
+                    .into_iter()
+                    .map(|ns| {
+                        let object =
+                            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+                        (format!("namespace {ns}"), object)
+                    })
+                    .collect();
+                for s in 0..self.shape.services {
+                    objects.push((format!("svc-{s}"), service(s)));
+                    for &ip in &self.endpoints[c][s] {
+                        objects.push((format!("svc-{s}/{ip}"), pod(s, ip)));
+                    }
+                    objects.push((format!("svc-{s}/slice"), slice(s, &self.endpoints[c][s])));
+                }
+                ClusterManifests {
+                    name: Self::cluster_name(c),
+                    objects,
+                }
+            })
+            .collect()
+    }
+
+    /// Which service and cluster the `n`th change touches: remote clusters round-robin, then services,
+    /// so one service changes again only after every (remote cluster, service) pair has.
+    pub fn target(&self, n: u64) -> (usize, usize) {
+        let remotes = (self.shape.clusters - 1).max(1) as u64;
+        let first_remote = usize::from(self.shape.clusters > 1);
+        let cluster = first_remote + (n % remotes) as usize;
+        let service = ((n / remotes) % self.shape.services as u64) as usize;
+        (cluster, service)
+    }
+
+    /// Replaces the oldest endpoint of the `n`th target: starts a new pod, points the slice at it,
+    /// deletes the old pod (a rolling restart of one replica).
+    pub fn churn(
+        &mut self,
+        n: u64,
+        servers: &[&ApiServer],
+    ) -> Result<Change, crate::sandbox::apiserver::Error> {
+        let (cluster, service) = self.target(n);
+        let added = Ipv4Addr::from(self.next_address);
+        self.next_address += 1;
+        let store = servers[cluster].store();
+        let addresses = &mut self.endpoints[cluster][service];
+        let removed = addresses.pop_front();
+        addresses.push_back(added);
+        store.apply(pod(service, added))?;
+        store.apply(slice(service, addresses))?;
+        if let Some(old) = removed {
+            store.delete("v1", "Pod", Some(NAMESPACE), &pod_name(old))?;
+        }
+        Ok(Change {
+            resource: Self::resource(service),
+            cluster,
+            service,
+            added,
+        })
+    }
+
+    /// What every client must end up with for `service`: its addresses across all clusters.
+    pub fn truth(&self, service: usize) -> BTreeSet<Ipv4Addr> {
+        self.endpoints
+            .iter()
+            .flat_map(|c| c[service].iter().copied())
+            .collect()
+    }
+}
+
+/// The bytes a `ClusterLoadAssignment` carries for `ip` (`SocketAddress.address`, field 2, length
+/// prefixed): finding them in a resource shows the endpoint arrived, without decoding it.
+pub fn wire_marker(ip: Ipv4Addr) -> Vec<u8> {
+    let text = ip.to_string();
+    let mut marker = vec![0x12, text.len() as u8];
+    marker.extend_from_slice(text.as_bytes());
+    marker
+}
+
+fn pod_name(ip: Ipv4Addr) -> String {
+    format!("pod-{}", u32::from(ip))
+}
+
+fn service(s: usize) -> Value {
+    json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": format!("svc-{s}"), "namespace": NAMESPACE},
+        "spec": {"clusterIP": format!("10.96.{}.{}", s / 250, s % 250 + 1),
+                 "selector": {"app": format!("svc-{s}")},
+                 "ports": [{"name": "http", "port": SERVICE_PORT, "targetPort": TARGET_PORT}]}})
+}
+
+fn pod(s: usize, ip: Ipv4Addr) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": pod_name(ip), "namespace": NAMESPACE,
+                     "labels": {"app": format!("svc-{s}"), "security.istio.io/tlsMode": "istio"}},
+        "spec": {"containers": [{"name": "app", "image": "app"}], "serviceAccountName": format!("svc-{s}")},
+        "status": {"phase": "Running", "podIP": ip.to_string()}})
+}
+
+fn slice(s: usize, addresses: &VecDeque<Ipv4Addr>) -> Value {
+    let endpoints: Vec<Value> = addresses
+        .iter()
+        .map(|ip| {
+            json!({"addresses": [ip.to_string()], "conditions": {"ready": true},
+                   "targetRef": {"kind": "Pod", "name": pod_name(*ip), "namespace": NAMESPACE}})
+        })
+        .collect();
+    json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": format!("svc-{s}-slice"), "namespace": NAMESPACE,
+                     "labels": {"kubernetes.io/service-name": format!("svc-{s}")}},
+        "addressType": "IPv4",
+        "ports": [{"name": "http", "port": TARGET_PORT}],
+        "endpoints": endpoints})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn churn_targets_remotes_round_robin() {
+        let w = World::new(Shape {
+            clusters: 3,
+            services: 2,
+            endpoints: 1,
+        });
+        let targets: Vec<_> = (0..5).map(|n| w.target(n)).collect();
+        assert_eq!(targets, [(1, 0), (2, 0), (1, 1), (2, 1), (1, 0)]);
+        assert_eq!(w.truth(0).len(), 3);
+    }
+
+    #[test]
+    fn marker_is_the_length_prefixed_address() {
+        assert_eq!(wire_marker(Ipv4Addr::new(10, 0, 0, 1)), b"\x12\x0810.0.0.1");
+    }
+}

@@ -1,0 +1,298 @@
+//! meshctl, the operator CLI: its commands, parsed by clap, and what they do. The binary only parses
+//! and calls [`run`].
+//!
+//! - [`client`]: meshd's admin API (`--meshd`, default `http://127.0.0.1:15014`).
+//! - [`views`]: the readable views of the debug JSON (pure).
+//! - [`output`]: tables, JSON, YAML.
+//! - [`cluster`]: `add-cluster` / `remove-cluster` (Kubernetes, not meshd).
+//!
+//! Results go to stdout; progress and warnings to stderr.
+
+pub mod client;
+pub mod cluster;
+pub mod output;
+pub mod views;
+
+use std::{path::PathBuf, time::Duration};
+
+use clap::{CommandFactory, Parser, Subcommand};
+use serde_json::Value;
+
+use client::{AdminClient, ClientError, query_value};
+use cluster::{AddCluster, ClusterError, TokenKind};
+use output::{Output, render};
+
+/// `meshctl`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "meshctl",
+    about = "Operate meshd: clusters, proxies, and why a proxy gets what it gets",
+    version
+)]
+pub struct Cli {
+    /// meshd's admin address (monitoring port; `kubectl port-forward` to it for a cluster install).
+    #[arg(
+        long,
+        global = true,
+        env = "MESHCTL_MESHD",
+        default_value = "http://127.0.0.1:15014"
+    )]
+    pub meshd: String,
+    /// Bearer token for meshd's debug endpoints when not calling over loopback.
+    #[arg(long, global = true, env = "MESHCTL_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Output format.
+    #[arg(long, short, global = true, value_enum, default_value_t)]
+    pub output: Output,
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// meshctl's commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the version.
+    Version,
+    /// Join a remote cluster: reader identity and token in the remote, remote Secret for the primary.
+    AddCluster(AddClusterArgs),
+    /// Remove a remote cluster's Secret from the primary.
+    RemoveCluster {
+        /// The cluster ID.
+        id: String,
+        /// The primary cluster.
+        #[command(flatten)]
+        primary: PrimaryArgs,
+        /// The system namespace.
+        #[arg(long, default_value = "istio-system")]
+        namespace: String,
+    },
+    /// One row per cluster meshd knows: status, and why when not synced.
+    RemoteClusters,
+    /// One row per connected proxy: cluster, network, SYNCED / STALE / NOT SENT per type, last NACK.
+    ProxyStatus,
+    /// Every endpoint and gateway a proxy receives for a service, and every endpoint dropped, with why.
+    Explain {
+        /// The proxy's node ID (see `meshctl proxy-status`).
+        proxy_id: String,
+        /// `host[:port]`; the host may be `name.namespace`.
+        service: String,
+    },
+    /// Connected xDS clients.
+    Adsz,
+    /// Network gateways.
+    Networks,
+    /// Shell completion script.
+    Completion {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Load-test a control plane: simulated clusters, ADS clients, endpoint churn; writes a report.
+    Bench(crate::bench::Args),
+    /// Simulated clusters for development and tests.
+    Sandbox {
+        /// The sandbox command.
+        #[command(subcommand)]
+        command: SandboxCommand,
+    },
+}
+
+/// `meshctl sandbox …`.
+#[derive(Debug, Subcommand)]
+pub enum SandboxCommand {
+    /// Serve one simulated Kubernetes API server per cluster until SIGTERM or ctrl-c. Given a
+    /// directory, each subdirectory is a cluster and its manifests are loaded.
+    Serve {
+        /// Comma-separated cluster names, or a directory of cluster folders.
+        #[arg(long)]
+        clusters: String,
+        /// Where `<cluster>/kubeconfig` files are written.
+        #[arg(long)]
+        state_dir: PathBuf,
+    },
+}
+
+/// The primary (config) cluster's kubeconfig.
+#[derive(Debug, clap::Args)]
+pub struct PrimaryArgs {
+    /// Kubeconfig of the primary cluster (default: `$KUBECONFIG`, `~/.kube/config`).
+    #[arg(long)]
+    pub primary_kubeconfig: Option<String>,
+    /// Context in it.
+    #[arg(long)]
+    pub primary_context: Option<String>,
+}
+
+/// `meshctl add-cluster`.
+#[derive(Debug, clap::Args)]
+pub struct AddClusterArgs {
+    /// Cluster ID (a DNS label): the Secret's data key.
+    #[arg(long)]
+    pub name: String,
+    /// Kubeconfig of the remote cluster (default: `$KUBECONFIG`, `~/.kube/config`).
+    #[arg(long)]
+    pub kubeconfig: Option<String>,
+    /// Context in it.
+    #[arg(long)]
+    pub context: Option<String>,
+    /// API server URL as meshd reaches it (default: the kubeconfig's).
+    #[arg(long)]
+    pub server: Option<String>,
+    /// Accept a loopback API server (the sandbox, or meshd on this machine).
+    #[arg(long)]
+    pub allow_loopback: bool,
+    /// Create the reader service account and its ClusterRole/Binding if missing.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub create_service_account: bool,
+    /// The reader service account.
+    #[arg(long, default_value = remote_secret_sa())]
+    pub service_account: String,
+    /// Namespace of the reader and of the Secret.
+    #[arg(long, default_value = "istio-system")]
+    pub namespace: String,
+    /// Lifetime of the TokenRequest token (rotate by re-running before it ends).
+    #[arg(long, default_value = "8760h", value_parser = humantime::parse_duration, conflicts_with = "long_lived")]
+    pub token_duration: Duration,
+    /// Use a long-lived token Secret instead (istioctl's way).
+    #[arg(long)]
+    pub long_lived: bool,
+    /// Write the Secret to the primary instead of printing it.
+    #[arg(long)]
+    pub apply: bool,
+    /// The primary cluster (with --apply).
+    #[command(flatten)]
+    pub primary: PrimaryArgs,
+}
+
+const fn remote_secret_sa() -> &'static str {
+    crate::multicluster::remote_secret::READER_SERVICE_ACCOUNT
+}
+
+/// Why a command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// meshd's admin API.
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    /// Adding or removing a cluster.
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+    /// Encoding the output.
+    #[error("encoding the output: {0}")]
+    Encode(#[from] serde_json::Error),
+    /// The sandbox.
+    #[error("sandbox: {0:#}")]
+    Sandbox(anyhow::Error),
+    /// The load run failed.
+    #[error(transparent)]
+    Bench(#[from] crate::bench::Error),
+}
+
+/// Runs one command; prints its result to stdout.
+pub async fn run(cli: Cli) -> Result<(), Error> {
+    let admin = || AdminClient::new(&cli.meshd, cli.token.clone());
+    let out = cli.output;
+    match cli.command {
+        Command::Version => println!("meshctl {}", env!("CARGO_PKG_VERSION")),
+        Command::Completion { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "meshctl", &mut std::io::stdout());
+        }
+        Command::Sandbox {
+            command: SandboxCommand::Serve { clusters, state_dir },
+        } => crate::sandbox::serve::run(&clusters, &state_dir)
+            .await
+            .map_err(Error::Sandbox)?,
+        Command::Bench(args) => {
+            let plot = args.plot;
+            let report = crate::bench::run(args.config()?, plot).await?;
+            print!("{}", report.table());
+            println!("report: {}", report.config.out_dir.join("report.json").display());
+        }
+        Command::AddCluster(args) => add_cluster(args).await?,
+        Command::RemoveCluster {
+            id,
+            primary,
+            namespace,
+        } => {
+            let (client, _, _) = cluster::client(
+                primary.primary_kubeconfig.as_deref(),
+                primary.primary_context.as_deref(),
+            )
+            .await?;
+            let secret = cluster::remove(&client, &namespace, &id).await?;
+            eprintln!("removed cluster {id} (Secret {secret})");
+        }
+        Command::RemoteClusters => {
+            let rows: Vec<views::ClusterzRow> = admin()?.get("/debug/clusterz").await?;
+            let rows = views::RemoteClusters(rows.iter().map(views::remote_cluster).collect());
+            print!("{}", render(&rows, out)?);
+        }
+        Command::ProxyStatus => {
+            let rows: Vec<views::SyncStatus> = admin()?.get("/debug/syncz").await?;
+            let rows = views::ProxyStatuses(rows.iter().map(views::proxy_status).collect());
+            print!("{}", render(&rows, out)?);
+        }
+        Command::Adsz => {
+            let adsz: Value = admin()?.get("/debug/adsz").await?;
+            let clients = adsz["clients"].as_array().cloned().unwrap_or_default();
+            print!("{}", render(&views::AdsClients(clients), out)?);
+        }
+        Command::Networks => {
+            let gws: Vec<Value> = admin()?.get("/debug/networkz").await?;
+            print!("{}", render(&views::Networks(gws), out)?);
+        }
+        Command::Explain { proxy_id, service } => {
+            let path = format!(
+                "/debug/explain?proxyID={}&service={}",
+                query_value(&proxy_id),
+                query_value(&service)
+            );
+            let report: Value = admin()?.get(&path).await?;
+            match out {
+                Output::Table => print!("{}", views::explain_text(&report)),
+                Output::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+                Output::Yaml => print!("{}", serde_yaml::to_string(&report).unwrap_or_default()),
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn add_cluster(a: AddClusterArgs) -> Result<(), Error> {
+    let (remote, server, ca) = cluster::client(a.kubeconfig.as_deref(), a.context.as_deref()).await?;
+    let opts = AddCluster {
+        name: a.name.clone(),
+        namespace: a.namespace,
+        service_account: a.service_account,
+        create_service_account: a.create_service_account,
+        token: if a.long_lived {
+            TokenKind::LongLived
+        } else {
+            TokenKind::Bound(a.token_duration)
+        },
+        server: a.server,
+        allow_loopback: a.allow_loopback,
+    };
+    let target = opts.server.as_deref().unwrap_or(&server);
+    if cluster::is_loopback(target) && a.allow_loopback {
+        eprintln!("warning: {target} is a loopback address; only a meshd on this machine can reach it");
+    }
+    let secret = cluster::remote_secret(&remote, &server, ca, &opts).await?;
+    if a.apply {
+        let (primary, _, _) = cluster::client(
+            a.primary.primary_kubeconfig.as_deref(),
+            a.primary.primary_context.as_deref(),
+        )
+        .await?;
+        cluster::apply(&primary, &secret).await?;
+        eprintln!(
+            "cluster {} added: Secret {}/{} written to the primary",
+            a.name,
+            secret.metadata.namespace.as_deref().unwrap_or(""),
+            secret.metadata.name.as_deref().unwrap_or("")
+        );
+    } else {
+        print!("{}", cluster::secret_yaml(&secret));
+    }
+    Ok(())
+}

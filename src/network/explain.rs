@@ -1,0 +1,234 @@
+//! `/debug/explain?proxyID=&service=<host>[:<port>]` (what `meshctl explain` shows): for one connected
+//! proxy and one service, every endpoint the split-horizon filter is given and what it does with it
+//! (direct, through which gateways with what weight, or dropped by which rule), and the endpoints
+//! the proxy is actually sent.
+//!
+//! Owns: the pure report. The reasons come from [`split_horizon::explain`] and the sent endpoints
+//! from the [`SplitHorizon`] view the EDS generator calls, so the report cannot drift from EDS.
+//! Does NOT: hold state; it reads the current snapshot and the proxy's connection.
+
+use std::net::IpAddr;
+
+use axum::{
+    Json,
+    http::StatusCode,
+    response::{IntoResponse, Response},
+};
+use serde::{Deserialize, Serialize};
+
+use super::{
+    SplitHorizon,
+    split_horizon::{self, Verdict},
+};
+use crate::{
+    model::{ClusterId, Endpoint, Health, Locality, NetworkId, Service, TlsMode},
+    xds::{EndpointView, NetworkView, generator::Mesh, status::Connections},
+};
+
+/// `?proxyID=&service=`.
+#[derive(Debug, Deserialize)]
+pub struct ExplainQuery {
+    /// The proxy's node ID.
+    #[serde(rename = "proxyID", default)]
+    pub proxy_id: String,
+    /// `<host>[:<port>]`; the host may be short (`name.namespace`).
+    #[serde(default)]
+    pub service: String,
+}
+
+/// The whole report.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Explanation {
+    /// The proxy's node ID.
+    pub proxy: String,
+    /// Its network and requested view.
+    pub view: ViewReport,
+    /// The service's host name.
+    pub service: String,
+    /// One entry per explained port.
+    pub ports: Vec<PortReport>,
+}
+
+/// A proxy's network view.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ViewReport {
+    /// Its own network.
+    pub network: Option<NetworkId>,
+    /// `REQUESTED_NETWORK_VIEW`.
+    pub requested_network_view: Vec<NetworkId>,
+}
+
+/// One service port: every candidate endpoint, and what is sent.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PortReport {
+    /// The service port.
+    pub port: u16,
+    /// Its name.
+    pub name: String,
+    /// The EDS cluster name.
+    pub eds_cluster: String,
+    /// Every endpoint of the service (all clusters) and its fate.
+    pub endpoints: Vec<EndpointReport>,
+    /// What the proxy is sent, gateways included.
+    pub sent: Vec<SentEndpoint>,
+}
+
+/// A candidate endpoint and the filter's verdict.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EndpointReport {
+    /// Pod IP.
+    pub address: IpAddr,
+    /// Target port, when it serves this port.
+    pub target_port: Option<u16>,
+    /// Cluster.
+    pub cluster: ClusterId,
+    /// Network.
+    pub network: Option<NetworkId>,
+    /// Workload (pod) name.
+    pub workload: Option<String>,
+    /// Health.
+    pub health: Health,
+    /// Whether it takes Istio mTLS.
+    pub tls_mode: TlsMode,
+    /// What the filter does with it.
+    pub verdict: Verdict,
+}
+
+/// An endpoint in the assignment the proxy receives.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SentEndpoint {
+    /// Address.
+    pub address: IpAddr,
+    /// Port.
+    pub port: Option<u16>,
+    /// Cluster (a gateway's cluster).
+    pub cluster: ClusterId,
+    /// Network.
+    pub network: Option<NetworkId>,
+    /// Locality.
+    pub locality: Locality,
+    /// Load-balancing weight.
+    pub weight: u32,
+    /// Health.
+    pub health: Health,
+    /// Whether this is a network gateway standing in for remote endpoints.
+    pub gateway: bool,
+}
+
+/// The report for `service`, only `port` when given, as a proxy with `view` gets it.
+pub fn explain(
+    mesh: &dyn Mesh,
+    proxy: &str,
+    service: &Service,
+    port: Option<u16>,
+    view: &NetworkView,
+) -> Explanation {
+    let gateways = mesh.gateways();
+    let ports = service
+        .ports
+        .iter()
+        .filter(|p| port.is_none_or(|want| want == p.port))
+        .map(|p| {
+            let endpoints = split_horizon::explain(mesh.endpoints(service), gateways, p, view)
+                .into_iter()
+                .map(|(ep, verdict)| EndpointReport {
+                    address: ep.address,
+                    target_port: ep.port(&p.name),
+                    cluster: ep.cluster.clone(),
+                    network: ep.network.clone(),
+                    workload: ep.workload.as_deref().map(str::to_owned),
+                    health: ep.health,
+                    tls_mode: ep.tls_mode,
+                    verdict,
+                })
+                .collect();
+            let sent = SplitHorizon
+                .endpoints(mesh, service, p, view)
+                .iter()
+                .map(|ep| sent(ep, &p.name, gateways.iter().any(|g| g.address == ep.address)))
+                .collect();
+            PortReport {
+                port: p.port,
+                name: p.name.to_string(),
+                eds_cluster: format!("outbound|{}||{}", p.port, service.hostname),
+                endpoints,
+                sent,
+            }
+        })
+        .collect();
+    Explanation {
+        proxy: proxy.to_owned(),
+        view: ViewReport {
+            network: view.network.clone(),
+            requested_network_view: view.requested.clone(),
+        },
+        service: service.hostname.to_string(),
+        ports,
+    }
+}
+
+fn sent(ep: &Endpoint, port_name: &str, gateway: bool) -> SentEndpoint {
+    SentEndpoint {
+        address: ep.address,
+        port: ep.port(port_name),
+        cluster: ep.cluster.clone(),
+        network: ep.network.clone(),
+        locality: ep.locality.clone(),
+        weight: ep.weight,
+        health: ep.health,
+        gateway,
+    }
+}
+
+/// `host[:port]` → the service (exact host, or `name.namespace` short form) and the port.
+pub fn find_service<'m>(mesh: &'m dyn Mesh, spec: &str) -> Result<(&'m Service, Option<u16>), String> {
+    let (host, port) = match spec.rsplit_once(':') {
+        Some((h, p)) => (
+            h,
+            Some(p.parse::<u16>().map_err(|_| format!("bad port in {spec:?}"))?),
+        ),
+        None => (spec, None),
+    };
+    let service = mesh.service(host).or_else(|| {
+        let prefix = format!("{host}.svc.");
+        mesh.services().find(|s| s.hostname.starts_with(&prefix))
+    });
+    let service = service.ok_or_else(|| format!("no service {host:?} in the mesh"))?;
+    if let Some(p) = port
+        && !service.ports.iter().any(|sp| sp.port == p)
+    {
+        return Err(format!("service {} has no port {p}", service.hostname));
+    }
+    Ok((service, port))
+}
+
+/// The handler: looks the proxy up among live connections and explains against the current snapshot.
+pub(super) fn handle(mesh: &dyn Mesh, connections: &Connections, q: &ExplainQuery) -> Response {
+    if q.proxy_id.is_empty() || q.service.is_empty() {
+        return (StatusCode::BAD_REQUEST, "proxyID and service are required\n").into_response();
+    }
+    let conns = connections.list();
+    let Some(proxy) = conns
+        .iter()
+        .filter_map(|c| c.proxy.as_ref())
+        .find(|p| *p.id == *q.proxy_id)
+    else {
+        let msg = format!("proxy {:?} is not connected (see /debug/adsz)\n", q.proxy_id);
+        return (StatusCode::NOT_FOUND, msg).into_response();
+    };
+    match find_service(mesh, &q.service) {
+        Ok((service, port)) => {
+            Json(explain(mesh, &proxy.id, service, port, &NetworkView::of(proxy))).into_response()
+        }
+        Err(msg) => (StatusCode::NOT_FOUND, msg + "\n").into_response(),
+    }
+}
+
+#[cfg(test)]
+#[path = "explain_tests.rs"]
+mod tests;

@@ -1,0 +1,369 @@
+//! Golden tables: endpoints and gateways in, the rendered `ClusterLoadAssignment` out, exactly.
+
+use std::net::IpAddr;
+
+use super::*;
+use crate::{
+    model::{ExternalAddress, Protocol},
+    network::gateways::{Candidate, resolve},
+    xds::generator::{
+        eds::{self, Duplicates},
+        static_mesh::service,
+    },
+};
+
+fn port() -> ServicePort {
+    service("hello", "sample", &[("http", 5000, Protocol::Http)]).ports[0].clone()
+}
+
+/// `ep("10.0.0.1", "net-a", "ca", "z1", mtls, healthy)`; an empty network is the unnamed one.
+fn ep(ip: &str, network: &str, cluster: &str, zone: &str, mtls: bool, healthy: bool) -> Endpoint {
+    Endpoint {
+        address: ip.parse().unwrap(),
+        ports: Arc::new([EndpointPort {
+            service_port_name: "http".into(),
+            port: 5000,
+        }]),
+        cluster: cluster.into(),
+        network: (!network.is_empty()).then(|| network.into()),
+        locality: Locality {
+            region: "r".into(),
+            zone: zone.into(),
+            subzone: "".into(),
+        },
+        labels: Labels::default(),
+        service_account: None,
+        tls_mode: if mtls { TlsMode::Istio } else { TlsMode::Disabled },
+        health: if healthy {
+            Health::Healthy
+        } else {
+            Health::Unhealthy
+        },
+        workload: None,
+        weight: 1,
+    }
+}
+
+fn gw(network: &str, cluster: Option<&str>, ip: &str) -> NetworkGateway {
+    NetworkGateway {
+        network: network.into(),
+        cluster: cluster.map(Into::into),
+        address: ip.parse().unwrap(),
+        port: 15443,
+        hostname: None,
+    }
+}
+
+fn view(network: &str, requested: &[&str]) -> NetworkView {
+    NetworkView {
+        network: (!network.is_empty()).then(|| network.into()),
+        requested: requested.iter().map(|n| (*n).into()).collect(),
+    }
+}
+
+/// One line per locality (`r/zone/ w=<sum>`), then one per endpoint.
+fn render(eps: &[Endpoint], gws: &[NetworkGateway], view: &NetworkView, dups: Duplicates) -> Vec<String> {
+    let mut sorted = gws.to_vec();
+    sorted.sort();
+    let out = filter(eps, &sorted, &port(), view);
+    let a = eds::assignment("c".into(), &port(), out.iter().map(|e| &**e), dups);
+    let mut lines = Vec::new();
+    for g in &a.localities {
+        lines.push(format!("{} w={}", g.locality, g.weight));
+        for t in &g.endpoints {
+            let net = t.network.as_deref().unwrap_or("-");
+            let tls = match t.tls_mode {
+                TlsMode::Istio => "istio",
+                TlsMode::Disabled => "plain",
+            };
+            lines.push(format!(
+                "  {}:{} w={} {net}/{} {tls}{}",
+                t.address,
+                t.port,
+                t.weight,
+                t.cluster,
+                if t.health == Health::Healthy {
+                    ""
+                } else {
+                    " unhealthy"
+                }
+            ));
+        }
+    }
+    lines
+}
+
+/// net-a: the proxy's (1 gateway); net-b: no gateway; net-c: 1 gateway; net-d: 2 gateways. LCM 2.
+fn four_networks() -> (Vec<Endpoint>, Vec<NetworkGateway>) {
+    let eps = vec![
+        ep("10.1.0.1", "net-a", "ca", "z1", true, true),
+        ep("10.1.0.2", "net-a", "ca", "z2", false, true),
+        ep("10.2.0.1", "net-b", "cb", "z1", true, true),
+        ep("10.3.0.1", "net-c", "cc", "z1", true, true),
+        ep("10.3.0.2", "net-c", "cc", "z1", true, true),
+        ep("10.3.0.3", "net-c", "cc", "z2", true, true),
+        ep("10.4.0.1", "net-d", "cd", "z2", true, true),
+        ep("10.4.0.2", "net-d", "cd", "z2", true, true),
+        ep("10.4.0.3", "net-d", "cd", "z2", false, true),
+        ep("10.4.0.4", "net-d", "cd", "z2", true, false),
+        ep("10.9.0.1", "", "cx", "z1", false, true),
+    ];
+    let gws = vec![
+        gw("net-a", Some("ca"), "192.0.2.1"),
+        gw("net-c", Some("cc"), "192.0.2.3"),
+        gw("net-d", Some("cd"), "192.0.2.41"),
+        gw("net-d", Some("cd"), "192.0.2.42"),
+    ];
+    (eps, gws)
+}
+
+/// name, endpoints, gateways, the proxy's view, the rendered assignment.
+type Case<'a> = (
+    &'a str,
+    &'a [Endpoint],
+    &'a [NetworkGateway],
+    NetworkView,
+    Vec<&'a str>,
+);
+
+#[test]
+fn golden_tables() {
+    let (eps, gws) = four_networks();
+    let same_cluster = vec![
+        ep("10.3.0.1", "net-c", "cc", "z1", true, true),
+        ep("10.3.1.1", "net-c", "cc2", "z1", true, true),
+        ep("10.3.9.1", "net-c", "c-nogw", "z1", true, true),
+    ];
+    let same_cluster_gws = vec![
+        gw("net-c", Some("cc"), "192.0.2.31"),
+        gw("net-c", Some("cc2"), "192.0.2.32"),
+        gw("net-c", None, "203.0.113.30"),
+    ];
+    let cases: Vec<Case> = vec![
+        (
+            // Local and gateway-less networks direct (×2); net-c's 3 endpoints → its gateway per
+            // locality (2+2 in z1, 2 in z2); net-d's 2 healthy mTLS endpoints split over 2 gateways
+            // (1 each per endpoint); its plaintext and unhealthy endpoints dropped.
+            "four networks, proxy on net-a",
+            &eps,
+            &gws,
+            view("net-a", &[]),
+            vec![
+                "r/z1/ w=10",
+                "  10.1.0.1:5000 w=2 net-a/ca istio",
+                "  10.2.0.1:5000 w=2 net-b/cb istio",
+                "  10.9.0.1:5000 w=2 -/cx plain",
+                "  192.0.2.3:15443 w=4 net-c/cc istio",
+                "r/z2/ w=8",
+                "  10.1.0.2:5000 w=2 net-a/ca plain",
+                "  192.0.2.3:15443 w=2 net-c/cc istio",
+                "  192.0.2.41:15443 w=2 net-d/cd istio",
+                "  192.0.2.42:15443 w=2 net-d/cd istio",
+            ],
+        ),
+        (
+            // The mirror image: net-a (and its plaintext endpoint) behind its gateway.
+            "four networks, proxy on net-d",
+            &eps,
+            &gws,
+            view("net-d", &[]),
+            vec![
+                "r/z1/ w=10",
+                "  10.2.0.1:5000 w=2 net-b/cb istio",
+                "  10.9.0.1:5000 w=2 -/cx plain",
+                "  192.0.2.1:15443 w=2 net-a/ca istio",
+                "  192.0.2.3:15443 w=4 net-c/cc istio",
+                "r/z2/ w=10",
+                "  10.4.0.1:5000 w=2 net-d/cd istio",
+                "  10.4.0.2:5000 w=2 net-d/cd istio",
+                "  10.4.0.3:5000 w=2 net-d/cd plain",
+                "  10.4.0.4:5000 w=2 net-d/cd istio unhealthy",
+                "  192.0.2.3:15443 w=2 net-c/cc istio",
+            ],
+        ),
+        (
+            // No network (istiod 1.30 forceGateway): every network with a gateway through it.
+            "proxy without a network",
+            &eps,
+            &gws,
+            view("", &[]),
+            vec![
+                "r/z1/ w=10",
+                "  10.2.0.1:5000 w=2 net-b/cb istio",
+                "  10.9.0.1:5000 w=2 -/cx plain",
+                "  192.0.2.1:15443 w=2 net-a/ca istio",
+                "  192.0.2.3:15443 w=4 net-c/cc istio",
+                "r/z2/ w=6",
+                "  192.0.2.3:15443 w=2 net-c/cc istio",
+                "  192.0.2.41:15443 w=2 net-d/cd istio",
+                "  192.0.2.42:15443 w=2 net-d/cd istio",
+            ],
+        ),
+        (
+            // An east-west gateway's view: its own network and the unnamed one, nothing else.
+            "network view restricted to net-a",
+            &eps,
+            &gws,
+            view("net-a", &["net-a"]),
+            vec![
+                "r/z1/ w=4",
+                "  10.1.0.1:5000 w=2 net-a/ca istio",
+                "  10.9.0.1:5000 w=2 -/cx plain",
+                "r/z2/ w=2",
+                "  10.1.0.2:5000 w=2 net-a/ca plain",
+            ],
+        ),
+        (
+            // A view naming two networks sees both, one of them through its gateways.
+            "network view of net-a and net-d",
+            &eps,
+            &gws,
+            view("net-a", &["net-d", "net-a"]),
+            vec![
+                "r/z1/ w=4",
+                "  10.1.0.1:5000 w=2 net-a/ca istio",
+                "  10.9.0.1:5000 w=2 -/cx plain",
+                "r/z2/ w=6",
+                "  10.1.0.2:5000 w=2 net-a/ca plain",
+                "  192.0.2.41:15443 w=2 net-d/cd istio",
+                "  192.0.2.42:15443 w=2 net-d/cd istio",
+            ],
+        ),
+        (
+            // Multi-network off: everything as is, weights unscaled.
+            "no gateways at all",
+            &eps[..4],
+            &[],
+            view("net-a", &[]),
+            vec![
+                "r/z1/ w=3",
+                "  10.1.0.1:5000 w=1 net-a/ca istio",
+                "  10.2.0.1:5000 w=1 net-b/cb istio",
+                "  10.3.0.1:5000 w=1 net-c/cc istio",
+                "r/z2/ w=1",
+                "  10.1.0.2:5000 w=1 net-a/ca plain",
+            ],
+        ),
+        (
+            // LCM(3 per network, 1 per cluster) = 3: cc's and cc2's endpoints go to their own
+            // cluster's gateway (3 each); c-nogw's to all three (1 each).
+            "same-cluster gateways preferred",
+            &same_cluster,
+            &same_cluster_gws,
+            view("net-a", &[]),
+            vec![
+                "r/z1/ w=9",
+                "  192.0.2.31:15443 w=4 net-c/cc istio",
+                "  192.0.2.32:15443 w=4 net-c/cc2 istio",
+                "  203.0.113.30:15443 w=1 net-c/ istio",
+            ],
+        ),
+    ];
+    for (name, eps, gws, view, want) in cases {
+        assert_eq!(render(eps, gws, &view, Duplicates::PerLocality), want, "{name}");
+    }
+}
+
+#[test]
+fn grpc_gets_each_gateway_once_with_the_summed_weight() {
+    let (eps, gws) = four_networks();
+    let remote_c: Vec<Endpoint> = eps.into_iter().filter(|e| e.cluster.as_str() == "cc").collect();
+    assert_eq!(
+        render(&remote_c, &gws, &view("net-a", &[]), Duplicates::Merge),
+        ["r/z1/ w=6", "  192.0.2.3:15443 w=6 net-c/cc istio"],
+        "gRPC NACKs an address repeated across localities"
+    );
+}
+
+#[test]
+fn a_gateway_appears_changes_address_and_disappears() {
+    let eps = [
+        ep("10.1.0.1", "net-a", "ca", "z1", true, true),
+        ep("10.2.0.1", "net-b", "cb", "z1", true, true),
+        ep("10.2.0.2", "net-b", "cb", "z1", true, true),
+    ];
+    let v = view("net-a", &[]);
+    let steps: [(&[NetworkGateway], &[&str]); 4] = [
+        (
+            &[],
+            &[
+                "r/z1/ w=3",
+                "  10.1.0.1:5000 w=1 net-a/ca istio",
+                "  10.2.0.1:5000 w=1 net-b/cb istio",
+                "  10.2.0.2:5000 w=1 net-b/cb istio",
+            ],
+        ),
+        (
+            &[gw("net-b", Some("cb"), "198.51.100.10")],
+            &[
+                "r/z1/ w=3",
+                "  10.1.0.1:5000 w=1 net-a/ca istio",
+                "  198.51.100.10:15443 w=2 net-b/cb istio",
+            ],
+        ),
+        (
+            &[gw("net-b", Some("cb"), "198.51.100.11")],
+            &[
+                "r/z1/ w=3",
+                "  10.1.0.1:5000 w=1 net-a/ca istio",
+                "  198.51.100.11:15443 w=2 net-b/cb istio",
+            ],
+        ),
+        (
+            &[],
+            &[
+                "r/z1/ w=3",
+                "  10.1.0.1:5000 w=1 net-a/ca istio",
+                "  10.2.0.1:5000 w=1 net-b/cb istio",
+                "  10.2.0.2:5000 w=1 net-b/cb istio",
+            ],
+        ),
+    ];
+    for (i, (gws, want)) in steps.into_iter().enumerate() {
+        assert_eq!(render(&eps, gws, &v, Duplicates::PerLocality), want, "step {i}");
+    }
+}
+
+#[test]
+fn a_hostname_gateway_counts_only_once_resolved() {
+    let eps = [ep("10.2.0.1", "net-b", "cb", "z1", true, true)];
+    let candidates = [Candidate {
+        network: "net-b".into(),
+        cluster: Some("cb".into()),
+        address: ExternalAddress::Hostname("gw.example.com".into()),
+        port: 15443,
+    }];
+    let v = view("net-a", &[]);
+    // DNS failed before any answer: net-b has no gateway, so its endpoint goes direct (istiod's rule).
+    let unresolved = resolve(&candidates, &Default::default());
+    assert!(unresolved.is_empty());
+    assert_eq!(
+        render(&eps, &unresolved, &v, Duplicates::PerLocality),
+        ["r/z1/ w=1", "  10.2.0.1:5000 w=1 net-b/cb istio"]
+    );
+    // Two A records: two gateways, LCM 2.
+    let ips: Vec<IpAddr> = vec!["192.0.2.7".parse().unwrap(), "192.0.2.8".parse().unwrap()];
+    let resolved = resolve(&candidates, &[("gw.example.com".into(), ips)].into());
+    assert_eq!(resolved[0].hostname.as_deref(), Some("gw.example.com"));
+    assert_eq!(
+        render(&eps, &resolved, &v, Duplicates::PerLocality),
+        [
+            "r/z1/ w=2",
+            "  192.0.2.7:15443 w=1 net-b/cb istio",
+            "  192.0.2.8:15443 w=1 net-b/cb istio"
+        ]
+    );
+}
+
+#[test]
+fn weights_saturate_instead_of_overflowing() {
+    let mut big = ep("10.2.0.1", "net-b", "cb", "z1", true, true);
+    big.weight = u32::MAX / 2 + 1;
+    let gws = [
+        gw("net-b", Some("cb"), "192.0.2.1"),
+        gw("net-b", Some("cb"), "192.0.2.2"),
+    ];
+    let out = filter([&big], &gws, &port(), &view("net-a", &[]));
+    let weights: Vec<u32> = out.iter().map(|e| e.weight).collect();
+    assert_eq!(weights, [u32::MAX / 2, u32::MAX / 2]);
+}

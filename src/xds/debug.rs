@@ -1,0 +1,242 @@
+//! The xDS debug endpoints in istiod's JSON shapes, so `istioctl`-style tooling and `meshctl` read
+//! them: `/debug/adsz` (connected clients), `/debug/syncz` (per proxy and type: nonces sent and
+//! ACKed, last NACK), `/debug/config_dump?proxyID=` (what a proxy was last sent), `/debug/push_status`
+//! (the latest push), and meshd's own `/debug/connections`.
+//!
+//! Owns: pure views over [`ConnectionStatus`] lists and the routes serving them. Does NOT: decide who
+//! may call (the admin middleware does; `config_dump` only checks the namespace it was handed).
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use axum::{
+    Extension, Json,
+    extract::Query,
+    http::StatusCode,
+    response::{IntoResponse, Response},
+    routing::get,
+};
+use base64::Engine;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::{AdsServer, ProxyKind, XdsType, status::ConnectionStatus};
+use crate::admin::{self, DebugCaller};
+
+/// Adds the xDS debug endpoints.
+pub fn routes(debug: admin::Debug, ads: &AdsServer) -> admin::Debug {
+    let (c1, c2, c3, c4) = (
+        ads.connections(),
+        ads.connections(),
+        ads.connections(),
+        ads.connections(),
+    );
+    let log = ads.push_log();
+    debug
+        .route(
+            "/debug/adsz",
+            "connected xDS clients: node metadata, locality, watched resources",
+            get(move || async move { Json(adsz(&c1.list())) }),
+        )
+        .route(
+            "/debug/syncz",
+            "per proxy and type: nonce sent and ACKed, versions, last NACK",
+            get(move || async move { Json(syncz(&c2.list())) }),
+        )
+        .route(
+            "/debug/config_dump",
+            "?proxyID=: the resources that proxy was last sent",
+            get(
+                move |Query(q): Query<ProxyQuery>, Extension(caller): Extension<DebugCaller>| async move {
+                    config_dump(&c3.list(), &q.proxy_id, &caller)
+                },
+            ),
+        )
+        .route(
+            "/debug/push_status",
+            "the latest push: when, why, proxies pushed, responses and NACKs per type",
+            get(move || async move { Json(log.current()) }),
+        )
+        .route(
+            "/debug/connections",
+            "meshd's raw per-stream status: node, subscriptions, nonces, versions, last NACK",
+            get(move || async move { Json(c4.list()) }),
+        )
+}
+
+/// `?proxyID=`.
+#[derive(Debug, Deserialize)]
+pub struct ProxyQuery {
+    /// The node ID (or a connection ID).
+    #[serde(rename = "proxyID", default)]
+    pub proxy_id: String,
+}
+
+/// istiod's `AdsClients`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AdsClients {
+    /// How many.
+    pub total_clients: usize,
+    /// One per stream.
+    pub clients: Vec<Value>,
+}
+
+/// `/debug/adsz`: istiod's `AdsClient` per stream, metadata under `NodeMetadata` JSON names.
+pub fn adsz(conns: &[Arc<ConnectionStatus>]) -> AdsClients {
+    let clients: Vec<Value> = conns
+        .iter()
+        .filter_map(|c| {
+            let p = c.proxy.as_ref()?;
+            let watches: BTreeMap<&str, Vec<&str>> = c
+                .watches
+                .iter()
+                .map(|(ty, w)| {
+                    let mut names: Vec<&str> = w.subscription.names.iter().map(|n| &**n).collect();
+                    if w.subscription.wildcard {
+                        names.insert(0, "*");
+                    }
+                    (ty.url(), names)
+                })
+                .collect();
+            Some(json!({
+                "connectionId": c.id,
+                "connectedAt": c.connected_at,
+                "address": c.peer.as_deref().unwrap_or(""),
+                "labels": p.labels,
+                "metadata": {
+                    "CLUSTER_ID": p.cluster_id,
+                    "NETWORK": p.network,
+                    "REQUESTED_NETWORK_VIEW": p.requested_network_view,
+                    "NAMESPACE": p.namespace,
+                    "SERVICE_ACCOUNT": p.service_account,
+                    "ISTIO_VERSION": p.istio_version,
+                    "LABELS": p.labels,
+                    "GENERATOR": (p.kind == ProxyKind::Grpc).then_some("grpc"),
+                },
+                "locality": {"region": p.locality.region, "zone": p.locality.zone, "sub_zone": p.locality.subzone},
+                "watches": watches,
+                // meshd's additions: the node ID on its own, the protocol and who authenticated.
+                "proxyID": p.id,
+                "protocol": c.protocol,
+                "identities": c.identities,
+            }))
+        })
+        .collect();
+    AdsClients {
+        total_clients: clients.len(),
+        clients,
+    }
+}
+
+/// `/debug/syncz`: istiod's `SyncStatus` per stream. The `*_sent` / `*_acked` fields are nonces, as in
+/// istiod; `resources` adds meshd's versions and last NACK per type URL.
+pub fn syncz(conns: &[Arc<ConnectionStatus>]) -> Vec<Value> {
+    conns
+        .iter()
+        .filter_map(|c| {
+            let p = c.proxy.as_ref()?;
+            let nonce = |ty: XdsType, acked: bool| {
+                c.watches
+                    .get(&ty)
+                    .and_then(|w| {
+                        if acked {
+                            w.nonce_acked.clone()
+                        } else {
+                            w.nonce_sent.clone()
+                        }
+                    })
+                    .unwrap_or_default()
+            };
+            let resources: BTreeMap<&str, Value> = c
+                .watches
+                .iter()
+                .map(|(ty, w)| {
+                    let last_error = w
+                        .last_nack
+                        .as_ref()
+                        .map(|n| n.message.clone())
+                        .unwrap_or_default();
+                    let entry = json!({
+                        "sent": w.nonce_sent.clone().unwrap_or_default(),
+                        "acked": w.nonce_acked.clone().unwrap_or_default(),
+                        "versionSent": w.version_sent,
+                        "versionAcked": w.version_acked,
+                        "resourcesSent": w.resources_sent,
+                        "lastError": last_error,
+                    });
+                    (ty.url(), entry)
+                })
+                .collect();
+            Some(json!({
+                "cluster_id": p.cluster_id.as_deref().unwrap_or(""),
+                "network": p.network.as_deref().unwrap_or(""),
+                "proxy": p.id,
+                "proxy_type": proxy_type(p.kind),
+                "proxy_version": "",
+                "istio_version": p.istio_version.as_deref().unwrap_or(""),
+                "cluster_sent": nonce(XdsType::Cluster, false),
+                "cluster_acked": nonce(XdsType::Cluster, true),
+                "listener_sent": nonce(XdsType::Listener, false),
+                "listener_acked": nonce(XdsType::Listener, true),
+                "route_sent": nonce(XdsType::Route, false),
+                "route_acked": nonce(XdsType::Route, true),
+                "endpoint_sent": nonce(XdsType::Endpoint, false),
+                "endpoint_acked": nonce(XdsType::Endpoint, true),
+                "extensionconfig_sent": "",
+                "extensionconfig_acked": "",
+                "resources": resources,
+            }))
+        })
+        .collect()
+}
+
+/// istiod's `NodeType` names.
+fn proxy_type(kind: ProxyKind) -> &'static str {
+    match kind {
+        ProxyKind::Router => "router",
+        ProxyKind::Sidecar | ProxyKind::Grpc => "sidecar",
+    }
+}
+
+/// `/debug/config_dump?proxyID=`: per type, the version and every resource the proxy holds, each as an
+/// `Any` (`@type` and the base64 protobuf `value`: meshd has no proto3 JSON encoder for Envoy types).
+/// A caller outside the system namespace sees only proxies in its own namespace.
+fn config_dump(conns: &[Arc<ConnectionStatus>], proxy_id: &str, caller: &DebugCaller) -> Response {
+    if proxy_id.is_empty() {
+        return (StatusCode::BAD_REQUEST, "proxyID is required\n").into_response();
+    }
+    let found = conns
+        .iter()
+        .find(|c| c.id == proxy_id || c.proxy.as_ref().is_some_and(|p| &*p.id == proxy_id));
+    let Some((conn, proxy)) = found.and_then(|c| Some((c, c.proxy.as_ref()?))) else {
+        return (
+            StatusCode::NOT_FOUND,
+            format!("proxy {proxy_id:?} is not connected\n"),
+        )
+            .into_response();
+    };
+    if !caller.may_see(proxy.namespace.as_deref()) {
+        return (StatusCode::FORBIDDEN, "that proxy is outside your namespace\n").into_response();
+    }
+    let configs: Vec<Value> = conn
+        .sent
+        .iter()
+        .map(|(ty, held)| {
+            let status = conn.watches.get(ty);
+            json!({
+                "typeUrl": ty.url(),
+                "versionSent": status.map(|s| s.version_sent.as_str()),
+                "versionAcked": status.map(|s| s.version_acked.as_str()),
+                "resources": held.values().map(|r| json!({
+                    "name": r.name,
+                    "version": r.version_string(),
+                    "resource": {
+                        "@type": r.body.type_url,
+                        "value": base64::engine::general_purpose::STANDARD.encode(&r.body.value),
+                    },
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    Json(json!({"proxyID": proxy.id, "connectionId": conn.id, "configs": configs})).into_response()
+}

@@ -1,0 +1,45 @@
+//! The load tool's smoke run: a small mesh, delta and SotW clients, one stalled client, churn in the
+//! remote clusters. Asserts behaviour only (every client configured, every change everywhere, every
+//! client ends with exactly the truth), never times.
+
+use std::time::Duration;
+
+use meshd::bench::{self, Config, Protocols, Target, world::Shape};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smoke_every_client_converges_to_the_truth() {
+    let out = tempfile::tempdir().unwrap();
+    let config = Config {
+        shape: Shape {
+            clusters: 3,
+            services: 20,
+            endpoints: 3,
+        },
+        clients: 20,
+        flavor: Protocols::Mixed,
+        stalled: 1,
+        connect_per_s: None,
+        churn_per_s: 20.0,
+        duration: Duration::from_secs(3),
+        debounce: Duration::from_millis(50),
+        target: Target::Meshd(env!("CARGO_BIN_EXE_meshd").into()),
+        verify: true,
+        configure_timeout: Duration::from_secs(60),
+        settle_timeout: Duration::from_secs(20),
+        out_dir: out.path().to_owned(),
+    };
+    let report = bench::run(config, true).await.expect("bench run");
+    eprintln!("{}", report.table());
+    assert_eq!(report.initial.configured, 20, "every client configured");
+    assert_eq!(report.convergence.changes, 60);
+    assert_eq!(
+        report.convergence.converged, 60,
+        "every change reached every client"
+    );
+    let verified = report.verified.expect("verified");
+    assert!(verified.mismatches.is_empty(), "{:?}", verified.mismatches);
+    assert!(report.target.is_some(), "meshd's RSS and CPU were read");
+    for file in ["report.json", "events.csv", "convergence.svg"] {
+        assert!(out.path().join(file).is_file(), "{file} written");
+    }
+}

@@ -1,0 +1,248 @@
+"""The operator surface against the real binaries on the sandbox: ``meshctl add-cluster`` /
+``remove-cluster`` / ``remote-clusters`` for a third simulated cluster, ``proxy-status`` with a real grpcio
+client and a NACKing raw ADS client, ``explain`` through cluster2's gateway, secret material never in any
+debug output, and non-loopback debug callers refused without credentials."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from meshd_proc import BIN_DIR, REPO, Meshd, eventually
+from xdsharness import CDS, Ads, grpc_node
+
+HERE = Path(__file__).resolve().parent
+PLANTED = "planted-operator-token-7f3c9d1e"
+GRPC_NODE = "sidecar~10.10.0.99~client-0.sample~sample.svc.cluster.local"
+
+
+def meshctl(m: Meshd, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    out = subprocess.run(
+        [str(BIN_DIR / "meshctl"), "--meshd", f"http://127.0.0.1:{m.monitoring}", *args],
+        capture_output=True, text=True, timeout=60,
+    )
+    if check:
+        assert out.returncode == 0, f"meshctl {' '.join(args)}: {out.stderr}"
+    return out
+
+
+def host_ip() -> str | None:
+    """This machine's own non-loopback address (traffic to it stays on the machine)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("192.0.2.1", 9))  # no packet is sent: this only picks the outgoing interface
+            ip = s.getsockname()[0]
+        except OSError:
+            return None
+    return None if ip.startswith("127.") else ip
+
+
+@pytest.fixture(scope="module")
+def mesh(tmp_path_factory):
+    m = Meshd(tmp_path_factory.mktemp("operator"), admin_host="0.0.0.0")
+    yield m
+    m.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster3(tmp_path_factory):
+    """A third simulated cluster: cluster2's manifests with its names, addresses and network changed."""
+    root = tmp_path_factory.mktemp("third")
+    folder = root / "clusters" / "cluster3"
+    folder.mkdir(parents=True)
+    swaps = [("cluster2", "cluster3"), ("network2", "network3"), ("10.20.", "10.30."), ("10.97.", "10.98."),
+             ("198.51.100.", "203.0.113.")]
+    for f in (REPO / "clusters" / "cluster2").glob("*.yaml"):
+        text = f.read_text()
+        for a, b in swaps:
+            text = text.replace(a, b)
+        (folder / f.name).write_text(text)
+    state = root / "state"
+    proc = subprocess.Popen(
+        [str(BIN_DIR / "meshctl"), "sandbox", "serve", "--clusters", str(root / "clusters"), "--state-dir", str(state)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    report = json.loads(proc.stdout.readline())
+    yield Path(report["clusters"]["cluster3"]["kubeconfig"])
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=20)
+
+
+def remote_clusters(m: Meshd) -> dict[str, dict]:
+    return {r["name"]: r for r in json.loads(meshctl(m, "remote-clusters", "-o", "json").stdout)}
+
+
+def service_clusters(m: Meshd, host: str) -> set[str]:
+    for s in m.json("/debug/registryz"):
+        if s["hostname"] == host:
+            return set(s["clusterVIPs"]["Addresses"])
+    return set()
+
+
+@pytest.mark.parametrize("token_flags", [[], ["--long-lived"]], ids=["token-request", "long-lived"])
+def test_add_cluster_syncs_merges_and_remove_cluster_removes(mesh, cluster3, token_flags):
+    primary = str(mesh.kubeconfig("cluster1"))
+    hello = "helloworld.sample.svc.cluster.local"
+
+    refused = subprocess.run(
+        [str(BIN_DIR / "meshctl"), "add-cluster", "--name", "cluster3", "--kubeconfig", str(cluster3)],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert refused.returncode != 0 and "loopback" in refused.stderr, refused.stderr
+
+    printed = meshctl(mesh, "add-cluster", "--name", "cluster3", "--kubeconfig", str(cluster3),
+                      "--allow-loopback", *token_flags).stdout
+    assert "istio/multiCluster: 'true'" in printed and "stringData:" in printed
+    assert "cluster3" not in remote_clusters(mesh), "printing does not apply"
+
+    added = meshctl(mesh, "add-cluster", "--name", "cluster3", "--kubeconfig", str(cluster3), "--allow-loopback",
+                    *token_flags, "--apply", "--primary-kubeconfig", primary)
+    assert "written to the primary" in added.stderr and added.stdout == ""
+    eventually("cluster3 synced", lambda: remote_clusters(mesh).get("cluster3", {}).get("status") == "synced")
+    eventually("cluster3's helloworld merged", lambda: "cluster3" in service_clusters(mesh, hello))
+    assert {"cluster1", "cluster2", "cluster3"} <= service_clusters(mesh, hello)
+
+    meshctl(mesh, "remove-cluster", "cluster3", "--primary-kubeconfig", primary)
+    eventually("cluster3 gone", lambda: "cluster3" not in remote_clusters(mesh))
+    eventually("cluster3's endpoints gone", lambda: "cluster3" not in service_clusters(mesh, hello))
+
+
+def grpc_bootstrap(m: Meshd) -> str:
+    # meshd's clusters are mTLS (instance "default", as istio-agent's bootstrap names it): without the
+    # provider the client NACKs CDS, which proxy-status shows (what this test's NACK half checks).
+    certs = m.state / "certs"
+    provider = {"plugin_name": "file_watcher", "config": {
+        "certificate_file": str(certs / "cert-chain.pem"), "private_key_file": str(certs / "key.pem"),
+        "ca_certificate_file": str(certs / "root-cert.pem"), "refresh_interval": "900s"}}
+    return json.dumps({
+        "certificate_providers": {"default": provider},
+        "xds_servers": [{"server_uri": f"127.0.0.1:{m.grpc}", "channel_creds": [{"type": "insecure"}],
+                         "server_features": ["xds_v3"]}],
+        "node": {"id": GRPC_NODE, "locality": {},
+                 "metadata": {"GENERATOR": "grpc", "NAMESPACE": "sample", "CLUSTER_ID": "cluster1",
+                              "NETWORK": "network1"}},
+    })
+
+
+@pytest.fixture(scope="module")
+def grpc_client(mesh):
+    """A real grpcio xDS client, kept connected (its calls may fail: the sandbox's pods are not real)."""
+    env = dict(os.environ, GRPC_XDS_BOOTSTRAP_CONFIG=grpc_bootstrap(mesh), GRPC_VERBOSITY="ERROR")
+    proc = subprocess.Popen(
+        [sys.executable, str(HERE / "grpc_xds_client.py"), "xds:///helloworld.sample.svc.cluster.local:5000",
+         "--count", "1", "--timeout", "5", "--forever"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    yield GRPC_NODE
+    proc.kill()
+    proc.wait()
+
+
+def proxy_rows(m: Meshd) -> dict[str, dict]:
+    return {r["name"]: r for r in json.loads(meshctl(m, "proxy-status", "-o", "json").stdout)}
+
+
+def test_proxy_status_shows_grpcio_synced_and_a_nack(mesh, grpc_client):
+    def synced():
+        row = proxy_rows(mesh).get(grpc_client)
+        return row if row and all(row["status"][t] == "SYNCED" for t in ("LDS", "RDS", "CDS", "EDS")) else None
+
+    row = eventually("grpcio client SYNCED on every type", synced)
+    assert (row["cluster"], row["network"], row["last_nack"]) == ("cluster1", "network1", "")
+    table = meshctl(mesh, "proxy-status").stdout
+    assert re.search(rf"{re.escape(grpc_client)}\s+cluster1\s+network1\s+SYNCED\s+SYNCED\s+SYNCED\s+SYNCED", table), table
+
+    node = "sidecar~10.10.0.98~nacker-0.sample~sample.svc.cluster.local"
+    ads = Ads(f"127.0.0.1:{mesh.grpc}")
+    try:
+        ads.send(CDS, node=grpc_node(node, NAMESPACE="sample", CLUSTER_ID="cluster1"))
+        ads.nack(ads.recv())
+        row = eventually("the NACK in proxy-status", lambda: (proxy_rows(mesh).get(node) or {}).get("last_nack") and proxy_rows(mesh)[node])
+        assert row["last_nack"] == "CDS: rejected by test" and row["status"]["CDS"] == "STALE"
+        assert row["status"]["EDS"] == "NOT SENT"
+        assert mesh.json("/debug/push_status")["version"] > 0
+    finally:
+        ads.close()
+
+
+def test_explain_shows_the_gateway_and_the_dropped_plain_endpoint(mesh, grpc_client):
+    eventually("grpcio client connected", lambda: grpc_client in proxy_rows(mesh))
+    report = json.loads(meshctl(mesh, "explain", grpc_client, "helloworld.sample:5000", "-o", "json").stdout)
+    port = report["ports"][0]
+    remote = [e for e in port["endpoints"] if e["cluster"] == "cluster2"]
+    assert remote and all(e["verdict"]["decision"] == "viaGateways" for e in remote)
+    assert {g["address"] for e in remote for g in e["verdict"]["gateways"]} == {"198.51.100.10"}
+    gateway = [s for s in port["sent"] if s["gateway"]]
+    # cluster2's two healthy helloworld-v2 pods (one per zone), weight 1 each, through its one gateway,
+    # which stays in each pod's locality.
+    assert sorted((g["address"], g["port"], g["locality"]["zone"], g["weight"]) for g in gateway) == [
+        ("198.51.100.10", 15443, "eu-west1-a", 1), ("198.51.100.10", 15443, "eu-west1-b", 1)]
+    text = meshctl(mesh, "explain", grpc_client, "helloworld.sample:5000").stdout
+    assert "through network2's gateway 198.51.100.10:15443" in text, text
+
+    # ratings-v2 in cluster2 has no sidecar: not reachable through the gateway.
+    ratings = json.loads(meshctl(mesh, "explain", grpc_client, "ratings.sample", "-o", "json").stdout)
+    dropped = [e for e in ratings["ports"][0]["endpoints"] if e["verdict"]["decision"] == "dropped"]
+    assert dropped and all(e["verdict"]["why"] == "notMtls" and e["tlsMode"] == "disabled" for e in dropped)
+    assert "DROPPED: not mTLS-capable" in meshctl(mesh, "explain", grpc_client, "ratings.sample").stdout
+
+
+def test_no_secret_material_in_any_debug_output(mesh, grpc_client):
+    mesh.kubectl("cluster2", "apply", "-f", "-", stdin=json.dumps({
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "planted", "namespace": "sample"},
+        "stringData": {"token": PLANTED},
+    }))
+    secrets = [PLANTED]
+    remote = json.loads(mesh.kubectl("cluster1", "get", "secret", "-n", "istio-system",
+                                     "istio-remote-secret-cluster2", "-o", "json"))
+    kubeconfig = base64.b64decode(remote["data"]["cluster2"]).decode()
+    secrets.append(re.search(r"token: (\S+)", kubeconfig).group(1))
+    ca = json.loads(mesh.kubectl("cluster1", "get", "secret", "-n", "istio-system", "istio-ca-secret", "-o", "json"))
+    key_pem = base64.b64decode(ca["data"]["ca-key.pem"]).decode()
+    secrets.append(key_pem.splitlines()[1])  # a line of the private key's body
+    secrets.append(ca["data"]["ca-key.pem"])
+    assert all(len(s) > 20 for s in secrets)
+    eventually("grpcio client connected", lambda: grpc_client in proxy_rows(mesh))
+
+    paths = [e["path"] for e in mesh.json("/debug")["endpoints"]]
+    assert {"/debug/adsz", "/debug/syncz", "/debug/clusterz", "/debug/registryz", "/debug/endpointz",
+            "/debug/networkz", "/debug/configz", "/debug/push_status", "/debug/config_dump"} <= set(paths)
+    paths += [f"/debug/config_dump?proxyID={GRPC_NODE}",
+              f"/debug/explain?proxyID={GRPC_NODE}&service=helloworld.sample", "/metrics", "/debug"]
+    for path in paths:
+        status, body = mesh.get(path.replace("~", "%7E"))
+        assert status in (200, 400), f"{path}: {status}"
+        for s in secrets:
+            assert s not in body, f"{path} leaks secret material"
+    status, body = mesh.get(f"/debug/config_dump?proxyID={GRPC_NODE}")
+    assert status == 200 and json.loads(body)["configs"], body
+
+
+def test_non_loopback_debug_requires_credentials(mesh):
+    ip = host_ip()
+    if ip is None:
+        pytest.skip("no non-loopback address on this machine")
+    for path, want in [("/debug/clusterz", 401), ("/debug/config_dump?proxyID=x", 401), ("/metrics", 200)]:
+        req = urllib.request.Request(f"http://{ip}:{mesh.monitoring}{path}")
+        try:
+            with urllib.request.urlopen(req, timeout=5) as r:
+                status = r.status
+        except urllib.error.HTTPError as e:
+            status = e.code
+        assert status == want, f"{path} from {ip}: {status}"
+    req = urllib.request.Request(f"http://{ip}:{mesh.monitoring}/debug/clusterz",
+                                 headers={"Authorization": "Bearer not-a-token"})
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req, timeout=5)
+    assert e.value.code == 401 and b"token" in e.value.read()
+    assert mesh.get("/debug/clusterz")[0] == 200, "loopback stays open"
