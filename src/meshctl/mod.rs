@@ -109,6 +109,10 @@ pub enum SandboxCommand {
         /// Where `<cluster>/kubeconfig` files are written.
         #[arg(long)]
         state_dir: PathBuf,
+        /// Append one JSON line per API request to this file: cluster, user, verb, API group,
+        /// resource, subresource, namespace, name (what RBAC would authorise).
+        #[arg(long, value_name = "FILE")]
+        request_log: Option<PathBuf>,
     },
 }
 
@@ -198,8 +202,13 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
             clap_complete::generate(shell, &mut Cli::command(), "meshctl", &mut std::io::stdout());
         }
         Command::Sandbox {
-            command: SandboxCommand::Serve { clusters, state_dir },
-        } => crate::sandbox::serve::run(&clusters, &state_dir)
+            command:
+                SandboxCommand::Serve {
+                    clusters,
+                    state_dir,
+                    request_log,
+                },
+        } => crate::sandbox::serve::run(&clusters, &state_dir, request_log.as_deref())
             .await
             .map_err(Error::Sandbox)?,
         Command::Bench(args) => {

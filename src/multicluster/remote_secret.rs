@@ -76,7 +76,7 @@ impl std::fmt::Debug for ReaderCredentials {
 }
 
 /// Ensures the reader service account and its read-only ClusterRole/Binding exist in the remote cluster
-/// (what Istio's `istio-reader` manifests grant for discovery).
+/// (list/watch on what meshd's registry watches, and TokenReview: no Secrets, no ConfigMaps).
 pub async fn ensure_reader(
     client: &Client,
     namespace: &str,
@@ -103,24 +103,15 @@ pub async fn ensure_reader(
     let read = |group: &str, resources: &[&str]| PolicyRule {
         api_groups: Some(vec![group.into()]),
         resources: Some(resources.iter().map(|r| r.to_string()).collect()),
-        verbs: ["get", "list", "watch"].map(String::from).to_vec(),
+        verbs: ["list", "watch"].map(String::from).to_vec(),
         ..Default::default()
     };
+    // The Helm chart's `remote` profile grants the same; tests/e2e/test_rbac.py checks both against
+    // what meshd uses.
     let role = ClusterRole {
         metadata: meta(&role_name, None),
         rules: Some(vec![
-            read(
-                "",
-                &[
-                    "namespaces",
-                    "services",
-                    "pods",
-                    "nodes",
-                    "endpoints",
-                    "secrets",
-                    "configmaps",
-                ],
-            ),
+            read("", &["namespaces", "services", "pods", "nodes"]),
             read("discovery.k8s.io", &["endpointslices"]),
             PolicyRule {
                 api_groups: Some(vec!["authentication.k8s.io".into()]),

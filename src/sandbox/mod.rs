@@ -53,7 +53,7 @@ pub async fn start(
             .cloned()
             .context("the sandbox topology has no clusters")?,
     };
-    let clusters = serve::start_clusters(&names, state_dir, shutdown).await?;
+    let clusters = serve::start_clusters(&names, state_dir, None, shutdown).await?;
     for (cluster, manifests) in clusters.iter().zip(&topology) {
         serve::load(cluster, manifests)?;
         info!(cluster = %cluster.name, objects = manifests.objects.len(), url = %cluster.server.url(), "simulated cluster up");

@@ -1,12 +1,13 @@
 //! Starts simulated clusters for `meshctl sandbox serve`: one API server per cluster, admin kubeconfigs on disk.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::Context;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::apiserver::{ApiServer, ApiServerConfig};
+use super::apiserver::{ApiServer, ApiServerConfig, RequestLog};
 
 /// A started cluster and where its admin kubeconfig was written.
 pub struct ServedCluster {
@@ -40,14 +41,20 @@ pub fn cluster_names(spec: &str) -> anyhow::Result<Vec<String>> {
 }
 
 /// Starts one API server per name on a free loopback port and writes `<state_dir>/<name>/kubeconfig`.
+/// With `request_log`, every cluster records who made each request there.
 pub async fn start_clusters(
     names: &[String],
     state_dir: &Path,
+    request_log: Option<Arc<RequestLog>>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<Vec<ServedCluster>> {
     let mut clusters = Vec::new();
     for name in names {
-        let server = ApiServer::start(ApiServerConfig::new(name.clone()), shutdown.clone())
+        let cfg = ApiServerConfig {
+            request_log: request_log.clone(),
+            ..ApiServerConfig::new(name.clone())
+        };
+        let server = ApiServer::start(cfg, shutdown.clone())
             .await
             .with_context(|| format!("starting cluster {name}"))?;
         let dir = state_dir.join(name);
@@ -105,8 +112,9 @@ pub fn load(cluster: &ServedCluster, manifests: &super::topology::ClusterManifes
 }
 
 /// `meshctl sandbox serve`: starts the clusters (loading each folder's manifests when `spec` is a
-/// directory), prints the readiness report, and serves until SIGTERM or ctrl-c.
-pub async fn run(spec: &str, state_dir: &Path) -> anyhow::Result<()> {
+/// directory), prints the readiness report, and serves until SIGTERM or ctrl-c. With `request_log`,
+/// every request is appended to that file as a JSON line.
+pub async fn run(spec: &str, state_dir: &Path, request_log: Option<&Path>) -> anyhow::Result<()> {
     let dir = Path::new(spec);
     let topology = if dir.is_dir() {
         super::topology::from_dir(dir).with_context(|| format!("loading {spec}"))?
@@ -115,7 +123,11 @@ pub async fn run(spec: &str, state_dir: &Path) -> anyhow::Result<()> {
     };
     let names = cluster_names(spec)?;
     let shutdown = CancellationToken::new();
-    let started = start_clusters(&names, state_dir, shutdown.clone()).await?;
+    let request_log = request_log
+        .map(|p| RequestLog::open(p).with_context(|| format!("opening the request log {}", p.display())))
+        .transpose()?
+        .map(Arc::new);
+    let started = start_clusters(&names, state_dir, request_log, shutdown.clone()).await?;
     for manifests in &topology {
         let Some(cluster) = started.iter().find(|c| c.name == manifests.name) else {
             continue;

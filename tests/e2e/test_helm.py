@@ -229,7 +229,7 @@ def test_primary_defaults():
 
 def test_primary_rbac_is_least_privilege():
     docs = render()
-    read = {"get", "list", "watch"}
+    read = {"list", "watch"}
     cr = one(docs, "ClusterRole", f"meshd-{NS}")
     assert rules(cr) == (
         {("", r, v, None) for r in ("namespaces", "services", "pods", "nodes") for v in read}
@@ -239,8 +239,7 @@ def test_primary_rbac_is_least_privilege():
     role = one(docs, "Role", "meshd")
     assert role["metadata"]["namespace"] == NS
     assert rules(role) == (
-        {("", "secrets", v, None) for v in read | {"create"}}
-        | {("", "secrets", "update", "istio-ca-secret")}
+        {("", "secrets", v, None) for v in read | {"get", "create"}}
         | {("coordination.k8s.io", "leases", "create", None)}
         | {("coordination.k8s.io", "leases", v, "meshd-leader") for v in ("get", "update")}
     )
@@ -320,7 +319,7 @@ def test_remote_reader_only():
     sa = one(docs, "ServiceAccount", "istio-reader-service-account")
     assert sa["metadata"]["namespace"] == NS
     cr = one(docs, "ClusterRole", f"meshd-reader-{NS}")
-    read = {"get", "list", "watch"}
+    read = {"list", "watch"}
     assert rules(cr) == (
         {("", r, v, None) for r in ("namespaces", "services", "pods", "nodes") for v in read}
         | {("discovery.k8s.io", "endpointslices", v, None) for v in read}

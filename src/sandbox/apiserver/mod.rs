@@ -2,7 +2,9 @@
 //!
 //! One [`ApiServer`] is one simulated cluster: an in-memory [`Store`] with etcd-like revisions and watch
 //! history, served over TLS on a loopback port with its own CA, bearer tokens and client certificates.
-//! RBAC objects are stored but not enforced: every authenticated identity may do everything.
+//! RBAC objects are stored but not enforced: every authenticated identity may do everything. An opt-in
+//! [`RequestLog`] records who made each request, in RBAC's terms, so tests can compare what a client
+//! used with what it is granted.
 
 mod auth;
 mod controllers;
@@ -16,6 +18,7 @@ mod object;
 mod openapi;
 mod patch;
 mod proto;
+mod requestlog;
 mod reviews;
 mod routes;
 mod selector;
@@ -39,6 +42,7 @@ use tracing::Instrument;
 
 pub use error::Error;
 pub use faults::{FaultMode, Faults};
+pub use requestlog::RequestLog;
 pub use store::Store;
 
 use auth::Authority;
@@ -52,6 +56,8 @@ pub struct ApiServerConfig {
     pub history_limit: usize,
     /// Larger request bodies get 413.
     pub max_body_bytes: usize,
+    /// Where to record who made each resource request (off by default).
+    pub request_log: Option<Arc<RequestLog>>,
 }
 
 impl ApiServerConfig {
@@ -62,6 +68,7 @@ impl ApiServerConfig {
             bind: SocketAddr::from(([127, 0, 0, 1], 0)),
             history_limit: 10_000,
             max_body_bytes: 3 * 1024 * 1024,
+            request_log: None,
         }
     }
 }

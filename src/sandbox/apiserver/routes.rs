@@ -12,9 +12,12 @@ use super::discovery::{self, AGGREGATED_CONTENT_TYPE};
 use super::error::Error;
 use super::faults::FaultMode;
 use super::handlers;
-use super::http::{accept, decode, read_body, respond_bytes, respond_error, respond_json, respond_text};
+use super::http::{
+    Params, accept, decode, read_body, respond_bytes, respond_error, respond_json, respond_text,
+};
 use super::kinds::{self, Kind};
 use super::openapi;
+use super::requestlog;
 
 const FAULTS_PATH: &str = "/sandbox/v1/faults";
 
@@ -115,6 +118,17 @@ async fn dispatch(
         ["apis", g, v, ref rest @ ..] => parse_target(g, v, rest)?,
         _ => return Err(Error::NoRoute),
     };
+    if let Some(log) = &ctx.cfg.request_log {
+        let watch = Params::from_uri(req.uri()).is_ok_and(|p| p.flag("watch"));
+        let verb = requestlog::rbac_verb(req.method(), &target, watch);
+        log.record(&requestlog::entry(
+            &ctx.cfg.cluster_name,
+            &identity,
+            verb,
+            target.kind,
+            &target,
+        ));
+    }
     handlers::resource(ctx, identity, req, target).await
 }
 
