@@ -273,7 +273,8 @@ pub async fn apply(config_cluster: &Client, secret: &Secret) -> Result<(), Remot
     }
 }
 
-fn is_dns_label(s: &str) -> bool {
+/// Whether `s` is a DNS-1123 label, which a cluster ID must be.
+pub(crate) fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
         && s.bytes()

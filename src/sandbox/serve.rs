@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::apiserver::{ApiServer, ApiServerConfig, RequestLog};
+use crate::multicluster::remote_secret::is_dns_label;
 
 /// A started cluster and where its admin kubeconfig was written.
 pub struct ServedCluster {
@@ -37,6 +38,12 @@ pub fn cluster_names(spec: &str) -> anyhow::Result<Vec<String>> {
             .collect()
     };
     anyhow::ensure!(!names.is_empty(), "no cluster names in {spec:?}");
+    if let Some(bad) = names.iter().find(|n| !is_dns_label(n)) {
+        anyhow::bail!(
+            "{spec:?} is neither a directory nor a comma-separated list of cluster names: {bad:?} is not a \
+             DNS label"
+        );
+    }
     Ok(names)
 }
 
@@ -143,4 +150,24 @@ pub async fn run(spec: &str, state_dir: &Path, request_log: Option<&Path>) -> an
     }
     shutdown.cancel();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_names_are_folders_or_dns_labels() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("b")).unwrap();
+        std::fs::create_dir(dir.path().join("a")).unwrap();
+        assert_eq!(cluster_names(dir.path().to_str().unwrap()).unwrap(), ["a", "b"]);
+        assert_eq!(cluster_names("primary, remote").unwrap(), ["primary", "remote"]);
+        let err = cluster_names("./missing-folder").unwrap_err().to_string();
+        assert!(
+            err.contains("neither a directory") && err.contains("\"./missing-folder\" is not a DNS label"),
+            "{err}"
+        );
+        assert!(cluster_names(" , ").is_err());
+    }
 }

@@ -154,7 +154,7 @@ Checks across values that the schema cannot express; fails the render with a mes
 {{- fail (printf "ports must be distinct, got grpc=%v secureGrpc=%v http=%v monitoring=%v" .Values.ports.grpc .Values.ports.secureGrpc .Values.ports.http .Values.ports.monitoring) }}
 {{- end }}
 {{- if and (eq .Values.profile "remote") .Values.remote.discovery.enabled (not .Values.remote.discovery.address) }}
-{{- fail "remote.discovery.address (the primary's east-west gateway address) is required when remote.discovery.enabled" }}
+{{- fail "remote.discovery.address (where this cluster's pods reach the primary's meshd) is required when remote.discovery.enabled" }}
 {{- end }}
 {{- end }}
 
