@@ -113,6 +113,10 @@ pub enum SandboxCommand {
         /// resource, subresource, namespace, name (what RBAC would authorise).
         #[arg(long, value_name = "FILE")]
         request_log: Option<PathBuf>,
+        /// Authorize requests with the stored Roles, ClusterRoles and bindings (403 otherwise); the
+        /// admin kubeconfig's user is in `system:masters`.
+        #[arg(long)]
+        enforce_rbac: bool,
     },
 }
 
@@ -207,8 +211,9 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
                     clusters,
                     state_dir,
                     request_log,
+                    enforce_rbac,
                 },
-        } => crate::sandbox::serve::run(&clusters, &state_dir, request_log.as_deref())
+        } => crate::sandbox::serve::run(&clusters, &state_dir, request_log.as_deref(), enforce_rbac)
             .await
             .map_err(Error::Sandbox)?,
         Command::Bench(args) => {

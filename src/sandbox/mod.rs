@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 use crate::multicluster::remote_secret::{self, READER_SERVICE_ACCOUNT, ReaderCredentials};
+use apiserver::ApiServerConfig;
 use serve::ServedCluster;
 use topology::ClusterManifests;
 
@@ -53,7 +54,7 @@ pub async fn start(
             .cloned()
             .context("the sandbox topology has no clusters")?,
     };
-    let clusters = serve::start_clusters(&names, state_dir, None, shutdown).await?;
+    let clusters = serve::start_clusters(&names, state_dir, &ApiServerConfig::new(""), shutdown).await?;
     for (cluster, manifests) in clusters.iter().zip(&topology) {
         serve::load(cluster, manifests)?;
         info!(cluster = %cluster.name, objects = manifests.objects.len(), url = %cluster.server.url(), "simulated cluster up");

@@ -48,18 +48,18 @@ pub fn cluster_names(spec: &str) -> anyhow::Result<Vec<String>> {
 }
 
 /// Starts one API server per name on a free loopback port and writes `<state_dir>/<name>/kubeconfig`.
-/// With `request_log`, every cluster records who made each request there.
+/// Every cluster gets `template`'s settings (request log, RBAC) under its own name.
 pub async fn start_clusters(
     names: &[String],
     state_dir: &Path,
-    request_log: Option<Arc<RequestLog>>,
+    template: &ApiServerConfig,
     shutdown: CancellationToken,
 ) -> anyhow::Result<Vec<ServedCluster>> {
     let mut clusters = Vec::new();
     for name in names {
         let cfg = ApiServerConfig {
-            request_log: request_log.clone(),
-            ..ApiServerConfig::new(name.clone())
+            cluster_name: name.clone(),
+            ..template.clone()
         };
         let server = ApiServer::start(cfg, shutdown.clone())
             .await
@@ -120,8 +120,14 @@ pub fn load(cluster: &ServedCluster, manifests: &super::topology::ClusterManifes
 
 /// `meshctl sandbox serve`: starts the clusters (loading each folder's manifests when `spec` is a
 /// directory), prints the readiness report, and serves until SIGTERM or ctrl-c. With `request_log`,
-/// every request is appended to that file as a JSON line.
-pub async fn run(spec: &str, state_dir: &Path, request_log: Option<&Path>) -> anyhow::Result<()> {
+/// every request is appended to that file as a JSON line; with `enforce_rbac`, requests are authorized
+/// by the stored RBAC objects.
+pub async fn run(
+    spec: &str,
+    state_dir: &Path,
+    request_log: Option<&Path>,
+    enforce_rbac: bool,
+) -> anyhow::Result<()> {
     let dir = Path::new(spec);
     let topology = if dir.is_dir() {
         super::topology::from_dir(dir).with_context(|| format!("loading {spec}"))?
@@ -134,7 +140,12 @@ pub async fn run(spec: &str, state_dir: &Path, request_log: Option<&Path>) -> an
         .map(|p| RequestLog::open(p).with_context(|| format!("opening the request log {}", p.display())))
         .transpose()?
         .map(Arc::new);
-    let started = start_clusters(&names, state_dir, request_log, shutdown.clone()).await?;
+    let template = ApiServerConfig {
+        request_log,
+        enforce_rbac,
+        ..ApiServerConfig::new("")
+    };
+    let started = start_clusters(&names, state_dir, &template, shutdown.clone()).await?;
     for manifests in &topology {
         let Some(cluster) = started.iter().find(|c| c.name == manifests.name) else {
             continue;

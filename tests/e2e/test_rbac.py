@@ -1,8 +1,10 @@
 """The Helm chart's RBAC is exactly what meshd uses: nothing missing, nothing spare.
 
-The simulated API servers run with a request log (``meshctl sandbox serve --request-log``), which records
-per request the authenticated user and the RBAC terms of the request (verb, API group, resource,
-subresource, namespace, name). The simulator does not evaluate RBAC, so this test records and compares:
+The simulated API servers enforce RBAC (``meshctl sandbox serve --enforce-rbac``: the stored Roles,
+ClusterRoles and bindings decide, 403 otherwise) and log every request (``--request-log``: the
+authenticated user and the request's RBAC terms — verb, API group, resource, subresource, namespace,
+name). Enforcement proves the chart grants enough (meshd would not sync); the log proves it grants
+nothing more:
 
 1. the chart's ``primary`` profile is applied to cluster1 and its ``remote`` profile to cluster2;
 2. meshd runs against cluster1 as the chart's ServiceAccount (a TokenRequest token in a kubeconfig),
@@ -34,6 +36,20 @@ READER_USER = f"system:serviceaccount:{NS}:istio-reader-service-account"
 ADMIN_USER = "sandbox-admin"
 OPERATOR = "operator"
 OPERATOR_USER = f"system:serviceaccount:{NS}:{OPERATOR}"
+
+def cluster_role(rules: list[tuple[str, str, list[str]]]) -> dict:
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": OPERATOR},
+            "rules": [{"apiGroups": [g], "resources": [r], "verbs": v} for g, r, v in rules]}
+
+
+# What the operator running `meshctl add-cluster` needs (docs/install-primary-remote.md#permissions).
+OPERATOR_ROLES = {
+    "cluster2": cluster_role([("", "serviceaccounts/token", ["create"]), ("", "namespaces", ["create"]),
+                              ("", "serviceaccounts", ["create"]),
+                              ("rbac.authorization.k8s.io", "clusterroles", ["create"]),
+                              ("rbac.authorization.k8s.io", "clusterrolebindings", ["create"])]),
+    "cluster1": cluster_role([("", "secrets", ["create", "get", "update"])]),
+}
 
 # Granted by the chart but not exercised here, each with why it is needed. Keep it tiny.
 UNEXERCISED: dict[tuple, str] = {}
@@ -79,7 +95,7 @@ def run(tmp_path_factory):
     log = tmp / "requests.jsonl"
     sandbox = subprocess.Popen(
         [str(BIN_DIR / "meshctl"), "sandbox", "serve", "--clusters", str(REPO / "clusters"),
-         "--state-dir", str(tmp / "sandbox"), "--request-log", str(log)],
+         "--state-dir", str(tmp / "sandbox"), "--request-log", str(log), "--enforce-rbac"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     mesh = None
     try:
@@ -94,9 +110,15 @@ def run(tmp_path_factory):
         token = kubectl(admin["cluster1"], "create", "token", "meshd", "-n", NS, "--duration", "1h").strip()
         as_meshd = token_kubeconfig(admin["cluster1"], token, tmp / "meshd.kubeconfig")
         # meshctl runs as an operator identity of its own, so its requests are told from kubectl's.
+        # It is granted exactly what docs/install-primary-remote.md says it needs.
         operator = {}
-        for cluster in ("cluster1", "cluster2"):
+        for cluster, role in OPERATOR_ROLES.items():
             kubectl(admin[cluster], "create", "serviceaccount", OPERATOR, "-n", NS)
+            apply(admin[cluster], [role, {
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": {"name": OPERATOR}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
+                                                            "kind": "ClusterRole", "name": OPERATOR},
+                "subjects": [{"kind": "ServiceAccount", "name": OPERATOR, "namespace": NS}]}])
             op_token = kubectl(admin[cluster], "create", "token", OPERATOR, "-n", NS).strip()
             operator[cluster] = token_kubeconfig(admin[cluster], op_token, tmp / f"operator-{cluster}.kubeconfig")
         # Twice: the second run rotates the token (the Secret exists and is replaced).
@@ -129,7 +151,13 @@ def run(tmp_path_factory):
         meshctl("add-cluster", "--name", "cluster2", "--kubeconfig", str(operator["cluster2"]), "--allow-loopback")
         own_role = json.loads(kubectl(admin["cluster2"], "get", "clusterrole", f"istio-reader-clusterrole-{NS}",
                                       "-o", "json"))
-        yield {"entries": read_log(log), "primary": primary_docs, "remote": remote_docs,
+        entries = read_log(log)  # what follows is the test's own probing
+        # Enforced: meshd's identity may read Secrets only in its own namespace.
+        denied = subprocess.run([KUBECTL, "--kubeconfig", str(as_meshd), "get", "secrets", "-n", "sample"],
+                                capture_output=True, text=True, timeout=60)
+        allowed = subprocess.run([KUBECTL, "--kubeconfig", str(as_meshd), "get", "secrets", "-n", NS],
+                                 capture_output=True, text=True, timeout=60)
+        yield {"denied": denied, "allowed": allowed, "entries": entries, "primary": primary_docs, "remote": remote_docs,
                "add_cluster_role": own_role, "reader_only": reader_only}
     finally:
         if mesh is not None:
@@ -178,6 +206,12 @@ def compare(granted: list[tuple], requests: set[tuple]) -> tuple[list, list]:
     denied = sorted(r for r in requests if not any(allows(a, r) for a in granted))
     spare = sorted(a for a in granted if a not in UNEXERCISED and not any(allows(a, r) for r in requests))
     return denied, spare
+
+
+def test_rbac_is_enforced(run):
+    assert run["denied"].returncode != 0 and "Forbidden" in run["denied"].stderr, run["denied"].stderr
+    assert 'cannot list resource "secrets" in API group "" in the namespace "sample"' in run["denied"].stderr
+    assert run["allowed"].returncode == 0, run["allowed"].stderr
 
 
 def test_the_log_records_every_identity(run):

@@ -1,6 +1,6 @@
 //! Credentials: the simulator's CA (serving and client certificates), signed bearer tokens, and who a request is.
 //!
-//! RBAC objects are stored but never enforced: every authenticated identity may do everything.
+//! Authorization is elsewhere: by default none (everyone may do everything), opt-in RBAC in `rbac`.
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64URL;

@@ -10,6 +10,9 @@ pub enum Error {
     BadRequest(String),
     #[error("Unauthorized")]
     Unauthorized,
+    /// 403 from the opt-in RBAC authorizer; the message is the real API server's.
+    #[error("{0}")]
+    Forbidden(String),
     #[error("{resource} \"{name}\" not found")]
     NotFound { resource: String, name: String },
     #[error("the server could not find the requested resource")]
@@ -64,6 +67,7 @@ impl Error {
         match self {
             Error::BadRequest(_) => StatusCode::BAD_REQUEST,
             Error::Unauthorized => StatusCode::UNAUTHORIZED,
+            Error::Forbidden(_) => StatusCode::FORBIDDEN,
             Error::NotFound { .. } | Error::NoRoute => StatusCode::NOT_FOUND,
             Error::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Error::AlreadyExists { .. } | Error::Conflict { .. } => StatusCode::CONFLICT,
@@ -80,6 +84,7 @@ impl Error {
         match self {
             Error::BadRequest(_) => "BadRequest",
             Error::Unauthorized => "Unauthorized",
+            Error::Forbidden(_) => "Forbidden",
             Error::NotFound { .. } | Error::NoRoute => "NotFound",
             Error::MethodNotAllowed => "MethodNotAllowed",
             Error::AlreadyExists { .. } => "AlreadyExists",

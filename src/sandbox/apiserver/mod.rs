@@ -2,8 +2,9 @@
 //!
 //! One [`ApiServer`] is one simulated cluster: an in-memory [`Store`] with etcd-like revisions and watch
 //! history, served over TLS on a loopback port with its own CA, bearer tokens and client certificates.
-//! RBAC objects are stored but not enforced: every authenticated identity may do everything. An opt-in
-//! [`RequestLog`] records who made each request, in RBAC's terms, so tests can compare what a client
+//! By default RBAC objects are stored but not enforced: every authenticated identity may do everything.
+//! Opt-in, [`ApiServerConfig::enforce_rbac`] authorizes each resource request with them, and a
+//! [`RequestLog`] records who made each request in RBAC's terms, so tests can compare what a client
 //! used with what it is granted.
 
 mod auth;
@@ -18,6 +19,7 @@ mod object;
 mod openapi;
 mod patch;
 mod proto;
+mod rbac;
 mod requestlog;
 mod reviews;
 mod routes;
@@ -58,6 +60,9 @@ pub struct ApiServerConfig {
     pub max_body_bytes: usize,
     /// Where to record who made each resource request (off by default).
     pub request_log: Option<Arc<RequestLog>>,
+    /// Authorize resource requests with the stored RBAC objects (off by default: everyone may do
+    /// everything).
+    pub enforce_rbac: bool,
 }
 
 impl ApiServerConfig {
@@ -69,6 +74,7 @@ impl ApiServerConfig {
             history_limit: 10_000,
             max_body_bytes: 3 * 1024 * 1024,
             request_log: None,
+            enforce_rbac: false,
         }
     }
 }

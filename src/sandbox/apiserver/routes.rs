@@ -17,6 +17,7 @@ use super::http::{
 };
 use super::kinds::{self, Kind};
 use super::openapi;
+use super::rbac;
 use super::requestlog;
 
 const FAULTS_PATH: &str = "/sandbox/v1/faults";
@@ -118,16 +119,16 @@ async fn dispatch(
         ["apis", g, v, ref rest @ ..] => parse_target(g, v, rest)?,
         _ => return Err(Error::NoRoute),
     };
-    if let Some(log) = &ctx.cfg.request_log {
+    if ctx.cfg.request_log.is_some() || ctx.cfg.enforce_rbac {
         let watch = Params::from_uri(req.uri()).is_ok_and(|p| p.flag("watch"));
         let verb = requestlog::rbac_verb(req.method(), &target, watch);
-        log.record(&requestlog::entry(
-            &ctx.cfg.cluster_name,
-            &identity,
-            verb,
-            target.kind,
-            &target,
-        ));
+        let entry = requestlog::entry(&ctx.cfg.cluster_name, &identity, verb, target.kind, &target);
+        if let Some(log) = &ctx.cfg.request_log {
+            log.record(&entry);
+        }
+        if ctx.cfg.enforce_rbac {
+            rbac::authorize(&ctx.store, &identity, &entry)?;
+        }
     }
     handlers::resource(ctx, identity, req, target).await
 }
