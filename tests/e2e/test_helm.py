@@ -243,6 +243,9 @@ def test_primary_rbac_is_least_privilege():
         | {("coordination.k8s.io", "leases", "create", None)}
         | {("coordination.k8s.io", "leases", v, "meshd-leader") for v in ("get", "update")}
     )
+    # A plugged-in CA needs no CA Secret and no leader election.
+    plugged = one(render(VALUE_SETS["plugged-in-ca"]), "Role", "meshd")
+    assert rules(plugged) == {("", "secrets", v, None) for v in read}
     for binding, role_kind, role_name in (("ClusterRoleBinding", "ClusterRole", f"meshd-{NS}"),
                                           ("RoleBinding", "Role", "meshd")):
         b = one(docs, binding)

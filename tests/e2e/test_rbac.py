@@ -28,6 +28,7 @@ import yaml
 
 from meshd_proc import BIN_DIR, KUBECTL, REPO, Meshd, eventually
 from test_helm import render, rules
+from test_replicas import plugged_in_ca
 from test_secure_grpc import SAMPLE, call, make_csr
 
 NS = "istio-system"
@@ -86,9 +87,12 @@ def read_log(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    """Everything above, once; yields the request log's entries and the rendered objects."""
+@pytest.fixture(scope="module", params=["self-signed-ca", "plugged-in-ca"])
+def run(request, tmp_path_factory):
+    """Everything above, once per CA mode; yields the request log's entries and the rendered objects.
+    With a plugged-in CA (``--ca-dir``, the chart's ``pluggedInCA``) meshd elects no leader and writes
+    no CA Secret, so the chart must grant neither."""
+    plugged_in = request.param == "plugged-in-ca"
     if not (BIN_DIR / "meshctl").exists():
         pytest.skip(f"{BIN_DIR / 'meshctl'} not built")
     tmp = tmp_path_factory.mktemp("rbac")
@@ -102,7 +106,7 @@ def run(tmp_path_factory):
         line = sandbox.stdout.readline()
         assert line, f"sandbox exited: {sandbox.stderr.read()}"
         admin = {name: Path(c["kubeconfig"]) for name, c in json.loads(line)["clusters"].items()}
-        primary_docs = render({"clusterId": "cluster1"})
+        primary_docs = render({"clusterId": "cluster1", "pluggedInCA": {"enabled": plugged_in}})
         remote_docs = render({"profile": "remote"})
         apply(admin["cluster1"], primary_docs)
         apply(admin["cluster2"], remote_docs)
@@ -128,13 +132,17 @@ def run(tmp_path_factory):
                     "--primary-kubeconfig", str(operator["cluster1"]))
         reader_only = used(read_log(log), "cluster2", OPERATOR_USER)
 
+        ca_args = ["--ca-dir", str(plugged_in_ca(tmp / "cacerts"))] if plugged_in else []
         mesh = Meshd(tmp / "meshd", ["--kubeconfig", str(as_meshd), "--cluster-id", "cluster1",
-                                     "--tls-hosts", "localhost"], env={"POD_NAME": "meshd-0"})
+                                     "--tls-hosts", "localhost", *ca_args], env={"POD_NAME": "meshd-0"})
         eventually("cluster2 synced", lambda: any(
             c["id"] == "cluster2" and c["syncStatus"] == "synced" for c in mesh.json("/debug/clusterz")), timeout=30)
 
-        ca = json.loads(kubectl(admin["cluster1"], "get", "secret", "-n", NS, "istio-ca-secret", "-o", "json"))
-        root = base64.b64decode(ca["data"].get("root-cert.pem") or ca["data"]["ca-cert.pem"])
+        if plugged_in:
+            root = (tmp / "cacerts" / "root-cert.pem").read_bytes()
+        else:
+            ca = json.loads(kubectl(admin["cluster1"], "get", "secret", "-n", NS, "istio-ca-secret", "-o", "json"))
+            root = base64.b64decode(ca["data"].get("root-cert.pem") or ca["data"]["ca-cert.pem"])
         certs = tmp / "certs"
         certs.mkdir()
         (certs / "root-cert.pem").write_bytes(root)
@@ -157,7 +165,7 @@ def run(tmp_path_factory):
                                 capture_output=True, text=True, timeout=60)
         allowed = subprocess.run([KUBECTL, "--kubeconfig", str(as_meshd), "get", "secrets", "-n", NS],
                                  capture_output=True, text=True, timeout=60)
-        yield {"denied": denied, "allowed": allowed, "entries": entries, "primary": primary_docs, "remote": remote_docs,
+        yield {"plugged_in": plugged_in, "denied": denied, "allowed": allowed, "entries": entries, "primary": primary_docs, "remote": remote_docs,
                "add_cluster_role": own_role, "reader_only": reader_only}
     finally:
         if mesh is not None:
@@ -227,8 +235,12 @@ def test_meshd_uses_exactly_the_primary_profile_rbac(run):
     # The paths this test means to exercise all happened: discovery, remote secrets, CA, lease, TokenReview.
     kinds = {(g, r, v) for g, r, v, _, _ in requests}
     assert {("", "services", "watch"), ("discovery.k8s.io", "endpointslices", "watch"), ("", "secrets", "watch"),
-            ("", "secrets", "create"), ("coordination.k8s.io", "leases", "update"),
             ("authentication.k8s.io", "tokenreviews", "create")} <= kinds, sorted(kinds)
+    ca_and_lease = {("", "secrets", "create"), ("coordination.k8s.io", "leases", "update")}
+    if run["plugged_in"]:
+        assert not ca_and_lease & kinds, "a plugged-in CA needs neither the CA Secret nor the Lease"
+    else:
+        assert ca_and_lease <= kinds, sorted(kinds)
     denied, spare = compare(grants(run["primary"], MESHD_USER), requests)
     assert not denied, f"meshd used permissions the chart does not grant: {denied}"
     assert not spare, f"the chart grants meshd permissions it never used: {spare}"
