@@ -134,15 +134,16 @@ def excluded(cmd: str) -> str | None:
 
 
 def netns_works() -> bool:
+    """Whether an unprivileged network namespace with loopback up can be made here."""
     return shutil.which("unshare") is not None and subprocess.run(
-        ["unshare", "-rn", "true"], capture_output=True).returncode == 0
+        ["unshare", "-rn", "bash", "-c", "ip link set lo up"], capture_output=True).returncode == 0
 
 
 def isolated(args: list[str], cwd: Path, timeout: float = 5, env: dict | None = None,
              script: str | None = None) -> tuple[int | None, str]:
     """Runs ``args`` (or a bash ``script``) in a fresh network namespace with loopback up; returns
     (exit code or None if still running at ``timeout``, output). The whole process group is ended."""
-    inner = 'ip link set lo up 2>/dev/null || true; exec "$@"'
+    inner = 'ip link set lo up && exec "$@"'
     cmd = ["unshare", "-rn", "bash", "-c", inner, "bash"]
     cmd += ["bash", "-c", script] if script is not None else args
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
