@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pytest
 
-from meshd_proc import BIN_DIR, REPO, Meshd, eventually
+from meshd_proc import BIN_DIR, KUBECTL, REPO, Meshd, eventually
 from xdsharness import CDS, Ads, grpc_node
 
 DOCS = [REPO / "README.md", REPO / "helm" / "meshd" / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -312,14 +312,17 @@ def sandbox_script() -> str:
 def test_the_sandbox_walkthrough_runs_verbatim(tmp_path):
     if not netns_works():
         pytest.skip("no unprivileged network namespaces (unshare -rn)")
-    missing = [t for t in ("openssl", "curl", "kubectl") if shutil.which(t) is None]
+    # tests/run.sh may have unpacked its own kubectl (KUBECTL); the walkthrough calls it `kubectl`.
+    kubectl = shutil.which(KUBECTL)
+    path = f"{Path(kubectl).parent}:{os.environ['PATH']}" if kubectl else os.environ["PATH"]
+    missing = [t for t in ("openssl", "curl", "kubectl") if shutil.which(t, path=path) is None]
     if missing:
         pytest.skip(f"not installed: {missing}")
     if not (REPO / "tests" / ".venv" / "bin" / "python").exists():
         pytest.skip("tests/.venv (the sample gRPC client) is missing")
     if BIN_DIR.resolve() != (REPO / "target" / "debug").resolve():
         pytest.skip("the walkthrough uses target/debug")
-    env = dict(os.environ, TMPDIR=str(tmp_path))
+    env = dict(os.environ, TMPDIR=str(tmp_path), PATH=path)
     env.pop("MESHCTL_MESHD", None)
     # The script's background jobs share its output pipe: exiting 0 within the timeout also means its
     # last block stopped every one of them.
