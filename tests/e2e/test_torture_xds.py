@@ -385,6 +385,46 @@ def test_b15_reconnect_with_old_nonce_and_same_node_id_twice(fixture):
     new.close()
 
 
+def test_b17_incremental_delta_eds_among_1000_services(fixture):
+    """#17: a delta client holding 1,000 EDS resources; one service's endpoints change → a response
+    with exactly that resource and no removals; the other 999 are never re-sent; a SotW client of one
+    of the others gets nothing."""
+    def services(changed_port: int) -> dict:
+        return {"services": [echo_service([("127.0.0.1", changed_port if i == 500 else 40000 + i)], name=f"svc{i}")
+                             for i in range(1000)]}
+
+    names = [f"outbound|7070||svc{i}.default.svc.cluster.local" for i in range(1000)]
+    fixture.set_mesh(services(40500))
+    delta, bystander = Ads(fixture.addr, delta=True), Ads(fixture.addr)
+    bystander.send(EDS, node=grpc_node(), resource_names=[names[7]])
+    while True:  # an empty answer first if the fixture has not loaded the new mesh yet (see #14)
+        r = bystander.recv(timeout=10)
+        bystander.ack(r, [names[7]])
+        if names[7] in decode(r):
+            break
+    delta.send(EDS, node=grpc_node(), resource_names_subscribe=names)
+    held: dict[str, str] = {}
+    while len(held) < 1000:  # the initial state may come in several batches
+        r = delta.recv(timeout=10)
+        assert not r.removed_resources
+        held.update({x.name: x.version for x in r.resources})
+        delta.ack(r)
+    assert sorted(held) == sorted(names)
+    delta.expect_none()
+
+    fixture.set_mesh(services(50500))
+    r = delta.recv(timeout=10)
+    assert [x.name for x in r.resources] == [names[500]] and not r.removed_resources
+    assert held[names[500]] != r.resources[0].version
+    cla = decode(r)[names[500]]
+    assert cla.endpoints[0].lb_endpoints[0].endpoint.address.socket_address.port_value == 50500
+    delta.ack(r)
+    delta.expect_none()
+    bystander.expect_none()
+    delta.close()
+    bystander.close()
+
+
 def test_b19_slow_reader_is_bounded_and_others_converge(fixture):
     """#19: a client that never reads while 200 config changes happen costs bounded memory, and a
     normal client still sees the final state promptly."""
