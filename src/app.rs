@@ -302,6 +302,7 @@ fn discovery_options(args: &Args, watches: &MeshWatches) -> discovery::Options {
         domain_suffix: args.domain_suffix.clone(),
         trust_domain: watches.mesh.borrow().trust_domain.clone(),
         remote_cluster_timeout: args.remote_cluster_timeout,
+        watch_timeout: args.watch_timeout,
         debounce_after: args.debounce_after,
         debounce_max: args.debounce_max,
         insecure_kubeconfig_options: args.insecure_kubeconfig_options.iter().copied().collect(),

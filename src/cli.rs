@@ -125,6 +125,11 @@ pub struct Args {
     #[arg(long, env = "PILOT_REMOTE_CLUSTER_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
     pub remote_cluster_timeout: Duration,
 
+    /// Server-side timeout of each Kubernetes watch (whole seconds). A watch silent for 5 s longer (a
+    /// blackholed connection) is presumed dead and re-established.
+    #[arg(long, env = "MESHD_WATCH_TIMEOUT", default_value = "290s", value_parser = parse_watch_timeout)]
+    pub watch_timeout: u32,
+
     /// Kubeconfig features remote-cluster secrets may use, comma-separated (`exec,auth-provider,file-paths`).
     /// Default: none, since whoever can write a remote secret could otherwise run commands or read files.
     #[arg(
@@ -225,6 +230,16 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e} (e.g. 100ms, 30s, 1m)"))
 }
 
+/// A watch timeout: whole seconds, at least 1 (the API takes `timeoutSeconds`; 0 would disable the idle
+/// timeout).
+fn parse_watch_timeout(s: &str) -> Result<u32, String> {
+    let d = parse_duration(s)?;
+    u32::try_from(d.as_secs())
+        .ok()
+        .filter(|n| *n >= 1 && d.subsec_nanos() == 0)
+        .ok_or_else(|| format!("{s:?}: want whole seconds from 1s"))
+}
+
 /// Where the primary cluster's API comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KubeSource {
@@ -299,6 +314,7 @@ mod tests {
         assert_eq!((a.grpc_addr.port, a.secure_grpc_addr.port), (15010, 15012));
         assert_eq!((a.http_addr.port, a.monitoring_addr.port), (8080, 15014));
         assert_eq!(a.remote_cluster_timeout, Duration::from_secs(30));
+        assert_eq!(a.watch_timeout, 290);
         assert_eq!(
             (a.debounce_after, a.debounce_max),
             (Duration::from_millis(100), Duration::from_secs(10))
@@ -325,6 +341,14 @@ mod tests {
     #[test]
     fn kubeconfig_and_sandbox_conflict() {
         assert!(Args::try_parse_from(["meshd", "--kubeconfig", "k", "--sandbox", "d"]).is_err());
+        for bad in ["0s", "1500ms", "200y", "soon"] {
+            assert!(
+                Args::try_parse_from(["meshd", "--watch-timeout", bad]).is_err(),
+                "{bad}"
+            );
+        }
+        let a = Args::try_parse_from(["meshd", "--watch-timeout", "2s"]).unwrap();
+        assert_eq!(a.watch_timeout, 2);
         let a = Args::try_parse_from(["meshd", "--kubeconfig", "k"]).unwrap();
         assert_eq!(a.kube_source(), KubeSource::Kubeconfig("k".into()));
         assert_eq!(a.unspecified_host(), IpAddr::V4(Ipv4Addr::UNSPECIFIED));

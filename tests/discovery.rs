@@ -124,6 +124,7 @@ fn start(primary: &Sim, remote_timeout: Duration) -> Meshd {
         domain_suffix: "cluster.local".into(),
         trust_domain: "cluster.local".into(),
         remote_cluster_timeout: remote_timeout,
+        watch_timeout: 290,
         debounce_after: Duration::from_millis(20),
         debounce_max: Duration::from_millis(200),
         insecure_kubeconfig_options: BTreeSet::new(),

@@ -1,6 +1,7 @@
 //! Fuzzing on stable, in the normal test run: a seeded mutation loop over the committed corpus
-//! (`tests/fuzz/corpus/<target>/`) for every target of `tests/fuzz` (libFuzzer, nightly), plus random
-//! `DiscoveryRequest` / `DeltaDiscoveryRequest` sequences against the real ADS server (`xds-fixture`).
+//! (`tests/fuzz/corpus/<target>/`) for every parser target of `tests/fuzz` (libFuzzer, nightly), the
+//! `discovery_stream` corpus replayed, plus random `DiscoveryRequest` / `DeltaDiscoveryRequest`
+//! sequences against the real ADS server (`xds-fixture`).
 //!
 //! Bounded: `MESHD_FUZZ_SECONDS` per target (default 2), `MESHD_FUZZ_SEED` (default 1). A panic
 //! reports the target, seed, iteration and the input in hex, so it can be committed to the corpus
@@ -9,6 +10,10 @@
 #[path = "fuzz/targets.rs"]
 #[allow(unreachable_pub)]
 mod targets;
+
+#[path = "fuzz/stream.rs"]
+#[allow(unreachable_pub)]
+mod stream;
 
 use std::{
     collections::HashSet,
@@ -133,12 +138,19 @@ fn mutate(rng: &mut StdRng, input: &[u8], pool: &[Vec<u8>]) -> Vec<u8> {
     out
 }
 
-/// Replays the corpus, then mutates it until the budget is spent; panics naming the crashing input.
-fn fuzz(name: &str, target: fn(&[u8])) {
+/// Replays every corpus input of `name` (the regressions and what libFuzzer found); panics naming the
+/// crashing one.
+fn replay(name: &str, target: fn(&[u8])) -> Vec<Vec<u8>> {
     let pool = corpus(name);
     for (i, input) in pool.iter().enumerate() {
         run_one(name, target, input, &format!("corpus #{i}"));
     }
+    pool
+}
+
+/// Replays the corpus, then mutates it until the budget is spent; panics naming the crashing input.
+fn fuzz(name: &str, target: fn(&[u8])) {
+    let pool = replay(name, target);
     let mut rng = StdRng::seed_from_u64(seed());
     let deadline = Instant::now() + budget();
     let mut runs = 0u64;
@@ -188,6 +200,13 @@ fn fuzz_mesh_config() {
 #[test]
 fn fuzz_k8s_objects() {
     fuzz("k8s_objects", targets::k8s_objects);
+}
+
+/// The libFuzzer `discovery_stream` corpus, replayed only: each input is a whole ADS stream (≥ 20 ms),
+/// too slow for the mutation loop, which `fuzz_discovery_request_sequences` replaces.
+#[test]
+fn replay_discovery_stream_corpus() {
+    replay("discovery_stream", stream::discovery_stream);
 }
 
 // --- the stream state machine, over the wire --------------------------------------------------------

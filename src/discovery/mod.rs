@@ -47,6 +47,8 @@ pub struct Options {
     pub trust_domain: String,
     /// How long a remote cluster may hold readiness.
     pub remote_cluster_timeout: Duration,
+    /// Server-side timeout of every watch, in seconds (silent 5 s longer: re-established).
+    pub watch_timeout: u32,
     /// Snapshot debounce quiet period.
     pub debounce_after: Duration,
     /// Snapshot debounce maximum delay.
@@ -141,6 +143,7 @@ impl Discovery {
                 system_namespace: opts.system_namespace.clone(),
                 networks: networks.clone(),
                 metrics: metrics.clone(),
+                watch_timeout: opts.watch_timeout,
             },
             updates.clone(),
         );
@@ -152,6 +155,7 @@ impl Discovery {
                 system_namespace: opts.system_namespace,
                 networks,
                 timeout: opts.remote_cluster_timeout,
+                watch_timeout: opts.watch_timeout,
                 allowed: Arc::new(opts.insecure_kubeconfig_options),
                 qps: CLIENT_QPS,
                 generations,

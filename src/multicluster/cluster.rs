@@ -44,6 +44,8 @@ pub struct Env {
     pub networks: watch::Receiver<Arc<MeshNetworks>>,
     /// How long a new cluster may hold readiness.
     pub timeout: Duration,
+    /// Server-side watch timeout, in seconds.
+    pub watch_timeout: u32,
     /// `--insecure-kubeconfig-options`.
     pub allowed: Arc<BTreeSet<InsecureOption>>,
     /// Requests per second each remote client may make.
@@ -247,6 +249,7 @@ impl Supervisor {
                 system_namespace: self.env.system_namespace.clone(),
                 networks: self.env.networks.clone(),
                 metrics: self.env.metrics.clone(),
+                watch_timeout: self.env.watch_timeout,
             },
             self.env.updates.clone(),
         );

@@ -10,6 +10,9 @@
 //!   so that splitting an endpoint's weight evenly over its gateways is exact; a gateway's weight is the
 //!   sum of its shares, per locality: gateway endpoints stay in the locality of the endpoints they stand
 //!   for, so locality-aware balancing still sees where the load really is.
+//! - If the scaled weights add up past uint32 (hostile gateway counts: the LCM of 2, 3, 5, … 29 alone
+//!   is 6.5 billion), all are divided by one factor, keeping their proportions: Envoy rejects a
+//!   locality or priority whose weights sum past uint32, and saturating each would make them all equal.
 //!
 //! Does NOT: resolve gateway addresses (they arrive resolved), group by locality or encode (that is
 //! `xds::generator::eds`), or filter by IP family (istiod 1.30 does; meshd's gateways are IPv4 or not
@@ -46,8 +49,8 @@ impl EndpointView for SplitHorizon {
 /// Gateways indexed as istiod's `NetworkGateways`: per network, all of them and those of each cluster.
 struct GatewayIndex<'g> {
     by_network: BTreeMap<&'g NetworkId, NetworkGateways<'g>>,
-    /// LCM of every group's size; 1 with no gateways.
-    scale: u32,
+    /// LCM of every group's size (saturating); 1 with no gateways.
+    scale: u64,
 }
 
 #[derive(Default)]
@@ -70,7 +73,7 @@ impl<'g> GatewayIndex<'g> {
             .values()
             .flat_map(|n| std::iter::once(&n.all).chain(n.by_cluster.values()))
             .map(Vec::len);
-        let scale = sizes.fold(1u32, |acc, n| lcm(acc, u32::try_from(n).unwrap_or(u32::MAX)));
+        let scale = sizes.fold(1u64, |acc, n| lcm(acc, u64::try_from(n).unwrap_or(u64::MAX)));
         Self { by_network, scale }
     }
 
@@ -81,6 +84,69 @@ impl<'g> GatewayIndex<'g> {
         };
         net.by_cluster.get(cluster).unwrap_or(&net.all)
     }
+
+    /// An endpoint's weight times the scale, exact (before [`Weighted::divisor`]).
+    fn scaled(&self, ep: &Endpoint) -> u64 {
+        u64::from(ep.weight.max(1)).saturating_mul(self.scale)
+    }
+}
+
+/// What [`filter`] sends, with exact weights, before they are fitted into uint32.
+struct Weighted<'a, 'g> {
+    /// Endpoints sent as is, in input order.
+    direct: Vec<(&'a Endpoint, u64)>,
+    /// Each gateway's summed shares, per locality of the endpoints it stands for.
+    via: BTreeMap<(&'a Locality, &'g NetworkGateway), u64>,
+}
+
+impl<'a, 'g> Weighted<'a, 'g> {
+    fn new(
+        endpoints: impl IntoIterator<Item = &'a Endpoint>,
+        index: &GatewayIndex<'g>,
+        port: &ServicePort,
+        view: &NetworkView,
+    ) -> Self {
+        let mut out = Self {
+            direct: Vec::new(),
+            via: BTreeMap::new(),
+        };
+        for ep in endpoints {
+            let weight = index.scaled(ep);
+            match decide(ep, index, port, view) {
+                Decision::Dropped(_) => {}
+                Decision::Direct(_) => out.direct.push((ep, weight)),
+                Decision::Gateways(gws) => {
+                    for gw in gws {
+                        let w = out.via.entry((&ep.locality, *gw)).or_default();
+                        *w = w.saturating_add(share(weight, gws));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// What every weight is divided by so that all of them together fit in uint32 even after each is
+    /// raised to at least 1; 1 when they already fit.
+    fn divisor(&self) -> u64 {
+        let weights = self
+            .direct
+            .iter()
+            .map(|(_, w)| *w)
+            .chain(self.via.values().copied());
+        let (count, total) = weights.fold((0u128, 0u128), |(n, t), w| (n + 1, t + u128::from(w)));
+        let max = u128::from(u32::MAX);
+        if total <= max {
+            return 1;
+        }
+        let room = max.saturating_sub(count).max(1);
+        u64::try_from(total.div_ceil(room)).unwrap_or(u64::MAX)
+    }
+}
+
+/// An exact weight divided by the [`Weighted::divisor`]: never 0, which Envoy rejects.
+fn fit(weight: u64, divisor: u64) -> u32 {
+    u32::try_from(weight / divisor).unwrap_or(u32::MAX).max(1)
 }
 
 /// What the filter does with one endpoint: the single place the rules live, so that `meshctl explain`
@@ -185,26 +251,20 @@ pub fn filter<'a>(
     view: &NetworkView,
 ) -> Vec<Cow<'a, Endpoint>> {
     let index = GatewayIndex::new(gateways);
-    let mut out = Vec::new();
-    let mut gateway_weights: BTreeMap<(&Locality, &NetworkGateway), u32> = BTreeMap::new();
-    for ep in endpoints {
-        let weight = ep.weight.max(1).saturating_mul(index.scale);
-        match decide(ep, &index, port, view) {
-            Decision::Dropped(_) => {}
-            Decision::Direct(_) if weight == ep.weight => out.push(Cow::Borrowed(ep)),
-            Decision::Direct(_) => out.push(Cow::Owned(Endpoint { weight, ..ep.clone() })),
-            Decision::Gateways(gws) => {
-                for gw in gws {
-                    let w = gateway_weights.entry((&ep.locality, *gw)).or_default();
-                    *w = w.saturating_add(share(weight, gws));
-                }
-            }
-        }
-    }
+    let weighted = Weighted::new(endpoints, &index, port, view);
+    let divisor = weighted.divisor();
+    let mut out: Vec<Cow<'a, Endpoint>> = weighted
+        .direct
+        .into_iter()
+        .map(|(ep, weight)| match fit(weight, divisor) {
+            weight if weight == ep.weight => Cow::Borrowed(ep),
+            weight => Cow::Owned(Endpoint { weight, ..ep.clone() }),
+        })
+        .collect();
     let labels = Labels::default();
     let no_cluster = ClusterId::from("");
     let mut ports_by_gw_port: BTreeMap<u16, Arc<[EndpointPort]>> = BTreeMap::new();
-    for ((locality, gw), weight) in gateway_weights {
+    for ((locality, gw), weight) in weighted.via {
         let ports = ports_by_gw_port
             .entry(gw.port)
             .or_insert_with(|| {
@@ -225,7 +285,7 @@ pub fn filter<'a>(
             tls_mode: TlsMode::Istio,
             health: Health::Healthy,
             workload: None,
-            weight: weight.max(1),
+            weight: fit(weight, divisor),
         }));
     }
     out
@@ -240,16 +300,21 @@ pub fn explain<'a>(
     view: &NetworkView,
 ) -> Vec<(&'a Endpoint, Verdict)> {
     let index = GatewayIndex::new(gateways);
+    let endpoints: Vec<&Endpoint> = endpoints.into_iter().collect();
+    let divisor = Weighted::new(endpoints.iter().copied(), &index, port, view).divisor();
     endpoints
         .into_iter()
         .map(|ep| {
-            let weight = ep.weight.max(1).saturating_mul(index.scale);
+            let weight = index.scaled(ep);
             let verdict = match decide(ep, &index, port, view) {
-                Decision::Direct(why) => Verdict::Direct { why, weight },
+                Decision::Direct(why) => Verdict::Direct {
+                    why,
+                    weight: fit(weight, divisor),
+                },
                 Decision::Dropped(why) => Verdict::Dropped { why },
                 Decision::Gateways(gws) => Verdict::ViaGateways {
                     gateways: gws.iter().map(|g| (*g).clone()).collect(),
-                    share: share(weight, gws),
+                    share: fit(share(weight, gws), divisor),
                 },
             };
             (ep, verdict)
@@ -258,8 +323,8 @@ pub fn explain<'a>(
 }
 
 /// An endpoint's weight split evenly over its gateways.
-fn share(weight: u32, gateways: &[&NetworkGateway]) -> u32 {
-    weight / u32::try_from(gateways.len()).unwrap_or(u32::MAX)
+fn share(weight: u64, gateways: &[&NetworkGateway]) -> u64 {
+    weight / u64::try_from(gateways.len()).unwrap_or(u64::MAX)
 }
 
 impl NetworkView {
@@ -273,11 +338,11 @@ impl NetworkView {
     }
 }
 
-fn gcd(a: u32, b: u32) -> u32 {
+fn gcd(a: u64, b: u64) -> u64 {
     if b == 0 { a } else { gcd(b, a % b) }
 }
 
-fn lcm(a: u32, b: u32) -> u32 {
+fn lcm(a: u64, b: u64) -> u64 {
     if a == 0 || b == 0 {
         return a.max(b);
     }

@@ -356,7 +356,7 @@ fn a_hostname_gateway_counts_only_once_resolved() {
 }
 
 #[test]
-fn weights_saturate_instead_of_overflowing() {
+fn weights_past_uint32_are_divided_down_in_proportion() {
     let mut big = ep("10.2.0.1", "net-b", "cb", "z1", true, true);
     big.weight = u32::MAX / 2 + 1;
     let gws = [
@@ -365,5 +365,44 @@ fn weights_saturate_instead_of_overflowing() {
     ];
     let out = filter([&big], &gws, &port(), &view("net-a", &[]));
     let weights: Vec<u32> = out.iter().map(|e| e.weight).collect();
-    assert_eq!(weights, [u32::MAX / 2, u32::MAX / 2]);
+    assert_eq!(weights, [1 << 30, 1 << 30]);
+}
+
+#[test]
+fn a_gateway_count_lcm_past_uint32_keeps_weights_valid_and_proportional() {
+    // Gateway-only networks of 2, 3, 5, … 29 gateways: the scale alone is 6,469,693,230.
+    let mut gws: Vec<NetworkGateway> = [2u8, 3, 5, 7, 11, 13, 17, 19, 23, 29]
+        .iter()
+        .flat_map(|&p| (1..=p).map(move |i| gw(&format!("lcm{p}"), None, &format!("100.64.{p}.{i}"))))
+        .collect();
+    gws.push(gw("net-b", Some("cb"), "192.0.2.1"));
+    let eps = [
+        ep("10.1.0.1", "net-a", "ca", "z1", true, true),
+        ep("10.1.0.2", "net-a", "ca", "z1", true, true),
+        ep("10.2.0.1", "net-b", "cb", "z1", true, true),
+        ep("10.2.0.2", "net-b", "cb", "z1", true, true),
+    ];
+    let v = view("net-a", &[]);
+    let out = filter(&eps, &gws, &port(), &v);
+    let weights: Vec<(String, u32)> = out.iter().map(|e| (e.address.to_string(), e.weight)).collect();
+    let local = u32::try_from(6_469_693_230u64 / 7).unwrap();
+    assert_eq!(
+        weights,
+        [
+            ("10.1.0.1".to_string(), local),
+            ("10.1.0.2".to_string(), local),
+            ("192.0.2.1".to_string(), 2 * local)
+        ]
+    );
+    assert!(weights.iter().map(|(_, w)| u64::from(*w)).sum::<u64>() <= u64::from(u32::MAX));
+    // `meshctl explain` reports the weights EDS sends.
+    let explained: Vec<u32> = explain(&eps, &gws, &port(), &v)
+        .into_iter()
+        .map(|(_, verdict)| match verdict {
+            Verdict::Direct { weight, .. } => weight,
+            Verdict::ViaGateways { share, .. } => share,
+            Verdict::Dropped { .. } => 0,
+        })
+        .collect();
+    assert_eq!(explained, [local, local, local, local]);
 }

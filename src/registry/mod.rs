@@ -50,6 +50,9 @@ pub struct Options {
     pub networks: watch::Receiver<Arc<MeshNetworks>>,
     /// `pilot_k8s_reg_events`.
     pub metrics: crate::discovery::metrics::Metrics,
+    /// Server-side timeout of each watch, in seconds; kube-rs presumes a watch silent for 5 s longer
+    /// dead (a blackholed connection) and re-establishes it.
+    pub watch_timeout: u32,
 }
 
 /// A registry's progress, as its cluster's status shows it.
@@ -131,6 +134,7 @@ struct Registry {
     touched: HashSet<ServiceKey>,
     network_changed: bool,
     metrics: crate::discovery::metrics::Metrics,
+    watch_timeout: u32,
 }
 
 impl Registry {
@@ -140,6 +144,7 @@ impl Registry {
         Self {
             id: opts.id,
             system_namespace: opts.system_namespace,
+            watch_timeout: opts.watch_timeout,
             networks,
             state: State::new(opts.ctx, resolver),
             sink,
@@ -155,7 +160,7 @@ impl Registry {
     }
 
     async fn run(mut self, client: Client) {
-        let mut events = watch_all(client, &self.system_namespace).ready_chunks(BATCH);
+        let mut events = watch_all(client, &self.system_namespace, self.watch_timeout).ready_chunks(BATCH);
         let mut networks_open = true;
         loop {
             tokio::select! {
@@ -421,6 +426,7 @@ type WatchItem = Result<Event, (Kind, watcher::Error)>;
 fn watch_all(
     client: Client,
     system_namespace: &str,
+    timeout: u32,
 ) -> futures::stream::SelectAll<BoxStream<'static, WatchItem>> {
     fn boxed<K: 'static, S>(
         kind: Kind,
@@ -434,7 +440,7 @@ fn watch_all(
             .map(move |r| r.map(wrap).map_err(|e| (kind, e)))
             .boxed()
     }
-    let cfg = watcher::Config::default;
+    let cfg = || watcher::Config::default().timeout(timeout);
     futures::stream::select_all([
         boxed(
             Kind::Namespace,

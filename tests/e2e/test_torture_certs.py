@@ -172,10 +172,41 @@ def served_issuer(mesh: Meshd) -> str:
     return x509.load_der_x509_certificate(der).issuer.rfc4514_string()
 
 
-def test_g40_root_rotation_without_restart(mesh):
+H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])  # + empty SETTINGS
+
+
+def tls_context(cert: tuple[bytes, bytes], roots: bytes, version: ssl.TLSVersion, tmp) -> ssl.SSLContext:
+    """A client context for one TLS version (sessions can only be offered again from the same one)."""
+    chain, key = tmp / f"client-{version.name}.pem", tmp / f"client-{version.name}.key"
+    chain.write_bytes(cert[0])
+    key.write_bytes(cert[1])
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ctx.maximum_version = version
+    ctx.load_verify_locations(cadata=roots.decode())
+    ctx.load_cert_chain(chain, key)
+    ctx.set_alpn_protocols(["h2"])
+    return ctx
+
+
+def tls_attempt(mesh: Meshd, ctx: ssl.SSLContext, session: ssl.SSLSession | None = None):
+    """A raw TLS connection to 15012 offering ``session`` for resumption: (admitted — the server
+    answered the HTTP/2 preface —, the session was resumed, the session)."""
+    reused = False
+    try:
+        with socket.create_connection(("localhost", mesh.secure), timeout=5) as raw, \
+                ctx.wrap_socket(raw, server_hostname="localhost", session=session) as tls:
+            reused = tls.session_reused
+            tls.sendall(H2_PREFACE)
+            return bool(tls.recv(9)), reused, tls.session
+    except (ssl.SSLError, ConnectionError, TimeoutError):
+        return False, reused, None
+
+
+def test_g40_root_rotation_without_restart(mesh, tmp_path):
     """#40: a new CA with both roots trusted → new handshakes get a serving cert from the new CA while
     old-root clients still connect and an established stream keeps working; removing the old root →
-    old-root client certificates are refused on new connections; the established stream survives."""
+    old-root client certificates are refused on new connections, also when offering a TLS 1.2 or 1.3
+    session from before (never resumed); the established stream survives."""
     old, new = mesh.ca, Ca("torture root 2")
     old_client = old.leaf()
     established = Stream(mesh, old_client, old.pem + new.pem)
@@ -185,6 +216,16 @@ def test_g40_root_rotation_without_restart(mesh):
     s = Stream(mesh, old_client, old.pem + new.pem)
     assert s.first().type_url == EDS, "old-root clients still admitted while both roots are trusted"
     s.close()
+    # No session resumption at all (no tickets, no cache): a resumed session would skip the client
+    # certificate check after the root is gone (Envoy CVE-2022-21654).
+    sessions = {}
+    for v in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
+        ctx = tls_context(old_client, old.pem + new.pem, v, tmp_path)
+        admitted, reused, session = tls_attempt(mesh, ctx)
+        assert admitted and not reused and session is not None, v
+        sessions[ctx] = session
+        admitted, reused, _ = tls_attempt(mesh, ctx, session)
+        assert admitted and not reused, f"{v}: a session was resumed"
     new.write(mesh.cadir, [new.pem])
     mesh.ca = new
 
@@ -199,6 +240,9 @@ def test_g40_root_rotation_without_restart(mesh):
             s.close()
 
     eventually("old-root clients refused", old_refused, timeout=30)
+    for ctx, session in sessions.items():
+        admitted, reused, _ = tls_attempt(mesh, ctx, session)
+        assert not admitted and not reused, f"{ctx.maximum_version}: an old-root session got in after the root was removed"
     fresh = Stream(mesh, new.leaf(), new.pem)
     assert fresh.first().type_url == EDS
     fresh.close()

@@ -21,6 +21,7 @@ import random
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -229,6 +230,7 @@ def test_chaos_every_client_converges_to_the_simulators(mesh):
     actions = [chaos.churn] * 5 + [chaos.fault] * 3 + [chaos.secret] * 2 + [chaos.gateway]
     end = time.monotonic() + SECONDS
     quiet_points = 0
+    max_rss = mesh.rss_kib()
     next_quiet = time.monotonic() + 10
     while time.monotonic() < end:
         rng.choice(actions)()
@@ -240,14 +242,19 @@ def test_chaos_every_client_converges_to_the_simulators(mesh):
             wait_converged(views, chaos, 30, f"quiet point {quiet_points + 1}")
             quiet_points += 1
             next_quiet = time.monotonic() + 10
+            max_rss = max(max_rss, mesh.rss_kib())
     chaos.calm()
     wait_converged(views, chaos, 30, "end of the run")
 
     out, err = grpcio.communicate(timeout=duration + 30)
     assert grpcio.returncode == 0, f"the grpcio client failed during chaos: {err}"
     assert set(out.split()) == {"stable"} and len(out.split()) > 10
-    kinds = {e.split()[1] for e in chaos.events}
-    assert {"churn", "fault", "secret"} <= kinds, chaos.events
-    print(f"chaos: seed {SEED}, {SECONDS:.0f}s, {len(chaos.events)} events, {quiet_points} quiet points")
+    # Events are logged as "<t> churn ...", "<t> fault <remote> <kind> ...", "<t> secret <remote> <what>"
+    # and "<t> gateway <remote> <what>": count churn, and the others by what happened.
+    kinds = Counter(w[1] if w[1] == "churn" else f"{w[1]} {w[3]}" for w in map(str.split, chaos.events))
+    assert {"churn", "fault", "secret"} <= {k.split()[0] for k in kinds}, chaos.events
+    rss = mesh.rss_kib()
+    print(f"chaos: seed {SEED}, {SECONDS:.0f}s, {len(chaos.events)} events {dict(sorted(kinds.items()))}, "
+          f"{quiet_points} quiet points, converged at each; RSS {rss // 1024} MiB (max sampled {max_rss // 1024} MiB)")
     assert "panicked" not in mesh.log()
-    assert mesh.rss_kib() < 512 * 1024, "meshd RSS above 512 MiB after the chaos run"
+    assert rss < 512 * 1024, "meshd RSS above 512 MiB after the chaos run"

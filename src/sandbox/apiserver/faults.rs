@@ -1,4 +1,5 @@
-//! Fault injection: refuse or hang connections, fail every request, drop watches, compact history.
+//! Fault injection: refuse or hang connections, fail every request, drop or silence watches, compact
+//! history.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,6 +32,8 @@ pub struct Faults {
     mode: Arc<watch::Sender<FaultMode>>,
     /// Cancelled (and replaced) to drop every open watch.
     watches: Mutex<CancellationToken>,
+    /// Cancelled (and replaced) to silence every open watch: a blackholed connection.
+    silenced: Mutex<CancellationToken>,
     /// Cancelled (and replaced) to cut every open connection when entering refuse mode.
     connections: Mutex<CancellationToken>,
 }
@@ -45,6 +48,10 @@ struct FaultRequest {
     compact: bool,
     #[serde(default)]
     drop_watches: bool,
+    /// Every open watch goes silent, as behind a network blackhole: no more events or bookmarks, never
+    /// ended by the server; only the client can give up on it. New watches work normally.
+    #[serde(default)]
+    silence_watches: bool,
     /// Ends the fault (back to `none`) after this long, unless the mode was changed meanwhile: the way
     /// to simulate a restart, since a refusing server cannot be reached to switch refuse mode off.
     for_seconds: Option<f64>,
@@ -55,6 +62,7 @@ impl Default for Faults {
         Faults {
             mode: Arc::new(watch::channel(FaultMode::None).0),
             watches: Mutex::new(CancellationToken::new()),
+            silenced: Mutex::new(CancellationToken::new()),
             connections: Mutex::new(CancellationToken::new()),
         }
     }
@@ -79,6 +87,10 @@ impl Faults {
 
     pub(crate) fn watch_token(&self) -> CancellationToken {
         self.watches.lock().clone()
+    }
+
+    pub(crate) fn silence_token(&self) -> CancellationToken {
+        self.silenced.lock().clone()
     }
 
     pub(crate) fn connection_token(&self) -> CancellationToken {
@@ -128,6 +140,9 @@ impl Faults {
         }
         if req.drop_watches {
             self.drop_watches();
+        }
+        if req.silence_watches {
+            std::mem::take(&mut *self.silenced.lock()).cancel();
         }
         if let Some(mode) = mode {
             self.set(mode);

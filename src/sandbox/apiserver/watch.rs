@@ -47,6 +47,8 @@ struct WatchState {
     bookmarks: Option<Interval>,
     deadline: Instant,
     dropped: CancellationToken,
+    /// Cancelled when the watch must go silent (a blackhole fault).
+    silenced: CancellationToken,
 }
 
 /// Starts a watch; a too-old resourceVersion is an ERROR event in a 200 response, as on a real server.
@@ -67,6 +69,7 @@ pub(crate) fn respond(ctx: Arc<Ctx>, req: WatchRequest) -> Response<Body> {
             .then(|| tokio::time::interval_at(Instant::now() + BOOKMARK_EVERY, BOOKMARK_EVERY)),
         deadline: Instant::now() + req.timeout,
         dropped: ctx.faults.watch_token(),
+        silenced: ctx.faults.silence_token(),
         ctx,
         req,
     };
@@ -186,6 +189,11 @@ impl WatchState {
                 },
                 _ = tokio::time::sleep_until(self.deadline) => return None,
                 _ = self.dropped.cancelled() => return None,
+                _ = self.silenced.cancelled() => {
+                    // Blackholed: hold the response open, send nothing, until the client gives up.
+                    self.ctx.shutdown.cancelled().await;
+                    return None;
+                }
                 _ = self.ctx.shutdown.cancelled() => return None,
             }
         }
