@@ -53,7 +53,10 @@ pub struct ConnectionStatus {
 /// updates it in place) and debug readers, so that a push does not copy a map of every resource the
 /// client watches. The lock is held only to update or copy out `Arc`s.
 #[derive(Debug, Clone, Default)]
-pub struct Held(Arc<Mutex<BTreeMap<XdsType, BTreeMap<Arc<str>, Arc<Resource>>>>>);
+pub struct Held(Arc<Mutex<BTreeMap<XdsType, ByName>>>);
+
+/// Resources by name.
+type ByName = BTreeMap<Arc<str>, Arc<Resource>>;
 
 impl Held {
     /// The client now holds `resources` of `ty`: in addition to what it had (`partial`, an
