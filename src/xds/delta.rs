@@ -16,7 +16,7 @@ use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
 use super::{
     XdsType,
     connection::{Decision, Exchange, Ignored, Mode, Nonces, Protocol, TypeStatus},
-    resource::{Resource, Subscription},
+    resource::{Resource, Subscription, intern},
     sotw::MAX_NAMES,
     wire::{self, Frame},
 };
@@ -66,7 +66,7 @@ impl Protocol for Delta {
             w.client_has = req
                 .initial_resource_versions
                 .iter()
-                .map(|(name, v)| (Arc::from(name.as_str()), wire::parse_version_hex(v)))
+                .map(|(name, v)| (intern(name), wire::parse_version_hex(v)))
                 .collect();
             w.must_answer = true;
         }
@@ -77,7 +77,7 @@ impl Protocol for Delta {
                 changed |= ty.is_full_state() && !w.sub.wildcard;
                 w.sub.wildcard |= ty.is_full_state();
             } else {
-                changed |= Arc::make_mut(&mut w.sub.names).insert(Arc::from(name.as_str()));
+                changed |= Arc::make_mut(&mut w.sub.names).insert(intern(name));
             }
         }
         for name in &req.resource_names_unsubscribe {

@@ -1,12 +1,13 @@
 //! An encoded xDS resource and the subscription it answers; shared by both protocol state machines.
 
 use std::{
-    collections::BTreeSet,
+    collections::{BTreeSet, HashSet},
     hash::{DefaultHasher, Hasher},
-    sync::Arc,
+    sync::{Arc, LazyLock},
 };
 
 use bytes::{BufMut, Bytes};
+use parking_lot::Mutex;
 use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint, key_len};
 
 use super::XdsType;
@@ -96,6 +97,38 @@ pub(crate) fn hash_bytes(bytes: &[u8]) -> u64 {
     h.finish()
 }
 
+/// Resource names as clients send them, shared by every stream that names them: 1,000 sidecars watching
+/// the same 1,000 clusters hold one copy of each name (and so do the cache keys and resources built
+/// for them), not 1,000.
+pub(crate) fn intern(name: &str) -> Arc<str> {
+    static NAMES: LazyLock<Mutex<Interned>> = LazyLock::new(Mutex::default);
+    NAMES.lock().intern(name)
+}
+
+#[derive(Default)]
+struct Interned {
+    names: HashSet<Arc<str>, foldhash::fast::RandomState>,
+    /// Size after the last sweep.
+    live: usize,
+}
+
+impl Interned {
+    /// Names no one holds any more are swept whenever the set has doubled since the last sweep
+    /// (amortised O(1)), so names a client made up cost memory only while some stream holds them.
+    fn intern(&mut self, name: &str) -> Arc<str> {
+        if let Some(n) = self.names.get(name) {
+            return n.clone();
+        }
+        if self.names.len() >= 2 * self.live.max(1024) {
+            self.names.retain(|n| Arc::strong_count(n) > 1);
+            self.live = self.names.len();
+        }
+        let n: Arc<str> = Arc::from(name);
+        self.names.insert(n.clone());
+        n
+    }
+}
+
 /// What a stream subscribed to for one type.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Subscription {
@@ -118,6 +151,24 @@ impl Subscription {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn interned_names_are_shared_and_swept_when_unused() {
+        let mut i = Interned::default();
+        let a = i.intern("a");
+        assert!(Arc::ptr_eq(&a, &i.intern("a")));
+        // 2,048 names (the first sweep is at 2 × 1,024), all but `a` dropped at once.
+        for n in 1..2048 {
+            i.intern(&n.to_string());
+        }
+        i.intern("trigger");
+        assert_eq!(
+            i.names.len(),
+            2,
+            "only the held name and the new one survive a sweep"
+        );
+        assert!(Arc::ptr_eq(&a, &i.intern("a")));
+    }
+
     use envoy_types::pb::{envoy::config::cluster::v3::Cluster, google::protobuf::Any};
     use prost::Message;
 

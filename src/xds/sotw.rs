@@ -14,7 +14,7 @@ use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
 use super::{
     XdsType,
     connection::{Decision, Exchange, Ignored, Mode, Nonces, Protocol, TypeStatus},
-    resource::{Resource, Subscription},
+    resource::{Resource, Subscription, intern},
     wire::{self, Frame},
 };
 
@@ -150,7 +150,7 @@ impl Protocol for Sotw {
 
 impl Watch {
     fn set_names(&mut self, ty: XdsType, names: &[String]) {
-        let mut set: BTreeSet<Arc<str>> = names.iter().map(|n| Arc::from(n.as_str())).collect();
+        let mut set: BTreeSet<Arc<str>> = names.iter().map(|n| intern(n)).collect();
         let star = set.remove(Subscription::WILDCARD);
         let legacy_wildcard = names.is_empty() && !self.ever_named && ty.is_full_state();
         self.ever_named |= !names.is_empty();
