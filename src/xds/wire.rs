@@ -61,14 +61,16 @@ pub(crate) fn sotw_response(ty: XdsType, version: &str, nonce: &str, resources: 
             .sum::<usize>()
         + string_len(4, ty.url())
         + string_len(5, nonce);
+    // Every small field before the shared bytes (protobuf fields may come in any order), so a one-resource
+    // push is two HTTP/2 DATA frames, not three.
     let mut w = Writer::new(len);
     w.string(1, version);
+    w.string(4, ty.url());
+    w.string(5, nonce);
     for r in resources {
         w.nested(2, r.any().len());
         w.shared(r.any());
     }
-    w.string(4, ty.url());
-    w.string(5, nonce);
     w.finish()
 }
 
@@ -91,18 +93,19 @@ pub(crate) fn delta_response(
             .iter()
             .map(|n| nested_len(6, n.as_ref().len()))
             .sum::<usize>();
+    // Small fields first, as in `sotw_response`; in each `Resource`, the name before the shared bytes.
     let mut w = Writer::new(len);
     w.string(1, version);
+    w.string(4, ty.url());
+    w.string(5, nonce);
     for r in resources {
         w.nested(2, inner(r));
         w.nested(1, VERSION_LEN);
         w.buf.put_slice(&version_hex(r.version));
+        w.string(3, &r.name);
         w.nested(2, r.any().len());
         w.shared(r.any());
-        w.string(3, &r.name);
     }
-    w.string(4, ty.url());
-    w.string(5, nonce);
     for name in removed {
         // Repeated strings are written even when empty.
         w.nested(6, name.as_ref().len());
@@ -288,6 +291,8 @@ mod tests {
             f.parts.iter().any(|p| p.as_ptr() == large.any().as_ptr()),
             "the large resource is not copied"
         );
+        let one = sotw_response(XdsType::Endpoint, "v1", "3", &[&large]);
+        assert_eq!(one.parts.len(), 2, "headers, then the shared resource");
         let empty: DiscoveryResponse = sotw_response(XdsType::Cluster, "", "1", &[]).decode();
         assert_eq!((empty.resources.len(), empty.nonce.as_str()), (0, "1"));
     }
