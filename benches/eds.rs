@@ -1,15 +1,16 @@
 //! EDS generation + encoding in istiod's `BenchmarkEndpointGeneration` shapes (endpoints per service /
-//! services: 1/100, 10/10, 100/10, 1000/1; endpoints spread over 4 networks), cache miss and hit,
-//! reported per endpoint; and CDS for 1,000 services. Everything goes through the generators' public
-//! entry point, as a stream would.
+//! services: 1/100, 10/10, 100/10, 1000/1), with split horizon over 4 networks with gateways, cache
+//! miss and hit, reported per endpoint; and CDS for 1,000 services. Everything goes through the
+//! generators' public entry point with meshd's [`SplitHorizon`] view, as a stream would.
 
 use std::{collections::BTreeSet, hint::black_box, net::IpAddr, sync::Arc};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use meshd::{
-    model::{Locality, Protocol, TlsMode},
+    model::{Locality, NetworkGateway, Protocol, TlsMode},
+    network::SplitHorizon,
     xds::{
-        AllEndpoints, NetworkView, Proxy, ProxyKind, Subscription, XdsType,
+        NetworkView, Proxy, ProxyKind, Subscription, XdsType,
         cache::ResourceCache,
         generator::{
             Context, StaticMesh,
@@ -20,9 +21,28 @@ use meshd::{
 
 const NETWORKS: usize = 4;
 
-/// `services` services of `per_service` mTLS endpoints, round-robin over 4 networks and clusters.
+/// Each network's east-west gateways, in its own cluster: one each, two for network-2 (so weights are
+/// scaled by the LCM, as in a real multi-gateway network).
+fn gateways() -> Vec<NetworkGateway> {
+    (0..NETWORKS)
+        .flat_map(|n| (0..if n == 2 { 2 } else { 1 }).map(move |g| (n, g)))
+        .map(|(n, g)| NetworkGateway {
+            network: format!("network-{n}").as_str().into(),
+            cluster: Some(format!("cluster-{n}").as_str().into()),
+            address: IpAddr::from([192, 168, n as u8, g as u8 + 1]),
+            port: 15443,
+            hostname: None,
+        })
+        .collect()
+}
+
+/// `services` services of `per_service` mTLS endpoints, round-robin over 4 networks (each its own
+/// cluster) with gateways. A sidecar on network-0 gets a quarter of the endpoints directly and the rest
+/// as their networks' gateways.
 fn mesh(per_service: usize, services: usize) -> StaticMesh {
-    (0..services).fold(StaticMesh::new(1), |m, s| {
+    let mut mesh = StaticMesh::new(1);
+    mesh.gateways = gateways();
+    (0..services).fold(mesh, |m, s| {
         let eps = (0..per_service)
             .map(|i| {
                 let n = s * per_service + i;
@@ -60,7 +80,7 @@ fn sidecar() -> Proxy {
 
 /// Generates `ty` for `sub` as one stream would; returns the encoded bytes (kept alive by the caller).
 fn generate(mesh: &StaticMesh, cache: &ResourceCache, ty: XdsType, sub: &Subscription) -> usize {
-    let (proxy, endpoints) = (sidecar(), AllEndpoints);
+    let (proxy, endpoints) = (sidecar(), SplitHorizon);
     let view = NetworkView::of(&proxy);
     let ctx = Context {
         mesh,
@@ -69,10 +89,7 @@ fn generate(mesh: &StaticMesh, cache: &ResourceCache, ty: XdsType, sub: &Subscri
         endpoints: &endpoints,
         cache,
     };
-    ctx.generate(ty, sub, None)
-        .iter()
-        .map(|r| r.body.value.len())
-        .sum()
+    ctx.generate(ty, sub, None).iter().map(|r| r.value().len()).sum()
 }
 
 fn names(services: usize) -> Subscription {

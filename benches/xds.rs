@@ -66,11 +66,7 @@ fn cds_eds(mesh: &StaticMesh, cache: &ResourceCache) -> usize {
         names: Arc::new(clusters.iter().map(|c| c.name.clone()).collect()),
     };
     let endpoints = ctx.generate(XdsType::Endpoint, &names, None);
-    clusters
-        .iter()
-        .chain(&endpoints)
-        .map(|r| r.body.value.len())
-        .sum()
+    clusters.iter().chain(&endpoints).map(|r| r.value().len()).sum()
 }
 
 fn bench(c: &mut Criterion) {

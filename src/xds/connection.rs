@@ -11,10 +11,10 @@ use std::{
 };
 
 use envoy_types::pb::envoy::config::core::v3::Node;
+use envoy_types::pb::google::rpc::Status;
 use serde::Serialize;
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
-use tonic::Status;
 use tracing::{debug, info, warn};
 
 use super::{
@@ -24,6 +24,7 @@ use super::{
     resource::{Resource, Subscription},
     server::{Caller, Shared},
     status::{ConnectionStatus, Held, StatusHandle},
+    wire::Frame,
 };
 
 /// Longest NACK message kept for debug.
@@ -100,7 +101,84 @@ pub struct TypeStatus {
     pub last_nack: Option<Nack>,
 }
 
-pub(crate) fn truncate_message(m: &str) -> String {
+/// What both protocols track about one type's responses and the client's answers to them: the
+/// nonce and version of the last response, the last ACK and the last NACK.
+#[derive(Debug, Default)]
+pub(crate) struct Exchange {
+    nonce: Option<String>,
+    nonce_acked: Option<String>,
+    version_sent: String,
+    version_acked: String,
+    nack: Option<Nack>,
+}
+
+impl Exchange {
+    /// Whether `nonce` is that of the latest response.
+    pub(crate) fn is_latest(&self, nonce: &str) -> bool {
+        self.nonce.as_deref() == Some(nonce)
+    }
+
+    /// A response with `nonce` goes out at `version`.
+    pub(crate) fn sent(&mut self, nonce: String, version: &str) {
+        self.nonce = Some(nonce);
+        version.clone_into(&mut self.version_sent);
+    }
+
+    /// The client accepted the response `nonce`; it now runs `version`.
+    pub(crate) fn acked(&mut self, nonce: &str, version: &str) {
+        self.nack = None;
+        self.nonce_acked = Some(nonce.to_owned());
+        version.clone_into(&mut self.version_acked);
+    }
+
+    /// The client acknowledged the latest response (delta: ACKs carry no version, so it is ours).
+    pub(crate) fn acked_latest(&mut self, nonce: &str) {
+        let version = std::mem::take(&mut self.version_sent);
+        self.acked(nonce, &version);
+        self.version_sent = version;
+    }
+
+    /// The client rejected the response `nonce` with `error`.
+    pub(crate) fn nacked(&mut self, nonce: &str, error: &Status) {
+        self.nack = Some(Nack {
+            nonce: nonce.to_owned(),
+            version: self.version_sent.clone(),
+            code: error.code,
+            message: truncate_message(&error.message),
+        });
+    }
+
+    /// The version the client last reported running (SotW NACKs carry it too).
+    pub(crate) fn set_version_acked(&mut self, version: &str) {
+        version.clone_into(&mut self.version_acked);
+    }
+
+    /// The debug view of this type.
+    pub(crate) fn status(&self, subscription: &Subscription, resources_sent: usize) -> TypeStatus {
+        TypeStatus {
+            subscription: subscription.clone(),
+            nonce_sent: self.nonce.clone(),
+            nonce_acked: self.nonce_acked.clone(),
+            version_sent: self.version_sent.clone(),
+            version_acked: self.version_acked.clone(),
+            resources_sent,
+            last_nack: self.nack.clone(),
+        }
+    }
+}
+
+/// Nonces unique within a stream.
+#[derive(Debug, Default)]
+pub(crate) struct Nonces(u64);
+
+impl Nonces {
+    pub(crate) fn next(&mut self) -> String {
+        self.0 += 1;
+        self.0.to_string()
+    }
+}
+
+fn truncate_message(m: &str) -> String {
     let mut end = m.len().min(MAX_NACK_MESSAGE);
     while !m.is_char_boundary(end) {
         end -= 1;
@@ -108,10 +186,10 @@ pub(crate) fn truncate_message(m: &str) -> String {
     m[..end].to_owned()
 }
 
-/// The protocol-specific half of a stream: SotW or delta.
+/// The protocol-specific half of a stream: SotW or delta. Responses come out as [`Frame`]s referencing
+/// the shared encoded resources.
 pub(crate) trait Protocol: Default + Send + 'static {
-    type Request: Send + 'static;
-    type Response: Send + 'static;
+    type Request: prost::Message + Default + Send + 'static;
     fn type_url(req: &Self::Request) -> &str;
     fn node(req: &Self::Request) -> Option<&Node>;
     fn on_request(&mut self, ty: XdsType, req: &Self::Request) -> Decision;
@@ -119,14 +197,14 @@ pub(crate) trait Protocol: Default + Send + 'static {
     fn response(
         &mut self,
         ty: XdsType,
-        resources: Vec<Arc<Resource>>,
+        resources: &[Arc<Resource>],
         version: &str,
         mode: Mode,
-    ) -> Option<Self::Response>;
+    ) -> Option<Frame>;
     fn status(&self) -> BTreeMap<XdsType, TypeStatus>;
 }
 
-type Outbox<R> = mpsc::Sender<Result<R, Status>>;
+type Outbox = mpsc::Sender<Result<Frame, tonic::Status>>;
 
 /// The state a stream task owns.
 struct Stream<P: Protocol> {
@@ -136,9 +214,9 @@ struct Stream<P: Protocol> {
     state: P,
     push: Arc<Push>,
     status: StatusHandle,
-    out: Outbox<P::Response>,
+    out: Outbox,
     /// What the client holds, per type (for config_dump).
-    held: BTreeMap<XdsType, Held>,
+    held: Held,
     /// Responses sent for the push being processed, per type (for push_status).
     pushed: BTreeMap<XdsType, u64>,
 }
@@ -149,7 +227,7 @@ pub(crate) async fn run<P: Protocol>(
     caller: Caller,
     peer: Option<String>,
     mut requests: tonic::Streaming<P::Request>,
-    out: Outbox<P::Response>,
+    out: Outbox,
     protocol: &'static str,
 ) where
     P::Request: prost::Message + Default,
@@ -179,6 +257,7 @@ pub(crate) async fn run<P: Protocol>(
         }
     };
     shared.cache.advance(push.version(), push.base, &push.scope);
+    let held = Held::default();
     let status = shared.connections.register(ConnectionStatus {
         id: String::new(),
         protocol,
@@ -188,7 +267,7 @@ pub(crate) async fn run<P: Protocol>(
         proxy: Some(proxy.clone()),
         push_version: Some(push.version()),
         watches: BTreeMap::new(),
-        sent: BTreeMap::new(),
+        sent: held.clone(),
     });
     status.update(|s| s.id = format!("{}-{}", proxy.id, status.key()));
     info!(node = %proxy.id, kind = ?proxy.kind, protocol, "xDS stream connected");
@@ -204,7 +283,7 @@ pub(crate) async fn run<P: Protocol>(
         push,
         status,
         out,
-        held: BTreeMap::new(),
+        held,
         pushed: BTreeMap::new(),
     };
     let mut next = Some(first);
@@ -341,12 +420,20 @@ impl<P: Protocol> Stream<P> {
         let build_time = built.elapsed();
         let version = self.push.version().to_string();
         let mut answered = false;
-        for batch in batches(ty, resources.clone()) {
-            let Some(resp) = self.state.response(ty, batch, &version, mode) else {
+        for batch in batches(ty, &resources) {
+            let Some(frame) = self.state.response(ty, batch, &version, mode) else {
                 continue;
             };
+            let limit = self.shared.limits.max_response_bytes;
+            if frame.message_len() > limit {
+                return Err(Some(Error::ResponseTooLarge {
+                    ty,
+                    bytes: frame.message_len(),
+                    limit,
+                }));
+            }
             let sent = Instant::now();
-            self.out.send(Ok(resp)).await.map_err(|_| None)?;
+            self.out.send(Ok(frame)).await.map_err(|_| None)?;
             self.shared.metrics.pushed(ty, build_time, sent.elapsed());
             debug!(node = %self.proxy.id, %ty, version, ?mode, "sent");
             answered = true;
@@ -357,48 +444,33 @@ impl<P: Protocol> Stream<P> {
         if mode == Mode::Pushed {
             *self.pushed.entry(ty).or_default() += 1;
         }
-        self.hold(ty, &sub, resources, only.is_some());
+        self.held.record(ty, &resources, only.is_some());
         Ok(())
-    }
-
-    /// Records what the client now holds of `ty`: a partial (endpoint-only) answer adds to it, any
-    /// other answer is the whole subscription.
-    fn hold(&mut self, ty: XdsType, sub: &Subscription, resources: Vec<Arc<Resource>>, partial: bool) {
-        let held = Arc::make_mut(self.held.entry(ty).or_default());
-        if !partial {
-            held.clear();
-        }
-        held.extend(resources.into_iter().map(|r| (r.name.clone(), r)));
-        held.retain(|name, _| sub.wildcard || sub.names.contains(name));
     }
 
     fn publish(&self) {
         let watches = self.state.status();
-        let sent = self.held.clone();
-        self.status.update(|s| {
-            s.watches = watches;
-            s.sent = sent;
-        });
+        self.status.update(|s| s.watches = watches);
     }
 }
 
 /// `resources` in responses of at most [`MAX_RESPONSE_BYTES`] (LDS and CDS whole): always at least one,
 /// possibly empty, so a request is still answered.
-fn batches(ty: XdsType, resources: Vec<Arc<Resource>>) -> Vec<Vec<Arc<Resource>>> {
+fn batches(ty: XdsType, resources: &[Arc<Resource>]) -> Vec<&[Arc<Resource>]> {
     if ty.is_full_state() {
         return vec![resources];
     }
-    let mut out = vec![Vec::new()];
-    let mut bytes = 0;
-    for r in resources {
-        let size = r.body.value.len();
+    let mut out = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (i, r) in resources.iter().enumerate() {
+        let size = r.any().len();
         if bytes + size > MAX_RESPONSE_BYTES && bytes > 0 {
-            out.push(Vec::new());
-            bytes = 0;
+            out.push(&resources[start..i]);
+            (start, bytes) = (i, 0);
         }
         bytes += size;
-        out.last_mut().expect("never empty").push(r);
     }
+    out.push(&resources[start..]);
     out
 }
 
@@ -417,26 +489,24 @@ mod tests {
 
     #[test]
     fn large_endpoint_sets_go_out_in_bounded_batches() {
-        let half = MAX_RESPONSE_BYTES / 2;
+        // Each encoded `Any` is its value plus ~70 bytes of type URL and header.
+        let half = MAX_RESPONSE_BYTES / 2 - 100;
         let rs = vec![
             resource("a", half),
             resource("b", half),
             resource("c", 1),
             resource("d", 3 * half),
         ];
-        let sizes: Vec<Vec<String>> = batches(XdsType::Endpoint, rs.clone())
+        let sizes: Vec<Vec<String>> = batches(XdsType::Endpoint, &rs)
             .iter()
             .map(|b| b.iter().map(|r| r.name.to_string()).collect())
             .collect();
         assert_eq!(sizes, [vec!["a", "b"], vec!["c"], vec!["d"]]);
         assert_eq!(
-            batches(XdsType::Cluster, rs).len(),
+            batches(XdsType::Cluster, &rs).len(),
             1,
             "CDS is one state of the world"
         );
-        assert_eq!(
-            batches(XdsType::Endpoint, vec![]),
-            vec![Vec::<Arc<Resource>>::new()]
-        );
+        assert_eq!(batches(XdsType::Endpoint, &[]), vec![&[] as &[Arc<Resource>]]);
     }
 }

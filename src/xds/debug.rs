@@ -220,19 +220,24 @@ fn config_dump(conns: &[Arc<ConnectionStatus>], proxy_id: &str, caller: &DebugCa
     }
     let configs: Vec<Value> = conn
         .sent
+        .snapshot()
         .iter()
         .map(|(ty, held)| {
             let status = conn.watches.get(ty);
+            // What the client unsubscribed from since the last full answer is no longer its config.
+            let subscribed = |name: &str| {
+                status.is_none_or(|s| s.subscription.wildcard || s.subscription.names.contains(name))
+            };
             json!({
                 "typeUrl": ty.url(),
                 "versionSent": status.map(|s| s.version_sent.as_str()),
                 "versionAcked": status.map(|s| s.version_acked.as_str()),
-                "resources": held.values().map(|r| json!({
+                "resources": held.iter().filter(|r| subscribed(&r.name)).map(|r| json!({
                     "name": r.name,
                     "version": r.version_string(),
                     "resource": {
-                        "@type": r.body.type_url,
-                        "value": base64::engine::general_purpose::STANDARD.encode(&r.body.value),
+                        "@type": ty.url(),
+                        "value": base64::engine::general_purpose::STANDARD.encode(r.value()),
                     },
                 })).collect::<Vec<_>>(),
             })

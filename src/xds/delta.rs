@@ -11,41 +11,37 @@ use std::{
     sync::Arc,
 };
 
-use envoy_types::pb::envoy::service::discovery::v3::{
-    DeltaDiscoveryRequest, DeltaDiscoveryResponse, Resource as PbResource,
-};
+use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
 
 use super::{
     XdsType,
-    connection::{Decision, Ignored, Mode, Nack, Protocol, TypeStatus},
-    resource::{Resource, Subscription},
+    connection::{Decision, Exchange, Ignored, Mode, Nonces, Protocol, TypeStatus},
+    resource::{Resource, Subscription, intern},
     sotw::MAX_NAMES,
+    wire::{self, Frame},
 };
 
 /// Delta state of one stream.
 #[derive(Debug, Default)]
 pub(crate) struct Delta {
     watches: BTreeMap<XdsType, Watch>,
-    nonces: u64,
+    nonces: Nonces,
 }
 
 #[derive(Debug, Default)]
 struct Watch {
     sub: Subscription,
-    nonce: Option<String>,
-    nonce_acked: Option<String>,
-    /// Name → version string the client holds.
-    client_has: BTreeMap<Arc<str>, String>,
+    exchange: Exchange,
+    /// Name → version the client holds (`None`: a version meshd did not write, from
+    /// `initial_resource_versions`, which matches nothing). A `u64`, not the version string: this map
+    /// holds every resource of every type a client watches.
+    client_has: BTreeMap<Arc<str>, Option<u64>>,
     /// The next request-driven answer must be sent even if empty (first request of the type).
     must_answer: bool,
-    version_sent: String,
-    version_acked: String,
-    nack: Option<Nack>,
 }
 
 impl Protocol for Delta {
     type Request = DeltaDiscoveryRequest;
-    type Response = DeltaDiscoveryResponse;
 
     fn type_url(req: &DeltaDiscoveryRequest) -> &str {
         &req.type_url
@@ -70,7 +66,7 @@ impl Protocol for Delta {
             w.client_has = req
                 .initial_resource_versions
                 .iter()
-                .map(|(name, v)| (Arc::from(name.as_str()), v.clone()))
+                .map(|(name, v)| (intern(name), wire::parse_version_hex(v)))
                 .collect();
             w.must_answer = true;
         }
@@ -81,7 +77,7 @@ impl Protocol for Delta {
                 changed |= ty.is_full_state() && !w.sub.wildcard;
                 w.sub.wildcard |= ty.is_full_state();
             } else {
-                changed |= Arc::make_mut(&mut w.sub.names).insert(Arc::from(name.as_str()));
+                changed |= Arc::make_mut(&mut w.sub.names).insert(intern(name));
             }
         }
         for name in &req.resource_names_unsubscribe {
@@ -93,22 +89,15 @@ impl Protocol for Delta {
                 changed |= w.sub.wildcard;
             }
         }
-        let acks_latest = !req.response_nonce.is_empty() && w.nonce.as_deref() == Some(&req.response_nonce);
+        let acks_latest = !req.response_nonce.is_empty() && w.exchange.is_latest(&req.response_nonce);
         if acks_latest {
             if let Some(err) = &req.error_detail {
-                w.nack = Some(Nack {
-                    nonce: req.response_nonce.clone(),
-                    version: w.version_sent.clone(),
-                    code: err.code,
-                    message: super::connection::truncate_message(&err.message),
-                });
+                w.exchange.nacked(&req.response_nonce, err);
                 if !changed {
                     return Decision::Nack;
                 }
             } else {
-                w.nack = None;
-                w.nonce_acked = Some(req.response_nonce.clone());
-                w.version_acked.clone_from(&w.version_sent);
+                w.exchange.acked_latest(&req.response_nonce);
             }
         }
         if changed {
@@ -125,15 +114,15 @@ impl Protocol for Delta {
     fn response(
         &mut self,
         ty: XdsType,
-        resources: Vec<Arc<Resource>>,
+        resources: &[Arc<Resource>],
         version: &str,
         mode: Mode,
-    ) -> Option<DeltaDiscoveryResponse> {
+    ) -> Option<Frame> {
         let w = self.watches.get_mut(&ty)?;
-        let send: Vec<(&Arc<Resource>, String)> = resources
+        let send: Vec<&Resource> = resources
             .iter()
-            .map(|r| (r, r.version_string()))
-            .filter(|(r, version)| w.client_has.get(&r.name) != Some(version))
+            .filter(|r| w.client_has.get(&r.name) != Some(&Some(r.version)))
+            .map(|r| &**r)
             .collect();
         let mut removed = Vec::new();
         if ty.is_full_state() {
@@ -156,59 +145,42 @@ impl Protocol for Delta {
         if send.is_empty() && removed.is_empty() && !must_answer {
             return None;
         }
-        let send: Vec<PbResource> = send
-            .into_iter()
-            .map(|(r, version)| {
-                w.client_has.insert(r.name.clone(), version.clone());
-                PbResource {
-                    name: r.name.to_string(),
-                    version,
-                    resource: Some(r.body.clone()),
-                    ..Default::default()
-                }
-            })
-            .collect();
+        for r in &send {
+            w.client_has.insert(r.name.clone(), Some(r.version));
+        }
         for name in &removed {
             w.client_has.remove(name);
         }
-        self.nonces += 1;
-        let nonce = self.nonces.to_string();
-        w.nonce = Some(nonce.clone());
-        w.version_sent = version.to_owned();
-        Some(DeltaDiscoveryResponse {
-            system_version_info: version.to_owned(),
-            resources: send,
-            type_url: ty.url().to_owned(),
-            removed_resources: removed.iter().map(|n| n.to_string()).collect(),
-            nonce,
-            ..Default::default()
-        })
+        let nonce = self.nonces.next();
+        let frame = wire::delta_response(ty, version, &nonce, &send, &removed);
+        w.exchange.sent(nonce, version);
+        Some(frame)
     }
 
     fn status(&self) -> BTreeMap<XdsType, TypeStatus> {
         self.watches
             .iter()
-            .map(|(ty, w)| {
-                let status = TypeStatus {
-                    subscription: w.sub.clone(),
-                    nonce_sent: w.nonce.clone(),
-                    nonce_acked: w.nonce_acked.clone(),
-                    version_sent: w.version_sent.clone(),
-                    version_acked: w.version_acked.clone(),
-                    resources_sent: w.client_has.len(),
-                    last_nack: w.nack.clone(),
-                };
-                (*ty, status)
-            })
+            .map(|(ty, w)| (*ty, w.exchange.status(&w.sub, w.client_has.len())))
             .collect()
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use envoy_types::pb::google::rpc;
+    use envoy_types::pb::{envoy::service::discovery::v3::DeltaDiscoveryResponse, google::rpc};
 
     use super::*;
+
+    /// A response, decoded from its wire form.
+    fn respond(
+        d: &mut Delta,
+        ty: XdsType,
+        resources: Vec<Arc<Resource>>,
+        version: &str,
+        mode: Mode,
+    ) -> Option<DeltaDiscoveryResponse> {
+        d.response(ty, &resources, version, mode).map(|f| f.decode())
+    }
 
     const CDS: XdsType = XdsType::Cluster;
     const EDS: XdsType = XdsType::Endpoint;
@@ -238,23 +210,19 @@ mod tests {
     fn wildcard_first_request_gets_everything_even_if_empty() {
         let mut d = Delta::default();
         assert_eq!(d.on_request(CDS, &req(CDS, &[], &[], "")), Decision::Respond);
-        let r = d
-            .response(CDS, vec![], "1", Mode::Requested)
-            .expect("first answer even when empty");
+        let r = respond(&mut d, CDS, vec![], "1", Mode::Requested).expect("first answer even when empty");
         assert!(r.resources.is_empty());
-        let r = d
-            .response(CDS, vec![res("a", 1)], "2", Mode::Pushed)
-            .expect("new cluster");
+        let r = respond(&mut d, CDS, vec![res("a", 1)], "2", Mode::Pushed).expect("new cluster");
         assert_eq!(names(&r), (vec!["a"], vec![]));
         assert_eq!(
             d.on_request(CDS, &req(CDS, &[], &[], &r.nonce)),
             Decision::Ignore(Ignored::Ack)
         );
         assert!(
-            d.response(CDS, vec![res("a", 1)], "3", Mode::Pushed).is_none(),
+            respond(&mut d, CDS, vec![res("a", 1)], "3", Mode::Pushed).is_none(),
             "unchanged"
         );
-        let r = d.response(CDS, vec![], "4", Mode::Pushed).expect("deletion");
+        let r = respond(&mut d, CDS, vec![], "4", Mode::Pushed).expect("deletion");
         assert_eq!(names(&r), (vec![], vec!["a"]));
     }
 
@@ -268,9 +236,7 @@ mod tests {
         ]
         .into();
         assert_eq!(d.on_request(CDS, &r), Decision::Respond);
-        let resp = d
-            .response(CDS, vec![res("a", 1), res("b", 1)], "1", Mode::Requested)
-            .unwrap();
+        let resp = respond(&mut d, CDS, vec![res("a", 1), res("b", 1)], "1", Mode::Requested).unwrap();
         assert_eq!(names(&resp), (vec!["b"], vec!["gone"]));
     }
 
@@ -279,16 +245,14 @@ mod tests {
         let mut d = Delta::default();
         d.on_request(EDS, &req(EDS, &["a"], &[], ""));
         assert!(!d.subscription(EDS).unwrap().wildcard);
-        let r = d.response(EDS, vec![res("a", 1)], "1", Mode::Requested).unwrap();
+        let r = respond(&mut d, EDS, vec![res("a", 1)], "1", Mode::Requested).unwrap();
         // A stale nonce still changes the subscription.
         assert_eq!(
             d.on_request(EDS, &req(EDS, &["b"], &[], "stale")),
             Decision::Respond
         );
         assert_eq!(d.subscription(EDS).unwrap().names.len(), 2);
-        let r2 = d
-            .response(EDS, vec![res("a", 1), res("b", 1)], "1", Mode::Requested)
-            .unwrap();
+        let r2 = respond(&mut d, EDS, vec![res("a", 1), res("b", 1)], "1", Mode::Requested).unwrap();
         assert_eq!(names(&r2), (vec!["b"], vec![]), "a is unchanged, so not resent");
         assert_ne!(r.nonce, r2.nonce);
         assert_eq!(
@@ -302,19 +266,19 @@ mod tests {
     fn eds_never_gets_removed_resources() {
         let mut d = Delta::default();
         d.on_request(EDS, &req(EDS, &["a", "missing"], &[], ""));
-        let r = d.response(EDS, vec![res("a", 1)], "1", Mode::Requested).unwrap();
+        let r = respond(&mut d, EDS, vec![res("a", 1)], "1", Mode::Requested).unwrap();
         assert_eq!(names(&r), (vec!["a"], vec![]));
-        assert!(d.response(EDS, vec![], "2", Mode::Pushed).is_none());
+        assert!(respond(&mut d, EDS, vec![], "2", Mode::Pushed).is_none());
     }
 
     #[test]
     fn named_cds_that_does_not_exist_is_reported_removed() {
         let mut d = Delta::default();
         d.on_request(CDS, &req(CDS, &["nope"], &[], ""));
-        let r = d.response(CDS, vec![], "1", Mode::Requested).unwrap();
+        let r = respond(&mut d, CDS, vec![], "1", Mode::Requested).unwrap();
         assert_eq!(names(&r), (vec![], vec!["nope"]));
         // Appears later: pushed without a new request.
-        let r = d.response(CDS, vec![res("nope", 1)], "2", Mode::Pushed).unwrap();
+        let r = respond(&mut d, CDS, vec![res("nope", 1)], "2", Mode::Pushed).unwrap();
         assert_eq!(names(&r), (vec!["nope"], vec![]));
     }
 
@@ -322,12 +286,12 @@ mod tests {
     fn wildcard_plus_name_unsubscribing_the_name_resends_it() {
         let mut d = Delta::default();
         d.on_request(CDS, &req(CDS, &["*", "a"], &[], ""));
-        let r = d.response(CDS, vec![res("a", 1)], "1", Mode::Requested).unwrap();
+        let r = respond(&mut d, CDS, vec![res("a", 1)], "1", Mode::Requested).unwrap();
         assert_eq!(
             d.on_request(CDS, &req(CDS, &[], &["a"], &r.nonce)),
             Decision::Respond
         );
-        let r = d.response(CDS, vec![res("a", 1)], "1", Mode::Requested).unwrap();
+        let r = respond(&mut d, CDS, vec![res("a", 1)], "1", Mode::Requested).unwrap();
         assert_eq!(names(&r), (vec!["a"], vec![]));
     }
 
@@ -335,7 +299,7 @@ mod tests {
     fn nack_recorded_without_answer() {
         let mut d = Delta::default();
         d.on_request(CDS, &req(CDS, &[], &[], ""));
-        let r = d.response(CDS, vec![res("a", 1)], "1", Mode::Requested).unwrap();
+        let r = respond(&mut d, CDS, vec![res("a", 1)], "1", Mode::Requested).unwrap();
         let mut n = req(CDS, &[], &[], &r.nonce);
         n.error_detail = Some(rpc::Status {
             code: 14,
@@ -344,6 +308,6 @@ mod tests {
         });
         assert_eq!(d.on_request(CDS, &n), Decision::Nack);
         assert_eq!(d.status()[&CDS].last_nack.as_ref().unwrap().code, 14);
-        assert!(d.response(CDS, vec![res("a", 1)], "2", Mode::Pushed).is_none());
+        assert!(respond(&mut d, CDS, vec![res("a", 1)], "2", Mode::Pushed).is_none());
     }
 }

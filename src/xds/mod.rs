@@ -23,6 +23,7 @@ pub mod server;
 pub mod snapshot;
 mod sotw;
 pub mod status;
+mod wire;
 
 use std::fmt;
 
@@ -129,6 +130,16 @@ pub enum Error {
     /// A request could not be read from the stream.
     #[error("reading the request stream: {0}")]
     Receive(#[source] tonic::Status),
+    /// A response would exceed the configured cap (`XdsLimits::max_response_bytes`).
+    #[error("the {ty} response is {bytes} bytes, over the {limit} byte limit")]
+    ResponseTooLarge {
+        /// The resource type.
+        ty: XdsType,
+        /// Encoded size.
+        bytes: usize,
+        /// The cap.
+        limit: usize,
+    },
     /// meshd is shutting down.
     #[error("meshd is shutting down")]
     ShuttingDown,
@@ -143,6 +154,7 @@ impl From<Error> for tonic::Status {
             Error::RateLimited => tonic::Status::resource_exhausted(msg),
             Error::IdentityMismatch { .. } => tonic::Status::permission_denied(msg),
             Error::Receive(status) => status,
+            Error::ResponseTooLarge { .. } => tonic::Status::out_of_range(msg),
         }
     }
 }

@@ -1,12 +1,14 @@
 //! An encoded xDS resource and the subscription it answers; shared by both protocol state machines.
 
 use std::{
-    collections::BTreeSet,
+    collections::{BTreeSet, HashSet},
     hash::{DefaultHasher, Hasher},
-    sync::Arc,
+    sync::{Arc, LazyLock},
 };
 
-use envoy_types::pb::google::protobuf::Any;
+use bytes::{BufMut, Bytes};
+use parking_lot::Mutex;
+use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint, key_len};
 
 use super::XdsType;
 
@@ -17,29 +19,54 @@ pub struct Resource {
     pub name: Arc<str>,
     /// A content hash: equal versions mean byte-identical config, so a stream can skip a resend.
     pub version: u64,
-    /// The encoded message.
-    pub body: Any,
+    /// The encoded `google.protobuf.Any`, exactly as it goes on the wire: responses reference these
+    /// bytes instead of copying them (see `wire`).
+    any: Bytes,
+    /// Where the message itself starts in `any`.
+    value_at: usize,
 }
 
 impl Resource {
     /// Encodes `msg`; its version is a hash of the bytes. Only for messages whose encoding is
     /// deterministic (no protobuf map with more than one entry: prost encodes maps in `HashMap` order).
     pub fn encode(ty: XdsType, name: Arc<str>, msg: &impl prost::Message) -> Self {
-        let value = msg.encode_to_vec();
-        let version = hash_bytes(&value);
-        Self::with_version(ty, name, value, version)
+        let mut r = Self::encode_with_version(ty, name, msg, 0);
+        r.version = hash_bytes(r.value());
+        r
     }
 
-    /// A resource whose version the generator computed from its (deterministic) inputs.
-    pub fn with_version(ty: XdsType, name: Arc<str>, value: Vec<u8>, version: u64) -> Self {
+    /// Encodes `msg` with a version the generator computed from its (deterministic) inputs.
+    pub fn encode_with_version(ty: XdsType, name: Arc<str>, msg: &impl prost::Message, version: u64) -> Self {
+        let (mut buf, value_at) = any_header(ty, msg.encoded_len());
+        msg.encode_raw(&mut buf);
         Self {
             name,
             version,
-            body: Any {
-                type_url: ty.url().to_owned(),
-                value,
-            },
+            any: buf.into(),
+            value_at,
         }
+    }
+
+    /// A resource from already-encoded message bytes.
+    pub fn with_version(ty: XdsType, name: Arc<str>, value: Vec<u8>, version: u64) -> Self {
+        let (mut buf, value_at) = any_header(ty, value.len());
+        buf.put_slice(&value);
+        Self {
+            name,
+            version,
+            any: buf.into(),
+            value_at,
+        }
+    }
+
+    /// The encoded message (`Any.value`).
+    pub fn value(&self) -> &[u8] {
+        &self.any[self.value_at..]
+    }
+
+    /// The encoded `Any` wrapping it.
+    pub fn any(&self) -> &Bytes {
+        &self.any
     }
 
     /// The version as sent in delta `Resource.version` and compared with `initial_resource_versions`.
@@ -48,11 +75,58 @@ impl Resource {
     }
 }
 
+/// A buffer sized for an `Any` of `ty` holding `len` bytes, with everything before the value written;
+/// and where the value starts.
+fn any_header(ty: XdsType, len: usize) -> (Vec<u8>, usize) {
+    let url = ty.url();
+    let header = key_len(1) + encoded_len_varint(url.len() as u64) + url.len() + key_len(2);
+    let header = header + encoded_len_varint(len as u64);
+    let mut buf = Vec::with_capacity(header + len);
+    encode_key(1, WireType::LengthDelimited, &mut buf);
+    encode_varint(url.len() as u64, &mut buf);
+    buf.put_slice(url.as_bytes());
+    encode_key(2, WireType::LengthDelimited, &mut buf);
+    encode_varint(len as u64, &mut buf);
+    (buf, header)
+}
+
 /// A stable 64-bit hash (SipHash with fixed keys): the same input gives the same version across runs.
 pub(crate) fn hash_bytes(bytes: &[u8]) -> u64 {
     let mut h = DefaultHasher::new();
     h.write(bytes);
     h.finish()
+}
+
+/// Resource names as clients send them, shared by every stream that names them: 1,000 sidecars watching
+/// the same 1,000 clusters hold one copy of each name (and so do the cache keys and resources built
+/// for them), not 1,000.
+pub(crate) fn intern(name: &str) -> Arc<str> {
+    static NAMES: LazyLock<Mutex<Interned>> = LazyLock::new(Mutex::default);
+    NAMES.lock().intern(name)
+}
+
+#[derive(Default)]
+struct Interned {
+    names: HashSet<Arc<str>, foldhash::fast::RandomState>,
+    /// Size after the last sweep.
+    live: usize,
+}
+
+impl Interned {
+    /// Names no one holds any more are swept whenever the set has doubled since the last sweep
+    /// (amortised O(1)), so names a client made up cost memory only while some stream holds them.
+    fn intern(&mut self, name: &str) -> Arc<str> {
+        if let Some(n) = self.names.get(name) {
+            return n.clone();
+        }
+        if self.names.len() >= 2 * self.live.max(1024) {
+            self.names.retain(|n| Arc::strong_count(n) > 1);
+            self.live = self.names.len();
+        }
+        let n: Arc<str> = Arc::from(name);
+        self.names.insert(n.clone());
+        n
+    }
 }
 
 /// What a stream subscribed to for one type.
@@ -72,5 +146,49 @@ impl Subscription {
     /// Whether nothing at all is subscribed.
     pub fn is_empty(&self) -> bool {
         !self.wildcard && self.names.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn interned_names_are_shared_and_swept_when_unused() {
+        let mut i = Interned::default();
+        let a = i.intern("a");
+        assert!(Arc::ptr_eq(&a, &i.intern("a")));
+        // 2,048 names (the first sweep is at 2 × 1,024), all but `a` dropped at once.
+        for n in 1..2048 {
+            i.intern(&n.to_string());
+        }
+        i.intern("trigger");
+        assert_eq!(
+            i.names.len(),
+            2,
+            "only the held name and the new one survive a sweep"
+        );
+        assert!(Arc::ptr_eq(&a, &i.intern("a")));
+    }
+
+    use envoy_types::pb::{envoy::config::cluster::v3::Cluster, google::protobuf::Any};
+    use prost::Message;
+
+    use super::*;
+
+    #[test]
+    fn any_is_what_prost_encodes() {
+        let c = Cluster {
+            name: "x".repeat(300),
+            ..Default::default()
+        };
+        let r = Resource::encode(XdsType::Cluster, "x".into(), &c);
+        let any = Any {
+            type_url: XdsType::Cluster.url().into(),
+            value: c.encode_to_vec(),
+        };
+        assert_eq!(&r.any()[..], &any.encode_to_vec()[..]);
+        assert_eq!(r.value(), &any.value[..]);
+        assert_eq!(r.version, hash_bytes(&any.value));
+        let raw = Resource::with_version(XdsType::Cluster, "x".into(), any.value.clone(), 5);
+        assert_eq!((raw.any(), raw.version), (r.any(), 5));
     }
 }

@@ -9,12 +9,13 @@ use std::{
     sync::Arc,
 };
 
-use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
+use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
 
 use super::{
     XdsType,
-    connection::{Decision, Ignored, Mode, Nack, Protocol, TypeStatus},
-    resource::{Resource, Subscription},
+    connection::{Decision, Exchange, Ignored, Mode, Nonces, Protocol, TypeStatus},
+    resource::{Resource, Subscription, intern},
+    wire::{self, Frame},
 };
 
 /// Most resource names one request may subscribe to; more is a client bug or an attack.
@@ -24,7 +25,7 @@ pub(crate) const MAX_NAMES: usize = 100_000;
 #[derive(Debug, Default)]
 pub(crate) struct Sotw {
     watches: BTreeMap<XdsType, Watch>,
-    nonces: u64,
+    nonces: Nonces,
 }
 
 #[derive(Debug, Default)]
@@ -33,18 +34,13 @@ struct Watch {
     /// The legacy wildcard rule: an empty name list means wildcard only until the client has named
     /// something; afterwards it means "unsubscribe from everything".
     ever_named: bool,
-    nonce: Option<String>,
-    nonce_acked: Option<String>,
-    version_sent: String,
-    version_acked: String,
+    exchange: Exchange,
     /// Name → version of what the client was last sent.
     sent: BTreeMap<Arc<str>, u64>,
-    nack: Option<Nack>,
 }
 
 impl Protocol for Sotw {
     type Request = DiscoveryRequest;
-    type Response = DiscoveryResponse;
 
     fn type_url(req: &DiscoveryRequest) -> &str {
         &req.type_url
@@ -72,22 +68,15 @@ impl Protocol for Sotw {
             w.set_names(ty, &req.resource_names);
             return Decision::Respond;
         }
-        if w.nonce.as_deref() != Some(nonce.as_str()) {
+        if !w.exchange.is_latest(nonce) {
             return Decision::Ignore(Ignored::StaleNonce);
         }
         if let Some(err) = &req.error_detail {
-            w.nack = Some(Nack {
-                nonce: nonce.clone(),
-                version: w.version_sent.clone(),
-                code: err.code,
-                message: super::connection::truncate_message(&err.message),
-            });
-            w.version_acked.clone_from(&req.version_info);
+            w.exchange.nacked(nonce, err);
+            w.exchange.set_version_acked(&req.version_info);
             return Decision::Nack;
         }
-        w.version_acked.clone_from(&req.version_info);
-        w.nonce_acked = Some(nonce.clone());
-        w.nack = None;
+        w.exchange.acked(nonce, &req.version_info);
         let before = w.sub.clone();
         w.set_names(ty, &req.resource_names);
         let added = if w.sub.wildcard {
@@ -109,27 +98,28 @@ impl Protocol for Sotw {
     fn response(
         &mut self,
         ty: XdsType,
-        resources: Vec<Arc<Resource>>,
+        resources: &[Arc<Resource>],
         version: &str,
         mode: Mode,
-    ) -> Option<DiscoveryResponse> {
+    ) -> Option<Frame> {
         let w = self.watches.get_mut(&ty)?;
         let current: BTreeMap<Arc<str>, u64> =
             resources.iter().map(|r| (r.name.clone(), r.version)).collect();
-        let send: Vec<&Arc<Resource>> = match mode {
-            Mode::Requested => resources.iter().collect(),
+        let send: Vec<&Resource> = match mode {
+            Mode::Requested => resources.iter().map(|r| &**r).collect(),
             // LDS/CDS: the whole set, when anything in it changed (including a deletion).
             Mode::Pushed if ty.is_full_state() => {
                 if current == w.sent {
                     return None;
                 }
-                resources.iter().collect()
+                resources.iter().map(|r| &**r).collect()
             }
             // EDS/RDS: only what changed; a vanished child is deleted through its parent.
             Mode::Pushed => {
                 let changed: Vec<_> = resources
                     .iter()
                     .filter(|r| w.sent.get(&r.name) != Some(&r.version))
+                    .map(|r| &**r)
                     .collect();
                 if changed.is_empty() {
                     return None;
@@ -144,41 +134,23 @@ impl Protocol for Sotw {
             w.sent
                 .retain(|name, _| w.sub.names.contains(name) || w.sub.wildcard);
         }
-        self.nonces += 1;
-        let nonce = self.nonces.to_string();
-        w.nonce = Some(nonce.clone());
-        w.version_sent = version.to_owned();
-        Some(DiscoveryResponse {
-            version_info: version.to_owned(),
-            resources: send.into_iter().map(|r| r.body.clone()).collect(),
-            type_url: ty.url().to_owned(),
-            nonce,
-            ..Default::default()
-        })
+        let nonce = self.nonces.next();
+        let frame = wire::sotw_response(ty, version, &nonce, &send);
+        w.exchange.sent(nonce, version);
+        Some(frame)
     }
 
     fn status(&self) -> BTreeMap<XdsType, TypeStatus> {
         self.watches
             .iter()
-            .map(|(ty, w)| {
-                let status = TypeStatus {
-                    subscription: w.sub.clone(),
-                    nonce_sent: w.nonce.clone(),
-                    nonce_acked: w.nonce_acked.clone(),
-                    version_sent: w.version_sent.clone(),
-                    version_acked: w.version_acked.clone(),
-                    resources_sent: w.sent.len(),
-                    last_nack: w.nack.clone(),
-                };
-                (*ty, status)
-            })
+            .map(|(ty, w)| (*ty, w.exchange.status(&w.sub, w.sent.len())))
             .collect()
     }
 }
 
 impl Watch {
     fn set_names(&mut self, ty: XdsType, names: &[String]) {
-        let mut set: BTreeSet<Arc<str>> = names.iter().map(|n| Arc::from(n.as_str())).collect();
+        let mut set: BTreeSet<Arc<str>> = names.iter().map(|n| intern(n)).collect();
         let star = set.remove(Subscription::WILDCARD);
         let legacy_wildcard = names.is_empty() && !self.ever_named && ty.is_full_state();
         self.ever_named |= !names.is_empty();
@@ -191,9 +163,20 @@ impl Watch {
 
 #[cfg(test)]
 mod tests {
-    use envoy_types::pb::google::rpc;
+    use envoy_types::pb::{envoy::service::discovery::v3::DiscoveryResponse, google::rpc};
 
     use super::*;
+
+    /// A response, decoded from its wire form.
+    fn respond(
+        s: &mut Sotw,
+        ty: XdsType,
+        resources: Vec<Arc<Resource>>,
+        version: &str,
+        mode: Mode,
+    ) -> Option<DiscoveryResponse> {
+        s.response(ty, &resources, version, mode).map(|f| f.decode())
+    }
 
     fn res(name: &str, version: u64) -> Arc<Resource> {
         Arc::new(Resource::with_version(
@@ -232,9 +215,7 @@ mod tests {
     fn initial_request_then_ack_is_quiet() {
         let mut s = Sotw::default();
         assert_eq!(s.on_request(CDS, &req(CDS, &["a"], "", "")), Decision::Respond);
-        let r = s
-            .response(CDS, vec![res("a", 1)], "v1", Mode::Requested)
-            .expect("responds");
+        let r = respond(&mut s, CDS, vec![res("a", 1)], "v1", Mode::Requested).expect("responds");
         assert_eq!(
             (r.version_info.as_str(), r.nonce.as_str(), r.resources.len()),
             ("v1", "1", 1)
@@ -244,15 +225,15 @@ mod tests {
             Decision::Ignore(Ignored::Ack)
         );
         // Nothing changed: a push is not answered.
-        assert!(s.response(CDS, vec![res("a", 1)], "v2", Mode::Pushed).is_none());
+        assert!(respond(&mut s, CDS, vec![res("a", 1)], "v2", Mode::Pushed).is_none());
     }
 
     #[test]
     fn stale_nonce_is_ignored_and_nonces_are_unique() {
         let mut s = Sotw::default();
         s.on_request(CDS, &req(CDS, &["a"], "", ""));
-        let r1 = s.response(CDS, vec![res("a", 1)], "v1", Mode::Requested).unwrap();
-        let r2 = s.response(CDS, vec![res("a", 2)], "v2", Mode::Pushed).unwrap();
+        let r1 = respond(&mut s, CDS, vec![res("a", 1)], "v1", Mode::Requested).unwrap();
+        let r2 = respond(&mut s, CDS, vec![res("a", 2)], "v2", Mode::Pushed).unwrap();
         assert_ne!(r1.nonce, r2.nonce);
         // The client ACKs the first response after the second was sent: stale, even if it adds a name.
         assert_eq!(
@@ -269,7 +250,7 @@ mod tests {
     fn nack_is_recorded_and_not_answered() {
         let mut s = Sotw::default();
         s.on_request(CDS, &req(CDS, &["a"], "", ""));
-        let r = s.response(CDS, vec![res("a", 1)], "v1", Mode::Requested).unwrap();
+        let r = respond(&mut s, CDS, vec![res("a", 1)], "v1", Mode::Requested).unwrap();
         assert_eq!(s.on_request(CDS, &nack(CDS, &r.nonce)), Decision::Nack);
         let st = &s.status()[&CDS];
         let n = st.last_nack.as_ref().expect("recorded");
@@ -278,8 +259,8 @@ mod tests {
             (3, "bad cluster", "v1")
         );
         // The same config is not pushed again; only a real change is.
-        assert!(s.response(CDS, vec![res("a", 1)], "v2", Mode::Pushed).is_none());
-        assert!(s.response(CDS, vec![res("a", 3)], "v3", Mode::Pushed).is_some());
+        assert!(respond(&mut s, CDS, vec![res("a", 1)], "v2", Mode::Pushed).is_none());
+        assert!(respond(&mut s, CDS, vec![res("a", 3)], "v3", Mode::Pushed).is_some());
         assert!(
             s.status()[&CDS].last_nack.is_some(),
             "a NACK stays visible until the next ACK"
@@ -292,7 +273,7 @@ mod tests {
         // The spec's 4 steps: unset → wildcard; {*, a}; {a}; unset = unsubscribe all.
         s.on_request(CDS, &req(CDS, &[], "", ""));
         assert!(s.subscription(CDS).unwrap().wildcard);
-        let r = s.response(CDS, vec![res("a", 1)], "v1", Mode::Requested).unwrap();
+        let r = respond(&mut s, CDS, vec![res("a", 1)], "v1", Mode::Requested).unwrap();
         s.on_request(CDS, &req(CDS, &["*", "a"], "v1", &r.nonce));
         let sub = s.subscription(CDS).unwrap();
         assert!(sub.wildcard && sub.names.contains("a"));
@@ -315,19 +296,13 @@ mod tests {
     fn full_state_push_omits_deleted_and_eds_push_sends_only_changes() {
         let mut s = Sotw::default();
         s.on_request(CDS, &req(CDS, &[], "", ""));
-        s.response(CDS, vec![res("a", 1), res("b", 1)], "v1", Mode::Requested)
-            .unwrap();
-        let r = s
-            .response(CDS, vec![res("a", 1)], "v2", Mode::Pushed)
-            .expect("deletion is a change");
+        respond(&mut s, CDS, vec![res("a", 1), res("b", 1)], "v1", Mode::Requested).unwrap();
+        let r = respond(&mut s, CDS, vec![res("a", 1)], "v2", Mode::Pushed).expect("deletion is a change");
         assert_eq!(r.resources.len(), 1);
 
         s.on_request(EDS, &req(EDS, &["a", "b"], "", ""));
-        s.response(EDS, vec![res("a", 1), res("b", 1)], "v1", Mode::Requested)
-            .unwrap();
-        let r = s
-            .response(EDS, vec![res("a", 2), res("b", 1)], "v2", Mode::Pushed)
-            .unwrap();
+        respond(&mut s, EDS, vec![res("a", 1), res("b", 1)], "v1", Mode::Requested).unwrap();
+        let r = respond(&mut s, EDS, vec![res("a", 2), res("b", 1)], "v2", Mode::Pushed).unwrap();
         assert_eq!(r.resources.len(), 1, "only the changed assignment");
     }
 
@@ -335,14 +310,12 @@ mod tests {
     fn adding_names_responds_and_removing_does_not() {
         let mut s = Sotw::default();
         s.on_request(EDS, &req(EDS, &["a"], "", ""));
-        let r = s.response(EDS, vec![res("a", 1)], "v1", Mode::Requested).unwrap();
+        let r = respond(&mut s, EDS, vec![res("a", 1)], "v1", Mode::Requested).unwrap();
         assert_eq!(
             s.on_request(EDS, &req(EDS, &["a", "b"], "v1", &r.nonce)),
             Decision::Respond
         );
-        let r = s
-            .response(EDS, vec![res("a", 1), res("b", 1)], "v1", Mode::Requested)
-            .unwrap();
+        let r = respond(&mut s, EDS, vec![res("a", 1), res("b", 1)], "v1", Mode::Requested).unwrap();
         assert_eq!(
             s.on_request(EDS, &req(EDS, &["b"], "v1", &r.nonce)),
             Decision::Ignore(Ignored::Ack)

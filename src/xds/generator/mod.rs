@@ -252,12 +252,7 @@ impl Context<'_> {
                 }
                 let a = eds::assignment(name.clone(), port, eps.iter().map(|e| &**e), self.duplicates());
                 let version = a.version();
-                Some(Resource::with_version(
-                    ty,
-                    name,
-                    prost::Message::encode_to_vec(&a.to_proto()),
-                    version,
-                ))
+                Some(Resource::encode_with_version(ty, name, &a.to_proto(), version))
             }
             XdsType::Listener => {
                 let listener = match self.proxy.kind {

@@ -1,0 +1,355 @@
+//! ADS responses written straight from the shared encoded resources.
+//!
+//! Owns: the protobuf layout of `DiscoveryResponse` and `DeltaDiscoveryResponse` as gRPC messages whose
+//! resources are the cache's own `Bytes` (a [`Frame`]), and the HTTP body that streams them. A response
+//! to 1,000 sidecars thus costs 1,000 small headers, not 1,000 copies of every resource, and a stream
+//! keeps no encode buffer between responses (tonic's grows to the largest response and stays).
+//! Does NOT: decide what goes in a response (the protocol state machines do).
+
+use std::{
+    pin::Pin,
+    task::{Context, Poll, ready},
+};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use http::HeaderMap;
+use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint, key_len};
+use tokio::sync::mpsc;
+use tonic::Status;
+
+use super::{Resource, XdsType};
+
+/// Shared parts smaller than this are copied next to their field header instead of going out as
+/// their own HTTP/2 DATA frame (9 bytes of framing each, and a poll of the body).
+const COPY_BELOW: usize = 1024;
+
+/// gRPC message prefix: compression flag and big-endian length.
+const PREFIX: usize = 5;
+
+/// One length-prefixed gRPC message, as a chain of buffers: small copied headers interleaved with the
+/// shared encoded resources.
+#[derive(Debug, Default)]
+pub(crate) struct Frame {
+    parts: Vec<Bytes>,
+    /// Protobuf length (without the gRPC prefix).
+    len: usize,
+}
+
+impl Frame {
+    /// Encoded protobuf length of the message.
+    pub(crate) fn message_len(&self) -> usize {
+        self.len
+    }
+
+    /// Decodes the message back (tests check the wire layout against prost's).
+    #[cfg(test)]
+    pub(crate) fn decode<M: prost::Message + Default>(&self) -> M {
+        let bytes: Vec<u8> = self.parts.iter().flat_map(|p| p.iter().copied()).collect();
+        assert_eq!(bytes[0], 0, "uncompressed");
+        let len = u32::from_be_bytes([bytes[1], bytes[2], bytes[3], bytes[4]]) as usize;
+        assert_eq!((len, bytes.len()), (self.len, self.len + PREFIX), "prefix length");
+        M::decode(&bytes[PREFIX..]).expect("valid protobuf")
+    }
+}
+
+/// A `DiscoveryResponse` (SotW) carrying `resources`.
+pub(crate) fn sotw_response(ty: XdsType, version: &str, nonce: &str, resources: &[&Resource]) -> Frame {
+    let len = string_len(1, version)
+        + resources
+            .iter()
+            .map(|r| nested_len(2, r.any().len()))
+            .sum::<usize>()
+        + string_len(4, ty.url())
+        + string_len(5, nonce);
+    // Every small field before the shared bytes (protobuf fields may come in any order), so a one-resource
+    // push is two HTTP/2 DATA frames, not three.
+    let mut w = Writer::new(len);
+    w.string(1, version);
+    w.string(4, ty.url());
+    w.string(5, nonce);
+    for r in resources {
+        w.nested(2, r.any().len());
+        w.shared(r.any());
+    }
+    w.finish()
+}
+
+/// A `DeltaDiscoveryResponse` carrying `resources` (each with its version) and `removed` names.
+pub(crate) fn delta_response(
+    ty: XdsType,
+    version: &str,
+    nonce: &str,
+    resources: &[&Resource],
+    removed: &[impl AsRef<str>],
+) -> Frame {
+    // `discovery.v3.Resource`: version = 1, resource = 2, name = 3.
+    let inner =
+        |r: &Resource| nested_len(1, VERSION_LEN) + nested_len(2, r.any().len()) + string_len(3, &r.name);
+    let len = string_len(1, version)
+        + resources.iter().map(|r| nested_len(2, inner(r))).sum::<usize>()
+        + string_len(4, ty.url())
+        + string_len(5, nonce)
+        + removed
+            .iter()
+            .map(|n| nested_len(6, n.as_ref().len()))
+            .sum::<usize>();
+    // Small fields first, as in `sotw_response`; in each `Resource`, the name before the shared bytes.
+    let mut w = Writer::new(len);
+    w.string(1, version);
+    w.string(4, ty.url());
+    w.string(5, nonce);
+    for r in resources {
+        w.nested(2, inner(r));
+        w.nested(1, VERSION_LEN);
+        w.buf.put_slice(&version_hex(r.version));
+        w.string(3, &r.name);
+        w.nested(2, r.any().len());
+        w.shared(r.any());
+    }
+    for name in removed {
+        // Repeated strings are written even when empty.
+        w.nested(6, name.as_ref().len());
+        w.buf.put_slice(name.as_ref().as_bytes());
+    }
+    w.finish()
+}
+
+/// Length of a resource version as sent in delta `Resource.version`.
+const VERSION_LEN: usize = 16;
+
+/// A resource version as sent in delta `Resource.version`: 16 lowercase hex digits (no allocation:
+/// it is written for every resource of every delta response).
+pub(crate) fn version_hex(version: u64) -> [u8; VERSION_LEN] {
+    let mut out = [0; VERSION_LEN];
+    for (i, digit) in out.iter_mut().enumerate() {
+        *digit = b"0123456789abcdef"[((version >> (60 - 4 * i)) & 0xf) as usize];
+    }
+    out
+}
+
+/// Parses what [`version_hex`] wrote (a client's `initial_resource_versions`); `None` for anything
+/// else, which then matches no resource.
+pub(crate) fn parse_version_hex(s: &str) -> Option<u64> {
+    let canonical = s.len() == VERSION_LEN && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    canonical.then(|| u64::from_str_radix(s, 16).ok()).flatten()
+}
+
+/// Length of a length-delimited field of `len` bytes.
+fn nested_len(tag: u32, len: usize) -> usize {
+    key_len(tag) + encoded_len_varint(len as u64) + len
+}
+
+/// Length of a singular proto3 string field (omitted when empty, as prost does).
+fn string_len(tag: u32, s: &str) -> usize {
+    if s.is_empty() { 0 } else { nested_len(tag, s.len()) }
+}
+
+/// Writes one message: small pieces into a buffer, large shared ones as their own parts.
+struct Writer {
+    parts: Vec<Bytes>,
+    buf: BytesMut,
+    len: usize,
+}
+
+impl Writer {
+    fn new(len: usize) -> Self {
+        let mut buf = BytesMut::with_capacity(PREFIX + 64);
+        buf.put_u8(0);
+        // Larger than 4 GiB cannot happen: the caller's response cap (64 MiB) applies first, and a
+        // saturated length is rejected by any client as a protocol error rather than misread.
+        buf.put_u32(u32::try_from(len).unwrap_or(u32::MAX));
+        Self {
+            parts: Vec::new(),
+            buf,
+            len,
+        }
+    }
+
+    fn nested(&mut self, tag: u32, len: usize) {
+        encode_key(tag, WireType::LengthDelimited, &mut self.buf);
+        encode_varint(len as u64, &mut self.buf);
+    }
+
+    fn string(&mut self, tag: u32, s: &str) {
+        if !s.is_empty() {
+            self.nested(tag, s.len());
+            self.buf.put_slice(s.as_bytes());
+        }
+    }
+
+    fn shared(&mut self, bytes: &Bytes) {
+        if bytes.len() < COPY_BELOW {
+            self.buf.put_slice(bytes);
+        } else {
+            self.flush();
+            self.parts.push(bytes.clone());
+        }
+    }
+
+    fn flush(&mut self) {
+        if !self.buf.is_empty() {
+            self.parts.push(self.buf.split().freeze());
+        }
+    }
+
+    fn finish(mut self) -> Frame {
+        self.flush();
+        Frame {
+            parts: self.parts,
+            len: self.len,
+        }
+    }
+}
+
+/// The response body of one ADS stream: the frames its task sends, then the final status as trailers.
+pub(crate) struct ResponseBody {
+    frames: mpsc::Receiver<Result<Frame, Status>>,
+    current: std::vec::IntoIter<Bytes>,
+    done: bool,
+}
+
+impl ResponseBody {
+    pub(crate) fn new(frames: mpsc::Receiver<Result<Frame, Status>>) -> Self {
+        Self {
+            frames,
+            current: Vec::new().into_iter(),
+            done: false,
+        }
+    }
+}
+
+impl http_body::Body for ResponseBody {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        let this = self.get_mut();
+        loop {
+            if let Some(part) = this.current.next() {
+                return Poll::Ready(Some(Ok(http_body::Frame::data(part))));
+            }
+            if this.done {
+                return Poll::Ready(None);
+            }
+            let status = match ready!(this.frames.poll_recv(cx)) {
+                Some(Ok(frame)) => {
+                    this.current = frame.parts.into_iter();
+                    continue;
+                }
+                Some(Err(status)) => status,
+                // The stream task ended without an error: the client went away or closed its side.
+                None => Status::ok(""),
+            };
+            this.done = true;
+            return Poll::Ready(Some(Ok(http_body::Frame::trailers(trailers(&status)))));
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.done && self.current.len() == 0
+    }
+}
+
+/// `grpc-status` / `grpc-message` for `status` (an unencodable status becomes `INTERNAL`).
+fn trailers(status: &Status) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    if let Err(e) = status.add_header(&mut headers) {
+        headers.clear();
+        headers.insert(Status::GRPC_STATUS, (tonic::Code::Internal as i32).into());
+        tracing::warn!(error = %e, "final stream status could not be encoded");
+    }
+    headers
+}
+
+#[cfg(test)]
+mod tests {
+    use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryResponse, DiscoveryResponse};
+    use http_body_util::BodyExt;
+
+    use super::*;
+
+    fn res(name: &str, size: usize, version: u64) -> Resource {
+        Resource::with_version(XdsType::Endpoint, name.into(), vec![7; size], version)
+    }
+
+    #[test]
+    fn sotw_layout_is_protobuf_and_shares_large_resources() {
+        let (small, large) = (res("a", 10, 1), res("b", 5000, 2));
+        let f = sotw_response(XdsType::Endpoint, "v1", "3", &[&small, &large]);
+        let r: DiscoveryResponse = f.decode();
+        assert_eq!(
+            (r.version_info.as_str(), r.type_url.as_str(), r.nonce.as_str()),
+            ("v1", XdsType::Endpoint.url(), "3")
+        );
+        assert_eq!(r.resources.len(), 2);
+        assert_eq!(r.resources[1].value, vec![7; 5000]);
+        assert_eq!(r.resources[0].type_url, XdsType::Endpoint.url());
+        assert!(
+            f.parts.iter().any(|p| p.as_ptr() == large.any().as_ptr()),
+            "the large resource is not copied"
+        );
+        let one = sotw_response(XdsType::Endpoint, "v1", "3", &[&large]);
+        assert_eq!(one.parts.len(), 2, "headers, then the shared resource");
+        let empty: DiscoveryResponse = sotw_response(XdsType::Cluster, "", "1", &[]).decode();
+        assert_eq!((empty.resources.len(), empty.nonce.as_str()), (0, "1"));
+    }
+
+    #[test]
+    fn delta_layout_is_protobuf() {
+        let (a, b) = (res("a", 3000, 0xabc), res("", 1, 2));
+        let r: DeltaDiscoveryResponse =
+            delta_response(XdsType::Cluster, "7", "9", &[&a, &b], &["gone", ""]).decode();
+        assert_eq!(r.resources.len(), 2);
+        assert_eq!(
+            (r.resources[0].name.as_str(), r.resources[0].version.as_str()),
+            ("a", "0000000000000abc")
+        );
+        assert_eq!(r.resources[0].resource.as_ref().unwrap().value, vec![7; 3000]);
+        assert_eq!(r.resources[1].name, "");
+        assert_eq!(r.removed_resources, ["gone", ""]);
+        assert_eq!((r.system_version_info.as_str(), r.nonce.as_str()), ("7", "9"));
+    }
+
+    #[test]
+    fn versions_round_trip_and_foreign_ones_match_nothing() {
+        let hex = version_hex(u64::MAX - 3);
+        assert_eq!(
+            std::str::from_utf8(&hex).unwrap(),
+            format!("{:016x}", u64::MAX - 3)
+        );
+        assert_eq!(
+            parse_version_hex(std::str::from_utf8(&hex).unwrap()),
+            Some(u64::MAX - 3)
+        );
+        assert_eq!(parse_version_hex("v1"), None);
+        assert_eq!(parse_version_hex("000000000000000g"), None);
+        assert_eq!(
+            parse_version_hex("+00000000000000a"),
+            None,
+            "only what meshd writes"
+        );
+        assert_eq!(parse_version_hex("000000000000000A"), None);
+    }
+
+    #[tokio::test]
+    async fn body_streams_frames_then_status_trailers() {
+        let (tx, rx) = mpsc::channel(4);
+        let a = res("a", 2000, 1);
+        let frame = sotw_response(XdsType::Endpoint, "1", "1", &[&a]);
+        let expected = frame.message_len() + PREFIX;
+        tx.send(Ok(frame)).await.unwrap();
+        tx.send(Err(Status::unavailable("bye"))).await.unwrap();
+        drop(tx);
+        let collected = ResponseBody::new(rx).collect().await.unwrap();
+        let trailers = collected.trailers().cloned().expect("trailers");
+        assert_eq!(collected.to_bytes().len(), expected);
+        let status = Status::from_header_map(&trailers).expect("status");
+        assert_eq!(
+            (status.code(), status.message()),
+            (tonic::Code::Unavailable, "bye")
+        );
+    }
+}
