@@ -1,16 +1,18 @@
 //! EndpointSlices, Pods and Nodes → [`Endpoint`]s (istiod's `EndpointBuilder`). Pure.
 //!
-//! The registry keeps only the compact forms below, not the Kubernetes objects: a pod is its labels,
-//! identity, node and the few labels that steer routing.
+//! The registry keeps only the compact forms below, not the Kubernetes objects: a pod is its node and
+//! its [`PodTraits`] (labels, identity and the few labels that steer routing), which the replicas of a
+//! deployment share.
 
 use std::{collections::HashMap, net::IpAddr, sync::Arc};
 
 use k8s_openapi::api::{core::v1 as core, discovery::v1 as discovery};
+use smallvec::SmallVec;
 
 use super::{network::NetworkResolver, service::Context};
 use crate::model::{
     Endpoint, EndpointPort, Health, LABEL_LOCALITY, LABEL_NETWORK, LABEL_REGION, LABEL_SUBZONE,
-    LABEL_TLS_MODE, LABEL_ZONE, Labels, Locality, NetworkId, TlsMode,
+    LABEL_TLS_MODE, LABEL_ZONE, Labels, Locality, NetworkId, ServiceKey, TlsMode,
 };
 
 /// Slice label naming its service.
@@ -44,8 +46,8 @@ pub struct Slice {
 /// One endpoint of a slice.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SliceEndpoint {
-    /// Its addresses.
-    pub addresses: Vec<IpAddr>,
+    /// Its addresses: almost always one, kept inline.
+    pub addresses: SmallVec<[IpAddr; 1]>,
     /// From its conditions.
     pub health: Health,
     /// The pod it targets, if any.
@@ -57,18 +59,35 @@ pub struct SliceEndpoint {
 /// What the registry keeps of a Pod.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Pod {
+    /// Its node.
+    pub node: Option<Arc<str>>,
+    /// What it has in common with its replicas (the registry interns them).
+    pub traits: Arc<PodTraits>,
+}
+
+/// What the replicas of a deployment have in common: labels, identity and what the labels steer.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PodTraits {
     /// Its labels.
     pub labels: Labels,
     /// SPIFFE identity.
     pub service_account: Arc<str>,
-    /// Its node.
-    pub node: Option<Arc<str>>,
     /// `topology.istio.io/network`.
     pub network: Option<NetworkId>,
     /// `topology.istio.io/locality` (`region.zone.subzone`).
     pub locality: Option<Locality>,
     /// `security.istio.io/tlsMode`.
     pub tls_mode: TlsMode,
+}
+
+/// A pod name's entry in the registry: the pod once it has arrived, and the services whose slices name
+/// it (so its arrival rebuilds exactly those). One table for both keeps one copy of each name.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PodEntry {
+    /// The pod, once seen.
+    pub pod: Option<Pod>,
+    /// Services whose slices name it: almost always one, kept inline.
+    pub services: SmallVec<[ServiceKey; 1]>,
 }
 
 /// Compacts a slice; `None` for slices meshd does not serve (no service, MCS imports, FQDN addresses).
@@ -132,9 +151,8 @@ pub fn pod(p: &core::Pod, ctx: &Context) -> Option<Pod> {
     let sa = spec
         .and_then(|s| s.service_account_name.as_deref())
         .unwrap_or("default");
-    Some(Pod {
+    let traits = PodTraits {
         service_account: ctx.spiffe(namespace, sa),
-        node: spec.and_then(|s| s.node_name.as_deref()).map(Arc::from),
         network: labels.get(LABEL_NETWORK).map(|n| n.as_str().into()),
         locality: labels.get(LABEL_LOCALITY).map(|l| {
             let mut parts = l.splitn(3, '.').map(Arc::from);
@@ -149,6 +167,10 @@ pub fn pod(p: &core::Pod, ctx: &Context) -> Option<Pod> {
             _ => TlsMode::Disabled,
         },
         labels: Arc::new(labels),
+    };
+    Some(Pod {
+        node: spec.and_then(|s| s.node_name.as_deref()).map(Arc::from),
+        traits: Arc::new(traits),
     })
 }
 
@@ -172,7 +194,7 @@ pub struct Sources<'a> {
     /// Cluster facts.
     pub ctx: &'a Context,
     /// Pods by name.
-    pub pods: &'a HashMap<ObjectName, Pod>,
+    pub pods: &'a HashMap<ObjectName, PodEntry>,
     /// Node localities by node name.
     pub nodes: &'a HashMap<Arc<str>, Locality>,
     /// meshNetworks rules for this cluster.
@@ -199,7 +221,7 @@ impl Sources<'_> {
                         namespace: namespace.clone(),
                         name: name.clone(),
                     };
-                    match self.pods.get(&key) {
+                    match self.pods.get(&key).and_then(|e| e.pod.as_ref()) {
                         Some(p) => Some(p),
                         None => {
                             missing.push(name.clone());
@@ -210,8 +232,9 @@ impl Sources<'_> {
                 None => None,
             };
             let node = pod.and_then(|p| p.node.as_ref()).or(e.node.as_ref());
-            let locality = pod
-                .and_then(|p| p.locality.clone())
+            let traits = pod.map(|p| &*p.traits);
+            let locality = traits
+                .and_then(|t| t.locality.clone())
                 .or_else(|| node.and_then(|n| self.nodes.get(n)).cloned())
                 .unwrap_or_default();
             for &address in &e.addresses {
@@ -220,14 +243,14 @@ impl Sources<'_> {
                     ports: slice.ports.clone(),
                     cluster: self.ctx.cluster.clone(),
                     network: self.networks.resolve(
-                        pod.and_then(|p| p.network.as_ref()),
+                        traits.and_then(|t| t.network.as_ref()),
                         self.system_network,
                         address,
                     ),
                     locality: locality.clone(),
-                    labels: pod.map_or_else(|| no_labels.clone(), |p| p.labels.clone()),
-                    service_account: pod.map(|p| p.service_account.clone()),
-                    tls_mode: pod.map_or(TlsMode::Disabled, |p| p.tls_mode),
+                    labels: traits.map_or_else(|| no_labels.clone(), |t| t.labels.clone()),
+                    service_account: traits.map(|t| t.service_account.clone()),
+                    tls_mode: traits.map_or(TlsMode::Disabled, |t| t.tls_mode),
                     health: e.health,
                     workload: e.pod.clone(),
                     weight: 1,

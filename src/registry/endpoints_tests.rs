@@ -23,7 +23,7 @@ fn k8s_slice(endpoints: serde_json::Value) -> discovery::EndpointSlice {
     .unwrap()
 }
 
-fn k8s_pod(name: &str, labels: serde_json::Value, node: &str) -> (ObjectName, Pod) {
+fn k8s_pod(name: &str, labels: serde_json::Value, node: &str) -> (ObjectName, PodEntry) {
     let p: core::Pod = serde_json::from_value(json!({
         "metadata": {"name": name, "namespace": "ns", "labels": labels},
         "spec": {"serviceAccountName": "reviews", "nodeName": node, "containers": []},
@@ -34,7 +34,11 @@ fn k8s_pod(name: &str, labels: serde_json::Value, node: &str) -> (ObjectName, Po
         namespace: "ns".into(),
         name: name.into(),
     };
-    (key, pod(&p, &ctx()).unwrap())
+    let entry = PodEntry {
+        pod: pod(&p, &ctx()),
+        services: Default::default(),
+    };
+    (key, entry)
 }
 
 fn summary(e: &Endpoint) -> String {
@@ -54,7 +58,7 @@ fn summary(e: &Endpoint) -> String {
 
 #[test]
 fn endpoints_are_built_like_istiod() {
-    let pods: HashMap<ObjectName, Pod> = [
+    let pods: HashMap<ObjectName, PodEntry> = [
         k8s_pod(
             "p1",
             json!({"app": "reviews", "security.istio.io/tlsMode": "istio", "topology.istio.io/network": "pod-net",

@@ -2,16 +2,16 @@
 //! registry task; pure (no I/O), so its bookkeeping is unit-tested.
 
 use std::{
-    collections::{BTreeSet, HashMap, HashSet},
+    collections::{BTreeSet, HashMap, HashSet, hash_map::Entry},
     sync::Arc,
 };
 
 use super::{
-    endpoints::{ObjectName, Pod, Slice, Sources},
+    endpoints::{ObjectName, Pod, PodEntry, PodTraits, Slice, Sources},
     network::NetworkResolver,
     service::Context,
 };
-use crate::model::{Endpoint, Locality, NetworkId, Service, ServiceKey};
+use crate::model::{Endpoint, Interner, Locality, NetworkId, Service, ServiceKey};
 
 /// Everything one cluster's watchers have seen, in compact form.
 pub(super) struct State {
@@ -21,10 +21,13 @@ pub(super) struct State {
     services: HashMap<ServiceKey, Arc<Service>>,
     slices: HashMap<ObjectName, (ServiceKey, Slice)>,
     slices_by_service: HashMap<ServiceKey, BTreeSet<ObjectName>>,
-    pub(super) pods: HashMap<ObjectName, Pod>,
-    /// Which services' slices name a pod, present or not: a pod's arrival rebuilds exactly these.
-    services_by_pod: HashMap<ObjectName, HashSet<ServiceKey>>,
-    pub(super) nodes: HashMap<Arc<str>, Locality>,
+    /// Pods by name, with the services whose slices name them, present or not.
+    pods: HashMap<ObjectName, PodEntry>,
+    nodes: HashMap<Arc<str>, Locality>,
+    /// One copy of each namespace and node name, however many objects name it.
+    names: Interner<str>,
+    /// One copy of each pod's traits, however many replicas share them.
+    traits: Interner<PodTraits>,
 }
 
 /// A cluster's complete view: services, and endpoints per service.
@@ -43,8 +46,9 @@ impl State {
             slices: HashMap::new(),
             slices_by_service: HashMap::new(),
             pods: HashMap::new(),
-            services_by_pod: HashMap::new(),
             nodes: HashMap::new(),
+            names: Interner::default(),
+            traits: Interner::default(),
         }
     }
 
@@ -69,24 +73,32 @@ impl State {
     }
 
     /// Sets or removes a slice; returns the services whose endpoints may have changed.
-    pub(super) fn set_slice(&mut self, name: ObjectName, slice: Option<Slice>) -> Touched {
+    pub(super) fn set_slice(&mut self, mut name: ObjectName, slice: Option<Slice>) -> Touched {
         let mut touched = Touched::new();
+        name.namespace = self.names.intern(name.namespace);
         if let Some((key, old)) = self.slices.remove(&name) {
             self.unindex_slice(&name, &key, &old);
             touched.insert(key);
         }
-        if let Some(slice) = slice {
+        if let Some(mut slice) = slice {
             let key = self.key(&name.namespace, &slice.service);
             self.slices_by_service
                 .entry(key.clone())
                 .or_default()
                 .insert(name.clone());
-            for pod in slice.endpoints.iter().filter_map(|e| e.pod.clone()) {
-                let pod = ObjectName {
+            for e in &mut slice.endpoints {
+                e.node = e.node.take().map(|n| self.names.intern(n));
+                let Some(pod) = &mut e.pod else { continue };
+                let entry = self.pods.entry(ObjectName {
                     namespace: name.namespace.clone(),
-                    name: pod,
-                };
-                self.services_by_pod.entry(pod).or_default().insert(key.clone());
+                    name: pod.clone(),
+                });
+                // The slice keeps the table's copy of the pod name.
+                *pod = entry.key().name.clone();
+                let services = &mut entry.or_default().services;
+                if !services.contains(&key) {
+                    services.push(key.clone());
+                }
             }
             self.slices.insert(name, (key.clone(), slice));
             touched.insert(key);
@@ -106,33 +118,40 @@ impl State {
                 namespace: name.namespace.clone(),
                 name: pod,
             };
-            if let Some(keys) = self.services_by_pod.get_mut(&pod) {
-                keys.remove(key);
-                if keys.is_empty() {
-                    self.services_by_pod.remove(&pod);
+            if let Some(entry) = self.pods.get_mut(&pod) {
+                entry.services.retain(|k| k != key);
+                if *entry == PodEntry::default() {
+                    self.pods.remove(&pod);
                 }
             }
         }
     }
 
     /// Sets or removes a pod; returns the services whose endpoints it feeds, if it changed.
-    pub(super) fn set_pod(&mut self, name: ObjectName, pod: Option<Pod>) -> Touched {
-        let changed = match pod {
-            Some(p) if self.pods.get(&name) == Some(&p) => false,
-            Some(p) => {
-                self.pods.insert(name.clone(), p);
-                true
-            }
-            None => self.pods.remove(&name).is_some(),
+    pub(super) fn set_pod(&mut self, mut name: ObjectName, pod: Option<Pod>) -> Touched {
+        name.namespace = self.names.intern(name.namespace);
+        let pod = pod.map(|p| Pod {
+            node: p.node.map(|n| self.names.intern(n)),
+            traits: self.traits.intern(p.traits),
+        });
+        let entry = match (&pod, self.pods.entry(name.clone())) {
+            (None, Entry::Vacant(_)) => return Touched::new(),
+            (_, e) => e.or_default(),
         };
-        match self.services_by_pod.get(&name) {
-            Some(keys) if changed => keys.clone(),
-            _ => Touched::new(),
+        if entry.pod == pod {
+            return Touched::new();
         }
+        entry.pod = pod;
+        let touched = entry.services.iter().cloned().collect();
+        if *entry == PodEntry::default() {
+            self.pods.remove(&name);
+        }
+        touched
     }
 
     /// Sets or removes a node's locality; returns whether it changed.
     pub(super) fn set_node(&mut self, name: Arc<str>, locality: Option<Locality>) -> bool {
+        let name = self.names.intern(name);
         match locality {
             Some(l) if self.nodes.get(&name) == Some(&l) => false,
             Some(l) => {
@@ -160,7 +179,11 @@ impl State {
         self.slices.keys().cloned().collect()
     }
     pub(super) fn pod_names(&self) -> Vec<ObjectName> {
-        self.pods.keys().cloned().collect()
+        self.pods
+            .iter()
+            .filter(|(_, e)| e.pod.is_some())
+            .map(|(n, _)| n.clone())
+            .collect()
     }
     pub(super) fn node_names(&self) -> Vec<Arc<str>> {
         self.nodes.keys().cloned().collect()
@@ -200,5 +223,150 @@ impl State {
             .filter(|(_, eps)| !eps.is_empty())
             .collect();
         (services, endpoints)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use smallvec::smallvec;
+
+    use super::*;
+    use crate::{
+        model::{Health, TlsMode},
+        registry::endpoints::SliceEndpoint,
+    };
+
+    fn state() -> State {
+        let ctx = Context {
+            cluster: "c1".into(),
+            domain_suffix: "cluster.local".into(),
+            trust_domain: "td".into(),
+        };
+        State::new(ctx, NetworkResolver::default())
+    }
+
+    /// Every call allocates afresh, as converting a watched object does.
+    fn name(name: &str) -> ObjectName {
+        ObjectName {
+            namespace: String::from("ns").into(),
+            name: String::from(name).into(),
+        }
+    }
+
+    fn pod(app: &str) -> Pod {
+        Pod {
+            node: Some(String::from("node-1").into()),
+            traits: Arc::new(PodTraits {
+                labels: Arc::new([("app".to_owned(), app.to_owned())].into()),
+                service_account: format!("spiffe://td/ns/ns/sa/{app}").into(),
+                network: None,
+                locality: None,
+                tls_mode: TlsMode::Istio,
+            }),
+        }
+    }
+
+    fn slice(service: &str, pods: &[(&str, &str)]) -> Slice {
+        Slice {
+            service: service.into(),
+            ports: Arc::from([]),
+            endpoints: pods
+                .iter()
+                .map(|(pod, ip)| SliceEndpoint {
+                    addresses: smallvec![ip.parse().unwrap()],
+                    health: Health::Healthy,
+                    pod: Some(String::from(*pod).into()),
+                    node: None,
+                })
+                .collect(),
+        }
+    }
+
+    enum Op {
+        Slice(&'static str, Option<Slice>),
+        Pod(&'static str, Option<Pod>),
+    }
+
+    #[test]
+    fn pods_rebuild_exactly_the_services_whose_slices_name_them() {
+        let mut s = state();
+        let reviews = s.key("ns", "reviews");
+        let both = slice("reviews", &[("p1", "10.0.0.1"), ("p2", "10.0.0.2")]);
+        let steps = [
+            (
+                "slice names pods not seen yet",
+                Op::Slice("reviews-1", Some(both)),
+                true,
+                0,
+            ),
+            (
+                "a pod's arrival rebuilds its service",
+                Op::Pod("p1", Some(pod("reviews"))),
+                true,
+                1,
+            ),
+            (
+                "an unchanged pod touches nothing",
+                Op::Pod("p1", Some(pod("reviews"))),
+                false,
+                1,
+            ),
+            ("second replica", Op::Pod("p2", Some(pod("reviews"))), true, 2),
+            (
+                "a pod no slice names",
+                Op::Pod("p3", Some(pod("ratings"))),
+                false,
+                2,
+            ),
+            ("slice deleted", Op::Slice("reviews-1", None), true, 0),
+            ("a pod no slice names any more", Op::Pod("p1", None), false, 0),
+        ];
+        for (step, op, touches, endpoints) in steps {
+            let touched = match op {
+                Op::Slice(n, slice) => s.set_slice(name(n), slice),
+                Op::Pod(n, pod) => s.set_pod(name(n), pod),
+            };
+            assert_eq!(
+                touched,
+                Touched::from_iter(touches.then(|| reviews.clone())),
+                "{step}"
+            );
+            assert_eq!(s.endpoints(&reviews).len(), endpoints, "{step}");
+        }
+        let mut left: Vec<_> = s.pods.keys().map(|n| n.name.to_string()).collect();
+        left.sort();
+        assert_eq!(
+            left,
+            ["p2", "p3"],
+            "entries go once neither a pod nor a slice needs them"
+        );
+    }
+
+    #[test]
+    fn replicas_share_traits_and_names() {
+        let mut s = state();
+        s.set_slice(name("reviews-1"), Some(slice("reviews", &[("p1", "10.0.0.1")])));
+        s.set_pod(name("p1"), Some(pod("reviews")));
+        s.set_pod(name("p2"), Some(pod("reviews")));
+        s.set_pod(name("p3"), Some(pod("ratings")));
+        let entry = |n: &str| s.pods.get_key_value(&name(n)).unwrap();
+        let traits = |n: &str| entry(n).1.pod.as_ref().unwrap().traits.clone();
+        let node = |n: &str| entry(n).1.pod.as_ref().unwrap().node.clone().unwrap();
+        assert!(
+            Arc::ptr_eq(&traits("p1"), &traits("p2")),
+            "one deployment, one copy"
+        );
+        assert!(!Arc::ptr_eq(&traits("p1"), &traits("p3")));
+        assert!(Arc::ptr_eq(&node("p1"), &node("p3")), "node names");
+        assert!(
+            Arc::ptr_eq(&entry("p1").0.namespace, &entry("p3").0.namespace),
+            "namespaces"
+        );
+        let (_, (_, slice)) = s.slices.iter().next().unwrap();
+        let named = slice.endpoints[0].pod.as_ref().unwrap();
+        assert!(
+            Arc::ptr_eq(named, &entry("p1").0.name),
+            "the slice shares the table's pod name"
+        );
     }
 }
