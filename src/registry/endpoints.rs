@@ -11,8 +11,8 @@ use smallvec::SmallVec;
 
 use super::{network::NetworkResolver, service::Context};
 use crate::model::{
-    Endpoint, EndpointPort, Health, LABEL_LOCALITY, LABEL_NETWORK, LABEL_REGION, LABEL_SUBZONE,
-    LABEL_TLS_MODE, LABEL_ZONE, Labels, Locality, NetworkId, ServiceKey, TlsMode,
+    Endpoint, EndpointPort, Health, Hostname, LABEL_LOCALITY, LABEL_NETWORK, LABEL_REGION, LABEL_SUBZONE,
+    LABEL_TLS_MODE, LABEL_ZONE, Labels, Locality, NetworkId, TlsMode,
 };
 
 /// Slice label naming its service.
@@ -86,8 +86,9 @@ pub struct PodTraits {
 pub struct PodEntry {
     /// The pod, once seen.
     pub pod: Option<Pod>,
-    /// Services whose slices name it: almost always one, kept inline.
-    pub services: SmallVec<[ServiceKey; 1]>,
+    /// Host names of the services (in its namespace) whose slices name it: almost always one, kept
+    /// inline.
+    pub services: SmallVec<[Hostname; 1]>,
 }
 
 /// Compacts a slice; `None` for slices meshd does not serve (no service, MCS imports, FQDN addresses).

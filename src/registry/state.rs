@@ -2,9 +2,11 @@
 //! registry task; pure (no I/O), so its bookkeeping is unit-tested.
 
 use std::{
-    collections::{BTreeSet, HashMap, HashSet, hash_map::Entry},
+    collections::{HashMap, HashSet, hash_map::Entry},
     sync::Arc,
 };
+
+use smallvec::SmallVec;
 
 use super::{
     endpoints::{ObjectName, Pod, PodEntry, PodTraits, Slice, Sources},
@@ -20,7 +22,8 @@ pub(super) struct State {
     pub(super) system_network: Option<NetworkId>,
     services: HashMap<ServiceKey, Arc<Service>>,
     slices: HashMap<ObjectName, (ServiceKey, Slice)>,
-    slices_by_service: HashMap<ServiceKey, BTreeSet<ObjectName>>,
+    /// Each service's slices, sorted (a service has one slice per 100 endpoints; kept inline).
+    slices_by_service: HashMap<ServiceKey, SmallVec<[ObjectName; 1]>>,
     /// Pods by name, with the services whose slices name them, present or not.
     pods: HashMap<ObjectName, PodEntry>,
     nodes: HashMap<Arc<str>, Locality>,
@@ -82,10 +85,10 @@ impl State {
         }
         if let Some(mut slice) = slice {
             let key = self.key(&name.namespace, &slice.service);
-            self.slices_by_service
-                .entry(key.clone())
-                .or_default()
-                .insert(name.clone());
+            let names = self.slices_by_service.entry(key.clone()).or_default();
+            if let Err(at) = names.binary_search(&name) {
+                names.insert(at, name.clone());
+            }
             for e in &mut slice.endpoints {
                 e.node = e.node.take().map(|n| self.names.intern(n));
                 let Some(pod) = &mut e.pod else { continue };
@@ -96,8 +99,8 @@ impl State {
                 // The slice keeps the table's copy of the pod name.
                 *pod = entry.key().name.clone();
                 let services = &mut entry.or_default().services;
-                if !services.contains(&key) {
-                    services.push(key.clone());
+                if !services.contains(&key.hostname) {
+                    services.push(key.hostname.clone());
                 }
             }
             self.slices.insert(name, (key.clone(), slice));
@@ -108,7 +111,7 @@ impl State {
 
     fn unindex_slice(&mut self, name: &ObjectName, key: &ServiceKey, slice: &Slice) {
         if let Some(names) = self.slices_by_service.get_mut(key) {
-            names.remove(name);
+            names.retain(|n| n != name);
             if names.is_empty() {
                 self.slices_by_service.remove(key);
             }
@@ -119,7 +122,7 @@ impl State {
                 name: pod,
             };
             if let Some(entry) = self.pods.get_mut(&pod) {
-                entry.services.retain(|k| k != key);
+                entry.services.retain(|h| *h != key.hostname);
                 if *entry == PodEntry::default() {
                     self.pods.remove(&pod);
                 }
@@ -142,7 +145,11 @@ impl State {
             return Touched::new();
         }
         entry.pod = pod;
-        let touched = entry.services.iter().cloned().collect();
+        let touched = entry
+            .services
+            .iter()
+            .map(|h| ServiceKey::new(h.clone(), name.namespace.clone()))
+            .collect();
         if *entry == PodEntry::default() {
             self.pods.remove(&name);
         }
@@ -340,6 +347,21 @@ mod tests {
             ["p2", "p3"],
             "entries go once neither a pod nor a slice needs them"
         );
+    }
+
+    #[test]
+    fn an_address_in_two_slices_is_taken_from_the_first_by_name() {
+        for order in [["reviews-a", "reviews-b"], ["reviews-b", "reviews-a"]] {
+            let mut s = state();
+            for n in order {
+                let workload = if n == "reviews-a" { "p1" } else { "p2" };
+                s.set_slice(name(n), Some(slice("reviews", &[(workload, "10.0.0.1")])));
+                s.set_pod(name(workload), Some(pod("reviews")));
+            }
+            let eps = s.endpoints(&s.key("ns", "reviews"));
+            let workloads: Vec<_> = eps.iter().map(|e| e.workload.as_deref().unwrap()).collect();
+            assert_eq!(workloads, ["p1"], "added in order {order:?}");
+        }
     }
 
     #[test]
