@@ -7,7 +7,7 @@
 //! port is plain HTTP, so client certificates do not apply). A system-namespace identity sees
 //! everything; any other identity only `/debug/config_dump` of proxies in its own namespace.
 
-use std::{net::SocketAddr, sync::Arc};
+use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use axum::{
     Json, Router,
@@ -17,9 +17,16 @@ use axum::{
     response::{IntoResponse, Response},
     routing::{MethodRouter, get},
 };
+use hyper::{body::Incoming, service::service_fn};
+use hyper_util::{
+    rt::{TokioExecutor, TokioIo, TokioTimer},
+    server::{conn::auto, graceful::GracefulShutdown},
+};
 use prometheus_client::registry::Registry;
 use serde::Serialize;
-use tracing::{info, warn};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tower::Service;
+use tracing::{debug, info, warn};
 
 use crate::{
     auth::{AuthRequest, Authenticator},
@@ -220,22 +227,94 @@ async fn authenticate(auth: &DebugAuth, headers: axum::http::HeaderMap) -> Resul
     })
 }
 
+/// Connections one admin address serves at once. Further clients wait in the listen backlog until a
+/// slot frees, which the header timeout bounds for silent ones.
+const MAX_CONNECTIONS: usize = 1024;
+
 /// Binds `addr` and serves `router` until shutdown. Returns the bound address (useful with port 0).
+///
+/// A client that takes longer than `header_timeout` to send a request's headers, or idles that long
+/// between requests, is disconnected, so slow or silent clients cannot hold connections open.
 pub async fn serve(
     tasks: &Tasks,
     name: &'static str,
     addr: SocketAddr,
     router: Router,
+    header_timeout: Duration,
 ) -> std::io::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
     info!(server = name, addr = %bound, "listening");
-    let stop = tasks.cancelled();
-    tasks.spawn(name, async move {
-        let app = router.into_make_service_with_connect_info::<SocketAddr>();
-        if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(stop).await {
-            warn!(error = %e, "admin server stopped with an error");
-        }
-    });
+    tasks.spawn(
+        name,
+        accept_loop(listener, router, header_timeout, tasks.cancelled()),
+    );
     Ok(bound)
+}
+
+/// Serves connections until `stop`, then closes idle ones, lets in-flight requests finish and returns.
+async fn accept_loop(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    header_timeout: Duration,
+    stop: impl Future<Output = ()>,
+) {
+    // HTTP/1 only: protocol detection would wait for a client's first bytes with no timeout, while the
+    // header timeout runs from the moment a connection is served. Probes and scrapers speak HTTP/1.1.
+    let mut builder = auto::Builder::new(TokioExecutor::new()).http1_only();
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_timeout);
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let graceful = GracefulShutdown::new();
+    tokio::pin!(stop);
+    loop {
+        let accepted = tokio::select! {
+            _ = &mut stop => break,
+            accepted = accept(&listener, &slots) => accepted,
+        };
+        let (tcp, peer, slot) = match accepted {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                // E.g. EMFILE: back off briefly rather than spin.
+                warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let router = router.clone();
+        let service = service_fn(move |mut req: Request<Incoming>| {
+            // Debug access is decided by the socket peer alone (`debug_access`).
+            req.extensions_mut().insert(ConnectInfo(peer));
+            let mut router = router.clone();
+            async move {
+                std::future::poll_fn(|cx| Service::<Request<Incoming>>::poll_ready(&mut router, cx)).await?;
+                router.call(req).await
+            }
+        });
+        let conn = graceful.watch(builder.serve_connection(TokioIo::new(tcp), service).into_owned());
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                debug!(%peer, error = %e, "admin connection closed");
+            }
+            drop(slot);
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+}
+
+/// Waits for a connection slot, then for a connection. Cancel-safe.
+async fn accept(
+    listener: &tokio::net::TcpListener,
+    slots: &Arc<Semaphore>,
+) -> std::io::Result<(tokio::net::TcpStream, SocketAddr, OwnedSemaphorePermit)> {
+    let slot = match slots.clone().acquire_owned().await {
+        Ok(slot) => slot,
+        // The semaphore is never closed.
+        Err(_) => std::future::pending().await,
+    };
+    let (tcp, peer) = listener.accept().await?;
+    Ok((tcp, peer, slot))
 }

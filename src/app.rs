@@ -172,11 +172,12 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
     };
     let admin = admin::router(server.context().ready.clone(), registry, debug, debug_auth);
     let host = args.unspecified_host();
+    let header_timeout = args.http_header_timeout;
     for (name, addr) in [("http", args.http_addr), ("monitoring", args.monitoring_addr)] {
         let router = admin.clone();
         server.add_start_func(name, move |ctx| async move {
             let addr = addr.resolve(host);
-            admin::serve(&ctx.tasks, name, addr, router)
+            admin::serve(&ctx.tasks, name, addr, router, header_timeout)
                 .await
                 .with_context(|| format!("binding {addr}"))?;
             Ok(())

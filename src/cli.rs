@@ -121,6 +121,11 @@ pub struct Args {
     )]
     pub monitoring_addr: ListenAddr,
 
+    /// Longest a client of the HTTP and monitoring addresses may take to send a request's headers, or
+    /// stay idle between requests, before its connection is closed (slowloris).
+    #[arg(long, env = "MESHD_HTTP_HEADER_TIMEOUT", default_value = "10s", value_parser = parse_nonzero_duration)]
+    pub http_header_timeout: Duration,
+
     /// How long a remote cluster may take to sync before it stops blocking readiness.
     #[arg(long, env = "PILOT_REMOTE_CLUSTER_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
     pub remote_cluster_timeout: Duration,
@@ -230,6 +235,13 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e} (e.g. 100ms, 30s, 1m)"))
 }
 
+/// A duration that must not be zero (a zero timeout would close every connection at once).
+fn parse_nonzero_duration(s: &str) -> Result<Duration, String> {
+    Some(parse_duration(s)?)
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| format!("{s:?}: must be longer than 0"))
+}
+
 /// A watch timeout: whole seconds, at least 1 (the API takes `timeoutSeconds`; 0 would disable the idle
 /// timeout).
 fn parse_watch_timeout(s: &str) -> Result<u32, String> {
@@ -315,6 +327,7 @@ mod tests {
         assert_eq!((a.http_addr.port, a.monitoring_addr.port), (8080, 15014));
         assert_eq!(a.remote_cluster_timeout, Duration::from_secs(30));
         assert_eq!(a.watch_timeout, 290);
+        assert_eq!(a.http_header_timeout, Duration::from_secs(10));
         assert_eq!(
             (a.debounce_after, a.debounce_max),
             (Duration::from_millis(100), Duration::from_secs(10))
@@ -349,6 +362,9 @@ mod tests {
         }
         let a = Args::try_parse_from(["meshd", "--watch-timeout", "2s"]).unwrap();
         assert_eq!(a.watch_timeout, 2);
+        assert!(Args::try_parse_from(["meshd", "--http-header-timeout", "0s"]).is_err());
+        let a = Args::try_parse_from(["meshd", "--http-header-timeout", "500ms"]).unwrap();
+        assert_eq!(a.http_header_timeout, Duration::from_millis(500));
         let a = Args::try_parse_from(["meshd", "--kubeconfig", "k"]).unwrap();
         assert_eq!(a.kube_source(), KubeSource::Kubeconfig("k".into()));
         assert_eq!(a.unspecified_host(), IpAddr::V4(Ipv4Addr::UNSPECIFIED));

@@ -1,20 +1,25 @@
-//! Torture list C (#21–#23): the debug server trusts only the socket peer. The real admin router is
-//! driven with the peer address a TCP accept would record (`ConnectInfo`), since every test socket is
-//! loopback: a non-loopback peer gets 403 on every `/debug/*` path — mutating query strings, forged
-//! `X-Forwarded-For` / `X-Forwarded-Client-Cert` / `Host: localhost` and bearer tokens included —
-//! while `/ready`, `/metrics` and `/version` stay public and a loopback peer is served.
+//! Torture list C (#21–#23): debug access is istiod's "authenticated or localhost". The real admin
+//! router is driven with the peer address a TCP accept would record (`ConnectInfo`), since every test
+//! socket is loopback: a non-loopback peer without a token the authenticator accepts gets 401 on every
+//! `/debug/*` path — mutating query strings, forged `X-Forwarded-For` / `X-Forwarded-Client-Cert` /
+//! `Host: localhost` included; a system-namespace identity sees everything, any other identity only
+//! `/debug/config_dump` (403 elsewhere); `/ready`, `/metrics` and `/version` stay public and a
+//! loopback peer is served.
 
 use std::{net::SocketAddr, sync::Arc};
 
 use axum::{
+    Extension,
     body::Body,
     extract::ConnectInfo,
     http::{Request, StatusCode},
     routing::get,
 };
+use futures::future::BoxFuture;
 use http_body_util::BodyExt;
 use meshd::{
-    admin::{self, Debug},
+    admin::{self, Debug, DebugCaller},
+    auth::{AuthError, AuthRequest, Authenticator, Identity},
     readiness::Ready,
 };
 use prometheus_client::registry::Registry;
@@ -37,7 +42,27 @@ const PATHS: &[&str] = &[
     "/debug/syncz",
 ];
 
+/// Vouches for two fixed tokens, as TokenReview would: one in the system namespace, one in `sample`.
+struct FixedTokens;
+
+impl Authenticator for FixedTokens {
+    fn authenticate<'a>(&'a self, req: AuthRequest<'a>) -> BoxFuture<'a, Result<Identity, AuthError>> {
+        let token = req.metadata.get("authorization").and_then(|v| v.to_str().ok());
+        let identity = match token {
+            Some("Bearer system-token") => Ok(Identity::new("cluster.local", "istio-system", "istiod")),
+            Some("Bearer tenant-token") => Ok(Identity::new("cluster.local", "sample", "reader")),
+            _ => Err(AuthError::NoCredentials),
+        };
+        Box::pin(async move { identity })
+    }
+}
+
 fn router() -> axum::Router {
+    router_with(None)
+}
+
+/// The admin router with stub debug handlers; `/debug/config_dump` answers with the caller it was given.
+fn router_with(authenticator: Option<Arc<dyn Authenticator>>) -> axum::Router {
     let mut debug = Debug::default();
     for path in [
         "/debug/configz",
@@ -47,14 +72,28 @@ fn router() -> axum::Router {
     ] {
         debug = debug.route(path, "test", get(|| async { SECRET }));
     }
+    debug = debug.route(
+        "/debug/config_dump",
+        "test",
+        get(|Extension(caller): Extension<DebugCaller>| async move { format!("{caller:?}") }),
+    );
     let auth = admin::DebugAuth {
-        authenticator: None,
+        authenticator,
         system_namespace: "istio-system".into(),
     };
     admin::router(Ready::new(), Arc::new(Registry::default()), debug, auth)
 }
 
 async fn call(peer: &str, path: &str, headers: &[(&str, &str)]) -> (StatusCode, String) {
+    call_router(router(), peer, path, headers).await
+}
+
+async fn call_router(
+    mut router: axum::Router,
+    peer: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> (StatusCode, String) {
     let mut req = Request::builder().uri(path);
     for (k, v) in headers {
         req = req.header(*k, *v);
@@ -62,7 +101,7 @@ async fn call(peer: &str, path: &str, headers: &[(&str, &str)]) -> (StatusCode, 
     let mut req = req.body(Body::empty()).expect("request");
     let peer: SocketAddr = peer.parse().expect("peer");
     req.extensions_mut().insert(ConnectInfo(peer));
-    let resp = router().call(req).await.expect("infallible");
+    let resp = router.call(req).await.expect("infallible");
     let status = resp.status();
     let body = resp.into_body().collect().await.expect("body").to_bytes();
     (status, String::from_utf8_lossy(&body).into_owned())
@@ -101,8 +140,8 @@ async fn non_loopback_callers_are_refused_everywhere() {
     }
 }
 
-/// #22: credentials do not widen access: a bearer token (any namespace) from a non-loopback peer
-/// is still refused when no authenticator can vouch for it, for config_dump of another namespace and for syncz/registryz alike.
+/// #22: a bearer token no authenticator vouches for grants nothing to a non-loopback peer, for
+/// config_dump and for syncz/registryz alike.
 #[tokio::test]
 async fn tokens_do_not_open_debug_to_remote_callers() {
     let auth = [("authorization", "Bearer eyJhbGciOiJSUzI1NiJ9.e30.sig")];
@@ -140,4 +179,48 @@ async fn forwarding_headers_grant_nothing() {
     }
     assert_eq!(call("10.0.0.7:1", "/version", &[]).await.0, StatusCode::OK);
     assert_eq!(call("10.0.0.7:1", "/metrics", &[]).await.0, StatusCode::OK);
+}
+
+/// #22: a token the authenticator accepts opens debug by namespace, as istiod: the system namespace
+/// sees everything, another namespace only `/debug/config_dump` (whose handler then limits it to that
+/// namespace's proxies); an unknown token is 401, the reason in words, nothing leaks.
+#[tokio::test]
+async fn authenticated_remote_callers_get_what_their_namespace_allows() {
+    let authenticator: Arc<dyn Authenticator> = Arc::new(FixedTokens);
+    let call = |path: &'static str, token: &'static str| {
+        let router = router_with(Some(authenticator.clone()));
+        async move {
+            let auth = format!("Bearer {token}");
+            call_router(
+                router,
+                "10.0.0.7:40000",
+                path,
+                &[("authorization", auth.as_str())],
+            )
+            .await
+        }
+    };
+    for path in ["/debug", "/debug/configz", "/debug/registryz"] {
+        assert_eq!(call(path, "system-token").await.0, StatusCode::OK, "{path}");
+        let (status, body) = call(path, "tenant-token").await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{path}");
+        assert!(
+            !body.contains(SECRET) && body.contains("/debug/config_dump"),
+            "{body}"
+        );
+        let (status, body) = call(path, "forged-token").await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{path}");
+        assert!(!body.contains(SECRET) && body.contains("token"), "{body}");
+    }
+    let (status, body) = call("/debug/config_dump", "tenant-token").await;
+    assert_eq!(
+        (status, body.as_str()),
+        (StatusCode::OK, r#"Namespace("sample")"#)
+    );
+    let tenant = DebugCaller::Namespace("sample".into());
+    assert!(tenant.may_see(Some("sample")));
+    assert!(!tenant.may_see(Some("istio-system")) && !tenant.may_see(None));
+    let (status, body) = call("/debug/config_dump", "system-token").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(body.starts_with("System("), "{body}");
 }

@@ -20,9 +20,14 @@ from xdsharness import EDS, Ads, decode, grpc_node
 CLA = "outbound|7070||echo.sample.svc.cluster.local"
 
 
+# A short header timeout so slowloris connections are cut within the test (default 10 s). Set through
+# the environment, so a meshd without the timeout still starts and the test fails on the assertion.
+HEADER_TIMEOUT = 2.0
+
+
 @pytest.fixture(scope="module")
 def meshd(tmp_path_factory):
-    m = Meshd(tmp_path_factory.mktemp("debug"))
+    m = Meshd(tmp_path_factory.mktemp("debug"), env={"MESHD_HTTP_HEADER_TIMEOUT": f"{HEADER_TIMEOUT}s"})
     yield m
     assert m.stop() == 0, m.log()[-4000:]
 
@@ -94,6 +99,69 @@ def test_c25_debug_floods_do_not_slow_xds(meshd):
     assert meshd.rss_kib() - before < 128 * 1024
     for s in slow:
         s.close()
+    assert meshd.get("/ready", meshd.http)[0] == 200
+
+
+def closed_after(s: socket.socket, trickle: bytes = b"") -> float | None:
+    """Seconds until meshd closes `s` (EOF or reset; an error response first is fine), or None if it
+    is still open after 3 header timeouts. Sends `trickle` one byte every 0.5 s meanwhile."""
+    start = time.monotonic()
+    s.settimeout(0.5)
+    while time.monotonic() - start < 3 * HEADER_TIMEOUT:
+        if trickle:
+            try:
+                s.sendall(trickle[:1])
+            except OSError:
+                return time.monotonic() - start
+            trickle = trickle[1:]
+        try:
+            while s.recv(4096):
+                pass
+            return time.monotonic() - start
+        except TimeoutError:
+            continue
+        except OSError:
+            return time.monotonic() - start
+    return None
+
+
+def test_c25_slowloris_connections_are_closed_by_the_header_timeout(meshd):
+    """#25: a client that connects and goes silent, sends half a request line, half the headers, or
+    trickles the headers one byte at a time is disconnected once the header timeout passes, on both
+    admin addresses; a keep-alive connection idle that long is closed too."""
+    partial = {
+        "silent": b"",
+        "half request line": b"GET /debug/regis",
+        "half headers": b"GET /debug/registryz HTTP/1.1\r\nHost: x\r\nX-Slow: ",
+    }
+    for port in (meshd.http, meshd.monitoring):
+        conns = []
+        for what, data in partial.items():
+            s = socket.create_connection(("127.0.0.1", port))
+            s.sendall(data)
+            conns.append((what, s, b""))
+        s = socket.create_connection(("127.0.0.1", port))
+        conns.append(("trickled headers", s, b"GET /ready HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 64))
+        results = {}
+
+        def watch(what, s, trickle):
+            results[what] = closed_after(s, trickle)
+            s.close()
+
+        threads = [threading.Thread(target=watch, args=c) for c in conns]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for what, took in results.items():
+            assert took is not None, f"port {port}: {what} connection still open after {3 * HEADER_TIMEOUT} s"
+            assert took < HEADER_TIMEOUT + 2, f"port {port}: {what} closed after {took:.1f} s"
+        # An idle keep-alive connection is closed the same way; it got its answer first.
+        with socket.create_connection(("127.0.0.1", port)) as s:
+            s.sendall(b"GET /ready HTTP/1.1\r\nHost: x\r\n\r\n")
+            s.settimeout(5)
+            assert s.recv(4096).startswith(b"HTTP/1.1 200")
+            assert closed_after(s) is not None, f"port {port}: idle keep-alive connection still open"
     assert meshd.get("/ready", meshd.http)[0] == 200
 
 
