@@ -42,6 +42,7 @@ struct Watch {
 
 impl Protocol for Delta {
     type Request = DeltaDiscoveryRequest;
+    const SPLITS_LARGE_SETS: bool = true;
 
     fn type_url(req: &DeltaDiscoveryRequest) -> &str {
         &req.type_url

@@ -41,6 +41,11 @@ struct Watch {
 
 impl Protocol for Sotw {
     type Request = DiscoveryRequest;
+    /// No: a SotW client acknowledges every response with its whole name list (≈ 60 KiB for a sidecar
+    /// watching 1,000 clusters), so 150 parts of one EDS set are 150 such requests while meshd is still
+    /// writing: a client with bounded buffers stops reading, and both sides wait forever. One response
+    /// per type, as istiod sends.
+    const SPLITS_LARGE_SETS: bool = false;
 
     fn type_url(req: &DiscoveryRequest) -> &str {
         &req.type_url
