@@ -20,11 +20,12 @@ use tracing::{debug, info, warn};
 use super::{
     Error, Proxy, XdsType,
     generator::{Context, NetworkView, cds},
+    held::Held,
     push::{Push, PushScope},
     resource::{Resource, Subscription},
     server::{Caller, Shared},
-    status::{ConnectionStatus, Held, StatusHandle},
-    wire::Frame,
+    status::{ConnectionStatus, StatusHandle},
+    wire::{Frame, Requests},
 };
 
 /// Longest NACK message kept for debug.
@@ -204,6 +205,8 @@ pub(crate) trait Protocol: Default + Send + 'static {
         mode: Mode,
     ) -> Option<Frame>;
     fn status(&self) -> BTreeMap<XdsType, TypeStatus>;
+    /// What the client holds, as this state machine recorded it (shared with `/debug/config_dump`).
+    fn held(&self) -> &Held;
 }
 
 type Outbox = mpsc::Sender<Result<Frame, tonic::Status>>;
@@ -217,8 +220,6 @@ struct Stream<P: Protocol> {
     push: Arc<Push>,
     status: StatusHandle,
     out: Outbox,
-    /// What the client holds, per type (for config_dump).
-    held: Held,
     /// Responses sent for the push being processed, per type (for push_status).
     pushed: BTreeMap<XdsType, u64>,
 }
@@ -228,7 +229,7 @@ pub(crate) async fn run<P: Protocol>(
     shared: Arc<Shared>,
     caller: Caller,
     peer: Option<String>,
-    mut requests: tonic::Streaming<P::Request>,
+    mut requests: Requests<tonic::body::Body, P::Request>,
     out: Outbox,
     protocol: &'static str,
 ) where
@@ -259,7 +260,7 @@ pub(crate) async fn run<P: Protocol>(
         }
     };
     shared.cache.advance(push.version(), push.base, &push.scope);
-    let held = Held::default();
+    let state = P::default();
     let status = shared.connections.register(ConnectionStatus {
         id: String::new(),
         protocol,
@@ -269,7 +270,7 @@ pub(crate) async fn run<P: Protocol>(
         proxy: Some(proxy.clone()),
         push_version: Some(push.version()),
         watches: BTreeMap::new(),
-        sent: held.clone(),
+        sent: state.held().clone(),
     });
     status.update(|s| s.id = format!("{}-{}", proxy.id, status.key()));
     info!(node = %proxy.id, kind = ?proxy.kind, protocol, "xDS stream connected");
@@ -281,11 +282,10 @@ pub(crate) async fn run<P: Protocol>(
         view: NetworkView::of(&proxy),
         shared: shared.clone(),
         proxy,
-        state: P::default(),
+        state,
         push,
         status,
         out,
-        held,
         pushed: BTreeMap::new(),
     };
     let mut next = Some(first);
@@ -446,7 +446,6 @@ impl<P: Protocol> Stream<P> {
         if mode == Mode::Pushed {
             *self.pushed.entry(ty).or_default() += 1;
         }
-        self.held.record(ty, &resources, only.is_some());
         Ok(())
     }
 
