@@ -13,6 +13,7 @@ pub mod cli;
 pub mod config;
 pub mod discovery;
 pub mod drain;
+pub mod intern;
 pub mod leader;
 pub mod meshctl;
 pub mod metrics;

@@ -43,3 +43,33 @@ async fn smoke_every_client_converges_to_the_truth() {
         assert!(out.path().join(file).is_file(), "{file} written");
     }
 }
+
+/// SotW sidecars watching every cluster of a mesh whose EDS set is ≈ 5 MiB each. When meshd split the
+/// set into 128 KiB responses, each was acknowledged with the whole 1,000-name list, the clients'
+/// bounded request queues filled while meshd was still writing, and neither side read again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sotw_sidecars_of_a_large_mesh_are_configured() {
+    let out = tempfile::tempdir().unwrap();
+    let config = Config {
+        shape: Shape {
+            clusters: 1,
+            services: 1000,
+            endpoints: 60,
+        },
+        clients: 2,
+        flavor: Protocols::Sotw,
+        stalled: 0,
+        connect_per_s: None,
+        churn_per_s: 0.0,
+        duration: Duration::ZERO,
+        debounce: Duration::from_millis(50),
+        target: Target::Meshd(env!("CARGO_BIN_EXE_meshd").into()),
+        verify: false,
+        configure_timeout: Duration::from_secs(90),
+        settle_timeout: Duration::from_secs(5),
+        out_dir: out.path().to_owned(),
+    };
+    let report = bench::run(config, true).await.expect("bench run");
+    eprintln!("{}", report.table());
+    assert_eq!(report.initial.configured, 2, "every SotW client configured");
+}

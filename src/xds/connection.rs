@@ -20,20 +20,21 @@ use tracing::{debug, info, warn};
 use super::{
     Error, Proxy, XdsType,
     generator::{Context, NetworkView, cds},
+    held::Held,
     push::{Push, PushScope},
     resource::{Resource, Subscription},
     server::{Caller, Shared},
-    status::{ConnectionStatus, Held, StatusHandle},
-    wire::Frame,
+    status::{ConnectionStatus, StatusHandle},
+    wire::{Frame, Requests},
 };
 
 /// Longest NACK message kept for debug.
 const MAX_NACK_MESSAGE: usize = 4096;
 
-/// Most encoded bytes of EDS or RDS resources put in one response. A stream's encode buffer grows to
-/// its largest response and keeps that memory while the stream lives, so a sidecar subscribing to
-/// every cluster of a big mesh would pin tens of MiB. Both protocols allow these types to arrive in
-/// several responses (only LDS and CDS responses must carry the whole set), so larger sets are split.
+/// Most encoded bytes of EDS or RDS resources put in one delta response. Delta clients take these types
+/// in any number of responses (only LDS and CDS carry the whole set) and acknowledge each with a few
+/// bytes, so a sidecar watching every cluster of a big mesh gets its config in bounded messages it
+/// can apply as they come, far below gRPC clients' default 4 MiB receive limit.
 const MAX_RESPONSE_BYTES: usize = 128 << 10;
 
 /// What to do with a request.
@@ -190,6 +191,8 @@ fn truncate_message(m: &str) -> String {
 /// the shared encoded resources.
 pub(crate) trait Protocol: Default + Send + 'static {
     type Request: prost::Message + Default + Send + 'static;
+    /// Whether large EDS/RDS sets go out in several responses of at most [`MAX_RESPONSE_BYTES`].
+    const SPLITS_LARGE_SETS: bool;
     fn type_url(req: &Self::Request) -> &str;
     fn node(req: &Self::Request) -> Option<&Node>;
     fn on_request(&mut self, ty: XdsType, req: &Self::Request) -> Decision;
@@ -202,6 +205,8 @@ pub(crate) trait Protocol: Default + Send + 'static {
         mode: Mode,
     ) -> Option<Frame>;
     fn status(&self) -> BTreeMap<XdsType, TypeStatus>;
+    /// What the client holds, as this state machine recorded it (shared with `/debug/config_dump`).
+    fn held(&self) -> &Held;
 }
 
 type Outbox = mpsc::Sender<Result<Frame, tonic::Status>>;
@@ -215,8 +220,6 @@ struct Stream<P: Protocol> {
     push: Arc<Push>,
     status: StatusHandle,
     out: Outbox,
-    /// What the client holds, per type (for config_dump).
-    held: Held,
     /// Responses sent for the push being processed, per type (for push_status).
     pushed: BTreeMap<XdsType, u64>,
 }
@@ -226,7 +229,7 @@ pub(crate) async fn run<P: Protocol>(
     shared: Arc<Shared>,
     caller: Caller,
     peer: Option<String>,
-    mut requests: tonic::Streaming<P::Request>,
+    mut requests: Requests<tonic::body::Body, P::Request>,
     out: Outbox,
     protocol: &'static str,
 ) where
@@ -257,7 +260,7 @@ pub(crate) async fn run<P: Protocol>(
         }
     };
     shared.cache.advance(push.version(), push.base, &push.scope);
-    let held = Held::default();
+    let state = P::default();
     let status = shared.connections.register(ConnectionStatus {
         id: String::new(),
         protocol,
@@ -267,7 +270,7 @@ pub(crate) async fn run<P: Protocol>(
         proxy: Some(proxy.clone()),
         push_version: Some(push.version()),
         watches: BTreeMap::new(),
-        sent: held.clone(),
+        sent: state.held().clone(),
     });
     status.update(|s| s.id = format!("{}-{}", proxy.id, status.key()));
     info!(node = %proxy.id, kind = ?proxy.kind, protocol, "xDS stream connected");
@@ -279,11 +282,10 @@ pub(crate) async fn run<P: Protocol>(
         view: NetworkView::of(&proxy),
         shared: shared.clone(),
         proxy,
-        state: P::default(),
+        state,
         push,
         status,
         out,
-        held,
         pushed: BTreeMap::new(),
     };
     let mut next = Some(first);
@@ -420,7 +422,7 @@ impl<P: Protocol> Stream<P> {
         let build_time = built.elapsed();
         let version = self.push.version().to_string();
         let mut answered = false;
-        for batch in batches(ty, &resources) {
+        for batch in batches(ty, &resources, P::SPLITS_LARGE_SETS) {
             let Some(frame) = self.state.response(ty, batch, &version, mode) else {
                 continue;
             };
@@ -444,7 +446,6 @@ impl<P: Protocol> Stream<P> {
         if mode == Mode::Pushed {
             *self.pushed.entry(ty).or_default() += 1;
         }
-        self.held.record(ty, &resources, only.is_some());
         Ok(())
     }
 
@@ -454,10 +455,10 @@ impl<P: Protocol> Stream<P> {
     }
 }
 
-/// `resources` in responses of at most [`MAX_RESPONSE_BYTES`] (LDS and CDS whole): always at least one,
-/// possibly empty, so a request is still answered.
-fn batches(ty: XdsType, resources: &[Arc<Resource>]) -> Vec<&[Arc<Resource>]> {
-    if ty.is_full_state() {
+/// `resources` in responses of at most [`MAX_RESPONSE_BYTES`] when `split` (LDS and CDS whole): always
+/// at least one, possibly empty, so a request is still answered.
+fn batches(ty: XdsType, resources: &[Arc<Resource>], split: bool) -> Vec<&[Arc<Resource>]> {
+    if ty.is_full_state() || !split {
         return vec![resources];
     }
     let mut out = Vec::new();
@@ -497,16 +498,24 @@ mod tests {
             resource("c", 1),
             resource("d", 3 * half),
         ];
-        let sizes: Vec<Vec<String>> = batches(XdsType::Endpoint, &rs)
+        let sizes: Vec<Vec<String>> = batches(XdsType::Endpoint, &rs, true)
             .iter()
             .map(|b| b.iter().map(|r| r.name.to_string()).collect())
             .collect();
         assert_eq!(sizes, [vec!["a", "b"], vec!["c"], vec!["d"]]);
         assert_eq!(
-            batches(XdsType::Cluster, &rs).len(),
+            batches(XdsType::Cluster, &rs, true).len(),
             1,
             "CDS is one state of the world"
         );
-        assert_eq!(batches(XdsType::Endpoint, &[]), vec![&[] as &[Arc<Resource>]]);
+        assert_eq!(
+            batches(XdsType::Endpoint, &rs, false).len(),
+            1,
+            "SotW EDS is one response"
+        );
+        assert_eq!(
+            batches(XdsType::Endpoint, &[], true),
+            vec![&[] as &[Arc<Resource>]]
+        );
     }
 }

@@ -16,7 +16,8 @@ use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
 use super::{
     XdsType,
     connection::{Decision, Exchange, Ignored, Mode, Nonces, Protocol, TypeStatus},
-    resource::{Resource, Subscription, intern},
+    held::Held,
+    resource::{Resource, Subscription, intern, intern_names},
     sotw::MAX_NAMES,
     wire::{self, Frame},
 };
@@ -26,22 +27,25 @@ use super::{
 pub(crate) struct Delta {
     watches: BTreeMap<XdsType, Watch>,
     nonces: Nonces,
+    /// What the client was sent and still holds, per type.
+    held: Held,
 }
 
 #[derive(Debug, Default)]
 struct Watch {
     sub: Subscription,
     exchange: Exchange,
-    /// Name → version the client holds (`None`: a version meshd did not write, from
-    /// `initial_resource_versions`, which matches nothing). A `u64`, not the version string: this map
-    /// holds every resource of every type a client watches.
-    client_has: BTreeMap<Arc<str>, Option<u64>>,
+    /// What a reconnecting client says it holds (`initial_resource_versions`) that meshd has not sent
+    /// on this stream yet: name → version (`None`: a version meshd did not write, which matches
+    /// nothing). Each entry leaves when that name is sent or removed.
+    claimed: BTreeMap<Arc<str>, Option<u64>>,
     /// The next request-driven answer must be sent even if empty (first request of the type).
     must_answer: bool,
 }
 
 impl Protocol for Delta {
     type Request = DeltaDiscoveryRequest;
+    const SPLITS_LARGE_SETS: bool = true;
 
     fn type_url(req: &DeltaDiscoveryRequest) -> &str {
         &req.type_url
@@ -63,7 +67,7 @@ impl Protocol for Delta {
         if first {
             // Legacy wildcard: a first request naming nothing subscribes to everything (LDS/CDS).
             w.sub.wildcard = ty.is_full_state() && req.resource_names_subscribe.is_empty();
-            w.client_has = req
+            w.claimed = req
                 .initial_resource_versions
                 .iter()
                 .map(|(name, v)| (intern(name), wire::parse_version_hex(v)))
@@ -72,22 +76,32 @@ impl Protocol for Delta {
         }
         // Subscription changes are honoured whatever the nonce says (spec, delta section).
         let mut changed = first;
+        let mut names_changed = false;
         for name in &req.resource_names_subscribe {
             if name == Subscription::WILDCARD {
                 changed |= ty.is_full_state() && !w.sub.wildcard;
                 w.sub.wildcard |= ty.is_full_state();
-            } else {
-                changed |= Arc::make_mut(&mut w.sub.names).insert(intern(name));
+            } else if !w.sub.names.contains(name.as_str()) {
+                Arc::make_mut(&mut w.sub.names).insert(intern(name));
+                (changed, names_changed) = (true, true);
             }
         }
         for name in &req.resource_names_unsubscribe {
             if name == Subscription::WILDCARD {
                 w.sub.wildcard = false;
-            } else if Arc::make_mut(&mut w.sub.names).remove(name.as_str()) {
+            } else if w.sub.names.contains(name.as_str()) {
+                Arc::make_mut(&mut w.sub.names).remove(name.as_str());
+                names_changed = true;
                 // The client dropped it; if wildcard still covers it, it must be sent again.
-                w.client_has.remove(name.as_str());
+                w.claimed.remove(name.as_str());
+                if let Some(h) = self.held.lock().get_mut(&ty) {
+                    h.remove(name);
+                }
                 changed |= w.sub.wildcard;
             }
+        }
+        if names_changed {
+            w.sub.names = intern_names(&w.sub.names);
         }
         let acks_latest = !req.response_nonce.is_empty() && w.exchange.is_latest(&req.response_nonce);
         if acks_latest {
@@ -119,24 +133,34 @@ impl Protocol for Delta {
         mode: Mode,
     ) -> Option<Frame> {
         let w = self.watches.get_mut(&ty)?;
-        let send: Vec<&Resource> = resources
+        let mut all = self.held.lock();
+        let held = all.entry(ty).or_default();
+        let has = |name: &str| match held.version(name) {
+            Some(v) => Some(Some(v)),
+            None => w.claimed.get(name).copied(),
+        };
+        let send: Vec<&Arc<Resource>> = resources
             .iter()
-            .filter(|r| w.client_has.get(&r.name) != Some(&Some(r.version)))
-            .map(|r| &**r)
+            .filter(|r| has(&r.name) != Some(Some(r.version)))
             .collect();
         let mut removed = Vec::new();
         if ty.is_full_state() {
             let present: BTreeSet<&str> = resources.iter().map(|r| &*r.name).collect();
             // What the client holds but no longer exists (or is no longer subscribed) — including what
             // it reported in `initial_resource_versions` after a reconnect (istio#41494).
-            removed.extend(w.client_has.keys().filter(|n| !present.contains(&***n)).cloned());
+            removed.extend(
+                held.names()
+                    .chain(w.claimed.keys())
+                    .filter(|n| !present.contains(&***n))
+                    .cloned(),
+            );
             if mode == Mode::Requested {
                 // Named but absent: say so now instead of letting the client time out.
                 removed.extend(
                     w.sub
                         .names
                         .iter()
-                        .filter(|n| !present.contains(&***n) && !w.client_has.contains_key(*n))
+                        .filter(|n| !present.contains(&***n) && has(n).is_none())
                         .cloned(),
                 );
             }
@@ -145,12 +169,15 @@ impl Protocol for Delta {
         if send.is_empty() && removed.is_empty() && !must_answer {
             return None;
         }
-        for r in &send {
-            w.client_has.insert(r.name.clone(), Some(r.version));
+        held.insert(send.iter().copied());
+        for name in send.iter().map(|r| &r.name).chain(&removed) {
+            w.claimed.remove(name);
         }
         for name in &removed {
-            w.client_has.remove(name);
+            held.remove(name);
         }
+        drop(all);
+        let send: Vec<&Resource> = send.into_iter().map(|r| &**r).collect();
         let nonce = self.nonces.next();
         let frame = wire::delta_response(ty, version, &nonce, &send, &removed);
         w.exchange.sent(nonce, version);
@@ -158,10 +185,18 @@ impl Protocol for Delta {
     }
 
     fn status(&self) -> BTreeMap<XdsType, TypeStatus> {
+        let held = self.held.lock();
         self.watches
             .iter()
-            .map(|(ty, w)| (*ty, w.exchange.status(&w.sub, w.client_has.len())))
+            .map(|(ty, w)| {
+                let count = held.get(ty).map_or(0, |h| h.len()) + w.claimed.len();
+                (*ty, w.exchange.status(&w.sub, count))
+            })
             .collect()
+    }
+
+    fn held(&self) -> &Held {
+        &self.held
     }
 }
 

@@ -15,6 +15,7 @@ mod connection;
 pub mod debug;
 mod delta;
 pub mod generator;
+pub mod held;
 pub mod metrics;
 pub mod node;
 pub mod push;

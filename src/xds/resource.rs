@@ -1,7 +1,7 @@
 //! An encoded xDS resource and the subscription it answers; shared by both protocol state machines.
 
 use std::{
-    collections::{BTreeSet, HashSet},
+    collections::BTreeSet,
     hash::{DefaultHasher, Hasher},
     sync::{Arc, LazyLock},
 };
@@ -11,6 +11,7 @@ use parking_lot::Mutex;
 use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint, key_len};
 
 use super::XdsType;
+use crate::intern::Interner;
 
 /// One resource, encoded once and shared (through the cache) by every stream that sends it.
 #[derive(Debug, Clone, PartialEq)]
@@ -101,32 +102,15 @@ pub(crate) fn hash_bytes(bytes: &[u8]) -> u64 {
 /// the same 1,000 clusters hold one copy of each name (and so do the cache keys and resources built
 /// for them), not 1,000.
 pub(crate) fn intern(name: &str) -> Arc<str> {
-    static NAMES: LazyLock<Mutex<Interned>> = LazyLock::new(Mutex::default);
-    NAMES.lock().intern(name)
+    static NAMES: LazyLock<Mutex<Interner<str>>> = LazyLock::new(Mutex::default);
+    NAMES.lock().get_or_insert(name, |n: &str| Arc::from(n))
 }
 
-#[derive(Default)]
-struct Interned {
-    names: HashSet<Arc<str>, foldhash::fast::RandomState>,
-    /// Size after the last sweep.
-    live: usize,
-}
-
-impl Interned {
-    /// Names no one holds any more are swept whenever the set has doubled since the last sweep
-    /// (amortised O(1)), so names a client made up cost memory only while some stream holds them.
-    fn intern(&mut self, name: &str) -> Arc<str> {
-        if let Some(n) = self.names.get(name) {
-            return n.clone();
-        }
-        if self.names.len() >= 2 * self.live.max(1024) {
-            self.names.retain(|n| Arc::strong_count(n) > 1);
-            self.live = self.names.len();
-        }
-        let n: Arc<str> = Arc::from(name);
-        self.names.insert(n.clone());
-        n
-    }
+/// A set of subscribed names, shared by every stream subscribed to exactly that set: sidecars of one
+/// mesh without a `Sidecar` scope all watch the same clusters.
+pub(crate) fn intern_names(names: &BTreeSet<Arc<str>>) -> Arc<BTreeSet<Arc<str>>> {
+    static SETS: LazyLock<Mutex<Interner<BTreeSet<Arc<str>>>>> = LazyLock::new(Mutex::default);
+    SETS.lock().get_or_insert(names, |n| Arc::new(n.clone()))
 }
 
 /// What a stream subscribed to for one type.
@@ -151,28 +135,18 @@ impl Subscription {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn interned_names_are_shared_and_swept_when_unused() {
-        let mut i = Interned::default();
-        let a = i.intern("a");
-        assert!(Arc::ptr_eq(&a, &i.intern("a")));
-        // 2,048 names (the first sweep is at 2 × 1,024), all but `a` dropped at once.
-        for n in 1..2048 {
-            i.intern(&n.to_string());
-        }
-        i.intern("trigger");
-        assert_eq!(
-            i.names.len(),
-            2,
-            "only the held name and the new one survive a sweep"
-        );
-        assert!(Arc::ptr_eq(&a, &i.intern("a")));
-    }
-
     use envoy_types::pb::{envoy::config::cluster::v3::Cluster, google::protobuf::Any};
     use prost::Message;
 
     use super::*;
+
+    #[test]
+    fn equal_subscriptions_share_one_set() {
+        let set = |names: &[&str]| names.iter().map(|n| intern(n)).collect::<BTreeSet<_>>();
+        let a = intern_names(&set(&["x", "y"]));
+        assert!(Arc::ptr_eq(&a, &intern_names(&set(&["y", "x"]))));
+        assert!(!Arc::ptr_eq(&a, &intern_names(&set(&["x"]))));
+    }
 
     #[test]
     fn any_is_what_prost_encodes() {

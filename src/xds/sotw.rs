@@ -14,7 +14,8 @@ use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
 use super::{
     XdsType,
     connection::{Decision, Exchange, Ignored, Mode, Nonces, Protocol, TypeStatus},
-    resource::{Resource, Subscription, intern},
+    held::Held,
+    resource::{Resource, Subscription, intern, intern_names},
     wire::{self, Frame},
 };
 
@@ -26,6 +27,8 @@ pub(crate) const MAX_NAMES: usize = 100_000;
 pub(crate) struct Sotw {
     watches: BTreeMap<XdsType, Watch>,
     nonces: Nonces,
+    /// What the client was last sent, per type.
+    held: Held,
 }
 
 #[derive(Debug, Default)]
@@ -35,12 +38,15 @@ struct Watch {
     /// something; afterwards it means "unsubscribe from everything".
     ever_named: bool,
     exchange: Exchange,
-    /// Name → version of what the client was last sent.
-    sent: BTreeMap<Arc<str>, u64>,
 }
 
 impl Protocol for Sotw {
     type Request = DiscoveryRequest;
+    /// No: a SotW client acknowledges every response with its whole name list (≈ 60 KiB for a sidecar
+    /// watching 1,000 clusters), so 150 parts of one EDS set are 150 such requests while meshd is still
+    /// writing: a client with bounded buffers stops reading, and both sides wait forever. One response
+    /// per type, as istiod sends.
+    const SPLITS_LARGE_SETS: bool = false;
 
     fn type_url(req: &DiscoveryRequest) -> &str {
         &req.type_url
@@ -65,7 +71,9 @@ impl Protocol for Sotw {
         };
         if nonce.is_empty() {
             // A new name set, or the client re-requesting from scratch.
-            w.set_names(ty, &req.resource_names);
+            if let Some(before) = w.set_names(ty, &req.resource_names) {
+                forget_dropped(&self.held, ty, &before, &w.sub);
+            }
             return Decision::Respond;
         }
         if !w.exchange.is_latest(nonce) {
@@ -77,8 +85,11 @@ impl Protocol for Sotw {
             return Decision::Nack;
         }
         w.exchange.acked(nonce, &req.version_info);
-        let before = w.sub.clone();
-        w.set_names(ty, &req.resource_names);
+        // Most ACKs repeat the subscription: nothing to rebuild.
+        let Some(before) = w.set_names(ty, &req.resource_names) else {
+            return Decision::Ignore(Ignored::Ack);
+        };
+        forget_dropped(&self.held, ty, &before, &w.sub);
         let added = if w.sub.wildcard {
             w.sub != before
         } else {
@@ -103,24 +114,21 @@ impl Protocol for Sotw {
         mode: Mode,
     ) -> Option<Frame> {
         let w = self.watches.get_mut(&ty)?;
-        let current: BTreeMap<Arc<str>, u64> =
-            resources.iter().map(|r| (r.name.clone(), r.version)).collect();
-        let send: Vec<&Resource> = match mode {
-            Mode::Requested => resources.iter().map(|r| &**r).collect(),
+        let mut all = self.held.lock();
+        let held = all.entry(ty).or_default();
+        let unchanged = |r: &&Arc<Resource>| held.version(&r.name) == Some(r.version);
+        let send: Vec<&Arc<Resource>> = match mode {
+            Mode::Requested => resources.iter().collect(),
             // LDS/CDS: the whole set, when anything in it changed (including a deletion).
             Mode::Pushed if ty.is_full_state() => {
-                if current == w.sent {
+                if resources.len() == held.len() && resources.iter().all(|r| unchanged(&r)) {
                     return None;
                 }
-                resources.iter().map(|r| &**r).collect()
+                resources.iter().collect()
             }
             // EDS/RDS: only what changed; a vanished child is deleted through its parent.
             Mode::Pushed => {
-                let changed: Vec<_> = resources
-                    .iter()
-                    .filter(|r| w.sent.get(&r.name) != Some(&r.version))
-                    .map(|r| &**r)
-                    .collect();
+                let changed: Vec<_> = resources.iter().filter(|r| !unchanged(r)).collect();
                 if changed.is_empty() {
                     return None;
                 }
@@ -128,12 +136,12 @@ impl Protocol for Sotw {
             }
         };
         if ty.is_full_state() {
-            w.sent = current;
+            held.replace(resources);
         } else {
-            w.sent.extend(send.iter().map(|r| (r.name.clone(), r.version)));
-            w.sent
-                .retain(|name, _| w.sub.names.contains(name) || w.sub.wildcard);
+            held.insert(send.iter().copied());
         }
+        drop(all);
+        let send: Vec<&Resource> = send.into_iter().map(|r| &**r).collect();
         let nonce = self.nonces.next();
         let frame = wire::sotw_response(ty, version, &nonce, &send);
         w.exchange.sent(nonce, version);
@@ -141,23 +149,52 @@ impl Protocol for Sotw {
     }
 
     fn status(&self) -> BTreeMap<XdsType, TypeStatus> {
+        let held = self.held.lock();
         self.watches
             .iter()
-            .map(|(ty, w)| (*ty, w.exchange.status(&w.sub, w.sent.len())))
+            .map(|(ty, w)| {
+                let count = held.get(ty).map_or(0, |h| h.len());
+                (*ty, w.exchange.status(&w.sub, count))
+            })
             .collect()
+    }
+
+    fn held(&self) -> &Held {
+        &self.held
     }
 }
 
 impl Watch {
-    fn set_names(&mut self, ty: XdsType, names: &[String]) {
-        let mut set: BTreeSet<Arc<str>> = names.iter().map(|n| intern(n)).collect();
-        let star = set.remove(Subscription::WILDCARD);
+    /// Subscribes to exactly `names`; returns the previous subscription if it changed.
+    fn set_names(&mut self, ty: XdsType, names: &[String]) -> Option<Subscription> {
+        let star = names.iter().any(|n| n == Subscription::WILDCARD);
         let legacy_wildcard = names.is_empty() && !self.ever_named && ty.is_full_state();
         self.ever_named |= !names.is_empty();
-        self.sub = Subscription {
-            wildcard: ty.is_full_state() && (star || legacy_wildcard),
-            names: set.into(),
-        };
+        let wildcard = ty.is_full_state() && (star || legacy_wildcard);
+        let named = names.len() - usize::from(star);
+        let same = wildcard == self.sub.wildcard
+            && named == self.sub.names.len()
+            && names
+                .iter()
+                .all(|n| n == Subscription::WILDCARD || self.sub.names.contains(n.as_str()));
+        if same {
+            return None;
+        }
+        let mut set: BTreeSet<Arc<str>> = names.iter().map(|n| intern(n)).collect();
+        set.remove(Subscription::WILDCARD);
+        let names = intern_names(&set);
+        Some(std::mem::replace(&mut self.sub, Subscription { wildcard, names }))
+    }
+}
+
+/// EDS/RDS names the client dropped are forgotten at once, so a later re-subscription is answered in
+/// full (LDS/CDS records are replaced by every response anyway).
+fn forget_dropped(held: &Held, ty: XdsType, before: &Subscription, after: &Subscription) {
+    if ty.is_full_state() || before.names.difference(&after.names).next().is_none() {
+        return;
+    }
+    if let Some(h) = held.lock().get_mut(&ty) {
+        h.retain(|name| after.names.contains(name));
     }
 }
 

@@ -18,8 +18,9 @@ use parking_lot::Mutex;
 use serde::Serialize;
 
 use super::{
-    Proxy, Resource, XdsType,
+    Proxy, XdsType,
     connection::TypeStatus,
+    held::Held,
     push::{Push, PushScope},
 };
 use crate::model::Hostname;
@@ -47,37 +48,6 @@ pub struct ConnectionStatus {
     /// What the client holds, per type and name, as last sent (`/debug/config_dump`).
     #[serde(skip)]
     pub sent: Held,
-}
-
-/// The resources a client holds, per type and name: shared between its stream (the only writer, which
-/// updates it in place) and debug readers, so that a push does not copy a map of every resource the
-/// client watches. The lock is held only to update or copy out `Arc`s.
-#[derive(Debug, Clone, Default)]
-pub struct Held(Arc<Mutex<BTreeMap<XdsType, ByName>>>);
-
-/// Resources by name.
-type ByName = BTreeMap<Arc<str>, Arc<Resource>>;
-
-impl Held {
-    /// The client now holds `resources` of `ty`: in addition to what it had (`partial`, an
-    /// endpoint-only push) or instead of it. Names it unsubscribed from since may linger until the next
-    /// full answer; readers filter by the subscription.
-    pub(crate) fn record(&self, ty: XdsType, resources: &[Arc<Resource>], partial: bool) {
-        let mut all = self.0.lock();
-        let held = all.entry(ty).or_default();
-        if !partial {
-            held.clear();
-        }
-        held.extend(resources.iter().map(|r| (r.name.clone(), r.clone())));
-    }
-
-    /// A copy of what is held, per type.
-    pub fn snapshot(&self) -> BTreeMap<XdsType, Vec<Arc<Resource>>> {
-        let all = self.0.lock();
-        all.iter()
-            .map(|(ty, held)| (*ty, held.values().cloned().collect()))
-            .collect()
-    }
 }
 
 /// Live connections. Cheap to clone.

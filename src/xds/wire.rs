@@ -1,17 +1,21 @@
-//! ADS responses written straight from the shared encoded resources.
+//! ADS on the wire: responses written straight from the shared encoded resources, requests read
+//! without a lasting buffer.
 //!
 //! Owns: the protobuf layout of `DiscoveryResponse` and `DeltaDiscoveryResponse` as gRPC messages whose
-//! resources are the cache's own `Bytes` (a [`Frame`]), and the HTTP body that streams them. A response
-//! to 1,000 sidecars thus costs 1,000 small headers, not 1,000 copies of every resource, and a stream
-//! keeps no encode buffer between responses (tonic's grows to the largest response and stays).
-//! Does NOT: decide what goes in a response (the protocol state machines do).
+//! resources are the cache's own `Bytes` (a [`Frame`]), the HTTP body that streams them, and the
+//! request decoder ([`Requests`]). A response to 1,000 sidecars thus costs 1,000 small headers, not
+//! 1,000 copies of every resource, and between messages a stream keeps no encode or decode buffer
+//! (tonic's both grow to the largest message and stay: ≈ 50 KiB a sidecar for its decode buffer, whose
+//! largest request is the 1,000-name EDS subscription). Does NOT: decide what goes in a response (the
+//! protocol state machines do).
 
 use std::{
+    marker::PhantomData,
     pin::Pin,
     task::{Context, Poll, ready},
 };
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use http::HeaderMap;
 use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint, key_len};
 use tokio::sync::mpsc;
@@ -264,6 +268,107 @@ fn trailers(status: &Status) -> HeaderMap {
     headers
 }
 
+/// The request messages of one stream, decoded from its HTTP body. The buffer holds only a partly
+/// received message and is let go whenever a message ends at a frame's end (the usual case), so an
+/// idle stream holds none.
+pub(crate) struct Requests<B, M> {
+    body: B,
+    buf: BytesMut,
+    /// Largest message accepted.
+    max: usize,
+    done: bool,
+    message: PhantomData<fn() -> M>,
+}
+
+impl<B, M> Requests<B, M> {
+    pub(crate) fn new(body: B, max: usize) -> Self {
+        Self {
+            body,
+            buf: BytesMut::new(),
+            max,
+            done: false,
+            message: PhantomData,
+        }
+    }
+}
+
+impl<B, M: prost::Message + Default> Requests<B, M> {
+    /// The next whole message in the buffer, if there is one.
+    fn decode(&mut self) -> Result<Option<M>, Status> {
+        if self.buf.len() < PREFIX {
+            return Ok(None);
+        }
+        if self.buf[0] != 0 {
+            return Err(Status::internal(
+                "compressed request message, but meshd negotiates no compression",
+            ));
+        }
+        let len = u32::from_be_bytes([self.buf[1], self.buf[2], self.buf[3], self.buf[4]]) as usize;
+        if len > self.max {
+            // Refused on the prefix, before anything is allocated for it (tonic's code and wording).
+            return Err(Status::out_of_range(format!(
+                "Error, decoded message length too large: found {len} bytes, the limit is: {} bytes",
+                self.max
+            )));
+        }
+        if self.buf.len() < PREFIX + len {
+            self.buf.reserve(PREFIX + len - self.buf.len());
+            return Ok(None);
+        }
+        self.buf.advance(PREFIX);
+        let message = M::decode(self.buf.split_to(len).freeze())
+            .map_err(|e| Status::internal(format!("invalid request message: {e}")));
+        if self.buf.is_empty() {
+            self.buf = BytesMut::new();
+        }
+        message.map(Some)
+    }
+}
+
+impl<B, M> futures::Stream for Requests<B, M>
+where
+    B: http_body::Body<Data = Bytes, Error = Status> + Unpin,
+    M: prost::Message + Default,
+{
+    type Item = Result<M, Status>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        loop {
+            if this.done {
+                return Poll::Ready(None);
+            }
+            match this.decode() {
+                Ok(Some(message)) => return Poll::Ready(Some(Ok(message))),
+                Ok(None) => {}
+                Err(status) => {
+                    this.done = true;
+                    return Poll::Ready(Some(Err(status)));
+                }
+            }
+            match ready!(Pin::new(&mut this.body).poll_frame(cx)) {
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        this.buf.extend_from_slice(&data);
+                    }
+                }
+                Some(Err(status)) => {
+                    this.done = true;
+                    return Poll::Ready(Some(Err(status)));
+                }
+                None => {
+                    this.done = true;
+                    if !this.buf.is_empty() {
+                        return Poll::Ready(Some(Err(Status::internal(
+                            "the request stream ended inside a message",
+                        ))));
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryResponse, DiscoveryResponse};
@@ -351,5 +456,84 @@ mod tests {
             (status.code(), status.message()),
             (tonic::Code::Unavailable, "bye")
         );
+    }
+
+    type Req = envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
+
+    /// gRPC-framed `msgs`, cut into `chunks` of the given sizes (the rest in one last chunk).
+    fn body(
+        bytes: Vec<u8>,
+        cuts: &[usize],
+    ) -> impl http_body::Body<Data = Bytes, Error = Status> + Unpin + use<> {
+        let mut chunks = Vec::new();
+        let mut rest = Bytes::from(bytes);
+        for &n in cuts {
+            chunks.push(rest.split_to(n.min(rest.len())));
+        }
+        chunks.push(rest);
+        http_body_util::StreamBody::new(futures::stream::iter(
+            chunks
+                .into_iter()
+                .map(|c| Ok::<_, Status>(http_body::Frame::data(c))),
+        ))
+    }
+
+    fn framed(msg: &impl prost::Message) -> Vec<u8> {
+        let mut out = vec![0];
+        out.extend((msg.encoded_len() as u32).to_be_bytes());
+        msg.encode(&mut out).unwrap();
+        out
+    }
+
+    fn req(names: usize) -> Req {
+        Req {
+            type_url: XdsType::Endpoint.url().into(),
+            resource_names_subscribe: (0..names).map(|i| format!("outbound|80||svc-{i}")).collect(),
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn requests_split_anywhere_decode_whole_and_leave_no_buffer() {
+        use futures::StreamExt;
+        let (big, small) = (req(2000), req(1));
+        let mut bytes = framed(&big);
+        bytes.extend(framed(&small));
+        let big_len = framed(&big).len();
+        // Cut inside the prefix, inside the body, and exactly at the message boundary.
+        let mut r = Requests::<_, Req>::new(body(bytes, &[3, 4, 1000, big_len - 1007]), 4 << 20);
+        assert_eq!(r.next().await.unwrap().unwrap(), big);
+        assert_eq!(r.buf.capacity(), 0, "the large request's buffer is let go");
+        assert_eq!(r.next().await.unwrap().unwrap(), small);
+        assert!(r.next().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn bad_requests_end_the_stream_with_a_status_naming_the_problem() {
+        use futures::StreamExt;
+        let over = {
+            let mut b = vec![0];
+            b.extend(u32::MAX.to_be_bytes());
+            b
+        };
+        let compressed = {
+            let mut b = framed(&req(1));
+            b[0] = 1;
+            b
+        };
+        let truncated = framed(&req(3))[..20].to_vec();
+        let garbage = vec![0, 0, 0, 0, 3, 0xff, 0xff, 0xff];
+        for (bytes, code, says) in [
+            (over, tonic::Code::OutOfRange, "too large"),
+            (compressed, tonic::Code::Internal, "compressed"),
+            (truncated, tonic::Code::Internal, "ended inside a message"),
+            (garbage, tonic::Code::Internal, "invalid request message"),
+        ] {
+            let mut r = Requests::<_, Req>::new(body(bytes, &[]), 4 << 20);
+            let err = r.next().await.unwrap().unwrap_err();
+            assert_eq!(err.code(), code, "{}", err.message());
+            assert!(err.message().contains(says), "{}", err.message());
+            assert!(r.next().await.is_none(), "nothing after the error");
+        }
     }
 }
