@@ -1,8 +1,9 @@
 //! One ADS stream, owned by its task: reads requests, follows pushes, answers.
 //!
-//! Owns: the stream loop shared by both protocols (through [`Protocol`]), the per-stream state (the
-//! proxy, the protocol state machine, the snapshot it serves) and publishing its status. Does NOT:
-//! decide protocol rules (see [`super::sotw`], [`super::delta`]) or build resources (generators).
+//! Owns: the stream loop shared by both protocols (through [`Protocol`]) and the per-stream state (the
+//! proxy, the protocol state machine, the snapshot it serves). The state machine sits behind a mutex
+//! only the task writes, so debug readers can look at it when they ask (see [`super::status`]). Does
+//! NOT: decide protocol rules (see [`super::sotw`], [`super::delta`]) or build resources (generators).
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -12,6 +13,7 @@ use std::{
 
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::google::rpc::Status;
+use parking_lot::Mutex;
 use serde::Serialize;
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
@@ -24,7 +26,7 @@ use super::{
     push::{Push, PushScope},
     resource::{Resource, Subscription},
     server::{Caller, Shared},
-    status::{ConnectionStatus, StatusHandle},
+    status::{ConnectionStatus, StatusHandle, Watches},
     wire::{Frame, Requests},
 };
 
@@ -211,12 +213,21 @@ pub(crate) trait Protocol: Default + Send + 'static {
 
 type Outbox = mpsc::Sender<Result<Frame, tonic::Status>>;
 
+/// A stream's protocol state: written by its task only, read by debug readers.
+struct State<P>(Mutex<P>);
+
+impl<P: Protocol> Watches for State<P> {
+    fn watches(&self) -> BTreeMap<XdsType, TypeStatus> {
+        self.0.lock().status()
+    }
+}
+
 /// The state a stream task owns.
 struct Stream<P: Protocol> {
     shared: Arc<Shared>,
     proxy: Proxy,
     view: NetworkView,
-    state: P,
+    state: Arc<State<P>>,
     push: Arc<Push>,
     status: StatusHandle,
     out: Outbox,
@@ -260,19 +271,22 @@ pub(crate) async fn run<P: Protocol>(
         }
     };
     shared.cache.advance(push.version(), push.base, &push.scope);
-    let state = P::default();
-    let status = shared.connections.register(ConnectionStatus {
-        id: String::new(),
-        protocol,
-        peer,
-        identities: caller.identities.clone(),
-        connected_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
-        proxy: Some(proxy.clone()),
-        push_version: Some(push.version()),
-        watches: BTreeMap::new(),
-        sent: state.held().clone(),
-    });
-    status.update(|s| s.id = format!("{}-{}", proxy.id, status.key()));
+    let state = Arc::new(State(Mutex::new(P::default())));
+    let held = state.0.lock().held().clone();
+    let status = shared.connections.register(
+        ConnectionStatus {
+            id: String::new(),
+            protocol,
+            peer,
+            identities: caller.identities.clone(),
+            connected_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+            proxy: Some(proxy.clone()),
+            push_version: Some(push.version()),
+            watches: BTreeMap::new(),
+            sent: held,
+        },
+        state.clone(),
+    );
     info!(node = %proxy.id, kind = ?proxy.kind, protocol, "xDS stream connected");
     shared.push_log.begin(&push);
     shared.metrics.stream_opened();
@@ -331,12 +345,13 @@ impl<P: Protocol> Stream<P> {
             debug!(type_url = %truncate_message(P::type_url(&req)), "ignoring a type meshd does not serve");
             return Ok(());
         };
-        match self.state.on_request(ty, &req) {
+        let decision = self.state.0.lock().on_request(ty, &req);
+        match decision {
             Decision::Respond => self.respond(ty, Mode::Requested, None).await?,
             Decision::Nack => {
                 self.shared.metrics.rejected(ty);
                 self.shared.push_log.nacked(ty);
-                let nack = self.state.status().get(&ty).and_then(|s| s.last_nack.clone());
+                let nack = self.state.watches().remove(&ty).and_then(|s| s.last_nack);
                 warn!(node = %self.proxy.id, %ty, ?nack, "config rejected by proxy");
             }
             Decision::Ignore(reason) => {
@@ -346,7 +361,6 @@ impl<P: Protocol> Stream<P> {
                 debug!(node = %self.proxy.id, %ty, ?reason, "no response");
             }
         }
-        self.publish();
         Ok(())
     }
 
@@ -373,15 +387,15 @@ impl<P: Protocol> Stream<P> {
         self.shared
             .push_log
             .pushed(push.version(), &std::mem::take(&mut self.pushed));
-        self.status.update(|s| s.push_version = Some(push.version()));
-        self.publish();
+        self.status.pushed(push.version());
         Ok(())
     }
 
     /// EDS names this stream watches that belong to one of `hosts`: looked up per changed service
     /// port, so a push costs what changed, not what the stream subscribes to.
     fn watched_clusters_of(&self, hosts: &BTreeSet<crate::model::Hostname>) -> BTreeSet<Arc<str>> {
-        let Some(sub) = self.state.subscription(XdsType::Endpoint) else {
+        let state = self.state.0.lock();
+        let Some(sub) = state.subscription(XdsType::Endpoint) else {
             return BTreeSet::new();
         };
         let mesh = &*self.push.mesh;
@@ -394,7 +408,7 @@ impl<P: Protocol> Stream<P> {
     }
 
     async fn respond(&mut self, ty: XdsType, mode: Mode, only: Option<&BTreeSet<Arc<str>>>) -> StepResult {
-        let Some(sub) = self.state.subscription(ty).cloned() else {
+        let Some(sub) = self.state.0.lock().subscription(ty).cloned() else {
             return Ok(());
         };
         // Pushes hold a permit while they build (the CPU-bound part), not while they send: a client
@@ -423,7 +437,7 @@ impl<P: Protocol> Stream<P> {
         let version = self.push.version().to_string();
         let mut answered = false;
         for batch in batches(ty, &resources, P::SPLITS_LARGE_SETS) {
-            let Some(frame) = self.state.response(ty, batch, &version, mode) else {
+            let Some(frame) = self.state.0.lock().response(ty, batch, &version, mode) else {
                 continue;
             };
             let limit = self.shared.limits.max_response_bytes;
@@ -447,11 +461,6 @@ impl<P: Protocol> Stream<P> {
             *self.pushed.entry(ty).or_default() += 1;
         }
         Ok(())
-    }
-
-    fn publish(&self) {
-        let watches = self.state.status();
-        self.status.update(|s| s.watches = watches);
     }
 }
 

@@ -1,9 +1,11 @@
 //! Per-connection status for debug (`/debug/connections`, `/debug/adsz`, `/debug/syncz`,
 //! `/debug/config_dump`) and the latest push's record (`/debug/push_status`).
 //!
-//! Owns: a registry of live streams. Each stream task is the only writer of its own entry and
-//! publishes an immutable [`ConnectionStatus`] after each change (`ArcSwap` store); readers clone
-//! `Arc`s out under a short lock that is never held across `.await`. Does NOT: serve HTTP.
+//! Owns: a registry of live streams. Each entry is the stream's fixed facts plus handles on what its
+//! task owns (protocol state, what the client holds, the push it serves); a reader builds a
+//! [`ConnectionStatus`] from them on demand, so a stream pays nothing per request or push for being
+//! observable (copying its status out after every change was a quarter of meshd's CPU under churn).
+//! Locks are short and never held across `.await`. Does NOT: serve HTTP.
 
 use std::{
     collections::BTreeMap,
@@ -13,7 +15,6 @@ use std::{
     },
 };
 
-use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 use serde::Serialize;
 
@@ -50,51 +51,75 @@ pub struct ConnectionStatus {
     pub sent: Held,
 }
 
+/// Per-type status, read from a stream's protocol state when asked.
+pub(crate) trait Watches: Send + Sync {
+    fn watches(&self) -> BTreeMap<XdsType, TypeStatus>;
+}
+
+/// One live stream as the registry holds it.
+struct Live {
+    /// Everything but `watches` and `push_version`, which are read live.
+    fixed: ConnectionStatus,
+    watches: Arc<dyn Watches>,
+    /// Snapshot version of the last push processed (0: none yet).
+    push_version: AtomicU64,
+}
+
 /// Live connections. Cheap to clone.
 #[derive(Clone, Default)]
 pub struct Connections {
     next: Arc<AtomicU64>,
-    live: Arc<Mutex<BTreeMap<u64, Arc<ArcSwap<ConnectionStatus>>>>>,
+    live: Arc<Mutex<BTreeMap<u64, Arc<Live>>>>,
 }
 
 impl Connections {
-    /// A snapshot of every live connection's status, in connection order.
+    /// Every live connection's status now, in connection order.
     pub fn list(&self) -> Vec<Arc<ConnectionStatus>> {
         let entries: Vec<_> = self.live.lock().values().cloned().collect();
-        entries.iter().map(|e| e.load_full()).collect()
+        entries
+            .iter()
+            .map(|e| {
+                let version = e.push_version.load(Ordering::Relaxed);
+                Arc::new(ConnectionStatus {
+                    watches: e.watches.watches(),
+                    push_version: (version > 0).then_some(version),
+                    ..e.fixed.clone()
+                })
+            })
+            .collect()
     }
 
-    /// Registers a stream; it is listed until the handle is dropped.
-    pub(crate) fn register(&self, initial: ConnectionStatus) -> StatusHandle {
+    /// Registers a stream; it is listed until the handle is dropped. Its id is `<node id>-<n>`.
+    pub(crate) fn register(&self, mut fixed: ConnectionStatus, watches: Arc<dyn Watches>) -> StatusHandle {
         let key = self.next.fetch_add(1, Ordering::Relaxed);
-        let cell = Arc::new(ArcSwap::from_pointee(initial));
-        self.live.lock().insert(key, cell.clone());
+        if let Some(proxy) = &fixed.proxy {
+            fixed.id = format!("{}-{key}", proxy.id);
+        }
+        let live = Arc::new(Live {
+            push_version: AtomicU64::new(fixed.push_version.unwrap_or(0)),
+            fixed,
+            watches,
+        });
+        self.live.lock().insert(key, live.clone());
         StatusHandle {
             key,
-            cell,
+            live,
             registry: self.clone(),
         }
     }
 }
 
-/// A stream's write handle on its own status entry.
+/// A stream's handle on its own registry entry.
 pub(crate) struct StatusHandle {
     key: u64,
-    cell: Arc<ArcSwap<ConnectionStatus>>,
+    live: Arc<Live>,
     registry: Connections,
 }
 
 impl StatusHandle {
-    /// The registry key: unique for this process.
-    pub(crate) fn key(&self) -> u64 {
-        self.key
-    }
-
-    /// Publishes a new status derived from the current one.
-    pub(crate) fn update(&self, f: impl FnOnce(&mut ConnectionStatus)) {
-        let mut next = ConnectionStatus::clone(&self.cell.load());
-        f(&mut next);
-        self.cell.store(Arc::new(next));
+    /// The stream now serves the push of snapshot `version`.
+    pub(crate) fn pushed(&self, version: u64) {
+        self.live.push_version.store(version, Ordering::Relaxed);
     }
 }
 
