@@ -6,13 +6,11 @@
 mod endpoint;
 mod gateway;
 mod ids;
-mod intern;
 mod service;
 
 pub use endpoint::{Endpoint, EndpointPort, Health, Locality, TlsMode};
 pub use gateway::NetworkGateway;
 pub use ids::{ClusterId, Hostname, NetworkId, ServiceKey};
-pub use intern::Interner;
 pub use service::{ExternalAddress, Labels, Protocol, Resolution, Service, ServicePort, TargetPort};
 
 /// Pod and namespace label naming an endpoint's network.

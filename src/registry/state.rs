@@ -13,7 +13,10 @@ use super::{
     network::NetworkResolver,
     service::Context,
 };
-use crate::model::{Endpoint, Interner, Locality, NetworkId, Service, ServiceKey};
+use crate::{
+    intern::Interner,
+    model::{Endpoint, Locality, NetworkId, Service, ServiceKey},
+};
 
 /// Everything one cluster's watchers have seen, in compact form.
 pub(super) struct State {
