@@ -6,10 +6,9 @@ use std::time::Duration;
 
 use meshd::bench::{self, Config, Protocols, Target, world::Shape};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn smoke_every_client_converges_to_the_truth() {
-    let out = tempfile::tempdir().unwrap();
-    let config = Config {
+/// 3 × 20 × 3, 20 mixed clients and one stalled, 20 changes/s for 3 s, verified against the truth.
+fn smoke(out: &std::path::Path) -> Config {
+    Config {
         shape: Shape {
             clusters: 3,
             services: 20,
@@ -26,8 +25,14 @@ async fn smoke_every_client_converges_to_the_truth() {
         verify: true,
         configure_timeout: Duration::from_secs(60),
         settle_timeout: Duration::from_secs(20),
-        out_dir: out.path().to_owned(),
-    };
+        out_dir: out.to_owned(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smoke_every_client_converges_to_the_truth() {
+    let out = tempfile::tempdir().unwrap();
+    let config = smoke(out.path());
     let report = bench::run(config, true).await.expect("bench run");
     eprintln!("{}", report.table());
     assert_eq!(report.initial.configured, 20, "every client configured");
@@ -59,15 +64,12 @@ async fn sotw_sidecars_of_a_large_mesh_are_configured() {
         clients: 2,
         flavor: Protocols::Sotw,
         stalled: 0,
-        connect_per_s: None,
         churn_per_s: 0.0,
         duration: Duration::ZERO,
-        debounce: Duration::from_millis(50),
-        target: Target::Meshd(env!("CARGO_BIN_EXE_meshd").into()),
         verify: false,
         configure_timeout: Duration::from_secs(90),
         settle_timeout: Duration::from_secs(5),
-        out_dir: out.path().to_owned(),
+        ..smoke(out.path())
     };
     let report = bench::run(config, true).await.expect("bench run");
     eprintln!("{}", report.table());

@@ -1,7 +1,10 @@
 //! Fault injection: refuse or hang connections, fail every request, drop or silence watches, compact
 //! history.
 
-use std::sync::Arc;
+use std::sync::{
+    Arc,
+    atomic::{AtomicU64, Ordering},
+};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -36,6 +39,8 @@ pub struct Faults {
     silenced: Mutex<CancellationToken>,
     /// Cancelled (and replaced) to cut every open connection when entering refuse mode.
     connections: Mutex<CancellationToken>,
+    /// API requests answered with an injected error so far: how hard clients retry during a storm.
+    failed: AtomicU64,
 }
 
 /// The JSON body of `POST /sandbox/v1/faults`.
@@ -64,6 +69,7 @@ impl Default for Faults {
             watches: Mutex::new(CancellationToken::new()),
             silenced: Mutex::new(CancellationToken::new()),
             connections: Mutex::new(CancellationToken::new()),
+            failed: AtomicU64::new(0),
         }
     }
 }
@@ -107,7 +113,10 @@ impl Faults {
     /// The injected failure for an API request, if any.
     pub(crate) fn failure(&self) -> Option<Error> {
         match self.mode() {
-            FaultMode::Error { status } => Some(Error::Injected(status)),
+            FaultMode::Error { status } => {
+                self.failed.fetch_add(1, Ordering::Relaxed);
+                Some(Error::Injected(status))
+            }
             _ => None,
         }
     }
@@ -171,11 +180,13 @@ impl Faults {
     }
 
     pub(crate) fn describe(&self) -> Value {
-        match self.mode() {
+        let mut state = match self.mode() {
             FaultMode::None => json!({"mode": "none"}),
             FaultMode::Error { status } => json!({"mode": "error", "status": status}),
             FaultMode::Hang => json!({"mode": "hang"}),
             FaultMode::Refuse => json!({"mode": "refuse"}),
-        }
+        };
+        state["failedRequests"] = self.failed.load(Ordering::Relaxed).into();
+        state
     }
 }
