@@ -6,6 +6,10 @@ use std::time::Duration;
 
 use meshd::bench::{self, Config, Protocols, Target, world::Shape};
 
+/// One run at a time: each starts meshd on ports that were free a moment before, and a second run
+/// starting beside it can take one of them first.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// 3 × 20 × 3, 20 mixed clients and one stalled, 20 changes/s for 3 s, verified against the truth.
 fn smoke(out: &std::path::Path) -> Config {
     Config {
@@ -31,6 +35,7 @@ fn smoke(out: &std::path::Path) -> Config {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn smoke_every_client_converges_to_the_truth() {
+    let _serial = ONE_AT_A_TIME.lock().await;
     let out = tempfile::tempdir().unwrap();
     let config = smoke(out.path());
     let report = bench::run(config, true).await.expect("bench run");
@@ -54,6 +59,7 @@ async fn smoke_every_client_converges_to_the_truth() {
 /// bounded request queues filled while meshd was still writing, and neither side read again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sotw_sidecars_of_a_large_mesh_are_configured() {
+    let _serial = ONE_AT_A_TIME.lock().await;
     let out = tempfile::tempdir().unwrap();
     let config = Config {
         shape: Shape {
