@@ -67,12 +67,14 @@ pub enum Error {
         source: std::io::Error,
     },
     /// The control plane process exited early.
-    #[error("the control plane exited ({status}); its log is {}", log.display())]
+    #[error("the control plane exited ({status}); its log is {}, ending:\n{tail}", log.display())]
     TargetExited {
         /// How it exited.
         status: String,
         /// Its log file.
         log: PathBuf,
+        /// The end of the log (the reason, usually).
+        tail: String,
     },
     /// The control plane did not become ready.
     #[error("the control plane was not ready within {0:?}")]
