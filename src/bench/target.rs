@@ -56,7 +56,10 @@ impl Meshd {
         while !meshd.ready() {
             if let Ok(Some(status)) = meshd.child.try_wait() {
                 let log = std::fs::read_to_string(&args.log).unwrap_or_default();
-                let tail = log.get(log.len().saturating_sub(2048)..).unwrap_or(&log).to_owned();
+                let tail = log
+                    .get(log.len().saturating_sub(2048)..)
+                    .unwrap_or(&log)
+                    .to_owned();
                 return Err(Error::TargetExited {
                     status: status.to_string(),
                     log: args.log,
