@@ -221,7 +221,7 @@ mod tests {
     const EDS: XdsType = XdsType::Endpoint;
 
     fn res(name: &str, version: u64) -> Arc<Resource> {
-        Arc::new(Resource::with_version(CDS, name.into(), vec![], version))
+        Resource::empty(CDS, name, version)
     }
 
     fn req(ty: XdsType, sub: &[&str], unsub: &[&str], nonce: &str) -> DeltaDiscoveryRequest {

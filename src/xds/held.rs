@@ -111,12 +111,7 @@ mod tests {
     use super::*;
 
     fn res(name: &str, version: u64) -> Arc<Resource> {
-        Arc::new(Resource::with_version(
-            XdsType::Endpoint,
-            name.into(),
-            vec![],
-            version,
-        ))
+        Resource::empty(XdsType::Endpoint, name, version)
     }
 
     fn held(h: &Holding) -> Vec<(&str, u64)> {

@@ -60,6 +60,12 @@ impl Resource {
         }
     }
 
+    /// An empty resource of `ty` at `version`, for the state machines' tests.
+    #[cfg(test)]
+    pub(crate) fn empty(ty: XdsType, name: &str, version: u64) -> Arc<Self> {
+        Arc::new(Self::with_version(ty, name.into(), vec![], version))
+    }
+
     /// The encoded message (`Any.value`).
     pub fn value(&self) -> &[u8] {
         &self.any[self.value_at..]

@@ -216,12 +216,7 @@ mod tests {
     }
 
     fn res(name: &str, version: u64) -> Arc<Resource> {
-        Arc::new(Resource::with_version(
-            XdsType::Cluster,
-            name.into(),
-            vec![],
-            version,
-        ))
+        Resource::empty(XdsType::Cluster, name, version)
     }
 
     fn req(ty: XdsType, names: &[&str], version: &str, nonce: &str) -> DiscoveryRequest {
