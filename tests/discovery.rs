@@ -5,6 +5,7 @@ use std::{collections::BTreeSet, sync::Arc, time::Duration};
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, Client, api::PostParams};
+use kube_sim::{ApiServer, ApiServerConfig, FaultMode};
 use meshd::{
     aggregate::MeshSnapshot,
     app::StartContext,
@@ -12,7 +13,6 @@ use meshd::{
     drain::Tasks,
     model::ServiceKey,
     readiness::Ready,
-    sandbox::apiserver::{ApiServer, ApiServerConfig, FaultMode},
 };
 use serde_json::{Value, json};
 use tokio::sync::watch;

@@ -54,10 +54,11 @@ export KUBECTL
 "$KUBECTL" version --client 2>/dev/null | sed -n 1p
 
 step "cargo build"
-cargo build --bins --quiet
+# Every member's binaries, and the test fixtures (examples, built with the `testing` feature).
+cargo build --workspace --bins --examples --features meshd/testing --quiet
 
 step "cargo test"
-cargo test --quiet 2>&1 | tee "$cache/cargo-test.log" | grep -E '^(test result|error|failures|---- )' || true
+cargo test --workspace --quiet 2>&1 | tee "$cache/cargo-test.log" | grep -E '^(test result|error|failures|---- )' || true
 if grep -qE '^test result: FAILED|^error' "$cache/cargo-test.log" || ! grep -q '^test result: ok' "$cache/cargo-test.log"; then
   echo "cargo test failed; full log: $cache/cargo-test.log" >&2
   tail -n 80 "$cache/cargo-test.log" >&2

@@ -9,6 +9,7 @@ use k8s_openapi::api::{
     core::v1::ServiceAccount,
 };
 use kube::api::{Api, PostParams};
+use kube_sim::{ApiServer, ApiServerConfig};
 use meshd::{
     auth::{ClusterClients, Identity, PrimaryCluster},
     ca::{
@@ -18,7 +19,6 @@ use meshd::{
         source::watch_dir,
     },
     drain::Tasks,
-    sandbox::apiserver::{ApiServer, ApiServerConfig},
     secure,
     tls::{AcceptLimits, ServingCert},
 };

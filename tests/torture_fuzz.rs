@@ -15,6 +15,8 @@ mod targets;
 #[allow(unreachable_pub)]
 mod stream;
 
+mod common;
+
 use std::{
     collections::HashSet,
     path::{Path, PathBuf},
@@ -248,7 +250,7 @@ fn xds_fixture(dir: &Path) -> Fixture {
            {"name":"other","namespace":"default","ports":[["grpc",7070,"GRPC"]]}]}"#,
     )
     .expect("mesh file");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_xds-fixture"))
+    let mut child = Command::new(common::workspace_exe("examples/xds-fixture"))
         .args(["--mesh", &mesh.to_string_lossy()])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

@@ -3,7 +3,6 @@
 //!
 //! It does not run the control plane: `app` points the real pipeline at the sandbox's primary.
 
-pub mod apiserver;
 pub mod serve;
 pub mod topology;
 
@@ -14,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 use crate::multicluster::remote_secret::{self, READER_SERVICE_ACCOUNT, ReaderCredentials};
-use apiserver::ApiServerConfig;
+use kube_sim::ApiServerConfig;
 use serve::ServedCluster;
 use topology::ClusterManifests;
 

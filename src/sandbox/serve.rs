@@ -7,8 +7,8 @@ use anyhow::Context;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::apiserver::{ApiServer, ApiServerConfig, RequestLog};
 use crate::multicluster::remote_secret::is_dns_label;
+use kube_sim::{ApiServer, ApiServerConfig, RequestLog};
 
 /// A started cluster and where its admin kubeconfig was written.
 pub struct ServedCluster {

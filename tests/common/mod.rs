@@ -3,6 +3,9 @@
 //! with kube clients for it.
 #![allow(dead_code, unreachable_pub)]
 
+#[allow(unused_imports)]
+pub use kube_sim::testing::*;
+
 use std::{
     io::{Read, Write},
     net::{SocketAddr, TcpListener, TcpStream},
@@ -11,13 +14,15 @@ use std::{
     time::{Duration, Instant},
 };
 
-use http_body_util::BodyExt;
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::core::Status;
-use kube::{Client, Config};
-use meshd::sandbox::apiserver::{ApiServer, ApiServerConfig};
-use serde_json::Value;
-use tokio_util::sync::CancellationToken;
+/// A binary of this workspace's build, beside the test binary's `deps/` folder (`examples/` for the
+/// test fixtures, which the product binaries do not ship).
+pub fn workspace_exe(rel: &str) -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>")
+        .join(rel)
+}
 
 /// A loopback port that was free a moment ago.
 pub fn free_port() -> u16 {
@@ -134,104 +139,4 @@ impl Drop for Meshd {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-pub struct Sim {
-    pub server: ApiServer,
-    pub client: Client,
-    shutdown: CancellationToken,
-}
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        self.shutdown.cancel();
-    }
-}
-
-pub async fn start() -> Sim {
-    start_with(ApiServerConfig::new("test")).await
-}
-
-pub async fn start_with(cfg: ApiServerConfig) -> Sim {
-    let shutdown = CancellationToken::new();
-    let server = ApiServer::start(cfg, shutdown.clone())
-        .await
-        .expect("start api server");
-    let client = client_for(&server.admin_kubeconfig()).await;
-    Sim {
-        server,
-        client,
-        shutdown,
-    }
-}
-
-pub async fn client_for(kubeconfig_yaml: &str) -> Client {
-    client_with(kubeconfig_yaml, |_| {}).await
-}
-
-/// A kube client from a kubeconfig, with its config adjusted (timeouts, retries) by `tweak`.
-pub async fn client_with(kubeconfig_yaml: &str, tweak: impl FnOnce(&mut Config)) -> Client {
-    let kc = Kubeconfig::from_yaml(kubeconfig_yaml).expect("parse kubeconfig");
-    let mut config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-        .await
-        .expect("config");
-    tweak(&mut config);
-    Client::try_from(config).expect("client")
-}
-
-/// A client that gives up quickly and never retries, to observe faults directly.
-pub async fn impatient_client(sim: &Sim, timeout: Duration) -> Client {
-    client_with(&sim.server.admin_kubeconfig(), |c| {
-        c.read_timeout = Some(timeout);
-        c.connect_timeout = Some(timeout);
-        c.default_retry = false;
-    })
-    .await
-}
-
-/// The admin kubeconfig with its user swapped for `user` (a YAML mapping such as `{token: x}`).
-pub fn kubeconfig_with_user(sim: &Sim, user: serde_json::Value) -> String {
-    let mut kc: Value = serde_yaml::from_str(&sim.server.admin_kubeconfig()).expect("yaml");
-    kc["users"][0]["user"] = user;
-    serde_yaml::to_string(&kc).expect("yaml")
-}
-
-/// The Status of a failed kube call.
-pub fn status_of<T: std::fmt::Debug>(res: Result<T, kube::Error>) -> Status {
-    match res {
-        Err(kube::Error::Api(status)) => *status,
-        other => panic!("expected an API error Status, got {other:?}"),
-    }
-}
-
-/// A raw request through the client; returns the HTTP code and the decoded JSON body (Null if not JSON).
-pub async fn raw(
-    client: &Client,
-    method: &str,
-    path: &str,
-    content_type: &str,
-    body: Vec<u8>,
-) -> (u16, Value) {
-    let req = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("content-type", content_type)
-        .body(kube::client::Body::from(body))
-        .expect("request");
-    let resp = client.send(req).await.expect("send");
-    let code = resp.status().as_u16();
-    let bytes = resp.into_body().collect().await.expect("body").to_bytes();
-    (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
-}
-
-/// Polls `f` (asynchronously) until it is true or `secs` pass; returns the last result.
-pub async fn eventually_async(secs: u64, mut f: impl FnMut() -> bool) -> bool {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    while tokio::time::Instant::now() < deadline {
-        if f() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    f()
 }

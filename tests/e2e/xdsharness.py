@@ -63,7 +63,7 @@ class Fixture:
         self.path = tmp / "mesh.json"
         self.set_mesh(mesh)
         self.proc = subprocess.Popen(
-            [str(BIN_DIR / "xds-fixture"), "--mesh", str(self.path)],
+            [str(BIN_DIR / "examples" / "xds-fixture"), "--mesh", str(self.path)],
             stdout=subprocess.PIPE,
             stderr=open(tmp / "xds-fixture.log", "w"),
             text=True,

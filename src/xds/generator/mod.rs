@@ -9,6 +9,7 @@ pub mod cds;
 pub mod eds;
 pub mod lds;
 pub mod rds;
+#[cfg(any(test, feature = "testing"))]
 pub mod static_mesh;
 #[cfg(test)]
 mod tests;
@@ -27,6 +28,7 @@ use super::{
     cache::{CacheKey, ResourceCache},
     resource::{Resource, Subscription},
 };
+#[cfg(any(test, feature = "testing"))]
 pub use static_mesh::StaticMesh;
 
 use crate::model::{Endpoint, NetworkGateway, NetworkId, Service, ServicePort, TlsMode};

@@ -1,24 +1,22 @@
 //! Watches and faults: kube-rs watcher/reflector through compaction and dropped connections, raw watch
 //! protocol details, slow watchers, and each fault mode observed by a client and lifted.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{
-    Sim, client_for, eventually_async, impatient_client, kubeconfig_with_user, raw, start, start_with,
-    status_of,
-};
 use futures::{AsyncBufReadExt, StreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::ListParams;
 use kube::runtime::reflector::{self, Store as Reader};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
-use meshd::sandbox::apiserver::{ApiServerConfig, FaultMode};
+use kube_sim::testing::{
+    Sim, client_for, eventually_async, impatient_client, kubeconfig_with_user, raw, start, start_with,
+    status_of,
+};
+use kube_sim::{ApiServerConfig, FaultMode};
 use serde_json::{Value, json};
 
 const NS: &str = "w";

@@ -27,6 +27,8 @@ mod selector;
 mod store;
 mod strategic;
 mod table;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod tls;
 mod watch;
 mod write;

@@ -106,7 +106,7 @@ pub(crate) fn entry<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::apiserver::kinds;
+    use crate::kinds;
 
     fn target(name: Option<&str>, sub: Option<&str>) -> Target {
         Target {

@@ -12,7 +12,8 @@ use std::{
 
 use serde_json::{Value, json};
 
-use crate::sandbox::{apiserver::ApiServer, topology::ClusterManifests};
+use kube_sim::ApiServer;
+use meshd::sandbox::topology::ClusterManifests;
 
 /// Namespace of every generated workload.
 pub const NAMESPACE: &str = "bench";
@@ -134,11 +135,7 @@ impl World {
 
     /// Replaces the oldest endpoint of the `n`th target: starts a new pod, points the slice at it,
     /// deletes the old pod (a rolling restart of one replica).
-    pub fn churn(
-        &mut self,
-        n: u64,
-        servers: &[&ApiServer],
-    ) -> Result<Change, crate::sandbox::apiserver::Error> {
+    pub fn churn(&mut self, n: u64, servers: &[&ApiServer]) -> Result<Change, kube_sim::Error> {
         let (cluster, service) = self.target(n);
         let added = Ipv4Addr::from(self.next_address);
         self.next_address += 1;

@@ -4,11 +4,19 @@
 
 use std::time::Duration;
 
-use meshd::bench::{self, Config, Protocols, Target, world::Shape};
+use meshctl::bench::{self, Config, Protocols, Target, world::Shape};
 
 /// One run at a time: each starts meshd on ports that were free a moment before, and a second run
 /// starting beside it can take one of them first.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The workspace's `meshd` binary (a sibling package's, built by `cargo test --workspace`), beside this
+/// test binary's `deps/` folder.
+fn meshd_exe() -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let dir = exe.parent().and_then(|d| d.parent()).expect("target/<profile>");
+    dir.join("meshd")
+}
 
 /// 3 × 20 × 3, 20 mixed clients and one stalled, 20 changes/s for 3 s, verified against the truth.
 fn smoke(out: &std::path::Path) -> Config {
@@ -25,7 +33,7 @@ fn smoke(out: &std::path::Path) -> Config {
         churn_per_s: 20.0,
         duration: Duration::from_secs(3),
         debounce: Duration::from_millis(50),
-        target: Target::Meshd(env!("CARGO_BIN_EXE_meshd").into()),
+        target: Target::Meshd(meshd_exe()),
         verify: true,
         configure_timeout: Duration::from_secs(60),
         settle_timeout: Duration::from_secs(20),

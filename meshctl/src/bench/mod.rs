@@ -42,7 +42,7 @@ use report::{
 use target::{Meshd, MeshdArgs, Usage};
 use world::{Shape, World};
 
-use crate::{drain::Tasks, sandbox};
+use meshd::{drain::Tasks, sandbox};
 
 /// Namespace of the control plane in the simulated primary (remote secrets go there).
 const SYSTEM_NAMESPACE: &str = "istio-system";
@@ -81,7 +81,7 @@ pub enum Error {
     NotReady(Duration),
     /// A simulator refused a change.
     #[error("writing a change to a simulator: {0}")]
-    Churn(#[from] crate::sandbox::apiserver::Error),
+    Churn(#[from] kube_sim::Error),
     /// The options contradict each other.
     #[error("invalid bench options: {0}")]
     Options(String),
@@ -589,7 +589,7 @@ mod tests {
     use clap::Parser;
 
     use super::*;
-    use crate::meshctl::{Cli, Command};
+    use crate::{Cli, Command};
 
     #[test]
     fn meshctl_bench_options_parse() {

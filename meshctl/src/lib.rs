@@ -8,6 +8,7 @@
 //!
 //! Results go to stdout; progress and warnings to stderr.
 
+pub mod bench;
 pub mod client;
 pub mod cluster;
 pub mod output;
@@ -173,7 +174,7 @@ pub struct AddClusterArgs {
 }
 
 const fn remote_secret_sa() -> &'static str {
-    crate::multicluster::remote_secret::READER_SERVICE_ACCOUNT
+    meshd::multicluster::remote_secret::READER_SERVICE_ACCOUNT
 }
 
 /// Why a command failed.
@@ -213,7 +214,7 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
                     request_log,
                     enforce_rbac,
                 },
-        } => crate::sandbox::serve::run(&clusters, &state_dir, request_log.as_deref(), enforce_rbac)
+        } => meshd::sandbox::serve::run(&clusters, &state_dir, request_log.as_deref(), enforce_rbac)
             .await
             .map_err(Error::Sandbox)?,
         Command::Bench(args) => {

@@ -17,7 +17,7 @@ use kube::{
     config::{KubeConfigOptions, Kubeconfig},
 };
 
-use crate::multicluster::remote_secret::{self, MULTICLUSTER_LABEL, ReaderCredentials, RemoteSecretError};
+use meshd::multicluster::remote_secret::{self, MULTICLUSTER_LABEL, ReaderCredentials, RemoteSecretError};
 
 /// Why a cluster could not be added or removed.
 #[derive(Debug, thiserror::Error)]

@@ -1,10 +1,7 @@
 //! kube-rs against the simulator: CRUD, errors as Status, auth (tokens, client certs), pagination, selectors.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 
-use common::{client_for, kubeconfig_with_user, raw, start, status_of};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::authentication::v1::{
     SelfSubjectReview, TokenRequest, TokenRequestSpec, TokenReview, TokenReviewSpec,
@@ -12,6 +9,7 @@ use k8s_openapi::api::authentication::v1::{
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServiceAccount};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use kube::{Api, Client};
+use kube_sim::testing::{client_for, kubeconfig_with_user, raw, start, status_of};
 use serde_json::{Value, json};
 
 fn cm(name: &str, labels: &[(&str, &str)]) -> ConfigMap {
@@ -373,7 +371,7 @@ async fn client_certificates_authenticate() {
         .unwrap();
 }
 
-async fn can_list(sim: &common::Sim, token: &str) -> bool {
+async fn can_list(sim: &kube_sim::testing::Sim, token: &str) -> bool {
     let client = client_for(&kubeconfig_with_user(sim, json!({"token": token}))).await;
     Api::<ConfigMap>::namespaced(client, "default")
         .list(&ListParams::default())

@@ -30,7 +30,7 @@ use tokio::sync::mpsc;
 use tokio_stream::{StreamExt, wrappers::ReceiverStream};
 use tonic::{Code, Status, transport::Channel};
 
-use crate::xds::{CLUSTER_TYPE, ENDPOINT_TYPE};
+use meshd::xds::{CLUSTER_TYPE, ENDPOINT_TYPE};
 
 /// How long a refused or failed stream waits before retrying (plus jitter up to the same again).
 const RETRY_BACKOFF: Duration = Duration::from_millis(200);

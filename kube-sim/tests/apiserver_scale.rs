@@ -1,15 +1,13 @@
 //! Scale: 100,000 ConfigMaps load, list (paginated and whole) and watch from resourceVersion 0.
 //! Prints the timings and the process RSS (run with `--nocapture` to see them).
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::start;
 use futures::{AsyncBufReadExt, StreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::ListParams;
+use kube_sim::testing::start;
 use serde_json::{Value, json};
 
 const N: usize = 100_000;

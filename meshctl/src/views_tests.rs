@@ -85,7 +85,7 @@ fn proxy_status_row_names_the_nack() {
         ("SYNCED", "STALE", "NOT SENT")
     );
     assert_eq!(p.last_nack, "EDS: bad endpoint");
-    let table = crate::meshctl::output::table(
+    let table = crate::output::table(
         &ProxyStatuses(vec![p.clone()]).header(),
         &ProxyStatuses(vec![p]).cells(),
     );

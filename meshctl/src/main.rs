@@ -1,7 +1,7 @@
 //! meshctl: the meshd operator CLI. Parsing and the commands live in `meshd::meshctl`.
 
 use clap::Parser;
-use meshd::meshctl::{Cli, run};
+use meshctl::{Cli, run};
 
 fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::output::Rows;
-use crate::xds::XdsType;
+use meshd::xds::XdsType;
 
 // === remote-clusters ===
 
