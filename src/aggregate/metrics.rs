@@ -6,15 +6,9 @@ use std::time::Duration;
 use prometheus_client::{metrics::histogram::Histogram, registry::Registry};
 
 /// The aggregator's handle. Cheap to clone.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct Metrics {
     debounce: Histogram,
-}
-
-impl std::fmt::Debug for Metrics {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Metrics").finish_non_exhaustive()
-    }
 }
 
 impl Metrics {

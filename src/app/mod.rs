@@ -135,7 +135,7 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
     };
 
     let cluster_id: ClusterId = args.cluster_id.as_deref().unwrap_or(DEFAULT_CLUSTER_ID).into();
-    let (discovery, view) = clusters::new(
+    let (cluster_discovery, view) = clusters::new(
         clusters_options(&args, &cluster_id, &watches),
         watches.networks.clone(),
         clusters,
@@ -214,8 +214,8 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
     });
 
     let discovery_client = primary.clone();
-    server.add_start_func("discovery", move |ctx| async move {
-        discovery.start(&ctx, discovery_client);
+    server.add_start_func("cluster discovery", move |ctx| async move {
+        cluster_discovery.start(&ctx, discovery_client);
         Ok(())
     });
     // Plugged-in CA files need no leader; the self-signed root Secret is written by the leader only.

@@ -16,15 +16,9 @@ use super::status::Clusters;
 use crate::metrics::IstioCounter;
 
 /// The cluster supervisors' handle. Cheap to clone.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct Metrics {
     sync_timeouts: IstioCounter,
-}
-
-impl std::fmt::Debug for Metrics {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Metrics").finish_non_exhaustive()
-    }
 }
 
 impl Metrics {

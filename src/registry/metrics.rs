@@ -12,15 +12,9 @@ struct EventLabels {
 }
 
 /// The handle every registry records through. Cheap to clone.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct Metrics {
     reg_events: Family<EventLabels, IstioCounter>,
-}
-
-impl std::fmt::Debug for Metrics {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Metrics").finish_non_exhaustive()
-    }
 }
 
 impl Metrics {
