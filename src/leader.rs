@@ -328,6 +328,14 @@ impl Leadership {
 /// Starts the election task on `tasks`. The returned [`Leadership`] reports `false` until the lease is
 /// acquired. On shutdown (cancellation of `tasks`) the task reports `false`, then releases the lease.
 pub fn start(client: Client, cfg: ElectionConfig, tasks: &Tasks) -> Result<Leadership, LeaderError> {
+    let (election, leadership) = new(client, cfg)?;
+    election.spawn(tasks);
+    Ok(leadership)
+}
+
+/// Builds an election without starting it, so that its [`Leadership`] can be handed to the duties
+/// that wait on it before the election runs ([`Election::spawn`]).
+pub fn new(client: Client, cfg: ElectionConfig) -> Result<(Election, Leadership), LeaderError> {
     cfg.validate()?;
     let (tx, rx) = watch::channel(false);
     let identity = cfg.identity.clone();
@@ -337,8 +345,17 @@ pub fn start(client: Client, cfg: ElectionConfig, tasks: &Tasks) -> Result<Leade
         cfg,
         tx,
     };
-    tasks.spawn("leader-election", elector.run(tasks.clone()));
-    Ok(Leadership { identity, rx })
+    Ok((Election(elector), Leadership { identity, rx }))
+}
+
+/// An election built by [`new`], not running yet.
+pub struct Election(Elector);
+
+impl Election {
+    /// Starts the election task on `tasks` (see [`start`]).
+    pub fn spawn(self, tasks: &Tasks) {
+        tasks.spawn("leader-election", self.0.run(tasks.clone()));
+    }
 }
 
 struct Elector {

@@ -10,7 +10,6 @@ pub mod auth;
 pub mod ca;
 pub mod cli;
 pub mod config;
-pub mod discovery;
 pub mod drain;
 pub mod intern;
 pub mod leader;
@@ -21,8 +20,11 @@ pub mod network;
 pub mod readiness;
 pub mod registry;
 pub mod sandbox;
-pub mod secure;
 pub mod signal;
+pub mod start;
 pub mod telemetry;
 pub mod tls;
 pub mod xds;
+
+#[cfg(test)]
+mod import_cycles;

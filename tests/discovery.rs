@@ -1,47 +1,40 @@
-//! Discovery against simulated API servers, kube-rs doing the talking: remote secrets add, remove,
-//! rotate and misconfigure clusters; faults and timeouts keep the last good state, then converge.
+//! Cluster discovery against simulated API servers, kube-rs doing the talking: remote secrets add,
+//! remove, rotate and misconfigure clusters; faults and timeouts keep the last good state, then converge.
+
+mod common;
 
 use std::{collections::BTreeSet, sync::Arc, time::Duration};
 
+use common::Sim;
 use k8s_openapi::api::core::v1::Secret;
-use kube::{Api, Client, api::PostParams};
-use kube_sim::{ApiServer, ApiServerConfig, FaultMode};
+use kube::{Api, api::PostParams};
+use kube_sim::{ApiServerConfig, FaultMode};
 use meshd::{
     aggregate::MeshSnapshot,
-    app::StartContext,
-    discovery::{self, DiscoveryHandle},
+    app::clusters::{self, ClusterView},
     drain::Tasks,
     model::ServiceKey,
+    multicluster::status::Clusters,
     readiness::Ready,
+    start::StartContext,
 };
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-struct Sim {
-    server: ApiServer,
-    client: Client,
-    _stop: tokio_util::sync::DropGuard,
-}
-
 async fn sim(name: &str) -> Sim {
-    let stop = CancellationToken::new();
-    let server = ApiServer::start(ApiServerConfig::new(name), stop.clone())
-        .await
-        .expect("simulator");
-    let kc = kube::config::Kubeconfig::from_yaml(&server.admin_kubeconfig()).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    let client = Client::try_from(config).unwrap();
-    Sim {
-        server,
-        client,
-        _stop: stop.drop_guard(),
-    }
+    common::start_with(ApiServerConfig::new(name)).await
 }
 
-impl Sim {
+/// What these tests do to a simulated cluster.
+trait Cluster {
+    fn apply(&self, obj: Value);
+    fn service(&self, name: &str, vip: &str, ips: &[&str]);
+    fn endpoints(&self, name: &str, ips: &[&str]);
+    fn kubeconfig(&self, token: &str) -> String;
+}
+
+impl Cluster for Sim {
     fn apply(&self, obj: Value) {
         self.server.store().apply(obj).expect("apply");
     }
@@ -77,9 +70,7 @@ impl Sim {
     }
 
     fn kubeconfig(&self, token: &str) -> String {
-        self.server
-            .admin_kubeconfig()
-            .replace(self.server.admin_token(), token)
+        common::kubeconfig_with_user(self, json!({ "token": token }))
     }
 }
 
@@ -106,7 +97,7 @@ fn secret(name: &str, data: &[(&str, &str)]) -> Value {
 struct Meshd {
     tasks: Tasks,
     ready: Ready,
-    handle: DiscoveryHandle,
+    handle: ClusterView,
     _networks: watch::Sender<Arc<meshd::config::MeshNetworks>>,
 }
 
@@ -118,7 +109,7 @@ impl Drop for Meshd {
 
 fn start(primary: &Sim, remote_timeout: Duration) -> Meshd {
     let (networks_tx, networks) = watch::channel(Arc::new(Default::default()));
-    let opts = discovery::Options {
+    let opts = clusters::Options {
         cluster_id: "c1".into(),
         system_namespace: "istio-system".into(),
         domain_suffix: "cluster.local".into(),
@@ -129,7 +120,12 @@ fn start(primary: &Sim, remote_timeout: Duration) -> Meshd {
         debounce_max: Duration::from_millis(200),
         insecure_kubeconfig_options: BTreeSet::new(),
     };
-    let (d, handle) = discovery::new(opts, networks, &mut Default::default());
+    let (d, handle) = clusters::new(
+        opts,
+        networks,
+        Clusters::default(),
+        clusters::Metrics::unregistered(),
+    );
     let ctx = StartContext {
         tasks: Tasks::new(),
         ready: Ready::new(),

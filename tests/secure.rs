@@ -2,15 +2,19 @@
 //! authenticators and the CreateCertificate service; real TLS clients (tonic and tokio-rustls); service-
 //! account tokens issued and reviewed by the Kubernetes API simulator.
 
+mod common;
+
 use std::{path::Path, sync::Arc, time::Duration};
 
+use common::Sim;
 use k8s_openapi::api::{
     authentication::v1::{TokenRequest, TokenRequestSpec},
     core::v1::ServiceAccount,
 };
 use kube::api::{Api, PostParams};
-use kube_sim::{ApiServer, ApiServerConfig};
+use kube_sim::ApiServerConfig;
 use meshd::{
+    app::secure,
     auth::{ClusterClients, Identity, PrimaryCluster},
     ca::{
         CaBundle, MeshCa, WorkloadCertPolicy,
@@ -19,12 +23,10 @@ use meshd::{
         source::watch_dir,
     },
     drain::Tasks,
-    secure,
     tls::{AcceptLimits, ServingCert},
 };
 use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 use tonic::{
     Code, Request, Status,
     transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity as TlsIdentity},
@@ -38,9 +40,8 @@ struct Mesh {
     ca: MeshCa,
     tls: ServingCert,
     ca_dir: tempfile::TempDir,
-    api: ApiServer,
+    api: Sim,
     tasks: Tasks,
-    _stop: tokio_util::sync::DropGuard,
 }
 
 fn write_ca(dir: &Path) -> CaBundle {
@@ -52,15 +53,12 @@ fn write_ca(dir: &Path) -> CaBundle {
 }
 
 async fn start() -> Mesh {
-    let stop = CancellationToken::new();
-    let api = ApiServer::start(ApiServerConfig::new("primary"), stop.clone())
-        .await
-        .unwrap();
+    let api = common::start_with(ApiServerConfig::new("primary")).await;
     for obj in [
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "sample"}}),
         json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": "sample"}}),
     ] {
-        api.store().apply(obj).unwrap();
+        api.server.store().apply(obj).unwrap();
     }
     let ca_dir = tempfile::tempdir().unwrap();
     write_ca(ca_dir.path());
@@ -71,7 +69,7 @@ async fn start() -> Mesh {
     );
     let tls = ServingCert::new(&ca, vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
     tls.keep_fresh(&tasks, &ca);
-    let clients: Arc<dyn ClusterClients> = Arc::new(PrimaryCluster::new("primary", admin_client(&api).await));
+    let clients: Arc<dyn ClusterClients> = Arc::new(PrimaryCluster::new("primary", api.client.clone()));
     let auth = secure::authenticator(TD, &[], Some((clients, "primary".into())), "istio-ca");
     let limits = AcceptLimits {
         handshake_timeout: Duration::from_secs(2),
@@ -93,16 +91,7 @@ async fn start() -> Mesh {
         ca_dir,
         api,
         tasks,
-        _stop: stop.drop_guard(),
     }
-}
-
-async fn admin_client(api: &ApiServer) -> kube::Client {
-    let kubeconfig: kube::config::Kubeconfig = serde_yaml::from_str(&api.admin_kubeconfig()).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .unwrap();
-    kube::Client::try_from(config).unwrap()
 }
 
 impl Mesh {
@@ -134,7 +123,7 @@ impl Mesh {
     }
 
     async fn token(&self, audience: &str) -> String {
-        let api: Api<ServiceAccount> = Api::namespaced(admin_client(&self.api).await, "sample");
+        let api: Api<ServiceAccount> = Api::namespaced(self.api.client.clone(), "sample");
         let request = TokenRequest {
             spec: TokenRequestSpec {
                 audiences: vec![audience.into()],
@@ -464,14 +453,12 @@ async fn handshake_abuse_does_not_stop_the_accept_loop() {
 #[tokio::test]
 async fn self_signed_root_is_created_once_and_shared() {
     use meshd::ca::source::{CA_SECRET_NAME, load_or_create_secret};
-    let stop = CancellationToken::new();
-    let api = ApiServer::start(ApiServerConfig::new("primary"), stop.clone())
-        .await
-        .unwrap();
-    api.store()
+    let api = common::start_with(ApiServerConfig::new("primary")).await;
+    api.server
+        .store()
         .apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "istio-system"}}))
         .unwrap();
-    let client = admin_client(&api).await;
+    let client = api.client.clone();
     // A non-leader never creates it.
     assert!(
         load_or_create_secret(client.clone(), "istio-system", TD, false)
@@ -492,9 +479,9 @@ async fn self_signed_root_is_created_once_and_shared() {
         .expect("exists");
     assert_eq!(again.roots_pem(), a.roots_pem());
     let secret = api
+        .server
         .store()
         .get("v1", "Secret", Some("istio-system"), CA_SECRET_NAME)
         .unwrap();
     assert_eq!(secret["type"], "istio.io/ca-root");
-    stop.cancel();
 }

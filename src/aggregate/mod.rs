@@ -5,9 +5,15 @@
 //! applies them to its [`index::Index`] at once, and publishes after the debounce quiet period, so a burst
 //! becomes one snapshot whose [`ChangeSet`] names every service that changed, in which cluster, and
 //! whether EDS alone suffices. It never does I/O and never holds a lock.
+//!
+//! Also here: the gateway set each snapshot carries, found by the pure [`gateways`] functions; the
+//! merged view's debug routes ([`routes`]); `pilot_debounce_time` ([`Metrics`]).
 
 mod debounce;
+mod debug;
+pub mod gateways;
 mod index;
+mod metrics;
 mod snapshot;
 #[cfg(test)]
 mod tests;
@@ -17,13 +23,14 @@ use std::{collections::BTreeSet, sync::Arc, time::Duration};
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, warn};
 
+pub use debug::routes;
+pub use metrics::Metrics;
 pub use snapshot::{ChangeSet, EndpointShards, FullReason, MeshSnapshot, Push, ServiceChange, Snapshots};
 
 use crate::{
     config::MeshNetworks,
     drain::Tasks,
     model::{ClusterId, Endpoint, NetworkGateway, Service, ServiceKey},
-    network::gateways::{self, Ignored},
 };
 
 /// Pending updates the aggregator buffers before registries wait.
@@ -110,7 +117,7 @@ pub struct Options {
     /// Longest a publish may be delayed.
     pub debounce_max: Duration,
     /// `pilot_debounce_time`.
-    pub metrics: crate::discovery::metrics::Metrics,
+    pub metrics: Metrics,
 }
 
 /// Builds the aggregator (no I/O, no task yet). Returns it, where registries send, and the reader handle.
@@ -153,8 +160,8 @@ struct Writer {
     publisher: snapshot::Publisher,
     networks: watch::Receiver<Arc<MeshNetworks>>,
     /// Labelled Services last found unusable as gateways (each is warned about once).
-    ignored_gateways: Vec<Ignored>,
-    metrics: crate::discovery::metrics::Metrics,
+    ignored_gateways: Vec<gateways::Ignored>,
+    metrics: Metrics,
 }
 
 impl Writer {

@@ -328,7 +328,7 @@ async fn a_burst_is_published_once_after_the_quiet_period() {
         primary: "c1".into(),
         debounce_after: Duration::from_millis(100),
         debounce_max: Duration::from_secs(10),
-        metrics: crate::discovery::metrics::Metrics::unregistered(),
+        metrics: super::Metrics::unregistered(),
     };
     let (aggregator, tx, mut snaps) = new(opts, nets);
     aggregator.spawn(&tasks);

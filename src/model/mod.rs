@@ -13,6 +13,9 @@ pub use gateway::NetworkGateway;
 pub use ids::{ClusterId, Hostname, NetworkId, ServiceKey};
 pub use service::{ExternalAddress, Labels, Protocol, Resolution, Service, ServicePort, TargetPort};
 
+/// meshd's own cluster ID when `--cluster-id` is not given: istiod's default `CLUSTER_ID`.
+pub const DEFAULT_CLUSTER_ID: &str = "Kubernetes";
+
 /// Pod and namespace label naming an endpoint's network.
 pub const LABEL_NETWORK: &str = "topology.istio.io/network";
 /// Endpoint label naming its cluster.

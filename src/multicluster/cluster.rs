@@ -52,8 +52,10 @@ pub struct Env {
     pub qps: u64,
     /// Generation numbers, unique across clusters and rotations.
     pub generations: Arc<AtomicU64>,
-    /// Discovery metrics (registry events, sync timeouts).
-    pub metrics: crate::discovery::metrics::Metrics,
+    /// Sync timeouts.
+    pub metrics: super::Metrics,
+    /// Each registry's events.
+    pub registry_metrics: registry::Metrics,
 }
 
 /// The controller's handle on a running cluster.
@@ -248,7 +250,7 @@ impl Supervisor {
                 ctx,
                 system_namespace: self.env.system_namespace.clone(),
                 networks: self.env.networks.clone(),
-                metrics: self.env.metrics.clone(),
+                metrics: self.env.registry_metrics.clone(),
                 watch_timeout: self.env.watch_timeout,
             },
             self.env.updates.clone(),

@@ -5,12 +5,16 @@
 //! - [`secrets`]: which clusters the Secrets ask for (pure; duplicate IDs have a deterministic winner).
 //! - [`controller`]: the Secret watcher; starts, rotates and stops clusters.
 //! - [`cluster`]: one cluster's supervisor: client, registry generations, status, readiness timeout.
-//! - [`status`]: the `/debug/clusterz` table.
+//! - [`status`]: the `/debug/clusterz` table and its route.
+//! - [`metrics`]: sync timeouts and the cluster gauges ([`Metrics`]).
 //! - [`remote_secret`]: building remote secrets (sandbox, `meshctl add-cluster`).
 
 pub mod cluster;
 pub mod controller;
 pub mod kubeconfig;
+mod metrics;
 pub mod remote_secret;
 pub mod secrets;
 pub mod status;
+
+pub use metrics::Metrics;

@@ -1,12 +1,24 @@
 //! Per-cluster status as `/debug/clusterz` shows it, and the table the secret controller publishes.
+//! `/debug/clusterz` is shaped like istiod's so existing tooling (`istioctl remote-clusters`) reads it;
+//! its rows carry no credentials.
 
 use std::{fmt, sync::Arc};
 
 use arc_swap::ArcSwap;
+use axum::{Json, routing::get};
 use serde::Serialize;
 use tokio::sync::watch;
 
-use crate::{model::ClusterId, registry::Progress};
+use crate::{admin, model::ClusterId, registry::Progress};
+
+/// Adds `/debug/clusterz`.
+pub fn routes(debug: admin::Debug, clusters: Clusters) -> admin::Debug {
+    debug.route(
+        "/debug/clusterz",
+        "clusters, their secrets and sync status",
+        get(move || async move { Json(clusters.rows()) }),
+    )
+}
 
 /// A cluster's sync status (istiod's values, plus `error: <reason>`).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,14 +1,13 @@
-//! Multi-network: gateway discovery, gateway DNS, split-horizon EDS and `/debug/networkz`.
+//! Multi-network: gateway DNS, split-horizon EDS and `/debug/networkz`.
 //!
-//! Owns: the pure functions from meshNetworks and the clusters' Services to the gateway set
-//! ([`gateways`]), the task keeping gateway DNS names resolved ([`dns`]), and the [`SplitHorizon`]
-//! endpoint view the xDS generators call. Does NOT: decide an endpoint's network (the registries do,
-//! `registry::network`), hold state (the aggregate is the single writer of the gateway set and
-//! publishes it in each snapshot), or build the east-west gateway's listener (`xds::generator`).
+//! Owns: the task keeping gateway DNS names resolved ([`dns`]), and the [`SplitHorizon`] endpoint view
+//! the xDS generators call. Does NOT: decide an endpoint's network (the registries do,
+//! `registry::network`), find the gateways or hold state (the aggregate is the single writer of the
+//! gateway set, found by `aggregate::gateways`, and publishes it in each snapshot), or build the
+//! east-west gateway's listener (`xds::generator`).
 
 pub mod dns;
 pub mod explain;
-pub mod gateways;
 pub mod split_horizon;
 
 use axum::{Json, extract::Query, routing::get};

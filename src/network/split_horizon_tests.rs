@@ -4,8 +4,8 @@ use std::net::IpAddr;
 
 use super::*;
 use crate::{
+    aggregate::gateways::{Candidate, resolve},
     model::{ExternalAddress, Protocol},
-    network::gateways::{Candidate, resolve},
     xds::generator::{
         eds::{self, Duplicates},
         static_mesh::service,

@@ -8,9 +8,12 @@
 
 pub mod endpoints;
 pub mod errors;
+mod metrics;
 pub mod network;
 pub mod service;
 mod state;
+
+pub use metrics::Metrics;
 
 use std::{collections::HashSet, sync::Arc};
 
@@ -49,7 +52,7 @@ pub struct Options {
     /// meshNetworks; a reload re-evaluates every endpoint's network.
     pub networks: watch::Receiver<Arc<MeshNetworks>>,
     /// `pilot_k8s_reg_events`.
-    pub metrics: crate::discovery::metrics::Metrics,
+    pub metrics: Metrics,
     /// Server-side timeout of each watch, in seconds; kube-rs presumes a watch silent for 5 s longer
     /// dead (a blackholed connection) and re-establishes it.
     pub watch_timeout: u32,
@@ -133,7 +136,7 @@ struct Registry {
     changed_services: HashSet<ServiceKey>,
     touched: HashSet<ServiceKey>,
     network_changed: bool,
-    metrics: crate::discovery::metrics::Metrics,
+    metrics: Metrics,
     watch_timeout: u32,
 }
 

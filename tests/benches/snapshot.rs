@@ -45,10 +45,7 @@ fn rebuild(c: &mut Criterion) {
         primary: "cluster-0".into(),
         debounce_after: Duration::ZERO,
         debounce_max: Duration::ZERO,
-        metrics: meshd::discovery::metrics::Metrics::new(
-            &mut prometheus_client::registry::Registry::default(),
-            Default::default(),
-        ),
+        metrics: aggregate::Metrics::unregistered(),
     };
     let (aggregator, tx, mut snapshots) = aggregate::new(opts, networks);
     let services: Vec<_> = (0..SERVICES)

@@ -1,9 +1,7 @@
 //! Cluster discovery, assembled: the aggregate, the config cluster's registry and the secret
 //! controller for remote clusters. Both the real (kubeconfig / in-cluster) and the sandbox start-up
-//! paths call [`new`] then [`Discovery::start`].
-
-mod debug;
-pub mod metrics;
+//! paths call [`new`] then [`ClusterDiscovery::start`]. Does NOT: own any state, metric or debug
+//! route (the aggregate, registries and `multicluster` do); it only wires them.
 
 use std::{
     collections::BTreeSet,
@@ -13,14 +11,12 @@ use std::{
 
 use tokio::sync::watch;
 
-pub use debug::routes;
-
 use crate::{
     aggregate::{self, Aggregator, Snapshots, UpdateSender},
-    app::StartContext,
     config::MeshNetworks,
     model::ClusterId,
     multicluster::{
+        self,
         cluster::Env,
         controller::Controller,
         kubeconfig::InsecureOption,
@@ -28,13 +24,14 @@ use crate::{
     },
     network::dns,
     registry::{self, service::Context},
+    start::StartContext,
 };
 
 /// Requests per second each cluster's client may make (client-go's remote default is far lower; istiod
 /// raises it to this order for remote registries).
 const CLIENT_QPS: u64 = 50;
 
-/// Discovery settings (from the command line).
+/// Cluster discovery settings.
 #[derive(Debug, Clone)]
 pub struct Options {
     /// meshd's own (config) cluster.
@@ -57,72 +54,93 @@ pub struct Options {
     pub insecure_kubeconfig_options: BTreeSet<InsecureOption>,
 }
 
+/// The metrics cluster discovery records, each owned by the module that counts it.
+#[derive(Clone, Debug)]
+pub struct Metrics {
+    /// `pilot_k8s_reg_events`.
+    pub registry: registry::Metrics,
+    /// `pilot_debounce_time`.
+    pub aggregate: aggregate::Metrics,
+    /// Sync timeouts and the cluster gauges (over the same [`Clusters`] passed to [`new`]).
+    pub multicluster: multicluster::Metrics,
+}
+
+impl Metrics {
+    /// Metrics recorded nowhere (tests).
+    pub fn unregistered() -> Self {
+        Self {
+            registry: registry::Metrics::unregistered(),
+            aggregate: aggregate::Metrics::unregistered(),
+            multicluster: multicluster::Metrics::unregistered(),
+        }
+    }
+}
+
 /// What the rest of meshd reads. Cheap to clone.
 #[derive(Clone)]
-pub struct DiscoveryHandle {
+pub struct ClusterView {
     /// The merged view: `load()` it, or wait for `changed()`.
     pub snapshots: Snapshots,
     /// Per-cluster status (`/debug/clusterz`).
     pub clusters: Clusters,
 }
 
-/// Discovery, built but not started.
-pub struct Discovery {
+/// Cluster discovery, built but not started.
+pub struct ClusterDiscovery {
     opts: Options,
     networks: watch::Receiver<Arc<MeshNetworks>>,
     aggregator: Aggregator,
     updates: UpdateSender,
-    handle: DiscoveryHandle,
-    metrics: metrics::Metrics,
+    view: ClusterView,
+    metrics: Metrics,
 }
 
-/// Builds discovery without I/O, registering its metrics in `registry`; the handle is usable
-/// (empty) at once, e.g. for debug routes.
+/// Builds cluster discovery without I/O; the secret controller will publish into `clusters`. The view
+/// is usable (empty) at once, e.g. for debug routes.
 pub fn new(
     opts: Options,
     networks: watch::Receiver<Arc<MeshNetworks>>,
-    registry: &mut prometheus_client::registry::Registry,
-) -> (Discovery, DiscoveryHandle) {
-    let clusters = Clusters::default();
-    let metrics = metrics::Metrics::new(registry, clusters.clone());
+    clusters: Clusters,
+    metrics: Metrics,
+) -> (ClusterDiscovery, ClusterView) {
     let (aggregator, updates, snapshots) = aggregate::new(
         aggregate::Options {
             primary: opts.cluster_id.clone(),
             debounce_after: opts.debounce_after,
             debounce_max: opts.debounce_max,
-            metrics: metrics.clone(),
+            metrics: metrics.aggregate.clone(),
         },
         networks.clone(),
     );
-    let handle = DiscoveryHandle { snapshots, clusters };
-    let discovery = Discovery {
+    let view = ClusterView { snapshots, clusters };
+    let discovery = ClusterDiscovery {
         opts,
         networks,
         aggregator,
         updates,
-        handle: handle.clone(),
+        view: view.clone(),
         metrics,
     };
-    (discovery, handle)
+    (discovery, view)
 }
 
-impl Discovery {
+impl ClusterDiscovery {
     /// Starts the aggregator, the config cluster's registry (readiness waits for its initial sync) and
     /// the secret controller (readiness waits for each remote cluster, up to the timeout).
     pub fn start(self, ctx: &StartContext, primary: kube::Client) {
-        let Discovery {
+        let ClusterDiscovery {
             opts,
             networks,
             aggregator,
             updates,
-            handle,
+            view,
             metrics,
         } = self;
         aggregator.spawn(&ctx.tasks);
         dns::spawn(
             &ctx.tasks,
             Arc::new(dns::SystemResolver),
-            handle.snapshots.clone(),
+            view.snapshots.clone(),
             updates.clone(),
         );
         let conv = Context {
@@ -142,7 +160,7 @@ impl Discovery {
                 ctx: conv.clone(),
                 system_namespace: opts.system_namespace.clone(),
                 networks: networks.clone(),
-                metrics: metrics.clone(),
+                metrics: metrics.registry.clone(),
                 watch_timeout: opts.watch_timeout,
             },
             updates.clone(),
@@ -159,10 +177,11 @@ impl Discovery {
                 allowed: Arc::new(opts.insecure_kubeconfig_options),
                 qps: CLIENT_QPS,
                 generations,
-                metrics,
+                metrics: metrics.multicluster,
+                registry_metrics: metrics.registry,
             },
             own: opts.cluster_id,
-            clusters: handle.clusters,
+            clusters: view.clusters,
             own_status: StatusSource::Registry(progress),
         };
         controller.spawn(&ctx.tasks, &ctx.ready, primary);

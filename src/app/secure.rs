@@ -1,32 +1,58 @@
 //! The secure gRPC server (15012): composes the mesh CA, the hot-swapping TLS config and the
 //! authenticator, and serves the gRPC services that require an authenticated caller.
 //!
-//! [`start`] composes it at start-up: the certificate service from [`routes`] plus the ADS service;
-//! [`serve`] binds and runs it.
+//! [`start`] composes it at start-up from its [`Config`]: the certificate service from [`routes`] plus
+//! the ADS service; [`serve`] binds and runs it. Does NOT: elect a leader (`app` starts the election and
+//! hands the CA its [`CaSource`]), sign or verify anything itself (`ca`, `tls`, `auth` do).
 
 use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
-use tokio::net::TcpListener;
+use tokio::{net::TcpListener, sync::watch};
 use tonic::service::Routes;
 use tracing::{info, warn};
 
 use anyhow::Context;
 
 use crate::{
-    app::StartContext,
     auth::{Authenticator, CertAuthenticator, Chain, ClusterClients, PrimaryCluster, TokenAuthenticator},
     ca::{
         CaError, MeshCa, WorkloadCertPolicy, sandbox::write_sandbox_certs, service::CertificateService,
         source,
     },
-    cli::{Args, KubeSource},
     config::MeshConfig,
     drain::Tasks,
-    leader::{self, ElectionConfig},
+    model::ClusterId,
     multicluster::status::Clusters,
+    start::StartContext,
     tls::{AcceptLimits, ServingCert, TlsError},
     xds::AdsServer,
 };
+
+/// The secure server's settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// meshd's system namespace: in its serving certificate's names.
+    pub system_namespace: String,
+    /// Service DNS suffix: in its serving certificate's names.
+    pub domain_suffix: String,
+    /// Extra names for the serving certificate.
+    pub tls_hosts: Vec<String>,
+    /// Audience service-account tokens must carry.
+    pub token_audience: String,
+    /// meshd's own (config) cluster: where tokens naming no cluster are reviewed.
+    pub cluster_id: ClusterId,
+    /// Lifetimes of workload certificates.
+    pub workload_certs: WorkloadCertPolicy,
+    /// How often plugged-in CA files are polled.
+    pub config_poll: Duration,
+    /// Where to listen.
+    pub addr: SocketAddr,
+    /// Running on simulated clusters: loopback names in the serving certificate, and client
+    /// certificates written to `state_dir` for tools.
+    pub sandbox: bool,
+    /// meshd's state folder, if any.
+    pub state_dir: Option<PathBuf>,
+}
 
 /// Why the secure server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -59,7 +85,7 @@ pub enum CaSource {
         /// The system namespace.
         namespace: String,
         /// Whether this replica leads (only the leader writes the Secret).
-        leader: tokio::sync::watch::Receiver<bool>,
+        leader: watch::Receiver<bool>,
     },
 }
 
@@ -172,15 +198,15 @@ pub async fn serve(
     Ok(bound)
 }
 
-/// The mesh authenticator of `args`: certificates, then tokens reviewed by the primary cluster. Shared
-/// by the secure port and the admin server's debug endpoints.
+/// The mesh authenticator: certificates, then tokens reviewed by the primary cluster (or the remote the
+/// caller names). Shared by the secure port and the admin server's debug endpoints.
 pub fn mesh_authenticator(
-    args: &Args,
+    cfg: &Config,
     mesh: &MeshConfig,
     primary: kube::Client,
     remotes: Clusters,
 ) -> Arc<dyn Authenticator> {
-    let cluster_id = args.cluster_id.clone().unwrap_or_else(|| "Kubernetes".into());
+    let cluster_id = cfg.cluster_id.to_string();
     let clients: Arc<dyn ClusterClients> = Arc::new(MeshClusters {
         primary: PrimaryCluster::new(cluster_id.clone(), primary),
         remotes,
@@ -189,58 +215,44 @@ pub fn mesh_authenticator(
         &mesh.trust_domain,
         &mesh.trust_domain_aliases,
         Some((clients, cluster_id)),
-        &args.token_audience,
+        &cfg.token_audience,
     )
 }
 
-/// Starts the mesh CA and the secure gRPC server (15012): CA from `--ca-dir` or the CA Secret; then
-/// TLS, and the secure services (certificate signing and ADS) behind `auth`.
+/// Starts the mesh CA from `ca` and the secure gRPC server (15012): TLS, and the secure services
+/// (certificate signing and ADS) behind `auth`.
 pub async fn start(
     ctx: &StartContext,
-    args: &Args,
+    cfg: &Config,
+    ca: CaSource,
     mesh: &MeshConfig,
-    primary: kube::Client,
     auth: Arc<dyn Authenticator>,
     ads: &AdsServer,
 ) -> anyhow::Result<()> {
-    let sandbox = matches!(args.kube_source(), KubeSource::Sandbox(_));
-    let source = match &args.ca_dir {
-        Some(dir) => CaSource::Dir(dir.clone()),
-        None => {
-            let mut election = ElectionConfig::new(args.system_namespace.clone());
-            election.lease_name.clone_from(&args.leader_lease);
-            let leadership =
-                leader::start(primary.clone(), election, &ctx.tasks).context("leader election")?;
-            CaSource::Secret {
-                client: primary.clone(),
-                namespace: args.system_namespace.clone(),
-                leader: leadership.subscribe(),
-            }
-        }
-    };
-    let policy = WorkloadCertPolicy {
-        default_ttl: args.workload_cert_ttl,
-        max_ttl: args.max_workload_cert_ttl,
-    };
-    let ca = start_ca(source, &mesh.trust_domain, policy, args.config_poll, &ctx.tasks)
-        .await
-        .context("starting the mesh CA")?;
-    if let (true, Some(state)) = (sandbox, &args.state_dir) {
+    let ca = start_ca(
+        ca,
+        &mesh.trust_domain,
+        cfg.workload_certs,
+        cfg.config_poll,
+        &ctx.tasks,
+    )
+    .await
+    .context("starting the mesh CA")?;
+    if let (true, Some(state)) = (cfg.sandbox, &cfg.state_dir) {
         let certs = write_sandbox_certs(&ca, &mesh.trust_domain, &state.join("certs"))?;
         info!(dir = %state.join("certs").display(), identity = %certs.identity, "sandbox client certificates written");
     }
     let hosts = serving_hosts(
-        &args.system_namespace,
-        &args.domain_suffix,
-        &args.tls_hosts,
-        sandbox,
+        &cfg.system_namespace,
+        &cfg.domain_suffix,
+        &cfg.tls_hosts,
+        cfg.sandbox,
     );
     let tls = ServingCert::new(&ca, hosts)?;
     tls.keep_fresh(&ctx.tasks, &ca);
-    let addr = args.secure_grpc_addr.resolve(args.unspecified_host());
     serve(
         &ctx.tasks,
-        addr,
+        cfg.addr,
         &tls,
         routes(&ca, &auth).add_service(ads.service(Some(auth.clone()))),
         AcceptLimits::default(),

@@ -1,63 +1,36 @@
-//! Discovery metrics under istiod's names: registry events, cluster counts and sync status, sync
-//! timeouts, and how long the aggregate debounced a burst.
+//! Multi-cluster metrics under istiod's names: remote sync timeouts, and the cluster counts and sync
+//! status.
 //!
 //! The cluster gauges are computed at scrape time from the cluster table (a [`Collector`]), so they
-//! can never disagree with `/debug/clusterz`. Does NOT: decide when to record (registries, cluster
-//! supervisors and the aggregate call in).
-
-use std::time::Duration;
+//! can never disagree with `/debug/clusterz`. Does NOT: decide when to record (cluster supervisors call
+//! in), or count registry events (`registry::Metrics`) and debounce (`aggregate::Metrics`).
 
 use prometheus_client::{
     collector::Collector,
     encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric},
-    metrics::{MetricType, family::Family, gauge::ConstGauge, histogram::Histogram},
+    metrics::{MetricType, gauge::ConstGauge},
     registry::Registry,
 };
 
-use crate::{metrics::IstioCounter, multicluster::status::Clusters};
+use super::status::Clusters;
+use crate::metrics::IstioCounter;
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct EventLabels {
-    r#type: &'static str,
-    event: &'static str,
-}
-
-/// The handles. Cheap to clone.
-#[derive(Clone)]
+/// The cluster supervisors' handle. Cheap to clone.
+#[derive(Clone, Debug)]
 pub struct Metrics {
-    reg_events: Family<EventLabels, IstioCounter>,
     sync_timeouts: IstioCounter,
-    debounce: Histogram,
-}
-
-impl std::fmt::Debug for Metrics {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Metrics").finish_non_exhaustive()
-    }
 }
 
 impl Metrics {
-    /// Registers every discovery metric in `registry`; the cluster gauges read `clusters`.
+    /// Registers the sync-timeout counter and the cluster gauges in `registry`; the gauges read `clusters`.
     pub fn new(registry: &mut Registry, clusters: Clusters) -> Self {
         let m = Self {
-            reg_events: Family::default(),
             sync_timeouts: IstioCounter::default(),
-            debounce: Histogram::new([0.01, 0.1, 0.5, 1.0, 3.0, 5.0, 10.0, 20.0]),
         };
-        registry.register(
-            "pilot_k8s_reg_events",
-            "Events from k8s registry",
-            m.reg_events.clone(),
-        );
         registry.register(
             "remote_cluster_sync_timeouts_total",
             "Number of times remote clusters took too long to sync, causing slow startup that excludes remote clusters",
             m.sync_timeouts.clone(),
-        );
-        registry.register(
-            "pilot_debounce_time",
-            "Delay in seconds between the first config enters debouncing and the merged push request is pushed into the push queue",
-            m.debounce.clone(),
         );
         registry.register_collector(Box::new(ClusterGauges(clusters)));
         m
@@ -68,22 +41,9 @@ impl Metrics {
         Self::new(&mut Registry::default(), Clusters::default())
     }
 
-    /// A registry saw an event: `kind` as istiod names it (`Services`, `EndpointSlice`, `Pods`,
-    /// `Nodes`, `Namespaces`), `event` one of `add` (initial list), `update`, `delete`.
-    pub(crate) fn reg_event(&self, kind: &'static str, event: &'static str) {
-        self.reg_events
-            .get_or_create(&EventLabels { r#type: kind, event })
-            .inc();
-    }
-
     /// A remote cluster did not sync within the remote-cluster timeout.
     pub(crate) fn sync_timeout(&self) {
         self.sync_timeouts.inc();
-    }
-
-    /// The aggregate published a burst that started `since` ago.
-    pub(crate) fn debounced(&self, since: Duration) {
-        self.debounce.observe(since.as_secs_f64());
     }
 }
 

@@ -1,5 +1,14 @@
-//! The composition root: loads config, builds components, runs their start functions in order
-//! (istiod's `startFuncs`), waits for a signal, then drains everything through one shutdown path.
+//! The composition root: loads config, builds components from typed configs made from the command
+//! line, runs their start functions in order (istiod's `startFuncs`), waits for a signal, then drains
+//! everything through one shutdown path.
+//!
+//! - [`clusters`]: assembles cluster discovery (aggregate, config cluster registry, secret controller).
+//! - [`secure`]: composes the CA, TLS and authentication into the secure port (15012).
+//!
+//! Nothing below `app` imports it: components get their own configs, never [`Args`].
+
+pub mod clusters;
+pub mod secure;
 
 use std::{future::Future, pin::Pin, sync::Arc, time::Duration};
 
@@ -16,25 +25,17 @@ use crate::{
         MeshConfig, MeshNetworks, ParseError,
         watch::{ConfigFile, ReloadMetrics},
     },
-    discovery,
     drain::Tasks,
+    leader::{self, ElectionConfig},
+    model::{ClusterId, DEFAULT_CLUSTER_ID},
+    multicluster::{self, status::Clusters},
     network,
     readiness::Ready,
+    registry,
     sandbox::{self, Sandbox},
-    secure, xds,
+    start::StartContext,
+    xds,
 };
-
-/// istiod's default `CLUSTER_ID`.
-const DEFAULT_CLUSTER_ID: &str = "Kubernetes";
-
-/// What a start function gets: the task spawner and the readiness tracker.
-#[derive(Clone)]
-pub struct StartContext {
-    /// Spawns named, traced, drained tasks.
-    pub tasks: Tasks,
-    /// Register a guard here to hold readiness until initial work is done.
-    pub ready: Ready,
-}
 
 type StartFuture = Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>>;
 type StartFn = Box<dyn FnOnce(StartContext) -> StartFuture + Send>;
@@ -116,6 +117,12 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
     admin::register_build_info(&mut registry);
     let reload_metrics = ReloadMetrics::new(&mut registry);
     let xds_metrics = xds::metrics::Metrics::new(&mut registry);
+    let clusters = Clusters::default();
+    let cluster_metrics = clusters::Metrics {
+        registry: registry::Metrics::new(&mut registry),
+        aggregate: aggregate::Metrics::new(&mut registry),
+        multicluster: multicluster::Metrics::new(&mut registry, clusters.clone()),
+    };
     let mut server = Server::new();
 
     // Config files are validated before anything listens: a bad file at start is a clear, fatal error.
@@ -127,28 +134,27 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
         _ => None,
     };
 
-    let (discovery, discovery_handle) = discovery::new(
-        discovery_options(&args, &watches),
+    let cluster_id: ClusterId = args.cluster_id.as_deref().unwrap_or(DEFAULT_CLUSTER_ID).into();
+    let (cluster_discovery, view) = clusters::new(
+        clusters_options(&args, &cluster_id, &watches),
         watches.networks.clone(),
-        &mut registry,
+        clusters,
+        cluster_metrics,
     );
     let registry = Arc::new(registry);
-    let (ads, first_push) = xds_server(
-        &server.context().tasks,
-        discovery_handle.snapshots.clone(),
-        xds_metrics,
-    );
+    let (ads, first_push) = xds_server(&server.context().tasks, view.snapshots.clone(), xds_metrics);
 
     let primary_source = match &sandbox {
         Some(sb) => KubeSource::Kubeconfig(sb.kubeconfig(&sb.primary).context("sandbox primary")?.to_owned()),
         None => args.kube_source(),
     };
     let primary = primary_client(&primary_source).await?;
+    let secure_config = secure_config(&args, cluster_id);
     let mesh_auth = secure::mesh_authenticator(
-        &args,
+        &secure_config,
         &watches.mesh.borrow(),
         primary.clone(),
-        discovery_handle.clusters.clone(),
+        view.clusters.clone(),
     );
 
     let debug = admin::Debug::default().route(
@@ -164,8 +170,9 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
             }
         }),
     );
-    let debug = network::routes(debug, discovery_handle.snapshots.clone(), ads.connections());
-    let debug = xds::debug::routes(discovery::routes(debug, &discovery_handle), &ads);
+    let debug = network::routes(debug, view.snapshots.clone(), ads.connections());
+    let debug = multicluster::status::routes(debug, view.clusters.clone());
+    let debug = xds::debug::routes(aggregate::routes(debug, &view.snapshots), &ads);
     let debug_auth = admin::DebugAuth {
         authenticator: Some(mesh_auth.clone()),
         system_namespace: args.system_namespace.clone(),
@@ -207,14 +214,22 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
     });
 
     let discovery_client = primary.clone();
-    server.add_start_func("discovery", move |ctx| async move {
-        discovery.start(&ctx, discovery_client);
+    server.add_start_func("cluster discovery", move |ctx| async move {
+        cluster_discovery.start(&ctx, discovery_client);
         Ok(())
     });
+    // Plugged-in CA files need no leader; the self-signed root Secret is written by the leader only.
+    let ca = match &args.ca_dir {
+        Some(dir) => secure::CaSource::Dir(dir.clone()),
+        None => secure::CaSource::Secret {
+            client: primary.clone(),
+            namespace: args.system_namespace.clone(),
+            leader: start_leader_election(&mut server, &args, primary)?,
+        },
+    };
     let trust = watches.mesh.borrow().clone();
-    let secure_args = args.clone();
     server.add_start_func("secure grpc", move |ctx| async move {
-        secure::start(&ctx, &secure_args, &trust, primary, mesh_auth, &secure_ads).await
+        secure::start(&ctx, &secure_config, ca, &trust, mesh_auth, &secure_ads).await
     });
 
     let started = tokio::select! {
@@ -296,9 +311,44 @@ fn parse_mesh_config(text: &str) -> Result<MeshConfig, ParseError> {
     Ok(cfg)
 }
 
-fn discovery_options(args: &Args, watches: &MeshWatches) -> discovery::Options {
-    discovery::Options {
-        cluster_id: args.cluster_id.as_deref().unwrap_or(DEFAULT_CLUSTER_ID).into(),
+/// Registers leader election among the replicas (a Lease in the system namespace) as a start function;
+/// returns whether this replica leads, for the duties that write.
+fn start_leader_election(
+    server: &mut Server,
+    args: &Args,
+    client: kube::Client,
+) -> anyhow::Result<watch::Receiver<bool>> {
+    let mut cfg = ElectionConfig::new(args.system_namespace.clone());
+    cfg.lease_name.clone_from(&args.leader_lease);
+    let (election, leadership) = leader::new(client, cfg).context("leader election")?;
+    server.add_start_func("leader election", move |ctx| async move {
+        election.spawn(&ctx.tasks);
+        Ok(())
+    });
+    Ok(leadership.subscribe())
+}
+
+fn secure_config(args: &Args, cluster_id: ClusterId) -> secure::Config {
+    secure::Config {
+        system_namespace: args.system_namespace.clone(),
+        domain_suffix: args.domain_suffix.clone(),
+        tls_hosts: args.tls_hosts.clone(),
+        token_audience: args.token_audience.clone(),
+        cluster_id,
+        workload_certs: crate::ca::WorkloadCertPolicy {
+            default_ttl: args.workload_cert_ttl,
+            max_ttl: args.max_workload_cert_ttl,
+        },
+        config_poll: args.config_poll,
+        addr: args.secure_grpc_addr.resolve(args.unspecified_host()),
+        sandbox: matches!(args.kube_source(), KubeSource::Sandbox(_)),
+        state_dir: args.state_dir.clone(),
+    }
+}
+
+fn clusters_options(args: &Args, cluster_id: &ClusterId, watches: &MeshWatches) -> clusters::Options {
+    clusters::Options {
+        cluster_id: cluster_id.clone(),
         system_namespace: args.system_namespace.clone(),
         domain_suffix: args.domain_suffix.clone(),
         trust_domain: watches.mesh.borrow().trust_domain.clone(),

@@ -1,29 +1,19 @@
-//! `/debug/clusterz`, `/debug/registryz` and `/debug/endpointz` (alias `/debug/endpointShardz`), shaped
-//! like istiod's so existing tooling (`istioctl remote-clusters`) reads them. They show no credentials:
-//! nothing here holds any.
+//! `/debug/registryz` and `/debug/endpointz` (alias `/debug/endpointShardz`): the merged view of the
+//! latest snapshot, shaped like istiod's so existing tooling reads them. Does NOT: show clusters and
+//! their status (`/debug/clusterz`, `multicluster::status`).
 
 use std::collections::BTreeMap;
 
 use axum::{Json, routing::get};
 use serde_json::{Value, json};
 
-use super::DiscoveryHandle;
-use crate::{admin, aggregate::MeshSnapshot};
+use super::{MeshSnapshot, Snapshots};
+use crate::admin;
 
-/// Adds the discovery debug endpoints.
-pub fn routes(debug: admin::Debug, handle: &DiscoveryHandle) -> admin::Debug {
-    let clusters = handle.clusters.clone();
-    let (s1, s2, s3) = (
-        handle.snapshots.clone(),
-        handle.snapshots.clone(),
-        handle.snapshots.clone(),
-    );
+/// Adds the merged view's debug endpoints.
+pub fn routes(debug: admin::Debug, snapshots: &Snapshots) -> admin::Debug {
+    let (s1, s2, s3) = (snapshots.clone(), snapshots.clone(), snapshots.clone());
     debug
-        .route(
-            "/debug/clusterz",
-            "clusters, their secrets and sync status",
-            get(move || async move { Json(clusters.rows()) }),
-        )
         .route(
             "/debug/registryz",
             "merged services",
