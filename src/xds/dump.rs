@@ -203,21 +203,22 @@ mod tests {
         };
         let wildcard = Subscription {
             wildcard: true,
-            names: BTreeSet::new(),
+            names: Default::default(),
         };
         let clusters = ctx.generate(XdsType::Cluster, &wildcard, None);
         let listeners = ctx.generate(XdsType::Listener, &wildcard, None);
-        let named = |rs: &[Arc<Resource>]| Subscription {
+        let named = |names: BTreeSet<Arc<str>>| Subscription {
             wildcard: false,
-            names: rs.iter().map(|r| r.name.clone()).collect(),
+            names: Arc::new(names),
         };
-        let endpoints = ctx.generate(XdsType::Endpoint, &named(&clusters), None);
+        let endpoints = ctx.generate(
+            XdsType::Endpoint,
+            &named(clusters.iter().map(|r| r.name.clone()).collect()),
+            None,
+        );
         let routes = ctx.generate(
             XdsType::Route,
-            &Subscription {
-                wildcard: false,
-                names: ["80".into(), "outbound|80||echo.default.svc.cluster.local".into()].into(),
-            },
+            &named(["80".into(), "outbound|80||echo.default.svc.cluster.local".into()].into()),
             None,
         );
         let sections = [
