@@ -59,7 +59,8 @@ fn envoy_descriptor_set() {
 /// git sources alike).
 fn envoy_types_dir() -> PathBuf {
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let manifest = Path::new(&env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR")).join("Cargo.toml");
+    let manifest =
+        Path::new(&env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR")).join("Cargo.toml");
     let mut cmd = Command::new(cargo);
     cmd.args(["metadata", "--format-version", "1", "--locked", "--manifest-path"])
         .arg(&manifest);
@@ -80,5 +81,8 @@ fn envoy_types_dir() -> PathBuf {
         .find(|p| p["name"] == "envoy-types")
         .and_then(|p| p["manifest_path"].as_str())
         .expect("envoy-types in cargo metadata");
-    Path::new(manifest_path).parent().expect("a manifest's folder").to_owned()
+    Path::new(manifest_path)
+        .parent()
+        .expect("a manifest's folder")
+        .to_owned()
 }

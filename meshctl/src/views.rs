@@ -519,7 +519,13 @@ pub fn cluster_rows(section: &Value) -> Vec<ClusterRow> {
                 // Proto3 JSON omits the default, STATIC.
                 _ => "STATIC".into(),
             };
-            let dash = |s: &str| if s.is_empty() { "-".to_owned() } else { s.to_owned() };
+            let dash = |s: &str| {
+                if s.is_empty() {
+                    "-".to_owned()
+                } else {
+                    s.to_owned()
+                }
+            };
             match parts[..] {
                 [direction @ ("outbound" | "inbound"), port, subset, host] => ClusterRow {
                     service_fqdn: host.into(),
@@ -808,7 +814,14 @@ impl Rows for RouteRows {
     fn cells(&self) -> Vec<Vec<String>> {
         self.0
             .iter()
-            .map(|r| vec![r.name.clone(), r.vhost.clone(), r.domains.clone(), r.r#match.clone()])
+            .map(|r| {
+                vec![
+                    r.name.clone(),
+                    r.vhost.clone(),
+                    r.domains.clone(),
+                    r.r#match.clone(),
+                ]
+            })
             .collect()
     }
 }

@@ -199,8 +199,20 @@ fn proxy_config_clusters_parse_istio_names() {
         got,
         [
             ["PassthroughCluster", "-", "-", "-", "ORIGINAL_DST"],
-            ["helloworld.sample.svc.cluster.local", "5000", "-", "outbound", "EDS"],
-            ["helloworld.sample.svc.cluster.local", "5000", "-", "outbound", "STATIC"],
+            [
+                "helloworld.sample.svc.cluster.local",
+                "5000",
+                "-",
+                "outbound",
+                "EDS"
+            ],
+            [
+                "helloworld.sample.svc.cluster.local",
+                "5000",
+                "-",
+                "outbound",
+                "STATIC"
+            ],
         ]
     );
 }
@@ -218,7 +230,10 @@ fn proxy_config_endpoints_listeners_routes() {
             ("198.51.100.10:15443", "UNKNOWN")
         ]
     );
-    assert!(eps.iter().all(|e| e.cluster == "outbound|5000||helloworld.sample.svc.cluster.local"));
+    assert!(
+        eps.iter()
+            .all(|e| e.cluster == "outbound|5000||helloworld.sample.svc.cluster.local")
+    );
 
     let ls = listener_rows(&dump_section(&dump, ConfigKind::Listeners));
     let got: Vec<[&str; 4]> = ls
@@ -274,15 +289,21 @@ fn proxy_config_tables_have_istioctl_headers() {
         first_line(ConfigKind::Clusters),
         ["SERVICE FQDN", "PORT", "SUBSET", "DIRECTION", "TYPE"]
     );
-    assert_eq!(first_line(ConfigKind::Endpoints), ["ENDPOINT", "STATUS", "CLUSTER"]);
+    assert_eq!(
+        first_line(ConfigKind::Endpoints),
+        ["ENDPOINT", "STATUS", "CLUSTER"]
+    );
     assert_eq!(
         first_line(ConfigKind::Listeners),
         ["NAME", "ADDRESSES", "PORT", "MATCH", "DESTINATION"]
     );
-    assert_eq!(first_line(ConfigKind::Routes), ["NAME", "VHOST NAME", "DOMAINS", "MATCH"]);
-    let clusters = proxy_config_table(
-        ConfigKind::Clusters,
-        &dump_section(&dump, ConfigKind::Clusters),
+    assert_eq!(
+        first_line(ConfigKind::Routes),
+        ["NAME", "VHOST NAME", "DOMAINS", "MATCH"]
     );
-    assert!(clusters.contains("\nhelloworld.sample.svc.cluster.local  5000  -       outbound   EDS\n"), "{clusters}");
+    let clusters = proxy_config_table(ConfigKind::Clusters, &dump_section(&dump, ConfigKind::Clusters));
+    assert!(
+        clusters.contains("\nhelloworld.sample.svc.cluster.local  5000  -       outbound   EDS\n"),
+        "{clusters}"
+    );
 }

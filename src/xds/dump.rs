@@ -187,7 +187,10 @@ mod tests {
         let mut db_svc = service("db", "default", &[("tcp", 5432, Protocol::Tcp)]);
         db_svc.cluster_vips.insert("c1".into(), vec![ip("10.96.0.20")]);
         StaticMesh::new(1)
-            .with(service("echo", "default", &[("http", 80, Protocol::Http)]), vec![echo])
+            .with(
+                service("echo", "default", &[("http", 80, Protocol::Http)]),
+                vec![echo],
+            )
             .with(db_svc, vec![endpoint(ip("10.0.0.2"), &[("tcp", 5432)], "c1")])
     }
 
@@ -256,14 +259,22 @@ mod tests {
             .collect();
         assert_eq!(
             types,
-            ["ClustersConfigDump", "ListenersConfigDump", "RoutesConfigDump", "EndpointsConfigDump"]
-                .map(|k| format!("type.googleapis.com/envoy.admin.v3.{k}"))
+            [
+                "ClustersConfigDump",
+                "ListenersConfigDump",
+                "RoutesConfigDump",
+                "EndpointsConfigDump"
+            ]
+            .map(|k| format!("type.googleapis.com/envoy.admin.v3.{k}"))
         );
 
         let clusters = section(&d, "ClustersConfigDump");
         assert_eq!(clusters["version_info"], "7");
         let active = clusters["dynamic_active_clusters"].as_array().unwrap();
-        let names: Vec<&str> = active.iter().map(|c| c["cluster"]["name"].as_str().unwrap()).collect();
+        let names: Vec<&str> = active
+            .iter()
+            .map(|c| c["cluster"]["name"].as_str().unwrap())
+            .collect();
         assert_eq!(
             names,
             [
@@ -272,11 +283,18 @@ mod tests {
                 "outbound|80||echo.default.svc.cluster.local"
             ]
         );
-        assert!(active.iter().all(|c| c["version_info"].as_str().unwrap().len() == 16));
+        assert!(
+            active
+                .iter()
+                .all(|c| c["version_info"].as_str().unwrap().len() == 16)
+        );
         let echo = &active[2]["cluster"];
         assert_eq!(echo["@type"], XdsType::Cluster.url());
         assert_eq!(echo["type"], "EDS", "enums by name");
-        assert_eq!(echo["connect_timeout"], "10s", "well-known types in their JSON form");
+        assert_eq!(
+            echo["connect_timeout"], "10s",
+            "well-known types in their JSON form"
+        );
         // The TLS transport socket, expanded in clear text.
         let tls = &echo["transport_socket_matches"][0]["transport_socket"];
         assert_eq!(tls["name"], "envoy.transport_sockets.tls");
@@ -300,10 +318,18 @@ mod tests {
             .flat_map(|e| {
                 let cla = &e["endpoint_config"];
                 let name = cla["cluster_name"].as_str().unwrap();
-                cla["endpoints"][0]["lb_endpoints"].as_array().unwrap().iter().map(move |lb| {
-                    let a = &lb["endpoint"]["address"]["socket_address"];
-                    (name, a["address"].as_str().unwrap(), a["port_value"].as_u64().unwrap())
-                })
+                cla["endpoints"][0]["lb_endpoints"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(move |lb| {
+                        let a = &lb["endpoint"]["address"]["socket_address"];
+                        (
+                            name,
+                            a["address"].as_str().unwrap(),
+                            a["port_value"].as_u64().unwrap(),
+                        )
+                    })
             })
             .collect();
         assert_eq!(
@@ -339,6 +365,9 @@ mod tests {
         let empty: Value = serde_json::from_str(&render(&[]).unwrap()).unwrap();
         let sections: Vec<&Value> = empty["configs"].as_array().unwrap().iter().collect();
         assert_eq!(sections.len(), 4);
-        assert!(sections.iter().all(|s| s.as_object().unwrap().len() == 1), "{empty:#}");
+        assert!(
+            sections.iter().all(|s| s.as_object().unwrap().len() == 1),
+            "{empty:#}"
+        );
     }
 }
