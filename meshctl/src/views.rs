@@ -433,6 +433,14 @@ fn indent(s: &str) -> String {
 
 // === proxy-config ===
 
+/// A row of a `meshctl proxy-config` table.
+pub trait ConfigRow {
+    /// istioctl's column names (those meshd has).
+    const HEADER: &'static [&'static str];
+    /// Cells in header order.
+    fn cells(&self) -> Vec<String>;
+}
+
 /// Which part of a proxy's config dump `meshctl proxy-config` shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ConfigKind {
@@ -460,10 +468,7 @@ impl ConfigKind {
 
 /// The section of `kind` in a `/debug/config_dump` answer (Envoy's admin `ConfigDump`), or `null`.
 pub fn dump_section(dump: &Value, kind: ConfigKind) -> Value {
-    dump["configs"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    list(&dump["configs"])
         .find(|c| c["@type"] == kind.section_type())
         .cloned()
         .unwrap_or(Value::Null)
@@ -478,17 +483,18 @@ fn text(v: &Value) -> String {
     }
 }
 
-/// The resources of a section: `list` entries, each one's resource under `path`.
-fn resources<'a>(section: &'a Value, list: &str, path: &[&str]) -> impl Iterator<Item = &'a Value> {
-    section[list]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(move |e| path.iter().fold(e, |v, k| &v[*k]))
+/// The elements of an array field; none when absent.
+fn list(v: &Value) -> impl Iterator<Item = &Value> {
+    v.as_array().into_iter().flatten()
+}
+
+/// The resources of a section: its `entries`, each one's resource under `path`.
+fn resources<'a>(section: &'a Value, entries: &str, path: &[&str]) -> impl Iterator<Item = &'a Value> {
+    list(&section[entries]).map(move |e| path.iter().fold(e, |v, k| &v[*k]))
 }
 
 /// A `meshctl proxy-config clusters` row (istioctl's columns; meshd has no DestinationRules).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterRow {
     /// The service host name, or the cluster name for clusters that are not a service's.
     pub service_fqdn: String,
@@ -546,34 +552,22 @@ pub fn cluster_rows(section: &Value) -> Vec<ClusterRow> {
         .collect()
 }
 
-/// `meshctl proxy-config clusters` rows.
-#[derive(Debug, Serialize)]
-#[serde(transparent)]
-pub struct ClusterRows(pub Vec<ClusterRow>);
-
-impl Rows for ClusterRows {
-    fn header(&self) -> Vec<&'static str> {
-        vec!["SERVICE FQDN", "PORT", "SUBSET", "DIRECTION", "TYPE"]
-    }
-    fn cells(&self) -> Vec<Vec<String>> {
-        self.0
-            .iter()
-            .map(|c| {
-                vec![
-                    c.service_fqdn.clone(),
-                    c.port.clone(),
-                    c.subset.clone(),
-                    c.direction.clone(),
-                    c.r#type.clone(),
-                ]
-            })
-            .collect()
+impl ConfigRow for ClusterRow {
+    const HEADER: &'static [&'static str] = &["SERVICE FQDN", "PORT", "SUBSET", "DIRECTION", "TYPE"];
+    fn cells(&self) -> Vec<String> {
+        vec![
+            self.service_fqdn.clone(),
+            self.port.clone(),
+            self.subset.clone(),
+            self.direction.clone(),
+            self.r#type.clone(),
+        ]
     }
 }
 
 /// A `meshctl proxy-config endpoints` row (istioctl's columns but OUTLIER CHECK, which is the proxy's
 /// own runtime state and not in what a control plane sends).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EndpointRow {
     /// `address:port`.
     pub endpoint: String,
@@ -588,11 +582,7 @@ pub fn endpoint_rows(section: &Value) -> Vec<EndpointRow> {
     resources(section, "dynamic_endpoint_configs", &["endpoint_config"])
         .flat_map(|cla| {
             let cluster = text(&cla["cluster_name"]);
-            let lb_endpoints = cla["endpoints"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .flat_map(|l| l["lb_endpoints"].as_array().into_iter().flatten());
+            let lb_endpoints = list(&cla["endpoints"]).flat_map(|l| list(&l["lb_endpoints"]));
             lb_endpoints.map(move |lb| {
                 let a = &lb["endpoint"]["address"]["socket_address"];
                 EndpointRow {
@@ -605,26 +595,16 @@ pub fn endpoint_rows(section: &Value) -> Vec<EndpointRow> {
         .collect()
 }
 
-/// `meshctl proxy-config endpoints` rows.
-#[derive(Debug, Serialize)]
-#[serde(transparent)]
-pub struct EndpointRows(pub Vec<EndpointRow>);
-
-impl Rows for EndpointRows {
-    fn header(&self) -> Vec<&'static str> {
-        vec!["ENDPOINT", "STATUS", "CLUSTER"]
-    }
-    fn cells(&self) -> Vec<Vec<String>> {
-        self.0
-            .iter()
-            .map(|e| vec![e.endpoint.clone(), e.status.clone(), e.cluster.clone()])
-            .collect()
+impl ConfigRow for EndpointRow {
+    const HEADER: &'static [&'static str] = &["ENDPOINT", "STATUS", "CLUSTER"];
+    fn cells(&self) -> Vec<String> {
+        vec![self.endpoint.clone(), self.status.clone(), self.cluster.clone()]
     }
 }
 
 /// A `meshctl proxy-config listeners` row: one per filter chain (istioctl's), or one per API listener
 /// (proxyless gRPC, which has no address).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListenerRow {
     /// Listener name.
     pub name: String,
@@ -697,9 +677,7 @@ pub fn listener_rows(section: &Value) -> Vec<ListenerRow> {
                     destination: filter_destination(&l["api_listener"]["api_listener"]),
                 }];
             }
-            let chains = l["filter_chains"].as_array().cloned().unwrap_or_default();
-            chains
-                .iter()
+            list(&l["filter_chains"])
                 .map(|chain| ListenerRow {
                     name: name.clone(),
                     address: address.clone(),
@@ -715,34 +693,22 @@ pub fn listener_rows(section: &Value) -> Vec<ListenerRow> {
         .collect()
 }
 
-/// `meshctl proxy-config listeners` rows.
-#[derive(Debug, Serialize)]
-#[serde(transparent)]
-pub struct ListenerRows(pub Vec<ListenerRow>);
-
-impl Rows for ListenerRows {
-    fn header(&self) -> Vec<&'static str> {
-        vec!["NAME", "ADDRESSES", "PORT", "MATCH", "DESTINATION"]
-    }
-    fn cells(&self) -> Vec<Vec<String>> {
-        self.0
-            .iter()
-            .map(|l| {
-                vec![
-                    l.name.clone(),
-                    l.address.clone(),
-                    l.port.clone(),
-                    l.r#match.clone(),
-                    l.destination.clone(),
-                ]
-            })
-            .collect()
+impl ConfigRow for ListenerRow {
+    const HEADER: &'static [&'static str] = &["NAME", "ADDRESSES", "PORT", "MATCH", "DESTINATION"];
+    fn cells(&self) -> Vec<String> {
+        vec![
+            self.name.clone(),
+            self.address.clone(),
+            self.port.clone(),
+            self.r#match.clone(),
+            self.destination.clone(),
+        ]
     }
 }
 
 /// A `meshctl proxy-config routes` row: one per route of each virtual host (istioctl's columns; meshd
 /// has no VirtualServices).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RouteRow {
     /// Route configuration name.
     pub name: String,
@@ -771,82 +737,50 @@ fn route_match(m: &Value) -> String {
 
 /// One row per route per virtual host in a `RoutesConfigDump`.
 pub fn route_rows(section: &Value) -> Vec<RouteRow> {
-    resources(section, "dynamic_route_configs", &["route_config"])
-        .flat_map(|rc| {
-            let name = text(&rc["name"]);
-            let vhosts = rc["virtual_hosts"].as_array().cloned().unwrap_or_default();
-            vhosts
-                .iter()
-                .flat_map(|vh| {
-                    let domains = vh["domains"].as_array().cloned().unwrap_or_default();
-                    let domains = match domains.len() {
-                        0 => "-".into(),
-                        1 => text(&domains[0]),
-                        n => format!("{} +{} more", text(&domains[0]), n - 1),
-                    };
-                    let routes = vh["routes"].as_array().cloned().unwrap_or_default();
-                    let vhost = text(&vh["name"]);
-                    let name = name.clone();
-                    routes
-                        .iter()
-                        .map(move |r| RouteRow {
-                            name: name.clone(),
-                            vhost: vhost.clone(),
-                            domains: domains.clone(),
-                            r#match: route_match(&r["match"]),
-                        })
-                        .collect::<Vec<_>>()
-                })
-                .collect::<Vec<_>>()
-        })
-        .collect()
+    let mut rows = Vec::new();
+    for rc in resources(section, "dynamic_route_configs", &["route_config"]) {
+        for vh in list(&rc["virtual_hosts"]) {
+            let domains: Vec<&Value> = list(&vh["domains"]).collect();
+            let domains = match domains[..] {
+                [] => "-".into(),
+                [one] => text(one),
+                [first, ..] => format!("{} +{} more", text(first), domains.len() - 1),
+            };
+            rows.extend(list(&vh["routes"]).map(|r| RouteRow {
+                name: text(&rc["name"]),
+                vhost: text(&vh["name"]),
+                domains: domains.clone(),
+                r#match: route_match(&r["match"]),
+            }));
+        }
+    }
+    rows
 }
 
-/// `meshctl proxy-config routes` rows.
-#[derive(Debug, Serialize)]
-#[serde(transparent)]
-pub struct RouteRows(pub Vec<RouteRow>);
+impl ConfigRow for RouteRow {
+    const HEADER: &'static [&'static str] = &["NAME", "VHOST NAME", "DOMAINS", "MATCH"];
+    fn cells(&self) -> Vec<String> {
+        vec![
+            self.name.clone(),
+            self.vhost.clone(),
+            self.domains.clone(),
+            self.r#match.clone(),
+        ]
+    }
+}
 
-impl Rows for RouteRows {
-    fn header(&self) -> Vec<&'static str> {
-        vec!["NAME", "VHOST NAME", "DOMAINS", "MATCH"]
-    }
-    fn cells(&self) -> Vec<Vec<String>> {
-        self.0
-            .iter()
-            .map(|r| {
-                vec![
-                    r.name.clone(),
-                    r.vhost.clone(),
-                    r.domains.clone(),
-                    r.r#match.clone(),
-                ]
-            })
-            .collect()
-    }
+fn rows_table<R: ConfigRow>(rows: &[R]) -> String {
+    table(R::HEADER, &rows.iter().map(R::cells).collect::<Vec<_>>())
 }
 
 /// The `meshctl proxy-config <kind>` table of a config dump section.
 pub fn proxy_config_table(kind: ConfigKind, section: &Value) -> String {
-    let (header, cells) = match kind {
-        ConfigKind::Clusters => {
-            let rows = ClusterRows(cluster_rows(section));
-            (rows.header(), rows.cells())
-        }
-        ConfigKind::Endpoints => {
-            let rows = EndpointRows(endpoint_rows(section));
-            (rows.header(), rows.cells())
-        }
-        ConfigKind::Listeners => {
-            let rows = ListenerRows(listener_rows(section));
-            (rows.header(), rows.cells())
-        }
-        ConfigKind::Routes => {
-            let rows = RouteRows(route_rows(section));
-            (rows.header(), rows.cells())
-        }
-    };
-    table(&header, &cells)
+    match kind {
+        ConfigKind::Clusters => rows_table(&cluster_rows(section)),
+        ConfigKind::Endpoints => rows_table(&endpoint_rows(section)),
+        ConfigKind::Listeners => rows_table(&listener_rows(section)),
+        ConfigKind::Routes => rows_table(&route_rows(section)),
+    }
 }
 
 #[cfg(test)]

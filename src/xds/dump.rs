@@ -151,32 +151,16 @@ mod tests {
 
     use super::*;
     use crate::{
-        model::{Locality, Protocol, TlsMode},
+        model::{Protocol, TlsMode},
         xds::{
-            AllEndpoints, NetworkView, Proxy, ProxyKind, Subscription,
+            AllEndpoints, NetworkView, ProxyKind, Subscription,
             cache::ResourceCache,
             generator::{
                 Context, StaticMesh,
-                static_mesh::{endpoint, service},
+                static_mesh::{endpoint, proxy, service},
             },
         },
     };
-
-    fn proxy(kind: ProxyKind) -> Proxy {
-        Proxy {
-            id: "p".into(),
-            kind,
-            cluster_id: None,
-            network: None,
-            requested_network_view: vec![],
-            namespace: Some("default".into()),
-            labels: Default::default(),
-            service_account: None,
-            istio_version: None,
-            locality: Locality::default(),
-            user_agent: String::new(),
-        }
-    }
 
     /// echo (mTLS endpoints, HTTP) and db (plaintext, TCP).
     fn mesh() -> StaticMesh {
@@ -196,7 +180,7 @@ mod tests {
 
     /// What a proxy of `kind` subscribed to everything would hold, dumped and parsed back.
     fn dump(kind: ProxyKind) -> Value {
-        let (m, p, cache) = (mesh(), proxy(kind), ResourceCache::new(100, None));
+        let (m, p, cache) = (mesh(), proxy(kind, "default"), ResourceCache::new(100, None));
         let ctx = Context {
             mesh: &m,
             proxy: &p,
