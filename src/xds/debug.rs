@@ -1,7 +1,7 @@
 //! The xDS debug endpoints in istiod's JSON shapes, so `istioctl`-style tooling and `meshctl` read
 //! them: `/debug/adsz` (connected clients), `/debug/syncz` (per proxy and type: nonces sent and
-//! ACKed, last NACK), `/debug/config_dump?proxyID=` (what a proxy was last sent, Envoy-shaped), `/debug/push_status`
-//! (the latest push), and meshd's own `/debug/connections`.
+//! ACKed, last NACK), `/debug/config_dump?proxyID=` (what a proxy was last sent, as Envoy's admin
+//! `ConfigDump`), `/debug/push_status` (the latest push), and meshd's own `/debug/connections`.
 //!
 //! Owns: pure views over [`ConnectionStatus`] lists and the routes serving them. Does NOT: decide who
 //! may call (the admin middleware does; `config_dump` only checks the namespace it was handed).
