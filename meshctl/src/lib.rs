@@ -79,6 +79,15 @@ pub enum Command {
         /// `host[:port]`; the host may be `name.namespace`.
         service: String,
     },
+    /// What meshd last sent a proxy, as istioctl's proxy-config tables; `-o json|yaml` print that
+    /// section of `/debug/config_dump` (Envoy's admin `ConfigDump`) as is.
+    ProxyConfig {
+        /// Which part: clusters, endpoints, listeners or routes.
+        #[arg(value_enum)]
+        kind: views::ConfigKind,
+        /// The proxy's node ID (see `meshctl proxy-status`).
+        proxy_id: String,
+    },
     /// Connected xDS clients.
     Adsz,
     /// Network gateways.
@@ -255,6 +264,16 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
         Command::Networks => {
             let gws: Vec<Value> = admin()?.get("/debug/networkz").await?;
             print!("{}", render(&views::Networks(gws), out)?);
+        }
+        Command::ProxyConfig { kind, proxy_id } => {
+            let path = format!("/debug/config_dump?proxyID={}", query_value(&proxy_id));
+            let dump: Value = admin()?.get(&path).await?;
+            let section = views::dump_section(&dump, kind);
+            match out {
+                Output::Table => print!("{}", views::proxy_config_table(kind, &section)),
+                Output::Json => println!("{}", serde_json::to_string_pretty(&section)?),
+                Output::Yaml => print!("{}", serde_yaml::to_string(&section).unwrap_or_default()),
+            }
         }
         Command::Explain { proxy_id, service } => {
             let path = format!(

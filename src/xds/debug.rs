@@ -1,7 +1,7 @@
 //! The xDS debug endpoints in istiod's JSON shapes, so `istioctl`-style tooling and `meshctl` read
 //! them: `/debug/adsz` (connected clients), `/debug/syncz` (per proxy and type: nonces sent and
-//! ACKed, last NACK), `/debug/config_dump?proxyID=` (what a proxy was last sent), `/debug/push_status`
-//! (the latest push), and meshd's own `/debug/connections`.
+//! ACKed, last NACK), `/debug/config_dump?proxyID=` (what a proxy was last sent, as Envoy's admin
+//! `ConfigDump`), `/debug/push_status` (the latest push), and meshd's own `/debug/connections`.
 //!
 //! Owns: pure views over [`ConnectionStatus`] lists and the routes serving them. Does NOT: decide who
 //! may call (the admin middleware does; `config_dump` only checks the namespace it was handed).
@@ -11,15 +11,18 @@ use std::{collections::BTreeMap, sync::Arc};
 use axum::{
     Extension, Json,
     extract::Query,
-    http::StatusCode,
+    http::{StatusCode, header},
     response::{IntoResponse, Response},
     routing::get,
 };
-use base64::Engine;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::{AdsServer, ProxyKind, XdsType, status::ConnectionStatus};
+use super::{
+    AdsServer, ProxyKind, Resource, XdsType,
+    dump::{self, Section},
+    status::ConnectionStatus,
+};
 use crate::admin::{self, DebugCaller};
 
 /// Adds the xDS debug endpoints.
@@ -44,7 +47,7 @@ pub fn routes(debug: admin::Debug, ads: &AdsServer) -> admin::Debug {
         )
         .route(
             "/debug/config_dump",
-            "?proxyID=: the resources that proxy was last sent",
+            "?proxyID=: what that proxy was last sent, as Envoy's admin ConfigDump in proto3 JSON",
             get(
                 move |Query(q): Query<ProxyQuery>, Extension(caller): Extension<DebugCaller>| async move {
                     config_dump(&c3.list(), &q.proxy_id, &caller)
@@ -198,9 +201,8 @@ fn proxy_type(kind: ProxyKind) -> &'static str {
     }
 }
 
-/// `/debug/config_dump?proxyID=`: per type, the version and every resource the proxy holds, each as an
-/// `Any` (`@type` and the base64 protobuf `value`: meshd has no proto3 JSON encoder for Envoy types).
-/// A caller outside the system namespace sees only proxies in its own namespace.
+/// `/debug/config_dump?proxyID=`: what the proxy holds as Envoy's admin `ConfigDump` in proto3 JSON
+/// (see [`super::dump`]). A caller outside the system namespace sees only proxies in its own namespace.
 fn config_dump(conns: &[Arc<ConnectionStatus>], proxy_id: &str, caller: &DebugCaller) -> Response {
     if proxy_id.is_empty() {
         return (StatusCode::BAD_REQUEST, "proxyID is required\n").into_response();
@@ -218,30 +220,28 @@ fn config_dump(conns: &[Arc<ConnectionStatus>], proxy_id: &str, caller: &DebugCa
     if !caller.may_see(proxy.namespace.as_deref()) {
         return (StatusCode::FORBIDDEN, "that proxy is outside your namespace\n").into_response();
     }
-    let configs: Vec<Value> = conn
+    let held: Vec<(XdsType, Vec<Arc<Resource>>)> = conn
         .sent
         .snapshot()
-        .iter()
-        .map(|(ty, held)| {
-            let status = conn.watches.get(ty);
+        .into_iter()
+        .map(|(ty, mut resources)| {
             // What the client unsubscribed from since the last full answer is no longer its config.
-            let subscribed = |name: &str| {
-                status.is_none_or(|s| s.subscription.wildcard || s.subscription.names.contains(name))
-            };
-            json!({
-                "typeUrl": ty.url(),
-                "versionSent": status.map(|s| s.version_sent.as_str()),
-                "versionAcked": status.map(|s| s.version_acked.as_str()),
-                "resources": held.iter().filter(|r| subscribed(&r.name)).map(|r| json!({
-                    "name": r.name,
-                    "version": r.version_string(),
-                    "resource": {
-                        "@type": ty.url(),
-                        "value": base64::engine::general_purpose::STANDARD.encode(r.value()),
-                    },
-                })).collect::<Vec<_>>(),
-            })
+            if let Some(s) = conn.watches.get(&ty).filter(|s| !s.subscription.wildcard) {
+                resources.retain(|r| s.subscription.names.contains(&r.name));
+            }
+            (ty, resources)
         })
         .collect();
-    Json(json!({"proxyID": proxy.id, "connectionId": conn.id, "configs": configs})).into_response()
+    let sections: Vec<Section<'_>> = held
+        .iter()
+        .map(|(ty, resources)| Section {
+            ty: *ty,
+            version: conn.watches.get(ty).map_or("", |s| s.version_sent.as_str()),
+            resources,
+        })
+        .collect();
+    match dump::render(&sections) {
+        Ok(json) => ([(header::CONTENT_TYPE, "application/json")], json).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
+    }
 }

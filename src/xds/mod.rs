@@ -14,6 +14,7 @@ pub mod cache;
 mod connection;
 pub mod debug;
 mod delta;
+pub mod dump;
 pub mod generator;
 pub mod held;
 pub mod metrics;

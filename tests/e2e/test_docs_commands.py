@@ -8,8 +8,8 @@ from the chart's rendered NOTES.txt. Each is handled by the real thing:
   concatenated in order of N and run verbatim by bash, in a network namespace of their own so the
   documented default ports are free; every command must succeed and the output must show the remote
   synced and its endpoints sent through network2's gateway;
-* ``meshctl`` commands that read meshd (``remote-clusters``, ``proxy-status``, ``explain``, ``adsz``,
-  ``networks``) run against a sandbox meshd with the documented proxy connected (placeholders such as
+* ``meshctl`` commands that read meshd (``remote-clusters``, ``proxy-status``, ``proxy-config``,
+  ``explain``, ``adsz``, ``networks``) run against a sandbox meshd with the documented proxy connected (placeholders such as
   ``<proxy-id>`` are filled from live data) and must exit 0;
 * other ``meshctl`` and ``meshd`` commands run for real, isolated (own network namespace, empty HOME and
   KUBECONFIG, a scratch folder) for a few seconds: they must not fail with a usage error (clap's exit 2);
@@ -42,7 +42,7 @@ DOCS = [REPO / "README.md", REPO / "helm" / "meshd" / "README.md", *sorted((REPO
 TOOLS = ("meshctl", "meshd", "kubectl", "helm", "curl", "openssl", "cargo", "tests/run.sh")
 # The proxy docs/debugging.md's samples were taken with.
 PROXY_ID = "sidecar~10.10.0.99~client-0.sample~sample.svc.cluster.local"
-READS = {"remote-clusters", "proxy-status", "explain", "adsz", "networks"}
+READS = {"remote-clusters", "proxy-status", "proxy-config", "explain", "adsz", "networks"}
 # Values for documented placeholders and environment variables of commands that are only parsed.
 PLACEHOLDERS = {"<proxy-id>": PROXY_ID, "<cluster-id>": "cluster9", "$DISCOVERY_ADDRESS": "192.0.2.10"}
 

@@ -4,9 +4,12 @@
 use std::{collections::BTreeMap, net::IpAddr, sync::Arc};
 
 use super::Mesh;
-use crate::model::{
-    ClusterId, Endpoint, EndpointPort, Health, Hostname, Locality, NetworkGateway, Protocol, Resolution,
-    Service, ServicePort, TlsMode,
+use crate::{
+    model::{
+        ClusterId, Endpoint, EndpointPort, Health, Hostname, Locality, NetworkGateway, Protocol, Resolution,
+        Service, ServicePort, TlsMode,
+    },
+    xds::{Proxy, ProxyKind},
 };
 
 /// A fixed mesh.
@@ -108,5 +111,22 @@ pub fn endpoint(ip: IpAddr, ports: &[(&str, u16)], cluster: &str) -> Endpoint {
         health: Health::Healthy,
         workload: None,
         weight: 1,
+    }
+}
+
+/// A proxy of `kind` with node ID `p` in namespace `ns`, no cluster, network or labels.
+pub fn proxy(kind: ProxyKind, ns: &str) -> Proxy {
+    Proxy {
+        id: "p".into(),
+        kind,
+        cluster_id: None,
+        network: None,
+        requested_network_view: vec![],
+        namespace: Some(ns.into()),
+        labels: Default::default(),
+        service_account: None,
+        istio_version: None,
+        locality: Locality::default(),
+        user_agent: String::new(),
     }
 }

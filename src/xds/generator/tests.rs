@@ -5,11 +5,11 @@ use std::{collections::BTreeSet, net::IpAddr, path::Path, sync::Arc};
 
 use super::{
     AllEndpoints, Context, NetworkView, StaticMesh, eds, lds, rds,
-    static_mesh::{endpoint, service},
+    static_mesh::{endpoint, proxy, service},
 };
 use crate::{
     model::{Endpoint, Health, Locality, Protocol},
-    xds::{Proxy, ProxyKind, XdsType, cache::ResourceCache, resource::Subscription},
+    xds::{ProxyKind, XdsType, cache::ResourceCache, resource::Subscription},
 };
 
 fn ip(s: &str) -> IpAddr {
@@ -115,22 +115,6 @@ fn route_domains_cover_every_dialled_spelling() {
         assert!(d.contains(&want.to_owned()), "{want} missing from {d:?}");
     }
     assert_eq!(d.len(), d.iter().collect::<BTreeSet<_>>().len(), "unique");
-}
-
-fn proxy(kind: ProxyKind, ns: &str) -> Proxy {
-    Proxy {
-        id: "p".into(),
-        kind,
-        cluster_id: None,
-        network: None,
-        requested_network_view: vec![],
-        namespace: Some(ns.into()),
-        labels: Default::default(),
-        service_account: None,
-        istio_version: None,
-        locality: Locality::default(),
-        user_agent: String::new(),
-    }
 }
 
 fn mesh() -> StaticMesh {

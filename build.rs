@@ -1,0 +1,88 @@
+//! Build steps, one function each so that steps added by other changes merge without conflict.
+
+use std::{
+    env,
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+fn main() {
+    envoy_descriptor_set();
+}
+
+/// The Envoy protos `/debug/config_dump` needs, as roots: the admin `ConfigDump` messages, the four
+/// resource types meshd serves, and every message meshd packs into an `Any` inside them (an `Any`
+/// whose type is missing from the set cannot be rendered; `xds::dump`'s tests render every kind of
+/// proxy to catch one). Their imports come along.
+const ENVOY_ROOTS: &[&str] = &[
+    "envoy/admin/v3/config_dump.proto",
+    "envoy/config/cluster/v3/cluster.proto",
+    "envoy/config/endpoint/v3/endpoint.proto",
+    "envoy/config/listener/v3/listener.proto",
+    "envoy/config/route/v3/route.proto",
+    "envoy/extensions/transport_sockets/tls/v3/tls.proto",
+    "envoy/extensions/transport_sockets/raw_buffer/v3/raw_buffer.proto",
+    "envoy/extensions/filters/listener/tls_inspector/v3/tls_inspector.proto",
+    "envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager.proto",
+    "envoy/extensions/filters/network/tcp_proxy/v3/tcp_proxy.proto",
+    "envoy/extensions/filters/http/router/v3/router.proto",
+];
+
+/// Compiles [`ENVOY_ROOTS`] from the `.proto` sources the `envoy-types` crate ships (the very sources its
+/// Rust types were generated from, so the descriptors cannot drift from what meshd encodes) into
+/// `$OUT_DIR/envoy.bin`, a `FileDescriptorSet` without source info. protox is a pure-Rust compiler:
+/// no `protoc` on the build machine.
+fn envoy_descriptor_set() {
+    let proto = envoy_types_dir().join("proto");
+    let includes = [
+        "data-plane-api",
+        "xds",
+        "protoc-gen-validate",
+        "googleapis",
+        "cel-spec",
+        "opentelemetry-proto",
+        "client_model",
+    ]
+    .map(|d| proto.join(d));
+    let mut compiler = protox::Compiler::new(&includes).expect("envoy-types proto include paths");
+    compiler.include_imports(true).include_source_info(false);
+    compiler
+        .open_files(ENVOY_ROOTS)
+        .unwrap_or_else(|e| panic!("compiling the Envoy protos in {}: {e}", proto.display()));
+    let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR")).join("envoy.bin");
+    std::fs::write(&out, compiler.encode_file_descriptor_set()).expect("writing envoy.bin");
+    println!("cargo::rerun-if-changed={}", proto.display());
+    println!("cargo::rerun-if-changed=Cargo.lock");
+}
+
+/// Where the `envoy-types` package this build resolved lives (`cargo metadata`: registry, vendored or
+/// git sources alike).
+fn envoy_types_dir() -> PathBuf {
+    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let manifest =
+        Path::new(&env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR")).join("Cargo.toml");
+    let mut cmd = Command::new(cargo);
+    cmd.args(["metadata", "--format-version", "1", "--locked", "--manifest-path"])
+        .arg(&manifest);
+    if let Some(target) = env::var_os("TARGET") {
+        cmd.arg("--filter-platform").arg(target);
+    }
+    let out = cmd.output().expect("running cargo metadata");
+    assert!(
+        out.status.success(),
+        "cargo metadata failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).expect("cargo metadata JSON");
+    let manifest_path = meta["packages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["name"] == "envoy-types")
+        .and_then(|p| p["manifest_path"].as_str())
+        .expect("envoy-types in cargo metadata");
+    Path::new(manifest_path)
+        .parent()
+        .expect("a manifest's folder")
+        .to_owned()
+}
