@@ -17,7 +17,9 @@ use std::{collections::BTreeSet, sync::Arc, time::Duration};
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, warn};
 
-pub use snapshot::{ChangeSet, EndpointShards, FullReason, MeshSnapshot, Push, ServiceChange, Snapshots};
+pub use snapshot::{
+    ChangeKind, ChangeSet, EndpointShards, FullReason, MeshSnapshot, ServiceChange, Snapshots,
+};
 
 use crate::{
     config::MeshNetworks,
@@ -192,7 +194,8 @@ impl Writer {
 
     /// Builds the next snapshot off the current index and swaps it in.
     fn publish(&mut self) {
-        if let Some(first) = self.debounce.first() {
+        let first = self.debounce.first();
+        if let Some(first) = first {
             self.metrics.debounced(first.elapsed());
         }
         self.debounce.reset();
@@ -223,6 +226,7 @@ impl Writer {
             gateways,
             gateway_hostnames,
             changes,
+            changed_at: first.map(tokio::time::Instant::into_std),
         });
     }
 
