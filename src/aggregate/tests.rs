@@ -332,6 +332,7 @@ async fn a_burst_is_published_once_after_the_quiet_period() {
     };
     let (aggregator, tx, mut snaps) = new(opts, nets);
     aggregator.spawn(&tasks);
+    let t0 = tokio::time::Instant::now();
     tx.send(replace("c1", 1, &[service("a", "c1", "10.1.0.1", 80)], &[]))
         .await;
     for i in 1..=5 {
@@ -347,6 +348,11 @@ async fn a_burst_is_published_once_after_the_quiet_period() {
     }
     let snap = snaps.changed().await.expect("published");
     assert_eq!((snap.version, snap.changes.since), (1, 0));
+    let changed_at = snap.changed_at.expect("changed_at");
+    assert!(
+        changed_at >= t0.into_std() && changed_at < (t0 + Duration::from_millis(50)).into_std(),
+        "changed_at is the burst's first change, not the publish"
+    );
     assert_eq!(
         snap.endpoints[&key("a")]
             .iter()

@@ -156,14 +156,17 @@ impl AdsServer {
     }
 
     /// Resolves once there is a snapshot to serve (streams opened before are refused with
-    /// `UNAVAILABLE`), or when the source stops: the readiness gate.
+    /// `UNAVAILABLE`), or at shutdown: the readiness gate.
     pub fn first_snapshot(&self) -> impl Future<Output = ()> + Send + 'static {
         let snapshots = self.shared.snapshots.clone();
         let mut versions = snapshots.versions();
+        let stop = self.shared.tasks.cancelled();
         async move {
+            tokio::pin!(stop);
             while snapshots.load().is_none() {
-                if versions.changed().await.is_err() {
-                    return;
+                tokio::select! {
+                    _ = &mut stop => return,
+                    changed = versions.changed() => if changed.is_err() { return },
                 }
             }
         }
