@@ -8,8 +8,8 @@ use std::{net::IpAddr, time::Duration};
 use envoy_types::pb::{
     envoy::{
         config::{
-            cluster::v3::Cluster, endpoint::v3::ClusterLoadAssignment, listener::v3::Listener,
-            route::v3::RouteConfiguration,
+            cluster::v3::Cluster, core::v3::Node, endpoint::v3::ClusterLoadAssignment,
+            listener::v3::Listener, route::v3::RouteConfiguration,
         },
         service::discovery::v3::{
             DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
@@ -147,14 +147,13 @@ enum Sotw {
     Rejected(XdsType),
 }
 
+/// A case: its name, the client's node, the steps.
+type SotwCase = (&'static str, fn() -> Node, &'static [Sotw]);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sotw_rules() {
     use Sotw::*;
-    let cases: &[(
-        &str,
-        fn() -> envoy_types::pb::envoy::config::core::v3::Node,
-        &[Sotw],
-    )] = &[
+    let cases: &[SotwCase] = &[
         (
             "a request is answered, its ACK is not",
             sidecar,
@@ -280,10 +279,7 @@ async fn sotw_rules() {
     }
 }
 
-async fn run_sotw(
-    node: envoy_types::pb::envoy::config::core::v3::Node,
-    steps: &[Sotw],
-) -> Result<(), String> {
+async fn run_sotw(node: Node, steps: &[Sotw]) -> Result<(), String> {
     let h = Harness::start(Mesh::Base.build())
         .await
         .map_err(|e| e.to_string())?;
@@ -343,11 +339,11 @@ async fn run_sotw(
     Ok(())
 }
 
-fn sidecar() -> envoy_types::pb::envoy::config::core::v3::Node {
+fn sidecar() -> Node {
     harness::sidecar("client", "default")
 }
 
-fn grpc() -> envoy_types::pb::envoy::config::core::v3::Node {
+fn grpc() -> Node {
     harness::grpc("client", "default")
 }
 
