@@ -520,3 +520,30 @@ fn rejection(message: &str) -> rpc::Status {
         ..rpc::Status::default()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_publish_follows_the_one_before() {
+        let meshes = Meshes::new();
+        let mut versions = meshes.versions();
+        assert!(meshes.load().is_none(), "nothing to serve before a publish");
+        let eds = PushScope::Endpoints(["a".into()].into());
+        for (version, changes) in [(1, PushScope::Full), (2, eds.clone()), (3, PushScope::Full)] {
+            assert_eq!(meshes.publish(StaticMesh::new(99), changes.clone()), version);
+            assert!(
+                versions.has_changed().expect("open"),
+                "version {version} wakes streams"
+            );
+            versions.borrow_and_update();
+            let s = meshes.load().expect("published");
+            assert_eq!(
+                (s.mesh().version(), s.since(), s.changes()),
+                (version, version - 1, changes)
+            );
+            assert!(s.changed_at().is_some());
+        }
+    }
+}

@@ -125,6 +125,45 @@ mod tests {
         assert_eq!(scope(&snapshot(5, 4, ChangeKind::Full), Some(4)), PushScope::Full);
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn the_aggregate_is_a_source_once_it_has_published() {
+        let tasks = crate::drain::Tasks::new();
+        let (_networks_tx, networks) = watch::channel(Arc::default());
+        let opts = crate::aggregate::Options {
+            primary: "c1".into(),
+            debounce_after: std::time::Duration::from_millis(100),
+            debounce_max: std::time::Duration::from_secs(1),
+            metrics: crate::discovery::metrics::Metrics::unregistered(),
+        };
+        let (aggregator, updates, snapshots) = crate::aggregate::new(opts, networks);
+        let source: Arc<dyn SnapshotSource> = Arc::new(snapshots);
+        let mut versions = source.versions();
+        assert!(source.load().is_none(), "the empty start is not served");
+        aggregator.spawn(&tasks);
+        let svc = service("echo", "default", &[("grpc", 7070, Protocol::Grpc)]);
+        let from = crate::aggregate::RegistryId {
+            cluster: "c1".into(),
+            generation: 1,
+        };
+        updates
+            .send(crate::aggregate::Update::Replace {
+                from,
+                services: vec![Arc::new(svc)],
+                endpoints: vec![],
+            })
+            .await;
+        versions.changed().await.expect("published");
+        let snapshot = source.load().expect("served once published");
+        assert_eq!((snapshot.mesh().version(), snapshot.since()), (1, 0));
+        assert!(snapshot.changed_at().is_some());
+        assert_eq!(snapshot.mesh().services().count(), 1);
+        tasks.cancel();
+        tasks
+            .drain(std::time::Duration::from_secs(1))
+            .await
+            .expect("drained");
+    }
+
     #[test]
     fn looks_services_up_by_host_name() {
         let s = snapshot(1, 0, ChangeKind::Eds);
