@@ -2,9 +2,9 @@
 //!
 //! Owns: the stream loop shared by both protocols (through [`Protocol`]) and the per-stream state (the
 //! proxy, the protocol state machine, the snapshot it serves and hence what a newer one changes for
-//! it). The state machine sits behind a mutex
-//! only the task writes, so debug readers can look at it when they ask (see [`super::status`]). Does
-//! NOT: decide protocol rules (see [`super::sotw`], [`super::delta`]) or build resources (generators).
+//! it). The state machine sits behind a mutex only the task writes, so debug readers can look at it
+//! when they ask (see [`super::status`]). Does NOT: decide protocol rules (see [`super::sotw`],
+//! [`super::delta`]) or build resources (generators).
 
 use std::{
     collections::{BTreeMap, BTreeSet},
