@@ -34,12 +34,12 @@ impl Debounce {
         Some((self.last? + self.after).min(self.first? + self.max))
     }
 
-    /// The pending changes were published.
     /// When the pending burst started.
     pub(super) fn first(&self) -> Option<Instant> {
         self.first
     }
 
+    /// The pending changes were published.
     pub(super) fn reset(&mut self) {
         self.first = None;
         self.last = None;

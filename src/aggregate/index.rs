@@ -9,7 +9,7 @@ use std::{
 
 use super::{
     RegistryId, Update,
-    snapshot::{ChangeSet, EndpointShards, FullReason, Push},
+    snapshot::{ChangeKind, ChangeSet, EndpointShards, FullReason},
 };
 use crate::model::{ClusterId, Endpoint, Service, ServiceKey};
 
@@ -218,7 +218,7 @@ impl Index {
             None => self.services.remove(key).is_some(),
         };
         if changed {
-            self.changes.record(key, cluster, Push::Full);
+            self.changes.record(key, cluster, ChangeKind::Full);
         }
         self.prune_empty_shards(key);
         self.track(cluster, key);
@@ -240,13 +240,13 @@ impl Index {
             shards.shards.insert(cluster.clone(), eps);
         }
         let accounts = shards.iter().filter_map(|e| e.service_account.clone()).collect();
-        let push = if accounts == shards.service_accounts {
-            Push::Eds
+        let kind = if accounts == shards.service_accounts {
+            ChangeKind::Eds
         } else {
             shards.service_accounts = accounts;
-            Push::Full
+            ChangeKind::Full
         };
-        self.changes.record(key, cluster, push);
+        self.changes.record(key, cluster, kind);
         self.prune_empty_shards(key);
         self.track(cluster, key);
     }

@@ -25,7 +25,9 @@ use tracing::{debug, warn};
 
 pub use debug::routes;
 pub use metrics::Metrics;
-pub use snapshot::{ChangeSet, EndpointShards, FullReason, MeshSnapshot, Push, ServiceChange, Snapshots};
+pub use snapshot::{
+    ChangeKind, ChangeSet, EndpointShards, FullReason, MeshSnapshot, ServiceChange, Snapshots,
+};
 
 use crate::{
     config::MeshNetworks,
@@ -199,7 +201,8 @@ impl Writer {
 
     /// Builds the next snapshot off the current index and swaps it in.
     fn publish(&mut self) {
-        if let Some(first) = self.debounce.first() {
+        let first = self.debounce.first();
+        if let Some(first) = first {
             self.metrics.debounced(first.elapsed());
         }
         self.debounce.reset();
@@ -230,6 +233,7 @@ impl Writer {
             gateways,
             gateway_hostnames,
             changes,
+            changed_at: first.map(tokio::time::Instant::into_std),
         });
     }
 

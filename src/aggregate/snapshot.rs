@@ -6,6 +6,7 @@
 use std::{
     collections::{BTreeMap, BTreeSet},
     sync::Arc,
+    time::Instant,
 };
 
 use arc_swap::ArcSwap;
@@ -29,6 +30,9 @@ pub struct MeshSnapshot {
     pub gateway_hostnames: Arc<BTreeSet<Arc<str>>>,
     /// What changed since version [`ChangeSet::since`].
     pub changes: ChangeSet,
+    /// When the oldest change in `changes` happened (the debounce start), so proxy convergence time
+    /// counts the debounce as istiod's does. `None` for the empty start.
+    pub changed_at: Option<Instant>,
 }
 
 /// A service's endpoints, one shard per cluster (istiod's `EndpointShards`).
@@ -66,12 +70,13 @@ pub struct ServiceChange {
     /// The clusters whose shard or service changed.
     pub clusters: BTreeSet<ClusterId>,
     /// Endpoints only, or more.
-    pub push: Push,
+    pub kind: ChangeKind,
 }
 
-/// How much a change needs pushed. Ordered: merging keeps the larger.
+/// How much of a proxy's config one service change can affect (what the ADS side must regenerate).
+/// Ordered: merging keeps the larger.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-pub enum Push {
+pub enum ChangeKind {
     /// Only endpoints changed: EDS for this service.
     #[default]
     Eds,
@@ -98,14 +103,14 @@ impl ChangeSet {
 
     /// True when more than EDS is needed somewhere.
     pub fn needs_full_push(&self) -> bool {
-        !self.full.is_empty() || self.services.values().any(|c| c.push == Push::Full)
+        !self.full.is_empty() || self.services.values().any(|c| c.kind == ChangeKind::Full)
     }
 
     /// Records that `cluster`'s part of `key` changed.
-    pub fn record(&mut self, key: &ServiceKey, cluster: &ClusterId, push: Push) {
+    pub fn record(&mut self, key: &ServiceKey, cluster: &ClusterId, kind: ChangeKind) {
         let change = self.services.entry(key.clone()).or_default();
         change.clusters.insert(cluster.clone());
-        change.push = change.push.max(push);
+        change.kind = change.kind.max(kind);
     }
 }
 
@@ -128,6 +133,11 @@ impl Snapshots {
         self.versions.changed().await.ok()?;
         self.versions.borrow_and_update();
         Some(self.load())
+    }
+
+    /// A channel of published versions (a new one can be [`Snapshots::load`]ed when it changes).
+    pub fn versions(&self) -> watch::Receiver<u64> {
+        self.versions.clone()
     }
 
     /// Waits until a snapshot satisfies `f` (tests and start-up checks).

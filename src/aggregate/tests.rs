@@ -70,12 +70,12 @@ fn replace(cluster: &str, generation: u64, svcs: &[Arc<Service>], eps: &[(&str, 
 }
 
 /// `(service, clusters, push)` triples of a change set, for compact assertions.
-fn summary(c: &ChangeSet) -> Vec<(String, Vec<String>, Push)> {
+fn summary(c: &ChangeSet) -> Vec<(String, Vec<String>, ChangeKind)> {
     c.services
         .iter()
         .map(|(k, ch)| {
             let name = k.hostname.split('.').next().unwrap_or_default().to_owned();
-            (name, ch.clusters.iter().map(|c| c.to_string()).collect(), ch.push)
+            (name, ch.clusters.iter().map(|c| c.to_string()).collect(), ch.kind)
         })
         .collect()
 }
@@ -124,7 +124,7 @@ fn changes_are_classified_per_service_and_cluster() {
     struct Case {
         name: &'static str,
         update: Update,
-        want: Vec<(&'static str, Vec<&'static str>, Push)>,
+        want: Vec<(&'static str, Vec<&'static str>, ChangeKind)>,
     }
     let cases = [
         Case {
@@ -143,7 +143,7 @@ fn changes_are_classified_per_service_and_cluster() {
                 key: key("a"),
                 endpoints: endpoints("c2", &["10.2.1.1", "10.2.1.2"], "a"),
             },
-            want: vec![("a", vec!["c2"], Push::Eds)],
+            want: vec![("a", vec!["c2"], ChangeKind::Eds)],
         },
         Case {
             name: "new service account: full",
@@ -152,7 +152,7 @@ fn changes_are_classified_per_service_and_cluster() {
                 key: key("a"),
                 endpoints: endpoints("c2", &["10.2.1.1"], "other"),
             },
-            want: vec![("a", vec!["c2"], Push::Full)],
+            want: vec![("a", vec!["c2"], ChangeKind::Full)],
         },
         Case {
             name: "last endpoint of a shard gone: EDS, service kept",
@@ -161,7 +161,7 @@ fn changes_are_classified_per_service_and_cluster() {
                 key: key("a"),
                 endpoints: Arc::from([]),
             },
-            want: vec![("a", vec!["c2"], Push::Eds)],
+            want: vec![("a", vec!["c2"], ChangeKind::Eds)],
         },
         Case {
             name: "new service: full",
@@ -170,7 +170,7 @@ fn changes_are_classified_per_service_and_cluster() {
                 key: key("b"),
                 service: Some(service("b", "c2", "10.2.0.2", 80)),
             },
-            want: vec![("b", vec!["c2"], Push::Full)],
+            want: vec![("b", vec!["c2"], ChangeKind::Full)],
         },
         Case {
             name: "secondary cluster's port differs: merged unchanged, nothing",
@@ -188,7 +188,7 @@ fn changes_are_classified_per_service_and_cluster() {
                 key: key("a"),
                 service: Some(service("a", "c2", "10.2.0.9", 81)),
             },
-            want: vec![("a", vec!["c2"], Push::Full)],
+            want: vec![("a", vec!["c2"], ChangeKind::Full)],
         },
         Case {
             name: "stale generation: ignored",
@@ -246,7 +246,7 @@ fn rotation_replaces_make_before_break_and_prunes_only_what_is_gone() {
     ));
     assert_eq!(
         summary(&ix.take_changes()),
-        [("b".to_owned(), vec!["c2".to_owned()], Push::Full)]
+        [("b".to_owned(), vec!["c2".to_owned()], ChangeKind::Full)]
     );
     assert!(
         ix.endpoints[&key("a")]
@@ -289,8 +289,8 @@ fn removing_a_cluster_drops_exactly_its_shards() {
     assert_eq!(
         summary(&changes),
         [
-            ("a".to_owned(), vec!["c2".to_owned()], Push::Full),
-            ("b".to_owned(), vec!["c2".to_owned()], Push::Full),
+            ("a".to_owned(), vec!["c2".to_owned()], ChangeKind::Full),
+            ("b".to_owned(), vec!["c2".to_owned()], ChangeKind::Full),
         ]
     );
     assert!(!ix.services.contains_key(&key("b")));
@@ -316,7 +316,7 @@ fn removing_a_cluster_drops_exactly_its_shards() {
     ));
     assert_eq!(
         summary(&ix.take_changes()),
-        [("a".to_owned(), vec!["c2".to_owned()], Push::Eds)]
+        [("a".to_owned(), vec!["c2".to_owned()], ChangeKind::Eds)]
     );
 }
 
@@ -332,6 +332,7 @@ async fn a_burst_is_published_once_after_the_quiet_period() {
     };
     let (aggregator, tx, mut snaps) = new(opts, nets);
     aggregator.spawn(&tasks);
+    let t0 = tokio::time::Instant::now();
     tx.send(replace("c1", 1, &[service("a", "c1", "10.1.0.1", 80)], &[]))
         .await;
     for i in 1..=5 {
@@ -347,6 +348,11 @@ async fn a_burst_is_published_once_after_the_quiet_period() {
     }
     let snap = snaps.changed().await.expect("published");
     assert_eq!((snap.version, snap.changes.since), (1, 0));
+    let changed_at = snap.changed_at.expect("changed_at");
+    assert!(
+        changed_at >= t0.into_std() && changed_at < (t0 + Duration::from_millis(50)).into_std(),
+        "changed_at is the burst's first change, not the publish"
+    );
     assert_eq!(
         snap.endpoints[&key("a")]
             .iter()
@@ -356,7 +362,7 @@ async fn a_burst_is_published_once_after_the_quiet_period() {
     );
     assert_eq!(
         summary(&snap.changes),
-        [("a".to_owned(), vec!["c1".to_owned()], Push::Full)]
+        [("a".to_owned(), vec!["c1".to_owned()], ChangeKind::Full)]
     );
     tasks.drain(Duration::from_secs(1)).await.unwrap();
 }

@@ -142,7 +142,7 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
         cluster_metrics,
     );
     let registry = Arc::new(registry);
-    let (ads, first_push) = xds_server(&server.context().tasks, view.snapshots.clone(), xds_metrics);
+    let ads = xds_server(&server.context().tasks, view.snapshots.clone(), xds_metrics);
 
     let primary_source = match &sandbox {
         Some(sb) => KubeSource::Kubeconfig(sb.kubeconfig(&sb.primary).context("sandbox primary")?.to_owned()),
@@ -196,9 +196,9 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
     server.add_start_func("xds", move |ctx| async move {
         // Ready only once there is a snapshot to serve: before it, streams are refused (UNAVAILABLE).
         let guard = ctx.ready.register("first xDS snapshot");
-        let mut first_push = first_push;
+        let first_snapshot = ads.first_snapshot();
         ctx.tasks.spawn("xds-first-snapshot", async move {
-            let _ = first_push.wait_for(Option::is_some).await;
+            first_snapshot.await;
             drop(guard);
         });
         let listener = tokio::net::TcpListener::bind(grpc_addr)
@@ -257,29 +257,20 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The ADS server, following discovery's snapshots. The aggregate already debounces (with
-/// `--debounce-after` / `--debounce-max`), so the push pipeline only merges what arrives at once.
+/// The ADS server, its streams following discovery's snapshots as the aggregate publishes them
+/// (debounced there with `--debounce-after` / `--debounce-max`).
 fn xds_server(
     tasks: &Tasks,
     snapshots: aggregate::Snapshots,
     metrics: xds::metrics::Metrics,
-) -> (
-    xds::AdsServer,
-    tokio::sync::watch::Receiver<Option<Arc<xds::push::Push>>>,
-) {
-    let (updates_tx, updates) = tokio::sync::mpsc::channel(16);
-    xds::snapshot::spawn_feed(tasks, snapshots, updates_tx);
-    let pushes = xds::push::spawn_debouncer(tasks, updates, Duration::ZERO, Duration::ZERO);
-    let endpoints = Arc::new(network::SplitHorizon);
-    let first_push = pushes.clone();
-    let ads = xds::AdsServer::new(
-        pushes,
+) -> xds::AdsServer {
+    xds::AdsServer::new(
+        Arc::new(snapshots),
         tasks.clone(),
         metrics,
-        endpoints,
+        Arc::new(network::SplitHorizon),
         xds::XdsLimits::default(),
-    );
-    (ads, first_push)
+    )
 }
 
 fn watch_config(args: &Args, tasks: &Tasks, metrics: ReloadMetrics) -> anyhow::Result<MeshWatches> {

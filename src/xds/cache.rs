@@ -12,7 +12,11 @@ use std::{collections::HashMap, sync::Arc};
 
 use parking_lot::Mutex;
 
-use super::{Resource, XdsType, metrics::Metrics, push::PushScope};
+use super::{
+    Resource, XdsType,
+    metrics::Metrics,
+    push::{PushScope, Snapshot, scope},
+};
 
 /// Default entry cap (istiod's `PILOT_XDS_CACHE_SIZE`).
 pub const DEFAULT_CAPACITY: usize = 60_000;
@@ -112,20 +116,20 @@ impl ResourceCache {
         }
     }
 
-    /// Moves the cache to a push's snapshot. When the push follows the newest version the cache knows
-    /// and only endpoints changed, every entry not about those services stays valid. Idempotent: every
-    /// stream calls it, the first does the work.
-    pub fn advance(&self, version: u64, base: Option<u64>, scope: &PushScope) {
+    /// Moves the cache to `snapshot`. When it follows the newest version the cache knows and only
+    /// endpoints changed, every entry not about those services stays valid. Idempotent: every stream
+    /// calls it, the first does the work (and is the only one to build the scope).
+    pub fn advance(&self, snapshot: &dyn Snapshot) {
         if self.capacity == 0 {
             return;
         }
+        let version = snapshot.mesh().version();
         let mut inner = self.inner.lock();
         if version <= inner.newest {
             return;
         }
-        if let (PushScope::Endpoints(hosts), Some(base)) = (scope, base)
-            && base == inner.newest
-        {
+        let base = inner.newest;
+        if let PushScope::Endpoints(hosts) = scope(snapshot, Some(base)) {
             for (key, e) in inner.entries.iter_mut().filter(|(_, e)| e.to == base) {
                 let changed = key.ty == XdsType::Endpoint
                     && key
@@ -162,6 +166,7 @@ impl Inner {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::xds::generator::StaticMesh;
 
     fn key(name: &str) -> CacheKey {
         CacheKey {
@@ -199,11 +204,12 @@ mod tests {
     #[test]
     fn endpoint_pushes_carry_everything_else_forward() {
         let c = ResourceCache::new(10, None);
-        let scope = PushScope::Endpoints(["a".into()].into());
+        let eds_only =
+            |version, since| StaticMesh::new(version).after(since, PushScope::Endpoints(["a".into()].into()));
         c.get_or_insert(eds("a"), 1, || build("a"));
         let b = c.get_or_insert(eds("b"), 1, || build("b")).unwrap();
         let cds = c.get_or_insert(key("outbound|80||a"), 1, || build("a")).unwrap();
-        c.advance(2, Some(1), &scope);
+        c.advance(&eds_only(2, 1));
         let b2 = c
             .get_or_insert(eds("b"), 2, || panic!("b did not change"))
             .unwrap();
@@ -218,11 +224,11 @@ mod tests {
             build("a")
         });
         assert!(rebuilt, "a's endpoints changed");
-        c.advance(2, Some(1), &scope);
-        c.advance(4, Some(3), &scope);
+        c.advance(&eds_only(2, 1));
+        c.advance(&eds_only(4, 3));
         assert!(c.is_empty(), "a missed push carries nothing forward");
         c.get_or_insert(eds("b"), 4, || build("b"));
-        c.advance(5, Some(4), &PushScope::Full);
+        c.advance(&StaticMesh::new(5).after(4, PushScope::Full));
         let mut rebuilt = false;
         c.get_or_insert(eds("b"), 5, || {
             rebuilt = true;

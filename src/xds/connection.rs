@@ -1,9 +1,10 @@
-//! One ADS stream, owned by its task: reads requests, follows pushes, answers.
+//! One ADS stream, owned by its task: reads requests, follows snapshots, answers.
 //!
 //! Owns: the stream loop shared by both protocols (through [`Protocol`]) and the per-stream state (the
-//! proxy, the protocol state machine, the snapshot it serves). The state machine sits behind a mutex
-//! only the task writes, so debug readers can look at it when they ask (see [`super::status`]). Does
-//! NOT: decide protocol rules (see [`super::sotw`], [`super::delta`]) or build resources (generators).
+//! proxy, the protocol state machine, the snapshot it serves and hence what a newer one changes for
+//! it). The state machine sits behind a mutex only the task writes, so debug readers can look at it
+//! when they ask (see [`super::status`]). Does NOT: decide protocol rules (see [`super::sotw`],
+//! [`super::delta`]) or build resources (generators).
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -23,7 +24,7 @@ use super::{
     Error, Proxy, XdsType,
     generator::{Context, NetworkView, cds},
     held::Held,
-    push::{Push, PushScope},
+    push::{PushScope, Snapshot, scope},
     resource::{Resource, Subscription},
     server::{Caller, Shared},
     status::{ConnectionStatus, StatusHandle, Watches},
@@ -228,10 +229,12 @@ struct Stream<P: Protocol> {
     proxy: Proxy,
     view: NetworkView,
     state: Arc<State<P>>,
-    push: Arc<Push>,
+    /// The snapshot served: responses are built from it, and a newer one's change set applies only
+    /// if it follows this one.
+    snapshot: Arc<dyn Snapshot>,
     status: StatusHandle,
     out: Outbox,
-    /// Responses sent for the push being processed, per type (for push_status).
+    /// Responses sent for the snapshot being pushed, per type (for push_status).
     pushed: BTreeMap<XdsType, u64>,
 }
 
@@ -256,13 +259,16 @@ pub(crate) async fn run<P: Protocol>(
             Some(Ok(req)) => Ok(req),
         },
     };
+    // Subscribed before loading, so a snapshot published in between still wakes the stream.
+    let mut versions = shared.snapshots.versions();
+    versions.borrow_and_update();
     let start = first.and_then(|req| {
         let proxy = Proxy::from_node(P::node(&req))?;
         caller.authorize(&proxy)?;
-        let push = shared.pushes.borrow().clone().ok_or(Error::NotReady)?;
-        Ok((req, proxy, push))
+        let snapshot = shared.snapshots.load().ok_or(Error::NotReady)?;
+        Ok((req, proxy, snapshot))
     });
-    let (first, proxy, push) = match start {
+    let (first, proxy, snapshot) = match start {
         Ok(s) => s,
         Err(e) => {
             debug!(error = %e, "stream refused");
@@ -270,7 +276,7 @@ pub(crate) async fn run<P: Protocol>(
             return;
         }
     };
-    shared.cache.advance(push.version(), push.base, &push.scope);
+    shared.cache.advance(&*snapshot);
     let state = Arc::new(State(Mutex::new(P::default())));
     let held = state.0.lock().held().clone();
     let status = shared.connections.register(
@@ -281,23 +287,21 @@ pub(crate) async fn run<P: Protocol>(
             identities: caller.identities.clone(),
             connected_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
             proxy: Some(proxy.clone()),
-            push_version: Some(push.version()),
+            push_version: Some(snapshot.mesh().version()),
             watches: BTreeMap::new(),
             sent: held,
         },
         state.clone(),
     );
     info!(node = %proxy.id, kind = ?proxy.kind, protocol, "xDS stream connected");
-    shared.push_log.begin(&push);
+    shared.push_log.begin(&*snapshot);
     shared.metrics.stream_opened();
-    let mut pushes = shared.pushes.clone();
-    pushes.borrow_and_update();
     let mut stream = Stream::<P> {
         view: NetworkView::of(&proxy),
         shared: shared.clone(),
         proxy,
         state,
-        push,
+        snapshot,
         status,
         out,
         pushed: BTreeMap::new(),
@@ -318,11 +322,11 @@ pub(crate) async fn run<P: Protocol>(
                 Some(Err(status)) => break Some(Error::Receive(status)),
                 Some(Ok(req)) => next = Some(req),
             },
-            changed = pushes.changed() => {
+            changed = versions.changed() => {
                 if changed.is_err() { break Some(Error::ShuttingDown) }
-                let push = pushes.borrow_and_update().clone();
-                if let Some(push) = push
-                    && let Err(e) = stream.on_push(push).await
+                versions.borrow_and_update();
+                if let Some(snapshot) = shared.snapshots.load()
+                    && let Err(e) = stream.on_snapshot(snapshot).await
                 {
                     break e;
                 }
@@ -364,15 +368,19 @@ impl<P: Protocol> Stream<P> {
         Ok(())
     }
 
-    async fn on_push(&mut self, push: Arc<Push>) -> StepResult {
-        let incremental = push.base.is_some() && push.base == Some(self.push.version());
-        let full = PushScope::Full;
-        let scope = if incremental { &push.scope } else { &full };
-        self.push = push.clone();
-        self.shared.push_log.begin(&push);
-        self.shared.cache.advance(push.version(), push.base, &push.scope);
+    /// Moves to a newer snapshot and pushes what it changed for this stream: its change set if the
+    /// stream served the version that set applies to, else everything.
+    async fn on_snapshot(&mut self, snapshot: Arc<dyn Snapshot>) -> StepResult {
+        let (served, version) = (self.snapshot.mesh().version(), snapshot.mesh().version());
+        if version <= served {
+            return Ok(());
+        }
+        let scope = scope(&*snapshot, Some(served));
+        self.shared.push_log.begin(&*snapshot);
+        self.shared.cache.advance(&*snapshot);
+        self.snapshot = snapshot;
         for ty in XdsType::PUSH_ORDER {
-            match scope {
+            match &scope {
                 PushScope::Full => self.respond(ty, Mode::Pushed, None).await?,
                 PushScope::Endpoints(hosts) if ty == XdsType::Endpoint => {
                     let only = self.watched_clusters_of(hosts);
@@ -383,11 +391,13 @@ impl<P: Protocol> Stream<P> {
                 PushScope::Endpoints(_) => {}
             }
         }
-        self.shared.metrics.converged(push.changed_at.elapsed());
+        if let Some(changed_at) = self.snapshot.changed_at() {
+            self.shared.metrics.converged(changed_at.elapsed());
+        }
         self.shared
             .push_log
-            .pushed(push.version(), &std::mem::take(&mut self.pushed));
-        self.status.pushed(push.version());
+            .pushed(version, &std::mem::take(&mut self.pushed));
+        self.status.pushed(version);
         Ok(())
     }
 
@@ -398,7 +408,7 @@ impl<P: Protocol> Stream<P> {
         let Some(sub) = state.subscription(XdsType::Endpoint) else {
             return BTreeSet::new();
         };
-        let mesh = &*self.push.mesh;
+        let mesh = self.snapshot.mesh();
         hosts
             .iter()
             .filter_map(|host| mesh.service(host))
@@ -425,7 +435,7 @@ impl<P: Protocol> Stream<P> {
         };
         let built = Instant::now();
         let ctx = Context {
-            mesh: &*self.push.mesh,
+            mesh: self.snapshot.mesh(),
             proxy: &self.proxy,
             view: &self.view,
             endpoints: &*self.shared.endpoints,
@@ -434,7 +444,7 @@ impl<P: Protocol> Stream<P> {
         let resources = ctx.generate(ty, &sub, only);
         drop(permit);
         let build_time = built.elapsed();
-        let version = self.push.version().to_string();
+        let version = self.snapshot.mesh().version().to_string();
         let mut answered = false;
         for batch in batches(ty, &resources, P::SPLITS_LARGE_SETS) {
             let Some(frame) = self.state.0.lock().response(ty, batch, &version, mode) else {

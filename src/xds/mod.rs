@@ -6,9 +6,11 @@
 //! secure listener and the [`Authenticator`] come from the security side), or compute split-horizon
 //! endpoints (plugged in through [`EndpointView`]).
 //!
-//! Data flow: snapshot updates → [`push::Debouncer`] (quiet period / max delay) → one `watch` channel
-//! of [`push::Push`] → every stream task, which owns its state, regenerates what its proxy watches
-//! (through the shared [`cache::ResourceCache`]), diffs against what it last sent and answers.
+//! Data flow: one [`SnapshotSource`] (the aggregate's debounced snapshots; a fixture's in tests) →
+//! every stream task, which wakes on its version channel, loads the newest [`Snapshot`], derives its
+//! [`PushScope`] from the snapshot's change set and the version it served last ([`push::scope`]),
+//! regenerates what its proxy watches (through the shared [`cache::ResourceCache`]), diffs against
+//! what it last sent and answers. There is no debouncer here: the publisher debounces.
 
 pub mod cache;
 mod connection;
@@ -16,6 +18,8 @@ pub mod debug;
 mod delta;
 pub mod dump;
 pub mod generator;
+#[cfg(any(test, feature = "testing"))]
+pub mod harness;
 pub mod held;
 pub mod metrics;
 pub mod node;
@@ -31,6 +35,7 @@ use std::fmt;
 
 pub use generator::{AllEndpoints, EndpointView, NetworkView};
 pub use node::{NodeError, Proxy, ProxyKind};
+pub use push::{PushScope, Snapshot, SnapshotSource};
 pub use resource::{Resource, Subscription};
 pub use server::{AdsServer, Caller, XdsLimits};
 

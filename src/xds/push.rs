@@ -1,10 +1,11 @@
-//! The push pipeline: debounce snapshot changes, publish one push at a time, bound the work.
+//! What ADS streams follow and how pushes are bounded.
 //!
-//! Owns: the debouncer task (quiet period `debounce_after`, at most `debounce_max` after the first
-//! change; istiod's `PILOT_DEBOUNCE_AFTER` / `_MAX`) merging change scopes, the `watch` channel every
-//! stream reads (a slow stream simply sees the newest push later: one pending push per connection,
-//! coalesced by construction), the concurrent-push bound and the new-stream rate limit. Does NOT:
-//! decide per-stream what to send (the stream task diffs against what it sent).
+//! Owns: the [`Snapshot`] a stream serves and the [`SnapshotSource`] it follows (one writer publishes,
+//! every stream loads the newest: a slow stream skips straight to it, so there is one pending push per
+//! connection, coalesced by construction), the [`PushScope`] a stream derives from a snapshot's change
+//! set, the concurrent-push bound and the new-stream rate limit. Does NOT: debounce (the publisher
+//! does; the aggregate with `--debounce-after` / `--debounce-max`) or decide per stream what to send
+//! (the stream task diffs against what it sent).
 
 use std::{
     collections::BTreeSet,
@@ -13,114 +14,56 @@ use std::{
 };
 
 use parking_lot::Mutex;
-use tokio::sync::{mpsc, watch};
-use tracing::debug;
+use tokio::sync::watch;
 
 use super::generator::Mesh;
-use crate::{drain::Tasks, model::Hostname};
+use crate::model::Hostname;
 
-/// What changed between two snapshots.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What a stream must regenerate for a new snapshot (not to be confused with the aggregate's
+/// per-service [`crate::aggregate::ChangeKind`], from which it is derived).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum PushScope {
     /// Anything may have changed: regenerate every type.
+    #[default]
     Full,
-    /// Only these services' endpoints changed: push EDS, only for their clusters. Producers must say
+    /// Only these services' endpoints changed: push EDS, only for their clusters. Publishers must say
     /// [`PushScope::Full`] instead when an endpoint change alters what CDS reads (the set of endpoint
     /// identities or mTLS modes of a service), as istiod does for service-account changes.
     Endpoints(BTreeSet<Hostname>),
 }
 
-impl PushScope {
-    /// The scope covering both.
-    pub fn merge(self, other: PushScope) -> PushScope {
-        match (self, other) {
-            (PushScope::Endpoints(mut a), PushScope::Endpoints(b)) => {
-                a.extend(b);
-                PushScope::Endpoints(a)
-            }
-            _ => PushScope::Full,
-        }
+/// One published mesh as streams serve it: what generators read, and what changed since the snapshot
+/// before it. Implemented by the aggregate's `MeshSnapshot` and by `StaticMesh` (fixtures).
+pub trait Snapshot: Send + Sync {
+    /// What generators read.
+    fn mesh(&self) -> &dyn Mesh;
+    /// The version this snapshot's changes apply on top of.
+    fn since(&self) -> u64;
+    /// What changed since [`Snapshot::since`]. Built on call: the cache and the push log call it once
+    /// per snapshot, streams once each only when they may apply it.
+    fn changes(&self) -> PushScope;
+    /// When the oldest change it carries happened (`pilot_proxy_convergence_time` starts there).
+    fn changed_at(&self) -> Option<Instant>;
+}
+
+/// What `snapshot` changed for a stream that last processed version `seen`: its change set only when
+/// the stream saw the version that set applies to, else everything (it missed a change set).
+pub fn scope(snapshot: &dyn Snapshot, seen: Option<u64>) -> PushScope {
+    if seen == Some(snapshot.since()) {
+        snapshot.changes()
+    } else {
+        PushScope::Full
     }
 }
 
-/// A new snapshot and what changed since the previous one.
-pub struct Update {
-    /// The snapshot.
-    pub mesh: Arc<dyn Mesh>,
-    /// The change since the previous update.
-    pub scope: PushScope,
-}
-
-/// A debounced push: every stream moves to `mesh`.
-pub struct Push {
-    /// The snapshot to serve.
-    pub mesh: Arc<dyn Mesh>,
-    /// The push this one follows (`None` for the first). A stream that processed exactly that one
-    /// may apply `scope`; any other stream treats this push as full.
-    pub base: Option<u64>,
-    /// What changed since `base`.
-    pub scope: PushScope,
-    /// When the oldest change merged into this push happened (for convergence time).
-    pub changed_at: Instant,
-}
-
-impl Push {
-    /// The snapshot version.
-    pub fn version(&self) -> u64 {
-        self.mesh.version()
-    }
-}
-
-/// Receives updates, debounces them and publishes pushes; returns the channel streams watch.
-pub fn spawn_debouncer(
-    tasks: &Tasks,
-    mut updates: mpsc::Receiver<Update>,
-    after: Duration,
-    max: Duration,
-) -> watch::Receiver<Option<Arc<Push>>> {
-    let (tx, rx) = watch::channel(None::<Arc<Push>>);
-    let stop = tasks.cancelled();
-    tasks.spawn("xds-debounce", async move {
-        tokio::pin!(stop);
-        let mut base: Option<u64> = None;
-        loop {
-            // Wait for the first change of a burst.
-            let first = tokio::select! {
-                _ = &mut stop => return,
-                u = updates.recv() => match u { Some(u) => u, None => return },
-            };
-            let started = tokio::time::Instant::now();
-            let changed_at = Instant::now();
-            let (mut mesh, mut scope) = (first.mesh, first.scope);
-            // The first snapshot is served at once: nothing is connected yet that could be spared work.
-            if base.is_some() {
-                loop {
-                    let quiet = tokio::time::sleep(after);
-                    let deadline = tokio::time::sleep_until(started + max);
-                    tokio::select! {
-                        _ = &mut stop => return,
-                        _ = quiet => break,
-                        _ = deadline => break,
-                        u = updates.recv() => match u {
-                            Some(u) => { mesh = u.mesh; scope = scope.merge(u.scope); }
-                            None => break,
-                        },
-                    }
-                }
-            }
-            let version = mesh.version();
-            debug!(version, ?scope, "push");
-            let push = Push {
-                mesh,
-                base,
-                scope,
-                changed_at,
-            };
-            base = Some(version);
-            tx.send_replace(Some(Arc::new(push)));
-        }
-    });
-    rx
+/// Where the ADS server reads snapshots: the newest one, and a channel that changes whenever a newer
+/// one can be loaded. Implemented by the aggregate's `Snapshots` and by the test harness's feed.
+pub trait SnapshotSource: Send + Sync {
+    /// The newest snapshot; `None` before the first (streams are refused until then).
+    fn load(&self) -> Option<Arc<dyn Snapshot>>;
+    /// Wakes a stream when [`SnapshotSource::load`] has something newer. Subscribe before loading, so
+    /// nothing published in between is missed.
+    fn versions(&self) -> watch::Receiver<u64>;
 }
 
 /// istiod's auto default for `PILOT_PUSH_THROTTLE` and `PILOT_MAX_REQUESTS_PER_SECOND`:
@@ -166,19 +109,18 @@ mod tests {
     use super::*;
     use crate::xds::generator::StaticMesh;
 
-    fn mesh_at(version: u64) -> Arc<dyn Mesh> {
-        Arc::new(StaticMesh::new(version))
-    }
-
     #[test]
-    fn scopes_merge_to_the_wider() {
-        let a = PushScope::Endpoints(["a".into()].into());
-        let b = PushScope::Endpoints(["b".into()].into());
-        assert_eq!(
-            a.clone().merge(b),
-            PushScope::Endpoints(["a".into(), "b".into()].into())
-        );
-        assert_eq!(a.merge(PushScope::Full), PushScope::Full);
+    fn scope_is_the_change_set_only_from_the_version_it_applies_to() {
+        let eds = PushScope::Endpoints(["a".into()].into());
+        let snapshot = StaticMesh::new(5).after(4, eds.clone());
+        for (seen, want) in [
+            (Some(4), eds),
+            (Some(3), PushScope::Full),
+            (Some(5), PushScope::Full),
+            (None, PushScope::Full),
+        ] {
+            assert_eq!(scope(&snapshot, seen), want, "seen {seen:?}");
+        }
     }
 
     #[test]
@@ -187,77 +129,5 @@ mod tests {
         assert!(l.try_acquire().is_ok() && l.try_acquire().is_ok());
         let wait = l.try_acquire().expect_err("bucket empty");
         assert!(wait <= Duration::from_millis(500));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn debounce_merges_a_burst_and_pushes_after_quiet() {
-        let tasks = Tasks::new();
-        let (tx, rx) = mpsc::channel(16);
-        let mut pushes = spawn_debouncer(&tasks, rx, Duration::from_millis(100), Duration::from_secs(10));
-        tx.send(Update {
-            mesh: mesh_at(1),
-            scope: PushScope::Full,
-        })
-        .await
-        .unwrap();
-        pushes.changed().await.unwrap();
-        assert_eq!(
-            pushes.borrow().as_ref().unwrap().version(),
-            1,
-            "first snapshot served at once"
-        );
-
-        for (v, host) in [(2, "a"), (3, "b")] {
-            let scope = PushScope::Endpoints([Hostname::from(host)].into());
-            tx.send(Update {
-                mesh: mesh_at(v),
-                scope,
-            })
-            .await
-            .unwrap();
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        pushes.changed().await.unwrap();
-        let p = pushes.borrow_and_update().clone().unwrap();
-        assert_eq!((p.version(), p.base), (3, Some(1)));
-        assert_eq!(p.scope, PushScope::Endpoints(["a".into(), "b".into()].into()));
-        tasks.drain(Duration::from_secs(1)).await.unwrap();
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn debounce_max_bounds_the_delay() {
-        let tasks = Tasks::new();
-        let (tx, rx) = mpsc::channel(16);
-        let mut pushes = spawn_debouncer(&tasks, rx, Duration::from_millis(100), Duration::from_millis(300));
-        tx.send(Update {
-            mesh: mesh_at(1),
-            scope: PushScope::Full,
-        })
-        .await
-        .unwrap();
-        pushes.changed().await.unwrap();
-        let start = tokio::time::Instant::now();
-        let sender = tokio::spawn(async move {
-            for v in 2..20 {
-                if tx
-                    .send(Update {
-                        mesh: mesh_at(v),
-                        scope: PushScope::Full,
-                    })
-                    .await
-                    .is_err()
-                {
-                    return;
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        });
-        pushes.changed().await.unwrap();
-        assert!(
-            start.elapsed() <= Duration::from_millis(350),
-            "pushed within max despite changes every 50ms"
-        );
-        sender.abort();
-        tasks.drain(Duration::from_secs(1)).await.unwrap();
     }
 }

@@ -17,7 +17,7 @@ use std::{
 use tokio::{
     io::{AsyncRead, AsyncWrite},
     net::TcpListener,
-    sync::{Semaphore, mpsc, watch},
+    sync::{Semaphore, mpsc},
 };
 use tokio_stream::Stream;
 use tonic::{
@@ -33,7 +33,7 @@ use super::{
     connection::{self, Protocol},
     delta::Delta,
     metrics::Metrics,
-    push::{Push, RateLimiter, default_concurrency},
+    push::{RateLimiter, SnapshotSource, default_concurrency},
     sotw::Sotw,
     status::{Connections, PushLog},
     wire::{Requests, ResponseBody},
@@ -110,7 +110,7 @@ impl Default for XdsLimits {
 
 /// State shared by every stream of every port.
 pub(crate) struct Shared {
-    pub(crate) pushes: watch::Receiver<Option<Arc<Push>>>,
+    pub(crate) snapshots: Arc<dyn SnapshotSource>,
     pub(crate) cache: ResourceCache,
     pub(crate) endpoints: Arc<dyn EndpointView>,
     pub(crate) metrics: Metrics,
@@ -129,17 +129,17 @@ pub struct AdsServer {
 }
 
 impl AdsServer {
-    /// A server following `pushes` (from [`super::push::spawn_debouncer`]), spawning stream tasks
-    /// on `tasks`. `endpoints` is the split-horizon hook ([`super::AllEndpoints`] by default).
+    /// A server whose streams follow `snapshots` (the aggregate's, or a fixture's), spawning stream
+    /// tasks on `tasks`. `endpoints` is the split-horizon hook ([`super::AllEndpoints`] by default).
     pub fn new(
-        pushes: watch::Receiver<Option<Arc<Push>>>,
+        snapshots: Arc<dyn SnapshotSource>,
         tasks: Tasks,
         metrics: Metrics,
         endpoints: Arc<dyn EndpointView>,
         limits: XdsLimits,
     ) -> Self {
         let shared = Shared {
-            pushes,
+            snapshots,
             cache: ResourceCache::new(limits.cache_capacity, Some(metrics.clone())),
             endpoints,
             metrics,
@@ -152,6 +152,23 @@ impl AdsServer {
         };
         Self {
             shared: Arc::new(shared),
+        }
+    }
+
+    /// Resolves once there is a snapshot to serve (streams opened before are refused with
+    /// `UNAVAILABLE`), or at shutdown: the readiness gate.
+    pub fn first_snapshot(&self) -> impl Future<Output = ()> + Send + 'static {
+        let snapshots = self.shared.snapshots.clone();
+        let mut versions = snapshots.versions();
+        let stop = self.shared.tasks.cancelled();
+        async move {
+            tokio::pin!(stop);
+            while snapshots.load().is_none() {
+                tokio::select! {
+                    _ = &mut stop => return,
+                    changed = versions.changed() => if changed.is_err() { return },
+                }
+            }
         }
     }
 

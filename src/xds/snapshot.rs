@@ -1,20 +1,19 @@
-//! The aggregate's snapshots as the generators' [`Mesh`], and the feed turning published snapshots
-//! into push updates.
+//! The aggregate's snapshots as what the ADS server serves: each `MeshSnapshot` is the generators'
+//! [`Mesh`] and a stream's [`Snapshot`] (its change set turned into a [`PushScope`]), and the
+//! aggregate's `Snapshots` handle is the server's [`SnapshotSource`].
 //!
-//! Owns: the adaptation only. Does NOT: debounce (the aggregate already has) or hold snapshots beyond
-//! handing them on.
+//! Owns: the adaptation only. Does NOT: debounce (the aggregate does) or hold snapshots.
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Instant};
 
-use tokio::sync::mpsc;
+use tokio::sync::watch;
 
 use super::{
     generator::Mesh,
-    push::{PushScope, Update},
+    push::{PushScope, Snapshot, SnapshotSource},
 };
 use crate::{
-    aggregate::{MeshSnapshot, Push, Snapshots},
-    drain::Tasks,
+    aggregate::{ChangeKind, MeshSnapshot, Snapshots},
     model::{Endpoint, NetworkGateway, Service, ServiceKey},
 };
 
@@ -46,40 +45,41 @@ impl Mesh for MeshSnapshot {
     }
 }
 
-/// What `snapshot` changed for a reader that last saw version `seen`.
-pub fn scope(snapshot: &MeshSnapshot, seen: Option<u64>) -> PushScope {
-    let changes = &snapshot.changes;
-    if seen != Some(changes.since) || changes.needs_full_push() {
-        return PushScope::Full;
+impl Snapshot for MeshSnapshot {
+    fn mesh(&self) -> &dyn Mesh {
+        self
     }
-    debug_assert!(changes.services.values().all(|c| c.push == Push::Eds));
-    PushScope::Endpoints(changes.services.keys().map(|k| k.hostname.clone()).collect())
+
+    fn since(&self) -> u64 {
+        self.changes.since
+    }
+
+    fn changes(&self) -> PushScope {
+        let changes = &self.changes;
+        if changes.needs_full_push() {
+            return PushScope::Full;
+        }
+        debug_assert!(changes.services.values().all(|c| c.kind == ChangeKind::Eds));
+        PushScope::Endpoints(changes.services.keys().map(|k| k.hostname.clone()).collect())
+    }
+
+    fn changed_at(&self) -> Option<Instant> {
+        self.changed_at
+    }
 }
 
-/// Forwards every published snapshot (after the empty start, version 0) to the push pipeline.
-pub fn spawn_feed(tasks: &Tasks, mut snapshots: Snapshots, updates: mpsc::Sender<Update>) {
-    let stop = tasks.cancelled();
-    tasks.spawn("xds-snapshot-feed", async move {
-        tokio::pin!(stop);
-        let mut seen = None;
-        let mut next = Some(snapshots.load());
-        loop {
-            if let Some(snapshot) = next.take().filter(|s| s.version > 0) {
-                let update = Update {
-                    scope: scope(&snapshot, seen),
-                    mesh: snapshot.clone() as Arc<dyn Mesh>,
-                };
-                seen = Some(snapshot.version);
-                if updates.send(update).await.is_err() {
-                    return;
-                }
-            }
-            next = tokio::select! {
-                _ = &mut stop => return,
-                s = snapshots.changed() => match s { Some(s) => Some(s), None => return },
-            };
-        }
-    });
+/// The ADS server follows the aggregate directly: it already debounces, and its arc-swap load is what
+/// every stream needs.
+impl SnapshotSource for Snapshots {
+    fn load(&self) -> Option<Arc<dyn Snapshot>> {
+        let snapshot = Snapshots::load(self);
+        // Version 0 is the empty start, not a mesh anyone synced.
+        (snapshot.version > 0).then_some(snapshot as Arc<dyn Snapshot>)
+    }
+
+    fn versions(&self) -> watch::Receiver<u64> {
+        Snapshots::versions(self)
+    }
 }
 
 #[cfg(test)]
@@ -91,14 +91,15 @@ mod tests {
         aggregate::{ChangeSet, ServiceChange},
         model::Protocol,
         xds::generator::static_mesh::service,
+        xds::push::scope,
     };
 
-    fn snapshot(version: u64, since: u64, push: Push) -> MeshSnapshot {
+    fn snapshot(version: u64, since: u64, kind: ChangeKind) -> MeshSnapshot {
         let svc = service("echo", "default", &[("grpc", 7070, Protocol::Grpc)]);
         let other = service("echo", "other", &[("grpc", 7070, Protocol::Grpc)]);
         let change = ServiceChange {
             clusters: ["c1".into()].into(),
-            push,
+            kind,
         };
         MeshSnapshot {
             version,
@@ -114,19 +115,58 @@ mod tests {
 
     #[test]
     fn scope_is_incremental_only_from_the_version_seen() {
-        let eds = snapshot(5, 4, Push::Eds);
+        let eds = snapshot(5, 4, ChangeKind::Eds);
         assert_eq!(
             scope(&eds, Some(4)),
             PushScope::Endpoints(["echo.default.svc.cluster.local".into()].into())
         );
         assert_eq!(scope(&eds, Some(3)), PushScope::Full, "a missed change set");
         assert_eq!(scope(&eds, None), PushScope::Full);
-        assert_eq!(scope(&snapshot(5, 4, Push::Full), Some(4)), PushScope::Full);
+        assert_eq!(scope(&snapshot(5, 4, ChangeKind::Full), Some(4)), PushScope::Full);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_aggregate_is_a_source_once_it_has_published() {
+        let tasks = crate::drain::Tasks::new();
+        let (_networks_tx, networks) = watch::channel(Arc::default());
+        let opts = crate::aggregate::Options {
+            primary: "c1".into(),
+            debounce_after: std::time::Duration::from_millis(100),
+            debounce_max: std::time::Duration::from_secs(1),
+            metrics: crate::aggregate::Metrics::unregistered(),
+        };
+        let (aggregator, updates, snapshots) = crate::aggregate::new(opts, networks);
+        let source: Arc<dyn SnapshotSource> = Arc::new(snapshots);
+        let mut versions = source.versions();
+        assert!(source.load().is_none(), "the empty start is not served");
+        aggregator.spawn(&tasks);
+        let svc = service("echo", "default", &[("grpc", 7070, Protocol::Grpc)]);
+        let from = crate::aggregate::RegistryId {
+            cluster: "c1".into(),
+            generation: 1,
+        };
+        updates
+            .send(crate::aggregate::Update::Replace {
+                from,
+                services: vec![Arc::new(svc)],
+                endpoints: vec![],
+            })
+            .await;
+        versions.changed().await.expect("published");
+        let snapshot = source.load().expect("served once published");
+        assert_eq!((snapshot.mesh().version(), snapshot.since()), (1, 0));
+        assert!(snapshot.changed_at().is_some());
+        assert_eq!(snapshot.mesh().services().count(), 1);
+        tasks.cancel();
+        tasks
+            .drain(std::time::Duration::from_secs(1))
+            .await
+            .expect("drained");
     }
 
     #[test]
     fn looks_services_up_by_host_name() {
-        let s = snapshot(1, 0, Push::Eds);
+        let s = snapshot(1, 0, ChangeKind::Eds);
         assert_eq!(
             s.service("echo.other.svc.cluster.local").map(|s| &*s.namespace),
             Some("other")

@@ -22,7 +22,7 @@ use super::{
     Proxy, XdsType,
     connection::TypeStatus,
     held::Held,
-    push::{Push, PushScope},
+    push::{PushScope, Snapshot},
 };
 use crate::model::Hostname;
 
@@ -162,18 +162,19 @@ impl PushLog {
         self.0.lock().clone()
     }
 
-    /// A stream starts on `push`; the first one to see a newer version starts a new record.
-    pub(crate) fn begin(&self, push: &Push) {
+    /// A stream starts on `snapshot`; the first one to see a newer version starts a new record.
+    pub(crate) fn begin(&self, snapshot: &dyn Snapshot) {
+        let version = snapshot.mesh().version();
         let mut s = self.0.lock();
-        if push.version() <= s.version && !s.start.is_empty() {
+        if version <= s.version && !s.start.is_empty() {
             return;
         }
-        let (reason, endpoints_changed) = match &push.scope {
+        let (reason, endpoints_changed) = match snapshot.changes() {
             PushScope::Full => ("full", Vec::new()),
-            PushScope::Endpoints(hosts) => ("endpoints", hosts.iter().cloned().collect()),
+            PushScope::Endpoints(hosts) => ("endpoints", hosts.into_iter().collect()),
         };
         *s = PushStatus {
-            version: push.version(),
+            version,
             start: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
             reason,
             endpoints_changed,

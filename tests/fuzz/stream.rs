@@ -1,38 +1,27 @@
-//! The ADS stream state machine under libFuzzer: one in-process ADS server (the real `AdsServer` on a
-//! loopback port, two services), and per input one stream carrying the sequence of requests the input
-//! decodes to. Byte 0 picks state of the world (even) or delta (odd); the rest is a series of
+//! The ADS stream state machine under libFuzzer: one in-process ADS server (`meshd::xds::harness`: the
+//! real `AdsServer` on a loopback port, two services), and per input one stream carrying the sequence
+//! of requests the input decodes to. Byte 0 picks state of the world (even) or delta (odd); the rest is a series of
 //! `u16`-length-prefixed protobuf messages (`DiscoveryRequest` or `DeltaDiscoveryRequest`; undecodable
 //! ones are skipped). Every response must carry a nonce and a served type, with no resource twice.
 
-use std::{
-    collections::HashSet,
-    sync::{Arc, OnceLock},
-    time::Duration,
-};
+use std::{collections::HashSet, sync::OnceLock, time::Duration};
 
-use envoy_types::pb::envoy::service::discovery::v3::{
-    DeltaDiscoveryRequest, DiscoveryRequest,
-    aggregated_discovery_service_client::AggregatedDiscoveryServiceClient,
-};
+use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
 use meshd::{
-    drain::Tasks,
     model::Protocol,
     xds::{
-        AdsServer, AllEndpoints, XdsLimits,
         generator::{
             StaticMesh,
             static_mesh::{endpoint, service},
         },
-        metrics::Metrics,
-        push::{PushScope, Update, spawn_debouncer},
+        harness::{Client, DeltaClient, Harness, SotwClient, Wire},
     },
 };
 use prost::Message;
-use tokio_stream::StreamExt;
 
 struct Server {
     rt: tokio::runtime::Runtime,
-    url: String,
+    harness: Harness,
 }
 
 fn server() -> &'static Server {
@@ -43,41 +32,18 @@ fn server() -> &'static Server {
             .enable_all()
             .build()
             .expect("runtime");
-        let url = rt.block_on(async {
-            let tasks = Tasks::new();
-            let (tx, rx) = tokio::sync::mpsc::channel(4);
-            let pushes = spawn_debouncer(&tasks, rx, Duration::from_millis(1), Duration::from_millis(10));
-            let ip = "127.0.0.1".parse().expect("ip");
-            let mesh = StaticMesh::new(1)
-                .with(
-                    service("echo", "default", &[("grpc", 7070, Protocol::Grpc)]),
-                    vec![endpoint(ip, &[("grpc", 50051)], "c1")],
-                )
-                .with(
-                    service("other", "default", &[("http", 80, Protocol::Http)]),
-                    vec![],
-                );
-            tx.send(Update {
-                mesh: Arc::new(mesh),
-                scope: PushScope::Full,
-            })
-            .await
-            .expect("first push");
-            std::mem::forget(tx);
-            let ads = AdsServer::new(
-                pushes,
-                tasks.clone(),
-                Metrics::unregistered(),
-                Arc::new(AllEndpoints),
-                XdsLimits::default(),
+        let ip = "127.0.0.1".parse().expect("ip");
+        let mesh = StaticMesh::default()
+            .with(
+                service("echo", "default", &[("grpc", 7070, Protocol::Grpc)]),
+                vec![endpoint(ip, &[("grpc", 50051)], "c1")],
+            )
+            .with(
+                service("other", "default", &[("http", 80, Protocol::Http)]),
+                vec![],
             );
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-            let url = format!("http://{}", listener.local_addr().expect("addr"));
-            tokio::spawn(async move { ads.serve_plaintext(listener).await });
-            std::mem::forget(tasks);
-            url
-        });
-        Server { rt, url }
+        let harness = rt.block_on(Harness::start(mesh)).expect("ADS harness");
+        Server { rt, harness }
     })
 }
 
@@ -104,40 +70,60 @@ fn check(type_url: &str, nonce: &str, names: Vec<String>) {
     }
 }
 
+/// Sends every request, ends the request stream, and checks each response until the stream ends or
+/// is quiet for 20 ms.
+async fn exchange<W: Wire>(
+    mut client: Client<W>,
+    requests: Vec<W::Request>,
+    names: impl Fn(&W::Response) -> (&str, &str, Vec<String>),
+) {
+    for r in requests {
+        if client.send(r).is_err() {
+            return;
+        }
+    }
+    client.close();
+    while let Ok(Some(r)) = client.recv_within(Duration::from_millis(20)).await {
+        let (type_url, nonce, names) = names(&r);
+        check(type_url, nonce, names);
+    }
+}
+
 pub fn discovery_stream(data: &[u8]) {
     let Some((&mode, rest)) = data.split_first() else {
         return;
     };
     let s = server();
+    let url = s.harness.url();
     s.rt.block_on(async {
-        let Ok(mut client) = AggregatedDiscoveryServiceClient::connect(s.url.clone()).await else {
-            return;
-        };
-        let wait = Duration::from_millis(20);
         if mode % 2 == 0 {
-            let reqs: Vec<DiscoveryRequest> = messages(rest)
-                .into_iter()
-                .filter_map(|m| DiscoveryRequest::decode(m).ok())
-                .collect();
-            if let Ok(resp) = client.stream_aggregated_resources(tokio_stream::iter(reqs)).await {
-                let mut inbound = resp.into_inner();
-                while let Ok(Some(Ok(r))) = tokio::time::timeout(wait, inbound.next()).await {
-                    let names = r.resources.iter().map(|a| format!("{:?}", a.value)).collect();
-                    check(&r.type_url, &r.nonce, names);
-                }
-            }
+            let reqs = decoded::<DiscoveryRequest>(rest);
+            let Ok(client) = SotwClient::connect(url, None).await else {
+                return;
+            };
+            exchange(client, reqs, |r| {
+                let names = r.resources.iter().map(|a| format!("{:?}", a.value)).collect();
+                (&r.type_url, &r.nonce, names)
+            })
+            .await;
         } else {
-            let reqs: Vec<DeltaDiscoveryRequest> = messages(rest)
-                .into_iter()
-                .filter_map(|m| DeltaDiscoveryRequest::decode(m).ok())
-                .collect();
-            if let Ok(resp) = client.delta_aggregated_resources(tokio_stream::iter(reqs)).await {
-                let mut inbound = resp.into_inner();
-                while let Ok(Some(Ok(r))) = tokio::time::timeout(wait, inbound.next()).await {
-                    let names = r.resources.iter().map(|x| x.name.clone()).collect();
-                    check(&r.type_url, &r.nonce, names);
-                }
-            }
+            let reqs = decoded::<DeltaDiscoveryRequest>(rest);
+            let Ok(client) = DeltaClient::connect(url, None).await else {
+                return;
+            };
+            exchange(client, reqs, |r| {
+                let names = r.resources.iter().map(|x| x.name.clone()).collect();
+                (&r.type_url, &r.nonce, names)
+            })
+            .await;
         }
     });
+}
+
+/// The messages of `data` that decode as `M` (undecodable ones are skipped).
+fn decoded<M: Message + Default>(data: &[u8]) -> Vec<M> {
+    messages(data)
+        .into_iter()
+        .filter_map(|m| M::decode(m).ok())
+        .collect()
 }

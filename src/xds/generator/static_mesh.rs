@@ -1,7 +1,8 @@
-//! An in-memory [`Mesh`]: services and endpoints given directly. Used by tests, benchmarks and the
-//! end-to-end harness (`meshctl xds-fixture`) to serve a known mesh without any cluster.
+//! An in-memory [`Mesh`] and [`Snapshot`]: services and endpoints given directly. Used by tests,
+//! benchmarks and the ADS test harness (`xds::harness`, the `xds-fixture` example) to serve a known
+//! mesh without any cluster.
 
-use std::{collections::BTreeMap, net::IpAddr, sync::Arc};
+use std::{collections::BTreeMap, net::IpAddr, sync::Arc, time::Instant};
 
 use super::Mesh;
 use crate::{
@@ -11,6 +12,7 @@ use crate::{
     },
     xds::{Proxy, ProxyKind},
 };
+use crate::xds::push::{PushScope, Snapshot};
 
 /// A fixed mesh.
 #[derive(Debug, Clone, Default)]
@@ -21,16 +23,29 @@ pub struct StaticMesh {
     pub services: BTreeMap<Hostname, (Service, Vec<Endpoint>)>,
     /// Network gateways, sorted.
     pub gateways: Vec<NetworkGateway>,
+    /// The version `changes` apply on top of (as a snapshot).
+    pub since: u64,
+    /// What changed since `since` (as a snapshot).
+    pub changes: PushScope,
+    /// When the change happened (as a snapshot).
+    pub changed_at: Option<Instant>,
 }
 
 impl StaticMesh {
-    /// An empty mesh at `version`.
+    /// An empty mesh at `version`, changed entirely since the version before.
     pub fn new(version: u64) -> Self {
         Self {
             version,
-            services: BTreeMap::new(),
-            gateways: Vec::new(),
+            since: version.saturating_sub(1),
+            ..Self::default()
         }
+    }
+
+    /// The same mesh as a snapshot following version `since` with `changes`.
+    pub fn after(mut self, since: u64, changes: PushScope) -> Self {
+        self.since = since;
+        self.changes = changes;
+        self
     }
 
     /// Adds (or replaces) a service with its endpoints.
@@ -63,6 +78,24 @@ impl Mesh for StaticMesh {
 
     fn gateways(&self) -> &[NetworkGateway] {
         &self.gateways
+    }
+}
+
+impl Snapshot for StaticMesh {
+    fn mesh(&self) -> &dyn Mesh {
+        self
+    }
+
+    fn since(&self) -> u64 {
+        self.since
+    }
+
+    fn changes(&self) -> PushScope {
+        self.changes.clone()
+    }
+
+    fn changed_at(&self) -> Option<Instant> {
+        self.changed_at
     }
 }
 
