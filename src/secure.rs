@@ -139,7 +139,7 @@ pub fn authenticator(
 
 /// The gRPC services of the secure port. Add new secure services here.
 pub fn routes(ca: &MeshCa, auth: &Arc<dyn Authenticator>) -> Routes {
-    Routes::new(CertificateService::new(ca.clone(), auth.clone()))
+    Routes::new(CertificateService::new(ca.clone(), auth.clone()).into_server())
 }
 
 /// Binds `addr` and serves `routes` over TLS with `tls` until shutdown. Returns the bound address.
