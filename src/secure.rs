@@ -16,7 +16,10 @@ use crate::{
     app::StartContext,
     auth::{Authenticator, CertAuthenticator, Chain, ClusterClients, PrimaryCluster, TokenAuthenticator},
     ca::{
-        CaError, MeshCa, WorkloadCertPolicy, sandbox::write_sandbox_certs, service::CertificateService,
+        CaError, MeshCa, WorkloadCertPolicy,
+        root_publisher::{self, RootPublisherConfig},
+        sandbox::write_sandbox_certs,
+        service::CertificateService,
         source,
     },
     cli::{Args, KubeSource},
@@ -204,19 +207,17 @@ pub async fn start(
     ads: &AdsServer,
 ) -> anyhow::Result<()> {
     let sandbox = matches!(args.kube_source(), KubeSource::Sandbox(_));
+    // Leader duties: creating the CA Secret (self-signed CA) and publishing the mesh root (always).
+    let mut election = ElectionConfig::new(args.system_namespace.clone());
+    election.lease_name.clone_from(&args.leader_lease);
+    let leadership = leader::start(primary.clone(), election, &ctx.tasks).context("leader election")?;
     let source = match &args.ca_dir {
         Some(dir) => CaSource::Dir(dir.clone()),
-        None => {
-            let mut election = ElectionConfig::new(args.system_namespace.clone());
-            election.lease_name.clone_from(&args.leader_lease);
-            let leadership =
-                leader::start(primary.clone(), election, &ctx.tasks).context("leader election")?;
-            CaSource::Secret {
-                client: primary.clone(),
-                namespace: args.system_namespace.clone(),
-                leader: leadership.subscribe(),
-            }
-        }
+        None => CaSource::Secret {
+            client: primary.clone(),
+            namespace: args.system_namespace.clone(),
+            leader: leadership.subscribe(),
+        },
     };
     let policy = WorkloadCertPolicy {
         default_ttl: args.workload_cert_ttl,
@@ -225,6 +226,16 @@ pub async fn start(
     let ca = start_ca(source, &mesh.trust_domain, policy, args.config_poll, &ctx.tasks)
         .await
         .context("starting the mesh CA")?;
+    // Mesh root publishing (issue #16 item 10): `istio-ca-root-cert` in every namespace of the primary.
+    let roots = ca.subscribe();
+    root_publisher::spawn(
+        RootPublisherConfig {
+            client: primary.clone(),
+            leadership,
+            roots,
+        },
+        &ctx.tasks,
+    );
     if let (true, Some(state)) = (sandbox, &args.state_dir) {
         let certs = write_sandbox_certs(&ca, &mesh.trust_domain, &state.join("certs"))?;
         info!(dir = %state.join("certs").display(), identity = %certs.identity, "sandbox client certificates written");
