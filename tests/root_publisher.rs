@@ -13,7 +13,7 @@ use kube::{
 };
 use meshd::{
     ca::{
-        CaBundle,
+        CaBundle, MeshCa, WorkloadCertPolicy,
         root_publisher::{self, CONFIGMAP_NAME, IGNORED_NAMESPACES, ROOT_CERT_KEY, RootPublisherConfig},
     },
     drain::Tasks,
@@ -25,8 +25,12 @@ use tokio::sync::watch;
 const NS: &str = "istio-system";
 
 fn bundle() -> Arc<CaBundle> {
+    Arc::new(fresh_ca())
+}
+
+fn fresh_ca() -> CaBundle {
     let pem = CaBundle::generate_self_signed("cluster.local").expect("generate CA");
-    Arc::new(CaBundle::from_pem(&pem).expect("load CA"))
+    CaBundle::from_pem(&pem).expect("load CA")
 }
 
 async fn create_namespace(client: &Client, name: &str) {
@@ -75,8 +79,8 @@ async fn until_published(client: &Client, namespaces: &[&str], root: &str) {
     }
 }
 
-#[tokio::test]
-async fn the_leader_keeps_the_mesh_root_in_every_namespace() {
+/// Starts the publisher as the only replica (so the leader) on a fresh simulator.
+async fn publisher(roots: watch::Receiver<Arc<CaBundle>>) -> (common::Sim, Client, Tasks) {
     let sim = common::start().await;
     let client = sim.client.clone();
     for ns in [NS, "sample", "local-path-storage"] {
@@ -91,16 +95,20 @@ async fn the_leader_keeps_the_mesh_root_in_every_namespace() {
         ..ElectionConfig::new(NS)
     };
     let leadership = leader::start(client.clone(), election, &tasks).expect("election");
+    let cfg = RootPublisherConfig {
+        client: client.clone(),
+        leadership,
+        roots,
+    };
+    root_publisher::spawn(cfg, &tasks);
+    (sim, client, tasks)
+}
+
+#[tokio::test]
+async fn the_leader_keeps_the_mesh_root_in_every_namespace() {
     let first = bundle();
     let (rotate, roots) = watch::channel(first.clone());
-    root_publisher::spawn(
-        RootPublisherConfig {
-            client: client.clone(),
-            leadership,
-            roots,
-        },
-        &tasks,
-    );
+    let (_sim, client, tasks) = publisher(roots).await;
 
     // Every namespace but Kubernetes' own, labelled as istiod labels it.
     until_published(&client, &[NS, "sample", "default"], &first.roots_pem()).await;
@@ -151,5 +159,14 @@ async fn the_leader_keeps_the_mesh_root_in_every_namespace() {
     rotate.send(second.clone()).expect("publisher is running");
     until_published(&client, &[NS, "sample", "default", "late"], &second.roots_pem()).await;
 
+    tasks.cancel();
+}
+
+#[tokio::test]
+async fn a_root_that_never_rotates_is_published_too() {
+    // The self-signed Secret CA is fixed: its channel's sender is gone from the start.
+    let ca = MeshCa::fixed(fresh_ca(), WorkloadCertPolicy::default());
+    let (_sim, client, tasks) = publisher(ca.subscribe()).await;
+    until_published(&client, &[NS, "sample", "default"], &ca.roots_pem()).await;
     tasks.cancel();
 }

@@ -249,6 +249,8 @@ async fn run(client: Client, mut roots: watch::Receiver<Arc<CaBundle>>, term: Ta
     let mut view = View::default();
     let mut retry: Option<(Instant, Duration)> = None;
     let mut published = 0usize;
+    // A fixed CA (the self-signed Secret) drops its sender at once: then there are no rotations to follow.
+    let mut rotations = true;
     loop {
         let wake = retry.map(|(at, _)| tokio::time::Instant::from_std(at));
         tokio::select! {
@@ -258,7 +260,7 @@ async fn run(client: Client, mut roots: watch::Receiver<Arc<CaBundle>>, term: Ta
                 Some(Err(e)) => { debug!(error = %e, "root publisher: watch error; retrying"); continue }
                 None => return,
             },
-            changed = roots.changed() => if changed.is_err() { return },
+            changed = roots.changed(), if rotations => rotations = changed.is_ok(),
             () = sleep_until(wake) => {}
         }
         if !(view.namespaces_synced && view.configmaps_synced) {
