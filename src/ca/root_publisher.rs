@@ -358,7 +358,9 @@ mod tests {
 
     #[test]
     fn desired_covers_every_namespace_but_kubernetes_own_and_terminating_ones() {
-        let cases: &[(&[(&str, bool)], &[&str])] = &[
+        /// (namespace, terminating) in, namespaces with a ConfigMap out.
+        type Case = (&'static [(&'static str, bool)], &'static [&'static str]);
+        let cases: &[Case] = &[
             (&[], &[]),
             (
                 &[("sample", false), ("istio-system", false)],
