@@ -218,18 +218,23 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
         cluster_discovery.start(&ctx, discovery_client);
         Ok(())
     });
-    // Plugged-in CA files need no leader; the self-signed root Secret is written by the leader only.
+    // Leader duties: publishing the mesh root (always) and creating the self-signed CA's Secret.
+    let leadership = start_leader_election(&mut server, &args, primary.clone())?;
     let ca = match &args.ca_dir {
         Some(dir) => secure::CaSource::Dir(dir.clone()),
         None => secure::CaSource::Secret {
             client: primary.clone(),
             namespace: args.system_namespace.clone(),
-            leader: start_leader_election(&mut server, &args, primary)?,
+            leader: leadership.subscribe(),
         },
+    };
+    let duties = secure::LeaderDuties {
+        client: primary,
+        leadership,
     };
     let trust = watches.mesh.borrow().clone();
     server.add_start_func("secure grpc", move |ctx| async move {
-        secure::start(&ctx, &secure_config, ca, &trust, mesh_auth, &secure_ads).await
+        secure::start(&ctx, &secure_config, ca, duties, &trust, mesh_auth, &secure_ads).await
     });
 
     let started = tokio::select! {
@@ -308,7 +313,7 @@ fn start_leader_election(
     server: &mut Server,
     args: &Args,
     client: kube::Client,
-) -> anyhow::Result<watch::Receiver<bool>> {
+) -> anyhow::Result<leader::Leadership> {
     let mut cfg = ElectionConfig::new(args.system_namespace.clone());
     cfg.lease_name.clone_from(&args.leader_lease);
     let (election, leadership) = leader::new(client, cfg).context("leader election")?;
@@ -316,7 +321,7 @@ fn start_leader_election(
         election.spawn(&ctx.tasks);
         Ok(())
     });
-    Ok(leadership.subscribe())
+    Ok(leadership)
 }
 
 fn secure_config(args: &Args, cluster_id: ClusterId) -> secure::Config {

@@ -16,11 +16,15 @@ use anyhow::Context;
 use crate::{
     auth::{Authenticator, CertAuthenticator, Chain, ClusterClients, PrimaryCluster, TokenAuthenticator},
     ca::{
-        CaError, MeshCa, WorkloadCertPolicy, sandbox::write_sandbox_certs, service::CertificateService,
+        CaError, MeshCa, WorkloadCertPolicy,
+        root_publisher::{self, RootPublisherConfig},
+        sandbox::write_sandbox_certs,
+        service::CertificateService,
         source,
     },
     config::MeshConfig,
     drain::Tasks,
+    leader::Leadership,
     model::ClusterId,
     multicluster::status::Clusters,
     start::StartContext,
@@ -165,7 +169,7 @@ pub fn authenticator(
 
 /// The gRPC services of the secure port. Add new secure services here.
 pub fn routes(ca: &MeshCa, auth: &Arc<dyn Authenticator>) -> Routes {
-    Routes::new(CertificateService::new(ca.clone(), auth.clone()))
+    Routes::new(CertificateService::new(ca.clone(), auth.clone()).into_server())
 }
 
 /// Binds `addr` and serves `routes` over TLS with `tls` until shutdown. Returns the bound address.
@@ -219,12 +223,21 @@ pub fn mesh_authenticator(
     )
 }
 
-/// Starts the mesh CA from `ca` and the secure gRPC server (15012): TLS, and the secure services
-/// (certificate signing and ADS) behind `auth`.
+/// What the CA's leader duties need: the primary's client and this replica's leadership.
+pub struct LeaderDuties {
+    /// Client of the primary (config) cluster.
+    pub client: kube::Client,
+    /// Whether this replica leads.
+    pub leadership: Leadership,
+}
+
+/// Starts the mesh CA from `ca`, its leader duties, and the secure gRPC server (15012): TLS, and the
+/// secure services (certificate signing and ADS) behind `auth`.
 pub async fn start(
     ctx: &StartContext,
     cfg: &Config,
     ca: CaSource,
+    duties: LeaderDuties,
     mesh: &MeshConfig,
     auth: Arc<dyn Authenticator>,
     ads: &AdsServer,
@@ -238,6 +251,15 @@ pub async fn start(
     )
     .await
     .context("starting the mesh CA")?;
+    // A leader duty: `istio-ca-root-cert` in every namespace of the primary, again on rotation.
+    root_publisher::spawn(
+        RootPublisherConfig {
+            client: duties.client,
+            leadership: duties.leadership,
+            roots: ca.subscribe(),
+        },
+        &ctx.tasks,
+    );
     if let (true, Some(state)) = (cfg.sandbox, &cfg.state_dir) {
         let certs = write_sandbox_certs(&ca, &mesh.trust_domain, &state.join("certs"))?;
         info!(dir = %state.join("certs").display(), identity = %certs.identity, "sandbox client certificates written");

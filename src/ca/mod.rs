@@ -5,12 +5,14 @@
 //! - [`bundle`]: loading and validating the key material.
 //! - [`sign`]: workload certificates from CSRs, serving and sandbox certificates.
 //! - [`service`]: the `istio.v1.auth.IstioCertificateService/CreateCertificate` gRPC service.
+//! - [`root_publisher`]: the `istio-ca-root-cert` ConfigMap in every namespace (a leader duty).
 //! - [`sandbox`]: ready-made root and workload certificate files for sandbox clients.
 //!
 //! [`MeshCa`] is the handle everyone shares; the CA's source task is the one writer of its material.
 //! Not here: the TLS server ([`crate::tls`]) and caller authentication ([`crate::auth`]).
 
 pub mod bundle;
+pub mod root_publisher;
 pub mod sandbox;
 pub mod service;
 pub mod sign;

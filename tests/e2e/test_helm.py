@@ -235,17 +235,16 @@ def test_primary_rbac_is_least_privilege():
         {("", r, v, None) for r in ("namespaces", "services", "pods", "nodes") for v in read}
         | {("discovery.k8s.io", "endpointslices", v, None) for v in read}
         | {("authentication.k8s.io", "tokenreviews", "create", None)}
+        | {("", "configmaps", v, None) for v in read | {"create", "update"}}
     )
     role = one(docs, "Role", "meshd")
     assert role["metadata"]["namespace"] == NS
-    assert rules(role) == (
-        {("", "secrets", v, None) for v in read | {"get", "create"}}
-        | {("coordination.k8s.io", "leases", "create", None)}
-        | {("coordination.k8s.io", "leases", v, "meshd-leader") for v in ("get", "update")}
-    )
-    # A plugged-in CA needs no CA Secret and no leader election.
+    lease = ({("coordination.k8s.io", "leases", "create", None)}
+             | {("coordination.k8s.io", "leases", v, "meshd-leader") for v in ("get", "update")})
+    assert rules(role) == {("", "secrets", v, None) for v in read | {"get", "create"}} | lease
+    # A plugged-in CA needs no CA Secret; the leader still publishes the mesh root.
     plugged = one(render(VALUE_SETS["plugged-in-ca"]), "Role", "meshd")
-    assert rules(plugged) == {("", "secrets", v, None) for v in read}
+    assert rules(plugged) == {("", "secrets", v, None) for v in read} | lease
     for binding, role_kind, role_name in (("ClusterRoleBinding", "ClusterRole", f"meshd-{NS}"),
                                           ("RoleBinding", "Role", "meshd")):
         b = one(docs, binding)

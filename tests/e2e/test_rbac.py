@@ -8,7 +8,8 @@ nothing more:
 
 1. the chart's ``primary`` profile is applied to cluster1 and its ``remote`` profile to cluster2;
 2. meshd runs against cluster1 as the chart's ServiceAccount (a TokenRequest token in a kubeconfig),
-   with the self-signed CA (the leader creates ``istio-ca-secret``) and leader election;
+   with the self-signed CA (the leader creates ``istio-ca-secret``) and leader election; the leader
+   publishes ``istio-ca-root-cert`` in every namespace and repairs the copy the test edits;
 3. ``meshctl add-cluster --apply`` writes cluster2's remote secret with a token of the chart's reader
    ServiceAccount; meshd discovers cluster2 as that reader;
 4. workload tokens from both clusters are sent to meshd's CA, so each cluster gets a TokenReview;
@@ -90,8 +91,8 @@ def read_log(path: Path) -> list[dict]:
 @pytest.fixture(scope="module", params=["self-signed-ca", "plugged-in-ca"])
 def run(request, tmp_path_factory):
     """Everything above, once per CA mode; yields the request log's entries and the rendered objects.
-    With a plugged-in CA (``--ca-dir``, the chart's ``pluggedInCA``) meshd elects no leader and writes
-    no CA Secret, so the chart must grant neither."""
+    With a plugged-in CA (``--ca-dir``, the chart's ``pluggedInCA``) meshd writes no CA Secret, so the
+    chart must not grant it; the leader still publishes the mesh root."""
     plugged_in = request.param == "plugged-in-ca"
     if not (BIN_DIR / "meshctl").exists():
         pytest.skip(f"{BIN_DIR / 'meshctl'} not built")
@@ -137,6 +138,17 @@ def run(request, tmp_path_factory):
                                      "--tls-hosts", "localhost", *ca_args], env={"POD_NAME": "meshd-0"})
         eventually("cluster2 synced", lambda: any(
             c["id"] == "cluster2" and c["syncStatus"] == "synced" for c in mesh.json("/debug/clusterz")), timeout=30)
+
+        # The leader publishes the root; an edited copy is repaired (the `update` the chart grants).
+        def published(ns: str) -> dict:
+            out = subprocess.run([KUBECTL, "--kubeconfig", str(admin["cluster1"]), "get", "configmap", "-n", ns,
+                                  "istio-ca-root-cert", "-o", "json"], capture_output=True, text=True, timeout=60)
+            return json.loads(out.stdout).get("data", {}) if out.returncode == 0 else {}
+        eventually("root published", lambda: "root-cert.pem" in published("sample"), timeout=30)
+        kubectl(admin["cluster1"], "patch", "configmap", "-n", "sample", "istio-ca-root-cert", "--type", "merge",
+                "-p", '{"data": {"root-cert.pem": "tampered"}}')
+        eventually("root repaired", lambda: published("sample").get("root-cert.pem", "tampered") != "tampered",
+                   timeout=30)
 
         if plugged_in:
             root = (tmp / "cacerts" / "root-cert.pem").read_bytes()
@@ -236,11 +248,14 @@ def test_meshd_uses_exactly_the_primary_profile_rbac(run):
     kinds = {(g, r, v) for g, r, v, _, _ in requests}
     assert {("", "services", "watch"), ("discovery.k8s.io", "endpointslices", "watch"), ("", "secrets", "watch"),
             ("authentication.k8s.io", "tokenreviews", "create")} <= kinds, sorted(kinds)
-    ca_and_lease = {("", "secrets", "create"), ("coordination.k8s.io", "leases", "update")}
+    # The leader publishes the mesh root in both CA modes; only the self-signed CA creates its Secret.
+    assert {("coordination.k8s.io", "leases", "update"), ("", "configmaps", "create"),
+            ("", "configmaps", "update")} <= kinds, sorted(kinds)
+    ca_secret = ("", "secrets", "create")
     if run["plugged_in"]:
-        assert not ca_and_lease & kinds, "a plugged-in CA needs neither the CA Secret nor the Lease"
+        assert ca_secret not in kinds, "a plugged-in CA needs no CA Secret"
     else:
-        assert ca_and_lease <= kinds, sorted(kinds)
+        assert ca_secret in kinds, sorted(kinds)
     denied, spare = compare(grants(run["primary"], MESHD_USER), requests)
     assert not denied, f"meshd used permissions the chart does not grant: {denied}"
     assert not spare, f"the chart grants meshd permissions it never used: {spare}"

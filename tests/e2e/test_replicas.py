@@ -1,11 +1,15 @@
-"""More than one replica: replicas are stateless readers, each serving its own proxies; the one duty that
-writes (creating the CA Secret) runs only on the holder of the `meshd-leader` Lease, and the lease moves
-when the leader dies. Serving never depends on being leader."""
+"""More than one replica: replicas are stateless readers, each serving its own proxies; the duties that
+write (creating the CA Secret, publishing the mesh root) run only on the holder of the `meshd-leader`
+Lease, and the lease moves when the leader dies. Serving never depends on being leader."""
 
 from __future__ import annotations
 
+import base64
 import datetime
 import json
+import signal
+import subprocess
+from pathlib import Path
 
 import pytest
 from cryptography import x509
@@ -13,14 +17,14 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from meshd_proc import Meshd, eventually
+from meshd_proc import BIN_DIR, KUBECTL, REPO, Meshd, eventually
 from xdsharness import CDS, EDS, Ads, decode, grpc_node
 
 CLUSTER = "outbound|5000||helloworld.sample.svc.cluster.local"
 
 
 def plugged_in_ca(folder):
-    """Istio's cacerts layout for the sandbox host, so that only the replicas elect and write."""
+    """A self-signed root in Istio's cacerts layout (``--ca-dir``)."""
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "cluster.local")])
     now = datetime.datetime.now(datetime.timezone.utc)
@@ -58,17 +62,52 @@ def endpoints(replica: Meshd) -> list[str]:
         ads.close()
 
 
-def lease_holder(host: Meshd) -> str:
-    lease = json.loads(host.kubectl("cluster1", "get", "lease", "-n", "istio-system", "meshd-leader", "-o", "json"))
-    return lease["spec"].get("holderIdentity", "")
+class SandboxHost:
+    """The simulated clusters alone (``meshctl sandbox serve``): no meshd of its own takes part in the
+    election, so the replicas are the only participants."""
+
+    def __init__(self, state: Path):
+        self.proc = subprocess.Popen(
+            [str(BIN_DIR / "meshctl"), "sandbox", "serve", "--clusters", str(REPO / "clusters"),
+             "--state-dir", str(state)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        assert line, f"sandbox exited: {self.proc.stderr.read()}"
+        self.kubeconfigs = {name: Path(c["kubeconfig"]) for name, c in json.loads(line)["clusters"].items()}
+
+    def kubeconfig(self, cluster: str) -> Path:
+        return self.kubeconfigs[cluster]
+
+    def kubectl(self, cluster: str, *args: str) -> str:
+        out = subprocess.run([KUBECTL, "--kubeconfig", str(self.kubeconfig(cluster)), *args],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, f"kubectl {' '.join(args)}: {out.stderr}"
+        return out.stdout
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=20)
+
+
+def lease_holder(host: SandboxHost) -> str:
+    out = subprocess.run([KUBECTL, "--kubeconfig", str(host.kubeconfig("cluster1")), "get", "lease", "-n",
+                          "istio-system", "meshd-leader", "-o", "json"], capture_output=True, text=True, timeout=60)
+    return json.loads(out.stdout)["spec"].get("holderIdentity", "") if out.returncode == 0 else ""
+
+
+def published_root(host: SandboxHost) -> str:
+    """``root-cert.pem`` of the ``istio-ca-root-cert`` ConfigMap in ``sample``, if there."""
+    out = subprocess.run([KUBECTL, "--kubeconfig", str(host.kubeconfig("cluster1")), "get", "configmap", "-n",
+                          "sample", "istio-ca-root-cert", "-o", "json"], capture_output=True, text=True, timeout=60)
+    return json.loads(out.stdout).get("data", {}).get("root-cert.pem", "") if out.returncode == 0 else ""
 
 
 @pytest.fixture(scope="module")
 def host(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("replicas")
-    m = Meshd(tmp / "host", ["--ca-dir", str(plugged_in_ca(tmp / "cacerts"))])
-    yield m
-    m.stop()
+    if not (BIN_DIR / "meshctl").exists():
+        pytest.skip(f"{BIN_DIR / 'meshctl'} not built")
+    h = SandboxHost(tmp_path_factory.mktemp("replicas") / "sandbox")
+    yield h
+    h.stop()
 
 
 def test_one_leader_creates_the_ca_secret_and_the_lease_moves_when_it_dies(host, tmp_path):
@@ -83,6 +122,8 @@ def test_one_leader_creates_the_ca_secret_and_the_lease_moves_when_it_dies(host,
         assert secret["type"] == "istio.io/ca-root"
         assert "generated a self-signed mesh root" in replicas[leader].log()
         assert "generated a self-signed mesh root" not in replicas[follower].log()
+        root = base64.b64decode(secret["data"].get("root-cert.pem") or secret["data"]["ca-cert.pem"]).decode()
+        eventually("the leader publishes the mesh root", lambda: published_root(host) == root, timeout=30)
 
         before = endpoints(replicas[leader])
         assert before and before == endpoints(replicas[follower]), "both replicas serve identical EDS"
