@@ -5,10 +5,12 @@
 //! - [`views`]: the readable views of the debug JSON (pure).
 //! - [`output`]: tables, JSON, YAML.
 //! - [`cluster`]: `add-cluster` / `remove-cluster` (Kubernetes, not meshd).
+//! - [`bootstrap`]: a proxyless gRPC client's xDS bootstrap (files only).
 //!
 //! Results go to stdout; progress and warnings to stderr.
 
 pub mod bench;
+pub mod bootstrap;
 pub mod client;
 pub mod cluster;
 pub mod output;
@@ -79,6 +81,8 @@ pub enum Command {
         /// `host[:port]`; the host may be `name.namespace`.
         service: String,
     },
+    /// Write a proxyless gRPC xDS bootstrap (`GRPC_XDS_BOOTSTRAP`) for a proxy of the sandbox.
+    Bootstrap(crate::bootstrap::Args),
     /// Connected xDS clients.
     Adsz,
     /// Network gateways.
@@ -195,6 +199,9 @@ pub enum Error {
     /// The load run failed.
     #[error(transparent)]
     Bench(#[from] crate::bench::Error),
+    /// Writing a bootstrap.
+    #[error(transparent)]
+    Bootstrap(#[from] crate::bootstrap::Error),
 }
 
 /// Runs one command; prints its result to stdout.
@@ -223,6 +230,7 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
             print!("{}", report.table());
             println!("report: {}", report.config.out_dir.join("report.json").display());
         }
+        Command::Bootstrap(args) => crate::bootstrap::run(args)?,
         Command::AddCluster(args) => add_cluster(args).await?,
         Command::RemoveCluster {
             id,
