@@ -245,7 +245,10 @@ mod tests {
             network: None,
             ..spec()
         };
-        assert_eq!(bootstrap_json(&s)["node"]["metadata"], json!({"GENERATOR": "grpc"}));
+        assert_eq!(
+            bootstrap_json(&s)["node"]["metadata"],
+            json!({"GENERATOR": "grpc"})
+        );
     }
 
     #[test]

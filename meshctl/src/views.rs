@@ -389,7 +389,9 @@ pub fn explain_text(e: &Value) -> String {
             })
             .collect();
         out += &indent(&super::output::table(
-            &["ADDRESS", "KIND", "CLUSTER", "NETWORK", "LOCALITY", "WEIGHT", "HEALTH"],
+            &[
+                "ADDRESS", "KIND", "CLUSTER", "NETWORK", "LOCALITY", "WEIGHT", "HEALTH",
+            ],
             &sent,
         ));
         out += "\n  endpoints:\n";

@@ -146,9 +146,27 @@ fn explain_sent_rows_show_kind_locality_weight_and_health() {
     assert_eq!(
         rows,
         [
-            vec!["ADDRESS", "KIND", "CLUSTER", "NETWORK", "LOCALITY", "WEIGHT", "HEALTH"],
-            vec!["10.10.2.4:5000", "endpoint", "cluster1", "network1", "r/a/", "1", "unhealthy"],
-            vec!["198.51.100.10:15443", "gateway", "cluster2", "network2", "r/a/", "2", "healthy"],
+            vec![
+                "ADDRESS", "KIND", "CLUSTER", "NETWORK", "LOCALITY", "WEIGHT", "HEALTH"
+            ],
+            vec![
+                "10.10.2.4:5000",
+                "endpoint",
+                "cluster1",
+                "network1",
+                "r/a/",
+                "1",
+                "unhealthy"
+            ],
+            vec![
+                "198.51.100.10:15443",
+                "gateway",
+                "cluster2",
+                "network2",
+                "r/a/",
+                "2",
+                "healthy"
+            ],
         ]
     );
 }

@@ -25,10 +25,7 @@ use crate::{
     model::{ClusterId, Health, Locality, NetworkGateway, NetworkId, Service, TlsMode},
     xds::{
         NetworkView, Proxy,
-        generator::{
-            self, Mesh, cds,
-            eds::Assignment,
-        },
+        generator::{self, Mesh, cds, eds::Assignment},
         status::Connections,
     },
 };

@@ -234,7 +234,12 @@ fn grpc_sees_the_gateway_once_with_merged_weight() {
         let port = &report.ports[0];
         port.sent
             .iter()
-            .map(|e| format!("{}:{} {} w={} gw={}", e.address, e.port, e.locality.zone, e.weight, e.gateway))
+            .map(|e| {
+                format!(
+                    "{}:{} {} w={} gw={}",
+                    e.address, e.port, e.locality.zone, e.weight, e.gateway
+                )
+            })
             .collect::<Vec<_>>()
     };
     assert_eq!(
@@ -247,7 +252,10 @@ fn grpc_sees_the_gateway_once_with_merged_weight() {
     );
     assert_eq!(
         rows(ProxyKind::Grpc),
-        ["10.10.0.1:5000 a w=1 gw=false", "198.51.100.10:15443 a w=2 gw=true"]
+        [
+            "10.10.0.1:5000 a w=1 gw=false",
+            "198.51.100.10:15443 a w=2 gw=true"
+        ]
     );
 }
 
@@ -277,7 +285,11 @@ const ZONES: [&str; 3] = ["z1", "z2", "z3"];
 fn random_mesh(rng: &mut Rng) -> StaticMesh {
     let mut m = StaticMesh::new(1);
     let services = [
-        service("a", "sample", &[("http", 80, Protocol::Http), ("grpc", 7070, Protocol::Grpc)]),
+        service(
+            "a",
+            "sample",
+            &[("http", 80, Protocol::Http), ("grpc", 7070, Protocol::Grpc)],
+        ),
         service("b", "sample", &[("grpc", 7070, Protocol::Grpc)]),
     ];
     for (s, svc) in services.into_iter().enumerate() {
@@ -311,7 +323,12 @@ fn random_mesh(rng: &mut Rng) -> StaticMesh {
                     labels: Labels::default(),
                     service_account: None,
                     tls_mode: *rng.pick(&[TlsMode::Istio, TlsMode::Istio, TlsMode::Disabled]),
-                    health: *rng.pick(&[Health::Healthy, Health::Healthy, Health::Unhealthy, Health::Draining]),
+                    health: *rng.pick(&[
+                        Health::Healthy,
+                        Health::Healthy,
+                        Health::Unhealthy,
+                        Health::Draining,
+                    ]),
                     workload: None,
                     weight: u32::try_from(rng.below(4)).unwrap(),
                 }
@@ -367,18 +384,27 @@ fn decoded_rows(cla: &ClusterLoadAssignment) -> Vec<Row> {
     };
     let mut rows = Vec::new();
     for group in &cla.endpoints {
-        let zone = group.locality.as_ref().map(|l| l.zone.clone()).unwrap_or_default();
+        let zone = group
+            .locality
+            .as_ref()
+            .map(|l| l.zone.clone())
+            .unwrap_or_default();
         let sum: u32 = group
             .lb_endpoints
             .iter()
             .map(|e| e.load_balancing_weight.map_or(0, |w| w.value))
             .sum();
-        assert_eq!(group.load_balancing_weight.map(|w| w.value), Some(sum), "locality weight");
+        assert_eq!(
+            group.load_balancing_weight.map(|w| w.value),
+            Some(sum),
+            "locality weight"
+        );
         for lb in &group.lb_endpoints {
             let Some(HostIdentifier::Endpoint(ep)) = &lb.host_identifier else {
                 panic!("endpoint without an address: {lb:?}");
             };
-            let Some(address::Address::SocketAddress(sa)) = ep.address.as_ref().and_then(|a| a.address.as_ref())
+            let Some(address::Address::SocketAddress(sa)) =
+                ep.address.as_ref().and_then(|a| a.address.as_ref())
             else {
                 panic!("not a socket address: {ep:?}");
             };
@@ -453,7 +479,10 @@ fn explain_sends_exactly_what_eds_encodes_for_every_proxy_kind() {
                     };
                     let cla = ClusterLoadAssignment::decode(eds.value()).unwrap();
                     let wire = decoded_rows(&cla);
-                    let case = format!("seed {seed}, {:?} proxy {:?}, {}", p.kind, view, report.eds_cluster);
+                    let case = format!(
+                        "seed {seed}, {:?} proxy {:?}, {}",
+                        p.kind, view, report.eds_cluster
+                    );
                     assert_eq!(explained_rows(&report.sent), wire, "{case}");
                     if p.kind == ProxyKind::Grpc {
                         let mut addrs: Vec<_> = wire.iter().map(|r| (r.0, r.1)).collect();
@@ -463,7 +492,10 @@ fn explain_sends_exactly_what_eds_encodes_for_every_proxy_kind() {
                         assert_eq!(addrs.len(), n, "{case}: gRPC NACKs a repeated address");
                     }
                     for e in &report.sent {
-                        let is_gw = m.gateways.iter().any(|g| (g.address, g.port) == (e.address, e.port));
+                        let is_gw = m
+                            .gateways
+                            .iter()
+                            .any(|g| (g.address, g.port) == (e.address, e.port));
                         assert_eq!(e.gateway, is_gw, "{case}: gateway flag of {}", e.address);
                     }
                 }

@@ -52,28 +52,24 @@ def loop_service(port: int) -> list[dict]:
     ]
 
 
-@pytest.fixture(scope="module")
-def sandbox(tmp_path_factory):
-    m = Meshd(tmp_path_factory.mktemp("state"))
-    yield m
-    assert m.stop() == 0, m.log()
-
-
-@pytest.fixture(scope="module")
-def backend(sandbox):
-    """An echo server presenting the sandbox workload certificate and requiring the client's."""
-    certs = sandbox.state / "certs"
+@pytest.fixture
+def sandbox(tmp_path):
+    """A sandbox meshd and an echo server presenting its workload certificate, requiring the client's."""
+    m = Meshd(tmp_path / "state")
+    certs = m.state / "certs"
     creds = grpc.ssl_server_credentials(
         [((certs / "key.pem").read_bytes(), (certs / "cert-chain.pem").read_bytes())],
         root_certificates=(certs / "root-cert.pem").read_bytes(),
         require_client_auth=True,
     )
-    b = EchoBackend("loop-0", server_credentials=creds)
-    yield b
-    b.stop()
+    backend = EchoBackend("loop-0", server_credentials=creds)
+    yield m, backend
+    backend.stop()
+    assert m.stop() == 0, m.log()
 
 
-def test_bootstrap_file_reaches_synced_and_rpcs_flow(sandbox, backend, tmp_path):
+def test_bootstrap_file_reaches_synced_and_rpcs_flow(sandbox, tmp_path):
+    sandbox, backend = sandbox
     api = KubeApi(sandbox.kubeconfig("cluster1"))
     for obj in loop_service(backend.port):
         api.apply(obj)

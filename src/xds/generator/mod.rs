@@ -309,7 +309,6 @@ impl Context<'_> {
             ),
         ))
     }
-
 }
 
 /// The load assignment of EDS cluster `name` exactly as `proxy` is sent it: the endpoint view, the
@@ -329,7 +328,12 @@ pub fn assignment(
         // (istiod's `EndpointsWithMTLSFilter`).
         eps.retain(|e| e.tls_mode == TlsMode::Istio);
     }
-    Some(eds::assignment(name, port, eps.iter().map(|e| &**e), duplicates(proxy.kind)))
+    Some(eds::assignment(
+        name,
+        port,
+        eps.iter().map(|e| &**e),
+        duplicates(proxy.kind),
+    ))
 }
 
 /// gRPC NACKs a repeated address anywhere in an assignment; Envoy keeps one per locality.
