@@ -5,10 +5,12 @@
 //! - [`views`]: the readable views of the debug JSON (pure).
 //! - [`output`]: tables, JSON, YAML.
 //! - [`cluster`]: `add-cluster` / `remove-cluster` (Kubernetes, not meshd).
+//! - [`bootstrap`]: a proxyless gRPC client's xDS bootstrap (files only).
 //!
 //! Results go to stdout; progress and warnings to stderr.
 
 pub mod bench;
+pub mod bootstrap;
 pub mod client;
 pub mod cluster;
 pub mod output;
@@ -88,6 +90,8 @@ pub enum Command {
         /// The proxy's node ID (see `meshctl proxy-status`).
         proxy_id: String,
     },
+    /// Write a proxyless gRPC xDS bootstrap (`GRPC_XDS_BOOTSTRAP`) for a proxy of the sandbox.
+    Bootstrap(crate::bootstrap::Args),
     /// Connected xDS clients.
     Adsz,
     /// Network gateways.
@@ -204,6 +208,9 @@ pub enum Error {
     /// The load run failed.
     #[error(transparent)]
     Bench(#[from] crate::bench::Error),
+    /// Writing a bootstrap.
+    #[error(transparent)]
+    Bootstrap(#[from] crate::bootstrap::Error),
 }
 
 /// Runs one command; prints its result to stdout.
@@ -232,6 +239,7 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
             print!("{}", report.table());
             println!("report: {}", report.config.out_dir.join("report.json").display());
         }
+        Command::Bootstrap(args) => crate::bootstrap::run(args)?,
         Command::AddCluster(args) => add_cluster(args).await?,
         Command::RemoveCluster {
             id,

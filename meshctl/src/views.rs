@@ -384,11 +384,14 @@ pub fn explain_text(e: &Value) -> String {
                     s(&ep["network"]),
                     locality(&ep["locality"]),
                     ep["weight"].to_string(),
+                    s(&ep["health"]).to_lowercase(),
                 ]
             })
             .collect();
         out += &indent(&super::output::table(
-            &["ADDRESS", "KIND", "CLUSTER", "NETWORK", "LOCALITY", "WEIGHT"],
+            &[
+                "ADDRESS", "KIND", "CLUSTER", "NETWORK", "LOCALITY", "WEIGHT", "HEALTH",
+            ],
             &sent,
         ));
         out += "\n  endpoints:\n";

@@ -307,3 +307,51 @@ fn proxy_config_tables_have_istioctl_headers() {
         "{clusters}"
     );
 }
+
+#[test]
+fn explain_sent_rows_show_kind_locality_weight_and_health() {
+    let report = json!({
+        "proxy": "p", "view": {"network": "network1", "requestedNetworkView": []}, "service": "h",
+        "ports": [{"port": 5000, "name": "http", "edsCluster": "outbound|5000||h", "endpoints": [],
+                   "sent": [
+                       {"address": "10.10.2.4", "port": 5000, "cluster": "cluster1", "network": "network1",
+                        "locality": {"region": "r", "zone": "a", "subzone": ""}, "weight": 1,
+                        "health": "Unhealthy", "gateway": false},
+                       {"address": "198.51.100.10", "port": 15443, "cluster": "cluster2", "network": "network2",
+                        "locality": {"region": "r", "zone": "a", "subzone": ""}, "weight": 2,
+                        "health": "Healthy", "gateway": true}]}],
+    });
+    let text = explain_text(&report);
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .skip_while(|l| !l.contains("ADDRESS"))
+        .take(3)
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            vec![
+                "ADDRESS", "KIND", "CLUSTER", "NETWORK", "LOCALITY", "WEIGHT", "HEALTH"
+            ],
+            vec![
+                "10.10.2.4:5000",
+                "endpoint",
+                "cluster1",
+                "network1",
+                "r/a/",
+                "1",
+                "unhealthy"
+            ],
+            vec![
+                "198.51.100.10:15443",
+                "gateway",
+                "cluster2",
+                "network2",
+                "r/a/",
+                "2",
+                "healthy"
+            ],
+        ]
+    );
+}

@@ -378,6 +378,8 @@ async fn start_sandbox(
     )
     .await
     .context("starting the sandbox")?;
+    let xds = args.grpc_addr.resolve(args.unspecified_host()).to_string();
+    sandbox::Addresses { xds }.write(&state_dir)?;
     args.cluster_id = Some(sb.primary.clone());
     args.state_dir = Some(state_dir);
     Ok(sb)

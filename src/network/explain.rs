@@ -4,7 +4,8 @@
 //! the proxy is actually sent.
 //!
 //! Owns: the pure report. The reasons come from [`split_horizon::explain`] and the sent endpoints
-//! from the [`SplitHorizon`] view the EDS generator calls, so the report cannot drift from EDS.
+//! from [`generator::assignment`], the function the EDS generator encodes (split horizon, then the
+//! proxy kind's duplicate handling), so the report cannot drift from EDS.
 //! Does NOT: hold state; it reads the current snapshot and the proxy's connection.
 
 use std::net::IpAddr;
@@ -21,8 +22,12 @@ use super::{
     split_horizon::{self, Verdict},
 };
 use crate::{
-    model::{ClusterId, Endpoint, Health, Locality, NetworkId, Service, TlsMode},
-    xds::{EndpointView, NetworkView, generator::Mesh, status::Connections},
+    model::{ClusterId, Health, Locality, NetworkGateway, NetworkId, Service, TlsMode},
+    xds::{
+        NetworkView, Proxy,
+        generator::{self, Mesh, cds, eds::Assignment},
+        status::Connections,
+    },
 };
 
 /// `?proxyID=&service=`.
@@ -105,7 +110,7 @@ pub struct SentEndpoint {
     /// Address.
     pub address: IpAddr,
     /// Port.
-    pub port: Option<u16>,
+    pub port: u16,
     /// Cluster (a gateway's cluster).
     pub cluster: ClusterId,
     /// Network.
@@ -120,21 +125,16 @@ pub struct SentEndpoint {
     pub gateway: bool,
 }
 
-/// The report for `service`, only `port` when given, as a proxy with `view` gets it.
-pub fn explain(
-    mesh: &dyn Mesh,
-    proxy: &str,
-    service: &Service,
-    port: Option<u16>,
-    view: &NetworkView,
-) -> Explanation {
+/// The report for `service`, only `port` when given, as `proxy` gets it.
+pub fn explain(mesh: &dyn Mesh, proxy: &Proxy, service: &Service, port: Option<u16>) -> Explanation {
+    let view = NetworkView::of(proxy);
     let gateways = mesh.gateways();
     let ports = service
         .ports
         .iter()
         .filter(|p| port.is_none_or(|want| want == p.port))
         .map(|p| {
-            let endpoints = split_horizon::explain(mesh.endpoints(service), gateways, p, view)
+            let endpoints = split_horizon::explain(mesh.endpoints(service), gateways, p, &view)
                 .into_iter()
                 .map(|(ep, verdict)| EndpointReport {
                     address: ep.address,
@@ -147,42 +147,50 @@ pub fn explain(
                     verdict,
                 })
                 .collect();
-            let sent = SplitHorizon
-                .endpoints(mesh, service, p, view)
-                .iter()
-                .map(|ep| sent(ep, &p.name, gateways.iter().any(|g| g.address == ep.address)))
-                .collect();
+            let eds_cluster = cds::cluster_name(p.port, &service.hostname);
+            // The generator's own function, after the proxy kind's duplicate handling.
+            let sent = generator::assignment(mesh, &SplitHorizon, proxy, &view, eds_cluster.as_str().into())
+                .map(|a| sent(&a, gateways))
+                .unwrap_or_default();
             PortReport {
                 port: p.port,
                 name: p.name.to_string(),
-                eds_cluster: format!("outbound|{}||{}", p.port, service.hostname),
+                eds_cluster,
                 endpoints,
                 sent,
             }
         })
         .collect();
     Explanation {
-        proxy: proxy.to_owned(),
+        proxy: proxy.id.to_string(),
         view: ViewReport {
-            network: view.network.clone(),
-            requested_network_view: view.requested.clone(),
+            network: view.network,
+            requested_network_view: view.requested,
         },
         service: service.hostname.to_string(),
         ports,
     }
 }
 
-fn sent(ep: &Endpoint, port_name: &str, gateway: bool) -> SentEndpoint {
-    SentEndpoint {
-        address: ep.address,
-        port: ep.port(port_name),
-        cluster: ep.cluster.clone(),
-        network: ep.network.clone(),
-        locality: ep.locality.clone(),
-        weight: ep.weight,
-        health: ep.health,
-        gateway,
-    }
+/// The assignment's endpoints in wire order (locality, then address), gateways marked.
+fn sent(a: &Assignment, gateways: &[NetworkGateway]) -> Vec<SentEndpoint> {
+    a.localities
+        .iter()
+        .flat_map(|g| {
+            g.endpoints.iter().map(|t| SentEndpoint {
+                address: t.address,
+                port: t.port,
+                cluster: t.cluster.clone(),
+                network: t.network.clone(),
+                locality: g.locality.clone(),
+                weight: t.weight,
+                health: t.health,
+                gateway: gateways
+                    .iter()
+                    .any(|gw| (gw.address, gw.port) == (t.address, t.port)),
+            })
+        })
+        .collect()
 }
 
 /// `host[:port]` → the service (exact host, or `name.namespace` short form) and the port.
@@ -222,9 +230,7 @@ pub(super) fn handle(mesh: &dyn Mesh, connections: &Connections, q: &ExplainQuer
         return (StatusCode::NOT_FOUND, msg).into_response();
     };
     match find_service(mesh, &q.service) {
-        Ok((service, port)) => {
-            Json(explain(mesh, &proxy.id, service, port, &NetworkView::of(proxy))).into_response()
-        }
+        Ok((service, port)) => Json(explain(mesh, proxy, service, port)).into_response(),
         Err(msg) => (StatusCode::NOT_FOUND, msg + "\n").into_response(),
     }
 }

@@ -205,7 +205,7 @@ impl Context<'_> {
                 let nets: Vec<&str> = self.view.requested.iter().map(|n| n.as_str()).collect();
                 format!(
                     "{}|{}|{}",
-                    self.duplicates() == eds::Duplicates::Merge,
+                    duplicates(self.proxy.kind) == eds::Duplicates::Merge,
                     self.view.network.as_deref().unwrap_or(""),
                     nets.join(",")
                 )
@@ -234,25 +234,11 @@ impl Context<'_> {
         }
     }
 
-    fn duplicates(&self) -> eds::Duplicates {
-        match self.proxy.kind {
-            ProxyKind::Grpc => eds::Duplicates::Merge,
-            ProxyKind::Sidecar | ProxyKind::Router => eds::Duplicates::PerLocality,
-        }
-    }
-
     fn build(&self, ty: XdsType, name: Arc<str>) -> Option<Resource> {
         match ty {
             XdsType::Cluster => self.build_cluster(name),
             XdsType::Endpoint => {
-                let (service, port, sni_dnat) = self.parse_cluster(&name)?;
-                let mut eps = self.endpoints.endpoints(self.mesh, service, port, self.view);
-                if sni_dnat {
-                    // The gateway passes mTLS through: only endpoints that terminate it can take it
-                    // (istiod's `EndpointsWithMTLSFilter`).
-                    eps.retain(|e| e.tls_mode == TlsMode::Istio);
-                }
-                let a = eds::assignment(name.clone(), port, eps.iter().map(|e| &**e), self.duplicates());
+                let a = assignment(self.mesh, self.endpoints, self.proxy, self.view, name.clone())?;
                 let version = a.version();
                 Some(Resource::encode_with_version(ty, name, &a.to_proto(), version))
             }
@@ -272,7 +258,7 @@ impl Context<'_> {
             XdsType::Route => {
                 let route = match self.proxy.kind {
                     ProxyKind::Grpc => {
-                        let (service, port, _) = self.parse_cluster(&name)?;
+                        let (service, port, _) = parse_cluster(self.mesh, &name)?;
                         rds::service_route(&name, service, port.port)
                     }
                     ProxyKind::Sidecar => rds::port_route(self.mesh, name.parse().ok()?)?,
@@ -291,7 +277,7 @@ impl Context<'_> {
                 &cds::passthrough_cluster(),
             ));
         }
-        let (service, port, sni_dnat) = self.parse_cluster(&name)?;
+        let (service, port, sni_dnat) = parse_cluster(self.mesh, &name)?;
         if sni_dnat {
             return self
                 .proxy
@@ -323,16 +309,49 @@ impl Context<'_> {
             ),
         ))
     }
+}
 
-    /// A cluster name → the service, its port, and whether it is an SNI-DNAT cluster.
-    fn parse_cluster(&self, name: &str) -> Option<(&Service, &ServicePort, bool)> {
-        let (port, hostname, sni_dnat) = match cds::ClusterRef::parse(name)? {
-            cds::ClusterRef::Outbound { port, hostname } => (port, hostname, false),
-            cds::ClusterRef::SniDnat { port, hostname } => (port, hostname, true),
-        };
-        let service = self.mesh.service(hostname)?;
-        Some((service, service.ports.iter().find(|p| p.port == port)?, sni_dnat))
+/// The load assignment of EDS cluster `name` exactly as `proxy` is sent it: the endpoint view, the
+/// SNI-DNAT mTLS filter and the proxy kind's duplicate handling. `meshctl explain` calls this too, so
+/// its "sent" table cannot differ from EDS. `None` when no such cluster exists.
+pub fn assignment(
+    mesh: &dyn Mesh,
+    endpoints: &dyn EndpointView,
+    proxy: &Proxy,
+    view: &NetworkView,
+    name: Arc<str>,
+) -> Option<eds::Assignment> {
+    let (service, port, sni_dnat) = parse_cluster(mesh, &name)?;
+    let mut eps = endpoints.endpoints(mesh, service, port, view);
+    if sni_dnat {
+        // The gateway passes mTLS through: only endpoints that terminate it can take it
+        // (istiod's `EndpointsWithMTLSFilter`).
+        eps.retain(|e| e.tls_mode == TlsMode::Istio);
     }
+    Some(eds::assignment(
+        name,
+        port,
+        eps.iter().map(|e| &**e),
+        duplicates(proxy.kind),
+    ))
+}
+
+/// gRPC NACKs a repeated address anywhere in an assignment; Envoy keeps one per locality.
+fn duplicates(kind: ProxyKind) -> eds::Duplicates {
+    match kind {
+        ProxyKind::Grpc => eds::Duplicates::Merge,
+        ProxyKind::Sidecar | ProxyKind::Router => eds::Duplicates::PerLocality,
+    }
+}
+
+/// A cluster name → the service, its port, and whether it is an SNI-DNAT cluster.
+fn parse_cluster<'m>(mesh: &'m dyn Mesh, name: &str) -> Option<(&'m Service, &'m ServicePort, bool)> {
+    let (port, hostname, sni_dnat) = match cds::ClusterRef::parse(name)? {
+        cds::ClusterRef::Outbound { port, hostname } => (port, hostname, false),
+        cds::ClusterRef::SniDnat { port, hostname } => (port, hostname, true),
+    };
+    let service = mesh.service(hostname)?;
+    Some((service, service.ports.iter().find(|p| p.port == port)?, sni_dnat))
 }
 
 /// ADS as the config source (`{ads: {}, resource_api_version: V3}`).
