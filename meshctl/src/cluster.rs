@@ -23,8 +23,13 @@ use meshd::multicluster::remote_secret::{self, MULTICLUSTER_LABEL, ReaderCredent
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
     /// A kubeconfig could not be read or used.
-    #[error("kubeconfig{}: {reason}", .path.as_ref().map(|p| format!(" {p}")).unwrap_or_default())]
+    #[error(
+        "{role}: kubeconfig {}: {reason}",
+        .path.as_deref().unwrap_or("($KUBECONFIG or ~/.kube/config)")
+    )]
     Kubeconfig {
+        /// Whose: the `primary` or the `remote` cluster (`--primary-kubeconfig` or `--kubeconfig`).
+        role: Role,
         /// Which file, if named.
         path: Option<String>,
         /// What went wrong.
@@ -70,6 +75,24 @@ pub enum ClusterError {
     },
 }
 
+/// Which cluster a kubeconfig is for, as errors name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The config cluster meshd runs on (`--primary-kubeconfig`).
+    Primary,
+    /// The cluster being added (`--kubeconfig`).
+    Remote,
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Primary => "primary cluster (--primary-kubeconfig)",
+            Self::Remote => "remote cluster (--kubeconfig)",
+        })
+    }
+}
+
 /// How the reader's token is obtained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TokenKind {
@@ -101,10 +124,12 @@ pub struct AddCluster {
 /// A kube client and its server URL and CA from a kubeconfig file (default: `$KUBECONFIG` or
 /// `~/.kube/config`) and context (default: current).
 pub async fn client(
+    role: Role,
     path: Option<&str>,
     context: Option<&str>,
 ) -> Result<(Client, String, Option<Vec<u8>>), ClusterError> {
     let err = |reason: String| ClusterError::Kubeconfig {
+        role,
         path: path.map(str::to_owned),
         reason,
     };

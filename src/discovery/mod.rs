@@ -108,8 +108,9 @@ pub fn new(
 
 impl Discovery {
     /// Starts the aggregator, the config cluster's registry (readiness waits for its initial sync) and
-    /// the secret controller (readiness waits for each remote cluster, up to the timeout).
-    pub fn start(self, ctx: &StartContext, primary: kube::Client) {
+    /// the secret controller (readiness waits for each remote cluster, up to the timeout). `server` is
+    /// the primary's API server URL, for messages.
+    pub fn start(self, ctx: &StartContext, primary: kube::Client, server: &str) {
         let Discovery {
             opts,
             networks,
@@ -144,6 +145,7 @@ impl Discovery {
                 networks: networks.clone(),
                 metrics: metrics.clone(),
                 watch_timeout: opts.watch_timeout,
+                server: server.into(),
             },
             updates.clone(),
         );
@@ -164,6 +166,7 @@ impl Discovery {
             own: opts.cluster_id,
             clusters: handle.clusters,
             own_status: StatusSource::Registry(progress),
+            server: server.into(),
         };
         controller.spawn(&ctx.tasks, &ctx.ready, primary);
     }
