@@ -87,7 +87,7 @@ impl Server {
 
     /// Stops every task, waiting at most `deadline`.
     pub async fn drain(&self, deadline: Duration) {
-        info!(?deadline, "draining");
+        info!(deadline = %humantime::format_duration(deadline), "draining");
         match self.ctx.tasks.drain(deadline).await {
             Ok(()) => info!("drained"),
             Err(e) => warn!(error = %e, "drain deadline passed; exiting anyway"),
