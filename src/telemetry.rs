@@ -8,8 +8,10 @@ use tracing_subscriber::{EnvFilter, filter::filter_fn, fmt, prelude::*};
 use crate::cli::LogFormat;
 
 /// Library events that only repeat a failure meshd reports itself, with the cluster and server named:
-/// kube-client's request tracing logs every failed request at ERROR (`failed with error …`), and
-/// kube-runtime's watcher logs every 403 at WARN before returning it to the watcher's owner.
+/// kube-client's request tracing logs every failed request at ERROR (`failed with error …`), its
+/// client logs a watch stream cut short at WARN (`eof in poll: Custom { … }`, a `Debug` dump; the watcher
+/// resumes, and meshd reports the reconnect if it fails) and an unparsable answer before returning it,
+/// and kube-runtime's watcher logs every 403 at WARN before returning it to the watcher's owner.
 ///
 /// They are dropped by target and level rather than by not installing kube's tracing layer: that layer is
 /// part of the client stack `kube::Client::try_from` builds (auth, TLS, …), which meshd would otherwise
@@ -17,6 +19,7 @@ use crate::cli::LogFormat;
 /// the libraries' debug tracing stays available through `--log-level`) and covers every client at once.
 const LIBRARY_DUPLICATES: &[(&str, Level)] = &[
     ("kube_client::client::builder", Level::ERROR),
+    ("kube_client::client", Level::WARN),
     ("kube_runtime::watcher", Level::WARN),
 ];
 
@@ -47,7 +50,11 @@ where
 
 /// The formatting layer: `format` lines to `writer`, with ANSI colour only if `ansi` (a terminal), and
 /// without [`LIBRARY_DUPLICATES`].
-fn layer<S, W>(format: LogFormat, ansi: bool, writer: W) -> Box<dyn tracing_subscriber::Layer<S> + Send + Sync>
+fn layer<S, W>(
+    format: LogFormat,
+    ansi: bool,
+    writer: W,
+) -> Box<dyn tracing_subscriber::Layer<S> + Send + Sync>
 where
     S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
     W: for<'w> fmt::MakeWriter<'w> + Send + Sync + 'static,
@@ -180,7 +187,10 @@ mod tests {
 
     impl std::io::Write for Buf {
         fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().map_err(|_| std::io::ErrorKind::Other)?.extend_from_slice(b);
+            self.0
+                .lock()
+                .map_err(|_| std::io::ErrorKind::Other)?
+                .extend_from_slice(b);
             Ok(b.len())
         }
         fn flush(&mut self) -> std::io::Result<()> {
@@ -204,12 +214,16 @@ mod tests {
             let out = logged(format, false, || {
                 tracing::error!(target: "kube_client::client::builder", "failed with error client error (Connect)");
                 tracing::warn!(target: "kube_runtime::watcher", "watch list error with 403");
+                tracing::warn!(target: "kube_client::client", "eof in poll: Custom {{ kind: UnexpectedEof }}");
                 tracing::debug!(target: "kube_client::client::builder", "requesting");
                 tracing::warn!(target: "meshd::registry", "watch failed; backing off and relisting");
             });
             assert!(!out.contains("failed with error"), "{out}");
-            assert!(!out.contains("403"), "{out}");
-            assert!(out.contains("requesting"), "the library's debug tracing stays: {out}");
+            assert!(!out.contains("403") && !out.contains("eof in poll"), "{out}");
+            assert!(
+                out.contains("requesting"),
+                "the library's debug tracing stays: {out}"
+            );
             assert!(out.contains("backing off"), "{out}");
         }
     }
@@ -228,10 +242,18 @@ mod tests {
         use tokio::time::{Instant, advance};
 
         let mut r = Repeats::new(Duration::from_secs(60));
-        assert_eq!(r.observe("unreachable", Instant::now()), Some(0), "the first is logged");
+        assert_eq!(
+            r.observe("unreachable", Instant::now()),
+            Some(0),
+            "the first is logged"
+        );
         for _ in 0..5 {
             advance(Duration::from_secs(5)).await;
-            assert_eq!(r.observe("unreachable", Instant::now()), None, "repeats are suppressed");
+            assert_eq!(
+                r.observe("unreachable", Instant::now()),
+                None,
+                "repeats are suppressed"
+            );
         }
         advance(Duration::from_secs(35)).await;
         assert_eq!(
@@ -241,10 +263,18 @@ mod tests {
         );
         advance(Duration::from_secs(1)).await;
         assert_eq!(r.observe("unreachable", Instant::now()), None);
-        assert_eq!(r.observe("forbidden", Instant::now()), Some(0), "a different failure is logged at once");
+        assert_eq!(
+            r.observe("forbidden", Instant::now()),
+            Some(0),
+            "a different failure is logged at once"
+        );
         assert_eq!(r.observe("forbidden", Instant::now()), None);
         assert_eq!(r.clear(), Some(1), "recovery reports what was not logged");
         assert_eq!(r.clear(), None, "nothing to recover from");
-        assert_eq!(r.observe("forbidden", Instant::now()), Some(0), "after a recovery the failure is new");
+        assert_eq!(
+            r.observe("forbidden", Instant::now()),
+            Some(0),
+            "after a recovery the failure is new"
+        );
     }
 }

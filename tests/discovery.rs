@@ -434,12 +434,14 @@ async fn an_unreachable_primary_shows_its_row_and_server() {
     c1.server.faults().set(FaultMode::Refuse);
     let meshd = start(&c1, Duration::from_secs(5));
     let want = format!("error: unreachable: API server {}: ", c1.server.url());
-    let row = eventually("the primary's row with its error", Duration::from_secs(10), || {
-        let rows = meshd.handle.clusters.rows();
-        rows.first()
-            .filter(|r| r.sync_status.starts_with(&want))
-            .cloned()
-    })
+    let row = eventually(
+        "the primary's row with its error",
+        Duration::from_secs(10),
+        || {
+            let rows = meshd.handle.clusters.rows();
+            rows.first().filter(|r| r.sync_status.starts_with(&want)).cloned()
+        },
+    )
     .await;
     assert_eq!((&*row.id, row.secret_name.as_str()), ("c1", ""));
 }

@@ -161,7 +161,10 @@ mod tests {
                 let _ = s.write_all(reply).await;
             });
             let client = AdminClient::new(&format!("http://{addr}"), None).unwrap();
-            let e = client.get::<serde_json::Value>("/debug/clusterz").await.unwrap_err();
+            let e = client
+                .get::<serde_json::Value>("/debug/clusterz")
+                .await
+                .unwrap_err();
             let shown = e.to_string();
             assert!(matches!(e, ClientError::Http { .. }), "{shown}");
             assert!(shown.contains("did not answer as meshd's admin HTTP"), "{shown}");

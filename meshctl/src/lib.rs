@@ -278,7 +278,8 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
 /// so a typo costs no reader account and no token.
 async fn add_cluster(a: AddClusterArgs) -> Result<(), Error> {
     meshd::multicluster::remote_secret::check_cluster_name(&a.name).map_err(ClusterError::from)?;
-    let (remote, server, ca) = cluster::client(Role::Remote, a.kubeconfig.as_deref(), a.context.as_deref()).await?;
+    let (remote, server, ca) =
+        cluster::client(Role::Remote, a.kubeconfig.as_deref(), a.context.as_deref()).await?;
     let primary = if a.apply {
         let (client, _, _) = cluster::client(
             Role::Primary,
@@ -351,8 +352,20 @@ mod tests {
         let e = add(&["--name", "Bad_Name", "--kubeconfig", &remote]).await;
         assert!(e.contains("DNS-1123"), "{e}");
         let missing = dir.path().join("missing").display().to_string();
-        let e = add(&["--name", "c3", "--kubeconfig", &remote, "--apply", "--primary-kubeconfig", &missing]).await;
-        assert!(e.starts_with("primary cluster (--primary-kubeconfig): kubeconfig "), "{e}");
+        let e = add(&[
+            "--name",
+            "c3",
+            "--kubeconfig",
+            &remote,
+            "--apply",
+            "--primary-kubeconfig",
+            &missing,
+        ])
+        .await;
+        assert!(
+            e.starts_with("primary cluster (--primary-kubeconfig): kubeconfig "),
+            "{e}"
+        );
         assert!(e.contains(&missing), "{e}");
         let e = add(&["--name", "c3", "--kubeconfig", &missing]).await;
         assert!(e.starts_with("remote cluster (--kubeconfig): kubeconfig "), "{e}");

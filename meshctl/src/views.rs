@@ -46,7 +46,10 @@ pub fn remote_cluster(row: &ClusterzRow) -> RemoteCluster {
     let (status, reason) = match (row.sync_status.as_str(), detail) {
         ("synced", None) => ("synced", String::new()),
         // Synced once, failing now (e.g. its API server went down): the last good state is served.
-        ("synced", Some(e)) => ("synced", format!("serving the last synced state; now failing: {e}")),
+        ("synced", Some(e)) => (
+            "synced",
+            format!("serving the last synced state; now failing: {e}"),
+        ),
         ("syncing", None) => (
             "syncing",
             "initial list of services and endpoints in progress".into(),

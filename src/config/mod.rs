@@ -147,7 +147,10 @@ mod tests {
 
     #[test]
     fn unknown_path_segments_are_dropped() {
-        assert_eq!(known_path("networks.n1.gateways[0].port"), "networks.n1.gateways[0].port");
+        assert_eq!(
+            known_path("networks.n1.gateways[0].port"),
+            "networks.n1.gateways[0].port"
+        );
         assert_eq!(known_path("networks.?"), "networks");
         assert_eq!(known_path("?"), "");
         assert_eq!(known_path("networks.n1.gateways[?]"), "networks.n1.gateways");

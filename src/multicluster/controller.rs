@@ -18,9 +18,9 @@ use super::{
 };
 use crate::{
     drain::Tasks,
-    telemetry::{REPEAT_WINDOW, Repeats},
     model::ClusterId,
     readiness::{BlockReady, Ready},
+    telemetry::{REPEAT_WINDOW, Repeats},
 };
 
 /// The label selecting remote-cluster Secrets (istiod's).

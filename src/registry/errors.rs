@@ -9,7 +9,9 @@ pub fn describe(e: &watcher::Error, server: &str) -> String {
         watcher::Error::InitialListFailed(e)
         | watcher::Error::WatchStartFailed(e)
         | watcher::Error::WatchFailed(e) => describe_client(e, server),
-        watcher::Error::WatchError(status) => api_status(status.code, &status.reason, &status.message, server),
+        watcher::Error::WatchError(status) => {
+            api_status(status.code, &status.reason, &status.message, server)
+        }
         watcher::Error::NoResourceVersion => format!("the API server {server} returned no resourceVersion"),
     }
 }
@@ -61,7 +63,10 @@ mod tests {
         let io = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
         let e = watcher::Error::InitialListFailed(kube::Error::Service(Box::new(io)));
         let shown = describe(&e, "https://10.0.0.1:6443");
-        assert!(shown.starts_with("unreachable: API server https://10.0.0.1:6443: "), "{shown}");
+        assert!(
+            shown.starts_with("unreachable: API server https://10.0.0.1:6443: "),
+            "{shown}"
+        );
     }
 
     #[test]

@@ -30,10 +30,10 @@ use tracing::{info, warn};
 use self::{endpoints::ObjectName, network::NetworkResolver, state::State};
 use crate::{
     aggregate::{RegistryId, Update, UpdateSender},
-    telemetry::{REPEAT_WINDOW, Repeats},
     config::MeshNetworks,
     drain::Tasks,
     model::{LABEL_NETWORK, NetworkId, ServiceKey},
+    telemetry::{REPEAT_WINDOW, Repeats},
 };
 
 /// Events handled per batch: a burst rebuilds each touched service once.

@@ -362,7 +362,9 @@ impl<P: Protocol> Stream<P> {
                 self.shared.push_log.nacked(ty);
                 let nack = self.state.watches().remove(&ty).and_then(|s| s.last_nack);
                 match nack {
-                    Some(n) => warn!(node = %self.proxy.id, %ty, version = %n.version, nonce = %n.nonce, code = n.code, error = %n.message, "config rejected by proxy"),
+                    Some(n) => {
+                        warn!(node = %self.proxy.id, %ty, version = %n.version, nonce = %n.nonce, code = n.code, error = %n.message, "config rejected by proxy")
+                    }
                     None => warn!(node = %self.proxy.id, %ty, "config rejected by proxy"),
                 }
             }

@@ -219,6 +219,9 @@ mod tests {
         log.pushed(3, true, &BTreeMap::new());
         let s = log.current();
         assert_eq!(s.proxies_pushed, 2);
-        assert_eq!(s.pushes, BTreeMap::from([(XdsType::Cluster, 2), (XdsType::Endpoint, 1)]));
+        assert_eq!(
+            s.pushes,
+            BTreeMap::from([(XdsType::Cluster, 2), (XdsType::Endpoint, 1)])
+        );
     }
 }
