@@ -65,6 +65,15 @@ pub enum ClusterError {
         #[source]
         source: kube::Error,
     },
+    /// Talking to the remote cluster's API server failed.
+    #[error("{source} (remote API server {server})")]
+    AtRemote {
+        /// The server the remote kubeconfig names.
+        server: String,
+        /// What failed.
+        #[source]
+        source: Box<ClusterError>,
+    },
     /// No remote Secret holds the cluster.
     #[error("no Secret labelled {MULTICLUSTER_LABEL}=true in {namespace} holds cluster {id:?}")]
     NotFound {
@@ -197,19 +206,29 @@ pub async fn remote_secret(
     if is_loopback(&server) && !opts.allow_loopback {
         return Err(ClusterError::LoopbackServer { server });
     }
+    let at_remote = |e: ClusterError| ClusterError::AtRemote {
+        server: kubeconfig_server.to_owned(),
+        source: Box::new(e),
+    };
     if opts.create_service_account {
-        remote_secret::ensure_reader(remote, &opts.namespace, &opts.service_account).await?;
+        remote_secret::ensure_reader(remote, &opts.namespace, &opts.service_account)
+            .await
+            .map_err(|e| at_remote(e.into()))?;
     }
     let (token, ca_pem) = match opts.token {
         TokenKind::LongLived => {
-            remote_secret::long_lived_token(remote, &opts.namespace, &opts.service_account).await?
+            remote_secret::long_lived_token(remote, &opts.namespace, &opts.service_account)
+                .await
+                .map_err(|e| at_remote(e.into()))?
         }
         TokenKind::Bound(ttl) => {
             let ca = kubeconfig_ca.ok_or_else(|| ClusterError::NoCa {
                 server: server.clone(),
             })?;
             (
-                bound_token(remote, &opts.namespace, &opts.service_account, ttl).await?,
+                bound_token(remote, &opts.namespace, &opts.service_account, ttl)
+                    .await
+                    .map_err(at_remote)?,
                 ca,
             )
         }

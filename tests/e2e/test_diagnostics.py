@@ -71,7 +71,7 @@ def test_config_file_errors_are_printed_once(tmp_path: Path):
     last = missing.stderr.strip().splitlines()[-1]
     assert "nope.yaml" in last and last.count("No such file or directory") == 1, last
     bad = tmp_path / "networks.yaml"
-    bad.write_text("networks:\n  n1:\n    gateways: [\n  bad: : x\n")
+    bad.write_text("networks:\n  n1: {}\n - x\n")
     syntax = subprocess.run([str(BIN_DIR / "meshd"), *common, "--mesh-networks", str(bad)],
                             capture_output=True, text=True, timeout=60)
     last = syntax.stderr.strip().splitlines()[-1]
@@ -85,3 +85,4 @@ def test_meshctl_logs_have_no_colour_and_no_library_duplicates(down):
     assert out.returncode != 0 and "DEBUG" in out.stderr, out.stderr
     assert "\x1b[" not in out.stderr, "no colour codes off a terminal"
     assert "failed with error" not in out.stderr, "kube's duplicate of the error meshctl prints"
+    assert "(remote API server https://127.0.0.1:" in out.stderr.strip().splitlines()[-1], out.stderr
