@@ -8,9 +8,9 @@ use std::{
     time::Duration,
 };
 
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 
-use crate::multicluster::kubeconfig::InsecureOption;
+use crate::{multicluster::kubeconfig::InsecureOption, telemetry::LogFormat};
 
 /// meshd: a multi-cluster service-mesh control plane.
 ///
@@ -177,15 +177,6 @@ pub struct Args {
     /// Log format.
     #[arg(long, env = "MESHD_LOG_FORMAT", default_value = "text", value_enum)]
     pub log_format: LogFormat,
-}
-
-/// How log lines are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line.
-    Json,
 }
 
 /// A listen address: `HOST:PORT`, or `:PORT` for "every interface" (Go style, as istiod's flags).

@@ -130,7 +130,7 @@ fn start(primary: &Sim, remote_timeout: Duration) -> Meshd {
         tasks: Tasks::new(),
         ready: Ready::new(),
     };
-    d.start(&ctx, primary.client.clone());
+    d.start(&ctx, primary.client.clone(), &primary.server.url());
     Meshd {
         tasks: ctx.tasks,
         ready: ctx.ready,
@@ -409,8 +409,8 @@ async fn unreachable_remote_times_out_then_converges() {
         row.last_error
             .as_deref()
             .unwrap_or_default()
-            .starts_with("unreachable"),
-        "{row:?}"
+            .starts_with(&format!("unreachable: API server {}: ", c2.server.url())),
+        "the reason names the server: {row:?}"
     );
 
     c2.server.faults().set(FaultMode::None);
@@ -420,6 +420,26 @@ async fn unreachable_remote_times_out_then_converges() {
     })
     .await;
     assert_eq!(status(&meshd, "c2", "istio-system/remote-c2"), "synced");
+}
+
+/// With the config cluster's API server down from the start no Secret list ever arrives; its row is
+/// still shown, with the server named.
+#[tokio::test]
+async fn an_unreachable_primary_shows_its_row_and_server() {
+    let c1 = sim("c1").await;
+    c1.server.faults().set(FaultMode::Refuse);
+    let meshd = start(&c1, Duration::from_secs(5));
+    let want = format!("error: unreachable: API server {}: ", c1.server.url());
+    let row = eventually(
+        "the primary's row with its error",
+        Duration::from_secs(10),
+        || {
+            let rows = meshd.handle.clusters.rows();
+            rows.first().filter(|r| r.sync_status.starts_with(&want)).cloned()
+        },
+    )
+    .await;
+    assert_eq!((&*row.id, row.secret_name.as_str()), ("c1", ""));
 }
 
 #[tokio::test]

@@ -24,12 +24,17 @@ pub enum ClientError {
         #[source]
         source: std::io::Error,
     },
-    /// The HTTP exchange failed.
-    #[error("talking to meshd at {addr}: {source}")]
+    /// Something accepted the connection but the HTTP/1.1 exchange failed: most often another port
+    /// (meshd's gRPC ports speak HTTP/2 only and hang up on HTTP/1.1).
+    #[error(
+        "{addr} accepted the connection but did not answer as meshd's admin HTTP server ({source}); \
+         is it meshd's monitoring port (--monitoring-addr, default 15014)? meshd's gRPC ports (15010, 15012) \
+         speak HTTP/2 only"
+    )]
     Http {
         /// host:port.
         addr: String,
-        /// The error.
+        /// hyper's error.
         #[source]
         source: hyper::Error,
     },
@@ -134,4 +139,36 @@ pub fn query_value(v: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    /// An HTTP/2-only server (meshd's gRPC port) as an HTTP/1.1 client sees it: its SETTINGS frame, or
+    /// a hang-up, instead of a response.
+    #[tokio::test]
+    async fn a_port_that_is_not_the_admin_http_says_so() {
+        for reply in [&[0u8, 0, 0, 4, 0, 0, 0, 0, 0][..], &[]] {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            tokio::spawn(async move {
+                let (mut s, _) = listener.accept().await.unwrap();
+                let mut buf = [0u8; 256];
+                let _ = s.read(&mut buf).await;
+                let _ = s.write_all(reply).await;
+            });
+            let client = AdminClient::new(&format!("http://{addr}"), None).unwrap();
+            let e = client
+                .get::<serde_json::Value>("/debug/clusterz")
+                .await
+                .unwrap_err();
+            let shown = e.to_string();
+            assert!(matches!(e, ClientError::Http { .. }), "{shown}");
+            assert!(shown.contains("did not answer as meshd's admin HTTP"), "{shown}");
+            assert!(shown.contains("monitoring port"), "{shown}");
+        }
+    }
 }

@@ -23,8 +23,13 @@ use meshd::multicluster::remote_secret::{self, MULTICLUSTER_LABEL, ReaderCredent
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
     /// A kubeconfig could not be read or used.
-    #[error("kubeconfig{}: {reason}", .path.as_ref().map(|p| format!(" {p}")).unwrap_or_default())]
+    #[error(
+        "{role}: kubeconfig {}: {reason}",
+        .path.as_deref().unwrap_or("($KUBECONFIG or ~/.kube/config)")
+    )]
     Kubeconfig {
+        /// Whose: the `primary` or the `remote` cluster (`--primary-kubeconfig` or `--kubeconfig`).
+        role: Role,
         /// Which file, if named.
         path: Option<String>,
         /// What went wrong.
@@ -60,6 +65,15 @@ pub enum ClusterError {
         #[source]
         source: kube::Error,
     },
+    /// Talking to the remote cluster's API server failed.
+    #[error("{source} (remote API server {server})")]
+    AtRemote {
+        /// The server the remote kubeconfig names.
+        server: String,
+        /// What failed.
+        #[source]
+        source: Box<ClusterError>,
+    },
     /// No remote Secret holds the cluster.
     #[error("no Secret labelled {MULTICLUSTER_LABEL}=true in {namespace} holds cluster {id:?}")]
     NotFound {
@@ -68,6 +82,24 @@ pub enum ClusterError {
         /// Where we looked.
         namespace: String,
     },
+}
+
+/// Which cluster a kubeconfig is for, as errors name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The config cluster meshd runs on (`--primary-kubeconfig`).
+    Primary,
+    /// The cluster being added (`--kubeconfig`).
+    Remote,
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Primary => "primary cluster (--primary-kubeconfig)",
+            Self::Remote => "remote cluster (--kubeconfig)",
+        })
+    }
 }
 
 /// How the reader's token is obtained.
@@ -101,10 +133,12 @@ pub struct AddCluster {
 /// A kube client and its server URL and CA from a kubeconfig file (default: `$KUBECONFIG` or
 /// `~/.kube/config`) and context (default: current).
 pub async fn client(
+    role: Role,
     path: Option<&str>,
     context: Option<&str>,
 ) -> Result<(Client, String, Option<Vec<u8>>), ClusterError> {
     let err = |reason: String| ClusterError::Kubeconfig {
+        role,
         path: path.map(str::to_owned),
         reason,
     };
@@ -172,19 +206,29 @@ pub async fn remote_secret(
     if is_loopback(&server) && !opts.allow_loopback {
         return Err(ClusterError::LoopbackServer { server });
     }
+    let at_remote = |e: ClusterError| ClusterError::AtRemote {
+        server: kubeconfig_server.to_owned(),
+        source: Box::new(e),
+    };
     if opts.create_service_account {
-        remote_secret::ensure_reader(remote, &opts.namespace, &opts.service_account).await?;
+        remote_secret::ensure_reader(remote, &opts.namespace, &opts.service_account)
+            .await
+            .map_err(|e| at_remote(e.into()))?;
     }
     let (token, ca_pem) = match opts.token {
         TokenKind::LongLived => {
-            remote_secret::long_lived_token(remote, &opts.namespace, &opts.service_account).await?
+            remote_secret::long_lived_token(remote, &opts.namespace, &opts.service_account)
+                .await
+                .map_err(|e| at_remote(e.into()))?
         }
         TokenKind::Bound(ttl) => {
             let ca = kubeconfig_ca.ok_or_else(|| ClusterError::NoCa {
                 server: server.clone(),
             })?;
             (
-                bound_token(remote, &opts.namespace, &opts.service_account, ttl).await?,
+                bound_token(remote, &opts.namespace, &opts.service_account, ttl)
+                    .await
+                    .map_err(at_remote)?,
                 ca,
             )
         }

@@ -22,7 +22,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 use serde_json::Value;
 
 use client::{AdminClient, ClientError, query_value};
-use cluster::{AddCluster, ClusterError, TokenKind};
+use cluster::{AddCluster, ClusterError, Role, TokenKind};
 use output::{Output, render};
 
 /// `meshctl`.
@@ -247,6 +247,7 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
             namespace,
         } => {
             let (client, _, _) = cluster::client(
+                Role::Primary,
                 primary.primary_kubeconfig.as_deref(),
                 primary.primary_context.as_deref(),
             )
@@ -300,8 +301,23 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
     Ok(())
 }
 
+/// Every local input (the name, both kubeconfigs, the server) is checked before the remote is contacted,
+/// so a typo costs no reader account and no token.
 async fn add_cluster(a: AddClusterArgs) -> Result<(), Error> {
-    let (remote, server, ca) = cluster::client(a.kubeconfig.as_deref(), a.context.as_deref()).await?;
+    meshd::multicluster::remote_secret::check_cluster_name(&a.name).map_err(ClusterError::from)?;
+    let (remote, server, ca) =
+        cluster::client(Role::Remote, a.kubeconfig.as_deref(), a.context.as_deref()).await?;
+    let primary = if a.apply {
+        let (client, _, _) = cluster::client(
+            Role::Primary,
+            a.primary.primary_kubeconfig.as_deref(),
+            a.primary.primary_context.as_deref(),
+        )
+        .await?;
+        Some(client)
+    } else {
+        None
+    };
     let opts = AddCluster {
         name: a.name.clone(),
         namespace: a.namespace,
@@ -320,21 +336,65 @@ async fn add_cluster(a: AddClusterArgs) -> Result<(), Error> {
         eprintln!("warning: {target} is a loopback address; only a meshd on this machine can reach it");
     }
     let secret = cluster::remote_secret(&remote, &server, ca, &opts).await?;
-    if a.apply {
-        let (primary, _, _) = cluster::client(
-            a.primary.primary_kubeconfig.as_deref(),
-            a.primary.primary_context.as_deref(),
-        )
-        .await?;
-        cluster::apply(&primary, &secret).await?;
-        eprintln!(
-            "cluster {} added: Secret {}/{} written to the primary",
-            a.name,
-            secret.metadata.namespace.as_deref().unwrap_or(""),
-            secret.metadata.name.as_deref().unwrap_or("")
-        );
-    } else {
-        print!("{}", cluster::secret_yaml(&secret));
+    match primary {
+        Some(primary) => {
+            cluster::apply(&primary, &secret).await?;
+            eprintln!(
+                "cluster {} added: Secret {}/{} written to the primary",
+                a.name,
+                secret.metadata.namespace.as_deref().unwrap_or(""),
+                secret.metadata.name.as_deref().unwrap_or("")
+            );
+        }
+        None => print!("{}", cluster::secret_yaml(&secret)),
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A remote kubeconfig whose API server refuses connections: reaching it would fail differently.
+    fn unreachable_remote(dir: &std::path::Path) -> String {
+        let path = dir.join("remote");
+        std::fs::write(
+            &path,
+            "apiVersion: v1\nkind: Config\ncurrent-context: r\nclusters:\n- name: r\n  cluster:\n    server: https://127.0.0.1:1\n\
+             contexts:\n- name: r\n  context:\n    cluster: r\n    user: u\nusers:\n- name: u\n  user:\n    token: t\n",
+        )
+        .unwrap();
+        path.display().to_string()
+    }
+
+    async fn add(args: &[&str]) -> String {
+        let cli = Cli::parse_from(["meshctl", "add-cluster", "--allow-loopback"].iter().chain(args));
+        run(cli).await.unwrap_err().to_string()
+    }
+
+    #[tokio::test]
+    async fn add_cluster_checks_local_inputs_before_the_remote() {
+        let dir = tempfile::tempdir().unwrap();
+        let remote = unreachable_remote(dir.path());
+        let e = add(&["--name", "Bad_Name", "--kubeconfig", &remote]).await;
+        assert!(e.contains("DNS-1123"), "{e}");
+        let missing = dir.path().join("missing").display().to_string();
+        let e = add(&[
+            "--name",
+            "c3",
+            "--kubeconfig",
+            &remote,
+            "--apply",
+            "--primary-kubeconfig",
+            &missing,
+        ])
+        .await;
+        assert!(
+            e.starts_with("primary cluster (--primary-kubeconfig): kubeconfig "),
+            "{e}"
+        );
+        assert!(e.contains(&missing), "{e}");
+        let e = add(&["--name", "c3", "--kubeconfig", &missing]).await;
+        assert!(e.starts_with("remote cluster (--kubeconfig): kubeconfig "), "{e}");
+    }
 }

@@ -44,7 +44,12 @@ pub struct RemoteCluster {
 pub fn remote_cluster(row: &ClusterzRow) -> RemoteCluster {
     let detail = row.last_error.as_deref().filter(|e| !e.is_empty());
     let (status, reason) = match (row.sync_status.as_str(), detail) {
-        ("synced", _) => ("synced", String::new()),
+        ("synced", None) => ("synced", String::new()),
+        // Synced once, failing now (e.g. its API server went down): the last good state is served.
+        ("synced", Some(e)) => (
+            "synced",
+            format!("serving the last synced state; now failing: {e}"),
+        ),
         ("syncing", None) => (
             "syncing",
             "initial list of services and endpoints in progress".into(),

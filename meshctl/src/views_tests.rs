@@ -16,7 +16,12 @@ fn remote_cluster_status_and_reason() {
     // (clusterz status, last error) → (status, reason contains)
     let cases = [
         ("synced", None, "synced", ""),
-        ("synced", Some("old"), "synced", ""),
+        (
+            "synced",
+            Some("unreachable: API server https://10.0.0.1:6443: connection refused"),
+            "synced",
+            "now failing: unreachable: API server https://10.0.0.1:6443",
+        ),
         ("syncing", None, "syncing", "initial list"),
         (
             "syncing",

@@ -126,8 +126,9 @@ pub fn new(
 
 impl ClusterDiscovery {
     /// Starts the aggregator, the config cluster's registry (readiness waits for its initial sync) and
-    /// the secret controller (readiness waits for each remote cluster, up to the timeout).
-    pub fn start(self, ctx: &StartContext, primary: kube::Client) {
+    /// the secret controller (readiness waits for each remote cluster, up to the timeout). `server` is
+    /// the primary's API server URL, for messages.
+    pub fn start(self, ctx: &StartContext, primary: kube::Client, server: &str) {
         let ClusterDiscovery {
             opts,
             networks,
@@ -162,6 +163,7 @@ impl ClusterDiscovery {
                 networks: networks.clone(),
                 metrics: metrics.registry.clone(),
                 watch_timeout: opts.watch_timeout,
+                server: server.into(),
             },
             updates.clone(),
         );
@@ -183,6 +185,7 @@ impl ClusterDiscovery {
             own: opts.cluster_id,
             clusters: view.clusters,
             own_status: StatusSource::Registry(progress),
+            server: server.into(),
         };
         controller.spawn(&ctx.tasks, &ctx.ready, primary);
     }

@@ -88,7 +88,7 @@ impl Server {
 
     /// Stops every task, waiting at most `deadline`.
     pub async fn drain(&self, deadline: Duration) {
-        info!(?deadline, "draining");
+        info!(deadline = %humantime::format_duration(deadline), "draining");
         match self.ctx.tasks.drain(deadline).await {
             Ok(()) => info!("drained"),
             Err(e) => warn!(error = %e, "drain deadline passed; exiting anyway"),
@@ -148,7 +148,7 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
         Some(sb) => KubeSource::Kubeconfig(sb.kubeconfig(&sb.primary).context("sandbox primary")?.to_owned()),
         None => args.kube_source(),
     };
-    let primary = primary_client(&primary_source).await?;
+    let (primary, primary_server) = primary_client(&primary_source).await?;
     let secure_config = secure_config(&args, cluster_id);
     let mesh_auth = secure::mesh_authenticator(
         &secure_config,
@@ -215,7 +215,7 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
 
     let discovery_client = primary.clone();
     server.add_start_func("cluster discovery", move |ctx| async move {
-        cluster_discovery.start(&ctx, discovery_client);
+        cluster_discovery.start(&ctx, discovery_client, &primary_server);
         Ok(())
     });
     // Leader duties: publishing the mesh root (always) and creating the self-signed CA's Secret.
@@ -399,8 +399,8 @@ fn serving_addresses(args: &Args, host: std::net::IpAddr) -> Vec<(&'static str, 
 }
 
 /// The primary (config) cluster's client, from a kubeconfig file or the pod's service account. The
-/// operator's own kubeconfig is trusted (unlike remote secrets).
-async fn primary_client(source: &KubeSource) -> anyhow::Result<kube::Client> {
+/// operator's own kubeconfig is trusted (unlike remote secrets). Also returns its API server's URL.
+async fn primary_client(source: &KubeSource) -> anyhow::Result<(kube::Client, String)> {
     let config = match source {
         KubeSource::Kubeconfig(path) => {
             let kubeconfig = kube::config::Kubeconfig::read_from(path)
@@ -411,5 +411,8 @@ async fn primary_client(source: &KubeSource) -> anyhow::Result<kube::Client> {
         }
         _ => kube::Config::incluster().context("loading the in-cluster config")?,
     };
-    kube::Client::try_from(config).context("building the Kubernetes client")
+    let server = crate::registry::errors::server_url(&config);
+    let client = kube::Client::try_from(config)
+        .with_context(|| format!("building the Kubernetes client for {server}"))?;
+    Ok((client, server))
 }

@@ -126,7 +126,7 @@ pub async fn start_ca(
                         continue;
                     }
                     Err(e @ CaError::Kube(_)) if !tasks.is_cancelled() => {
-                        warn!(error = %e, retry_in = ?backoff, "CA Secret not available yet");
+                        warn!(error = %e, retry_in = %humantime::format_duration(backoff), "CA Secret not available yet");
                     }
                     Err(e) => return Err(e),
                 }

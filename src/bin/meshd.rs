@@ -22,8 +22,9 @@ fn main() -> std::process::ExitCode {
     match runtime.block_on(meshd::app::run(args)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            tracing::error!("{e:#}");
-            eprintln!("meshd: {e:#}");
+            let e = meshd::telemetry::error_chain(e.as_ref());
+            tracing::error!("{e}");
+            eprintln!("meshd: {e}");
             std::process::ExitCode::FAILURE
         }
     }

@@ -82,6 +82,25 @@ fn line_suffix(line: Option<usize>, column: Option<usize>) -> String {
     }
 }
 
+/// The known head of a serde_path_to_error path. A YAML syntax error is found before the deserializer
+/// knows which field it is in, so the path ends in `?` segments (`networks.?`); those say nothing the
+/// line and column do not say better.
+fn known_path(path: &str) -> String {
+    let mut known = Vec::new();
+    for segment in path.split('.') {
+        match segment.find('?') {
+            Some(0) => break,
+            // `gateways[?]`: keep the field, drop the unknown index.
+            Some(i) => {
+                known.push(segment[..i].trim_end_matches('['));
+                break;
+            }
+            None => known.push(segment),
+        }
+    }
+    known.join(".")
+}
+
 /// Deserializes YAML into `T`, reporting the failing field's path and position, and calling
 /// `ignored` with the path of every field `T` does not know.
 fn parse_yaml<T: serde::de::DeserializeOwned>(
@@ -96,7 +115,7 @@ fn parse_yaml<T: serde::de::DeserializeOwned>(
     let mut on_ignored = |path: serde_ignored::Path<'_>| ignored(path.to_string());
     let de = serde_ignored::Deserializer::new(de, &mut on_ignored);
     serde_path_to_error::deserialize(de).map_err(|e| {
-        let field = e.path().to_string();
+        let field = known_path(&e.path().to_string());
         let inner = e.into_inner();
         let (line, column) = inner
             .location()
@@ -120,4 +139,29 @@ fn parse_yaml<T: serde::de::DeserializeOwned>(
             column,
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_path_segments_are_dropped() {
+        assert_eq!(
+            known_path("networks.n1.gateways[0].port"),
+            "networks.n1.gateways[0].port"
+        );
+        assert_eq!(known_path("networks.?"), "networks");
+        assert_eq!(known_path("?"), "");
+        assert_eq!(known_path("networks.n1.gateways[?]"), "networks.n1.gateways");
+    }
+
+    #[test]
+    fn a_syntax_error_gives_line_and_column_not_a_question_mark() {
+        let e = MeshNetworks::parse("networks:\n  n1: {}\n - x\n").unwrap_err();
+        let shown = e.to_string();
+        assert!(!shown.contains('?'), "{shown}");
+        assert!(e.line.is_some() && e.column.is_some(), "{e:?}");
+        assert_eq!(shown, "did not find expected key (line 3, column 2)");
+    }
 }

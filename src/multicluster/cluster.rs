@@ -175,7 +175,7 @@ impl Supervisor {
                 _ = &mut deadline, if waiting => {
                     timed_out = true;
                     self.env.metrics.sync_timeout();
-                    warn!(cluster = %self.cluster, timeout = ?self.env.timeout, "remote cluster did not sync in time; no longer blocking readiness, still retrying");
+                    warn!(cluster = %self.cluster, timeout = %humantime::format_duration(self.env.timeout), "remote cluster did not sync in time; no longer blocking readiness, still retrying");
                     drop(ready.take());
                     waiting = false;
                 }
@@ -225,10 +225,11 @@ impl Supervisor {
                 return None;
             }
         };
+        let server: Arc<str> = registry::errors::server_url(&config).into();
         let client = match build_client(config, self.env.qps) {
             Ok(c) => c,
             Err(e) => {
-                let reason = format!("cannot build a client: {e}");
+                let reason = format!("cannot build a client for {server}: {e}");
                 warn!(cluster = %self.cluster, error = %reason, "remote cluster client");
                 self.status.send_replace((SyncStatus::Error(reason), None));
                 return None;
@@ -252,6 +253,7 @@ impl Supervisor {
                 networks: self.env.networks.clone(),
                 metrics: self.env.registry_metrics.clone(),
                 watch_timeout: self.env.watch_timeout,
+                server,
             },
             self.env.updates.clone(),
         );

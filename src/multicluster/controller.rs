@@ -20,6 +20,7 @@ use crate::{
     drain::Tasks,
     model::ClusterId,
     readiness::{BlockReady, Ready},
+    telemetry::{REPEAT_WINDOW, Repeats},
 };
 
 /// The label selecting remote-cluster Secrets (istiod's).
@@ -38,6 +39,8 @@ pub struct Controller {
     pub clusters: Clusters,
     /// The own cluster's status row.
     pub own_status: StatusSource,
+    /// The config cluster's API server URL, for messages.
+    pub server: std::sync::Arc<str>,
 }
 
 struct Running {
@@ -50,6 +53,9 @@ impl Controller {
     /// cluster found in it (up to the remote-cluster timeout).
     pub fn spawn(self, tasks: &Tasks, ready: &Ready, client: Client) {
         let initial = ready.register("remote cluster secrets");
+        // The config cluster's row shows from the start: while its API server is down no Secret list
+        // arrives, and its status (why it is down) is what the operator needs to see.
+        self.clusters.publish(vec![self.own_entry()]);
         let api = Api::<Secret>::namespaced(client, &self.env.system_namespace);
         let stop = tasks.cancelled();
         let tasks_inner = tasks.clone();
@@ -69,6 +75,7 @@ impl Controller {
             .boxed();
         let mut secrets = SecretData::new();
         let mut relist: Option<SecretData> = None;
+        let mut repeats = Repeats::new(REPEAT_WINDOW);
         let mut running: BTreeMap<ClusterId, Running> = BTreeMap::new();
         while let Some(ev) = events.next().await {
             match ev {
@@ -82,13 +89,26 @@ impl Controller {
                     }
                     continue;
                 }
-                Ok(watcher::Event::InitDone) => secrets = relist.take().unwrap_or_default(),
+                Ok(watcher::Event::InitDone) => {
+                    if let Some(n) = repeats.clear() {
+                        info!(repeats = n, "watching remote cluster secrets recovered");
+                    }
+                    secrets = relist.take().unwrap_or_default();
+                }
                 Ok(watcher::Event::Apply(s)) => insert(&mut secrets, &s),
                 Ok(watcher::Event::Delete(s)) => {
                     secrets.remove(&secret_name(&s));
                 }
                 Err(e) => {
-                    warn!(error = %crate::registry::errors::describe(&e), "watching remote cluster secrets failed; retrying");
+                    let reason = crate::registry::errors::describe(&e, &self.server);
+                    match repeats.observe(&reason, tokio::time::Instant::now()) {
+                        Some(0) => warn!(error = %reason, "watching remote cluster secrets failed; retrying"),
+                        Some(n) => {
+                            let window = humantime::format_duration(repeats.window());
+                            warn!(error = %reason, "watching remote cluster secrets failed; retrying (repeated {n} times in the last {window})");
+                        }
+                        None => {}
+                    }
                     continue;
                 }
             }
@@ -159,12 +179,7 @@ impl Controller {
         for r in &want.rejected {
             warn!(cluster = %r.cluster, secret = %r.secret, reason = %r.reason, "remote cluster secret entry not used");
         }
-        let mut entries = vec![Entry {
-            id: self.own.clone(),
-            secret: String::new(),
-            status: self.own_status.clone(),
-            client: None,
-        }];
+        let mut entries = vec![self.own_entry()];
         let mut rest: Vec<Entry> = running
             .iter()
             .map(|(id, r)| Entry {
@@ -183,6 +198,17 @@ impl Controller {
         rest.sort_by(|a, b| (&a.id, &a.secret).cmp(&(&b.id, &b.secret)));
         entries.extend(rest);
         self.clusters.publish(entries);
+    }
+}
+
+impl Controller {
+    fn own_entry(&self) -> Entry {
+        Entry {
+            id: self.own.clone(),
+            secret: String::new(),
+            status: self.own_status.clone(),
+            client: None,
+        }
     }
 }
 

@@ -223,9 +223,7 @@ pub fn secret(
     namespace: &str,
     creds: &ReaderCredentials,
 ) -> Result<Secret, RemoteSecretError> {
-    if !is_dns_label(cluster_id) {
-        return Err(RemoteSecretError::BadClusterName(cluster_id.into()));
-    }
+    check_cluster_name(cluster_id)?;
     Ok(Secret {
         metadata: ObjectMeta {
             name: Some(format!("istio-remote-secret-{cluster_id}")),
@@ -270,6 +268,15 @@ pub async fn apply(config_cluster: &Client, secret: &Secret) -> Result<(), Remot
                 .map_err(kube)
         }
         Err(e) => Err(kube(e)),
+    }
+}
+
+/// A cluster ID must be a DNS-1123 label (it is a Secret data key); checked before any cluster is contacted.
+pub fn check_cluster_name(cluster_id: &str) -> Result<(), RemoteSecretError> {
+    if is_dns_label(cluster_id) {
+        Ok(())
+    } else {
+        Err(RemoteSecretError::BadClusterName(cluster_id.into()))
     }
 }
 

@@ -36,6 +36,7 @@ use crate::{
     config::MeshNetworks,
     drain::Tasks,
     model::{LABEL_NETWORK, NetworkId, ServiceKey},
+    telemetry::{REPEAT_WINDOW, Repeats},
 };
 
 /// Events handled per batch: a burst rebuilds each touched service once.
@@ -56,6 +57,8 @@ pub struct Options {
     /// Server-side timeout of each watch, in seconds; kube-rs presumes a watch silent for 5 s longer
     /// dead (a blackholed connection) and re-establishes it.
     pub watch_timeout: u32,
+    /// The API server's URL, named when it cannot be reached.
+    pub server: Arc<str>,
 }
 
 /// A registry's progress, as its cluster's status shows it.
@@ -92,6 +95,12 @@ enum Kind {
 }
 
 const KINDS: usize = 5;
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.metric_label())
+    }
+}
 
 impl Kind {
     /// istiod's `type` label of `pilot_k8s_reg_events`.
@@ -138,6 +147,9 @@ struct Registry {
     network_changed: bool,
     metrics: Metrics,
     watch_timeout: u32,
+    server: Arc<str>,
+    /// Every kind's watch fails with the same words while the server is down: one line per window.
+    repeats: Repeats,
 }
 
 impl Registry {
@@ -148,6 +160,8 @@ impl Registry {
             id: opts.id,
             system_namespace: opts.system_namespace,
             watch_timeout: opts.watch_timeout,
+            server: opts.server,
+            repeats: Repeats::new(REPEAT_WINDOW),
             networks,
             state: State::new(opts.ctx, resolver),
             sink,
@@ -196,8 +210,17 @@ impl Registry {
     }
 
     fn on_error(&mut self, kind: Kind, e: &watcher::Error) {
-        let reason = errors::describe(e);
-        warn!(cluster = %self.id.cluster, ?kind, error = %reason, "watch failed; backing off and relisting");
+        let reason = errors::describe(e, &self.server);
+        match self.repeats.observe(&reason, tokio::time::Instant::now()) {
+            Some(0) => {
+                warn!(cluster = %self.id.cluster, %kind, error = %reason, "watch failed; backing off and relisting");
+            }
+            Some(n) => {
+                let window = humantime::format_duration(self.repeats.window());
+                warn!(cluster = %self.id.cluster, %kind, error = %reason, "watch failed; backing off and relisting (repeated {n} times in the last {window})");
+            }
+            None => {}
+        }
         self.progress.send_if_modified(|p| {
             let changed = p.last_error.as_deref() != Some(&reason);
             p.last_error = Some(reason);
@@ -244,6 +267,9 @@ impl Registry {
                 let seen = self.relisting[slot].take().unwrap_or_default();
                 handle(self, Op::Prune(&seen));
                 self.listed[slot] = true;
+                if let Some(n) = self.repeats.clear() {
+                    info!(cluster = %self.id.cluster, %kind, repeats = n, "watch recovered");
+                }
                 self.progress.send_if_modified(|p| p.last_error.take().is_some());
             }
             watcher::Event::Apply(obj) => handle(self, Op::Apply(obj)),
@@ -262,7 +288,8 @@ impl Registry {
             Op::Prune(_) => None,
         };
         if network != self.state.system_network {
-            info!(cluster = %self.id.cluster, ?network, "system namespace network changed");
+            let shown = network.as_deref().unwrap_or("(none)");
+            info!(cluster = %self.id.cluster, network = %shown, "system namespace network changed");
             self.state.system_network = network;
             self.network_changed = true;
             self.touched.extend(self.state.all_keys());

@@ -147,7 +147,7 @@ pub fn incoming(
                         }
                     }
                     Ok(Err(e)) => info!(%peer, error = %e, "TLS handshake failed"),
-                    Err(_) => info!(%peer, timeout = ?limits.handshake_timeout, "TLS handshake timed out"),
+                    Err(_) => info!(%peer, timeout = %humantime::format_duration(limits.handshake_timeout), "TLS handshake timed out"),
                 },
             }
         }

@@ -131,7 +131,7 @@ impl ServingCert {
                 }
                 let bundle = changes.borrow_and_update().clone();
                 match this.rotate(&bundle) {
-                    Ok(()) => info!(hosts = ?this.hosts, "serving certificate re-issued"),
+                    Ok(()) => info!(hosts = %this.hosts.join(","), "serving certificate re-issued"),
                     Err(e) => {
                         error!(error = %e, "serving certificate not re-issued; keeping the current one")
                     }

@@ -234,8 +234,10 @@ struct Stream<P: Protocol> {
     snapshot: Arc<dyn Snapshot>,
     status: StatusHandle,
     out: Outbox,
-    /// Responses sent for the snapshot being pushed, per type (for push_status).
+    /// Responses sent on the current push version and not yet recorded for push_status, per type.
     pushed: BTreeMap<XdsType, u64>,
+    /// The push version this stream was last counted in push_status's `proxiesPushed` for.
+    counted: u64,
 }
 
 /// Runs one stream to completion. Errors are sent to the client as its final status.
@@ -293,7 +295,7 @@ pub(crate) async fn run<P: Protocol>(
         },
         state.clone(),
     );
-    info!(node = %proxy.id, kind = ?proxy.kind, protocol, "xDS stream connected");
+    info!(node = %proxy.id, kind = %proxy.kind, protocol, "xDS stream connected");
     shared.push_log.begin(&*snapshot);
     shared.metrics.stream_opened();
     let mut stream = Stream::<P> {
@@ -305,6 +307,7 @@ pub(crate) async fn run<P: Protocol>(
         status,
         out,
         pushed: BTreeMap::new(),
+        counted: 0,
     };
     let mut next = Some(first);
     let end = loop {
@@ -334,7 +337,10 @@ pub(crate) async fn run<P: Protocol>(
         }
     };
     shared.metrics.stream_closed();
-    info!(node = %stream.proxy.id, reason = ?end, "xDS stream closed");
+    match &end {
+        Some(e) => info!(node = %stream.proxy.id, error = %e, "xDS stream closed"),
+        None => info!(node = %stream.proxy.id, "xDS stream closed by the client"),
+    }
     if let Some(e) = end {
         let _ = stream.out.send(Err(e.into())).await;
     }
@@ -351,12 +357,20 @@ impl<P: Protocol> Stream<P> {
         };
         let decision = self.state.0.lock().on_request(ty, &req);
         match decision {
-            Decision::Respond => self.respond(ty, Mode::Requested, None).await?,
+            Decision::Respond => {
+                self.respond(ty, Mode::Requested, None).await?;
+                self.record_pushed();
+            }
             Decision::Nack => {
                 self.shared.metrics.rejected(ty);
                 self.shared.push_log.nacked(ty);
                 let nack = self.state.watches().remove(&ty).and_then(|s| s.last_nack);
-                warn!(node = %self.proxy.id, %ty, ?nack, "config rejected by proxy");
+                match nack {
+                    Some(n) => {
+                        warn!(node = %self.proxy.id, %ty, version = %n.version, nonce = %n.nonce, code = n.code, error = %n.message, "config rejected by proxy")
+                    }
+                    None => warn!(node = %self.proxy.id, %ty, "config rejected by proxy"),
+                }
             }
             Decision::Ignore(reason) => {
                 if reason == Ignored::StaleNonce {
@@ -394,9 +408,7 @@ impl<P: Protocol> Stream<P> {
         if let Some(changed_at) = self.snapshot.changed_at() {
             self.shared.metrics.converged(changed_at.elapsed());
         }
-        self.shared
-            .push_log
-            .pushed(version, &std::mem::take(&mut self.pushed));
+        self.record_pushed();
         self.status.pushed(version);
         Ok(())
     }
@@ -467,10 +479,21 @@ impl<P: Protocol> Stream<P> {
         if !answered {
             return Ok(());
         }
-        if mode == Mode::Pushed {
-            *self.pushed.entry(ty).or_default() += 1;
-        }
+        *self.pushed.entry(ty).or_default() += 1;
         Ok(())
+    }
+
+    /// Records what was sent on the current push version in push_status. A proxy served on request
+    /// (it connected after the push, the usual case) counts as pushed as much as one pushed to.
+    fn record_pushed(&mut self) {
+        if self.pushed.is_empty() {
+            return;
+        }
+        let version = self.snapshot.mesh().version();
+        let new_proxy = std::mem::replace(&mut self.counted, version) != version;
+        self.shared
+            .push_log
+            .pushed(version, new_proxy, &std::mem::take(&mut self.pushed));
     }
 }
 

@@ -61,6 +61,16 @@ pub enum ProxyKind {
     Router,
 }
 
+impl std::fmt::Display for ProxyKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Grpc => "grpc",
+            Self::Sidecar => "sidecar",
+            Self::Router => "router",
+        })
+    }
+}
+
 /// Why a node is refused. Always names what was wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NodeError {

@@ -182,13 +182,13 @@ impl PushLog {
         };
     }
 
-    /// A stream finished `version`, having sent `responses` per type.
-    pub(crate) fn pushed(&self, version: u64, responses: &BTreeMap<XdsType, u64>) {
+    /// A stream sent `responses` per type on `version`; `new_proxy` the first time it does on it.
+    pub(crate) fn pushed(&self, version: u64, new_proxy: bool, responses: &BTreeMap<XdsType, u64>) {
         let mut s = self.0.lock();
         if s.version != version || responses.is_empty() {
             return;
         }
-        s.proxies_pushed += 1;
+        s.proxies_pushed += u64::from(new_proxy);
         for (ty, n) in responses {
             *s.pushes.entry(*ty).or_default() += n;
         }
@@ -197,5 +197,32 @@ impl PushLog {
     /// A proxy rejected a response of `ty`.
     pub(crate) fn nacked(&self, ty: XdsType) {
         *self.0.lock().errors.entry(ty).or_default() += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_proxy_counts_once_per_push_whether_served_on_request_or_pushed() {
+        let log = PushLog(Arc::new(Mutex::new(PushStatus {
+            version: 3,
+            start: "2026-11-22T04:16:13Z".into(),
+            ..PushStatus::default()
+        })));
+        let one = |ty| BTreeMap::from([(ty, 1)]);
+        // Connected after the push: its requests are answered one type at a time.
+        log.pushed(3, true, &one(XdsType::Cluster));
+        log.pushed(3, false, &one(XdsType::Endpoint));
+        log.pushed(3, true, &one(XdsType::Cluster));
+        log.pushed(2, true, &one(XdsType::Cluster));
+        log.pushed(3, true, &BTreeMap::new());
+        let s = log.current();
+        assert_eq!(s.proxies_pushed, 2);
+        assert_eq!(
+            s.pushes,
+            BTreeMap::from([(XdsType::Cluster, 2), (XdsType::Endpoint, 1)])
+        );
     }
 }

@@ -15,6 +15,11 @@ from the chart's rendered NOTES.txt. Each is handled by the real thing:
   KUBECONFIG, a scratch folder) for a few seconds: they must not fail with a usage error (clap's exit 2);
   what happens next (no kubeconfig, nothing listening) is the environment's, not the example's;
 * ``curl`` on the debug endpoints fetches the same path from the sandbox meshd and must get 200;
+* documented sample output is checked against live output: every JSON key a ``curl …/debug/…`` sample shows
+  must occur in the live answer, every table header a ``meshctl`` read command's sample shows must be a
+  live header, and every metric name the docs' metrics tables and samples mention must be served on
+  ``/metrics`` (the fixture makes each metric have a sample: a proxy, a NACK, a stale nonce, config
+  reloads);
 * ``helm install`` is rendered by the chart (real Helm SDK) with the command's ``--set`` values and
   namespace, so a value the schema rejects fails here;
 * the rest — ``kubectl``/``helm`` against a real cluster, ``cargo``, ``tests/run.sh`` — is excluded by the
@@ -172,7 +177,11 @@ def bare_env(tmp: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def mesh(tmp_path_factory):
-    m = Meshd(tmp_path_factory.mktemp("docs"))
+    state = tmp_path_factory.mktemp("docs")
+    mesh_config = state / "mesh.yaml"
+    mesh_config.write_text("trustDomain: cluster.local\n")
+    m = Meshd(state, args=["--mesh-config", str(mesh_config), "--config-poll", "200ms"])
+    m.mesh_config = mesh_config
     ads = Ads(f"127.0.0.1:{m.grpc}")
     ads.send(CDS, node=grpc_node(PROXY_ID, NAMESPACE="sample", CLUSTER_ID="cluster1", NETWORK="network1"))
     ads.recv()
@@ -334,3 +343,137 @@ def test_the_sandbox_walkthrough_runs_verbatim(tmp_path):
     assert re.search(rf"{re.escape(PROXY_ID)}\s+cluster1\s+network1", out), out
     assert re.search(r"198\.51\.100\.10:15443\s+gateway\s+cluster2\s+network2", out), out
     assert "through network2's gateway 198.51.100.10:15443" in out, out
+
+
+# --------------------------------------------------------------------------- documented output
+
+
+def console_samples() -> list[tuple[str, str, str]]:
+    """(where, command, documented output) of every ``$ command`` in a console block that shows output."""
+    found = []
+    for path in DOCS:
+        for lang, body, marker, line in fenced_blocks(path.read_text()):
+            if lang != "console" or marker:
+                continue
+            cmd, out = None, []
+            for raw in body.splitlines() + ["$ "]:
+                if raw.startswith("$ "):
+                    if cmd and any(o.strip() for o in out):
+                        found.append((f"{path.relative_to(REPO)}:{line}", cmd, "\n".join(out)))
+                    cmd, out = raw[2:].strip(), []
+                elif cmd is not None:
+                    if cmd.endswith("\\"):
+                        cmd = cmd.rstrip("\\").rstrip() + " " + raw.strip()
+                    else:
+                        out.append(raw)
+    return found
+
+
+def json_keys(value) -> set[str]:
+    if isinstance(value, dict):
+        return set(value) | {k for v in value.values() for k in json_keys(v)}
+    if isinstance(value, list):
+        return {k for v in value for k in json_keys(v)}
+    return set()
+
+
+def headers(text: str) -> list[tuple[str, ...]]:
+    """Table header lines: two or more upper-case column names separated by runs of spaces."""
+    out = []
+    for line in text.splitlines():
+        cols = tuple(re.split(r"\s{2,}", line.strip()))
+        if len(cols) >= 2 and all(re.fullmatch(r"[A-Z][A-Z ]*", c) for c in cols):
+            out.append(cols)
+    return out
+
+
+def test_documented_debug_json_keys_exist_live(mesh):
+    checked = 0
+    for where, cmd, sample in console_samples():
+        args = argv(cmd.split("|")[0])
+        if args[0] != "curl" or "/debug/" not in cmd:
+            continue
+        url = next(a for a in args[1:] if not a.startswith("-"))
+        path = "/" + url.split("://", 1)[-1].split("/", 1)[1]
+        live = json_keys(json.loads(mesh.get(path.replace("~", "%7E"))[1]))
+        documented = set(re.findall(r'"([A-Za-z_][A-Za-z0-9_]*)"\s*:', sample))
+        missing = documented - live
+        assert not missing, f"{where}: {cmd}: documented keys not in the live answer: {sorted(missing)}"
+        checked += 1
+    assert checked >= 6
+
+
+def test_documented_meshctl_table_headers_exist_live(mesh):
+    env = dict(os.environ, MESHCTL_MESHD=f"http://127.0.0.1:{mesh.monitoring}")
+    checked = 0
+    for where, cmd, sample in console_samples():
+        args = argv(cmd)
+        if args[0] != "meshctl" or len(args) < 2 or args[1] not in READS or not headers(sample):
+            continue
+        out = subprocess.run([str(BIN_DIR / "meshctl"), *args[1:]], env=env, capture_output=True, text=True,
+                             timeout=30)
+        live = set(headers(out.stdout))
+        missing = [h for h in headers(sample) if h not in live]
+        assert not missing, f"{where}: {cmd}: documented headers {missing} not in the live output:\n{out.stdout}"
+        checked += 1
+    assert checked >= 4
+
+
+def test_push_status_counts_the_connected_proxy(mesh):
+    """The documented proxy is connected and was answered: the latest push counts it."""
+    status = mesh.json("/debug/push_status")
+    assert status["proxiesPushed"] >= 1 and status["pushes"], status
+
+
+METRIC = re.compile(r"\b((?:pilot|xds|meshd|istiod|remote)_[a-z0-9_]*[a-z0-9])\b")
+
+
+def documented_metrics() -> dict[str, str]:
+    """Metric name → where, from the Metrics sections of the docs (tables and samples)."""
+    found = {}
+    for name in ("operations.md", "debugging.md"):
+        text = (REPO / "docs" / name).read_text()
+        section = text[text.index("## Metrics"):]
+        section = section[:section.find("\n## ", 1)] if "\n## " in section[1:] else section
+        # Command lines hold grep patterns (`pilot_k8s|istiod_`), not names.
+        section = "\n".join(line for line in section.splitlines() if not line.startswith("$ "))
+        for m in METRIC.finditer(section):
+            if not section[m.end():].startswith("*"):  # `meshd_*`: a family of names, not one
+                found.setdefault(m[1], f"docs/{name}")
+    return found
+
+
+def served_metrics(body: str) -> set[str]:
+    """The names a query can use: samples' names (a counter's `# TYPE` line names it without the `_total`
+    its samples carry), histograms by their base name."""
+    names = set()
+    for line in body.splitlines():
+        if line and not line.startswith("#"):
+            names.add(re.sub(r"_(bucket|sum|count|created)$", "", re.split(r"[{ ]", line)[0]))
+    return names
+
+
+def test_documented_metric_names_are_served(mesh):
+    # Give every documented family a sample: a NACK, a stale nonce, a config reload and a rejected one.
+    ads = Ads(f"127.0.0.1:{mesh.grpc}")
+    ads.send(CDS, node=grpc_node("sidecar~10.10.0.98~metrics-0.sample~sample.svc.cluster.local",
+                                 NAMESPACE="sample", CLUSTER_ID="cluster1", NETWORK="network1"))
+    ads.nack(ads.recv())
+    ads.send(CDS, response_nonce="not-a-nonce-meshd-sent")
+    mesh.mesh_config.write_text("trustDomain: cluster.local\ndefaultConfig: {}\n")
+    eventually("a config reload", lambda: "meshd_config_reloads_total{" in mesh.get("/metrics")[1])
+    mesh.mesh_config.write_text("trustDomain: [\n")
+    eventually("a rejected config reload", lambda: "meshd_config_reload_errors_total{" in mesh.get("/metrics")[1])
+    documented = documented_metrics()
+    assert {"pilot_xds_pushes", "pilot_k8s_reg_events", "meshd_build_info"} <= set(documented), documented
+
+    def missing():
+        served = served_metrics(mesh.get("/metrics")[1])
+        return {n: w for n, w in documented.items() if n not in served}
+
+    try:
+        eventually("every documented metric served", lambda: not missing(), timeout=10)
+    except AssertionError:
+        raise AssertionError(f"documented metric names /metrics does not serve: {missing()}") from None
+    finally:
+        ads.close()
