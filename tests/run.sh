@@ -58,7 +58,7 @@ step "cargo build"
 cargo build --workspace --bins --examples --features meshd/testing --quiet
 
 step "cargo test"
-cargo test --workspace --quiet 2>&1 | tee "$cache/cargo-test.log" | grep -E '^(test result|error|failures|---- )' || true
+cargo test --workspace --features meshd/testing --quiet 2>&1 | tee "$cache/cargo-test.log" | grep -E '^(test result|error|failures|---- )' || true
 if grep -qE '^test result: FAILED|^error' "$cache/cargo-test.log" || ! grep -q '^test result: ok' "$cache/cargo-test.log"; then
   echo "cargo test failed; full log: $cache/cargo-test.log" >&2
   tail -n 80 "$cache/cargo-test.log" >&2
