@@ -231,25 +231,24 @@ async fn authenticate(auth: &DebugAuth, headers: axum::http::HeaderMap) -> Resul
 /// slot frees, which the header timeout bounds for silent ones.
 const MAX_CONNECTIONS: usize = 1024;
 
-/// Binds `addr` and serves `router` until shutdown. Returns the bound address (useful with port 0).
+/// Serves `router` on `listener` until shutdown.
 ///
 /// A client that takes longer than `header_timeout` to send a request's headers, or idles that long
 /// between requests, is disconnected, so slow or silent clients cannot hold connections open.
-pub async fn serve(
+pub fn serve(
     tasks: &Tasks,
     name: &'static str,
-    addr: SocketAddr,
+    listener: tokio::net::TcpListener,
     router: Router,
     header_timeout: Duration,
-) -> std::io::Result<SocketAddr> {
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    let bound = listener.local_addr()?;
-    info!(server = name, addr = %bound, "listening");
+) {
+    if let Ok(addr) = listener.local_addr() {
+        info!(server = name, %addr, "listening");
+    }
     tasks.spawn(
         name,
         accept_loop(listener, router, header_timeout, tasks.cancelled()),
     );
-    Ok(bound)
 }
 
 /// Serves connections until `stop`, then closes idle ones, lets in-flight requests finish and returns.

@@ -8,7 +8,7 @@ use std::{
     time::Duration,
 };
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches, Parser, parser::ValueSource};
 
 use crate::{multicluster::kubeconfig::InsecureOption, telemetry::LogFormat};
 
@@ -177,7 +177,20 @@ pub struct Args {
     /// Log format.
     #[arg(long, env = "MESHD_LOG_FORMAT", default_value = "text", value_enum)]
     pub log_format: LogFormat,
+
+    /// Listen flags left at their default (set neither on the command line nor in the environment);
+    /// filled by [`Args::try_parse_tracking_defaults`].
+    #[arg(skip)]
+    pub defaulted_listen_flags: Vec<&'static str>,
 }
+
+/// The listen flags: argument ID and flag.
+pub const LISTEN_FLAGS: [(&str, &str); 4] = [
+    ("grpc_addr", "--grpc-addr"),
+    ("secure_grpc_addr", "--secure-grpc-addr"),
+    ("http_addr", "--http-addr"),
+    ("monitoring_addr", "--monitoring-addr"),
+];
 
 /// A listen address: `HOST:PORT`, or `:PORT` for "every interface" (Go style, as istiod's flags).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -255,6 +268,23 @@ pub enum KubeSource {
 }
 
 impl Args {
+    /// Parses `argv`, remembering which listen flags were left at their default: the sandbox may move
+    /// those off a taken port, never one the operator chose.
+    pub fn try_parse_tracking_defaults<I, T>(argv: I) -> Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let matches = Self::command().try_get_matches_from(argv)?;
+        let mut args = Self::from_arg_matches(&matches)?;
+        args.defaulted_listen_flags = LISTEN_FLAGS
+            .iter()
+            .filter(|(id, _)| matches.value_source(id) == Some(ValueSource::DefaultValue))
+            .map(|(_, flag)| *flag)
+            .collect();
+        Ok(args)
+    }
+
     /// Decides the primary cluster's API source: flags first, then the pod environment, else sandbox.
     pub fn kube_source(&self) -> KubeSource {
         if let Some(k) = &self.kubeconfig {
@@ -307,6 +337,16 @@ mod tests {
         for bad in ["15010", ":99999", "localhost:80", ""] {
             assert!(bad.parse::<ListenAddr>().is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn only_listen_flags_left_at_their_default_are_tracked() {
+        let a = Args::try_parse_tracking_defaults(["meshd", "--http-addr", ":8080"]).unwrap();
+        assert_eq!(
+            a.defaulted_listen_flags,
+            ["--grpc-addr", "--secure-grpc-addr", "--monitoring-addr"]
+        );
+        assert!(Args::try_parse_from(["meshd"]).unwrap().defaulted_listen_flags.is_empty());
     }
 
     #[test]

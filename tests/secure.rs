@@ -75,15 +75,9 @@ async fn start() -> Mesh {
         handshake_timeout: Duration::from_secs(2),
         ..Default::default()
     };
-    let addr = secure::serve(
-        &tasks,
-        "127.0.0.1:0".parse().unwrap(),
-        &tls,
-        secure::routes(&ca, &auth),
-        limits,
-    )
-    .await
-    .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    secure::serve(&tasks, listener, &tls, secure::routes(&ca, &auth), limits).unwrap();
     Mesh {
         addr,
         ca,

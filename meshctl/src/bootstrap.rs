@@ -44,7 +44,7 @@ pub struct Args {
     #[arg(long)]
     pub cert_dir: Option<PathBuf>,
     /// The sandbox state folder (meshd's `--state-dir`).
-    #[arg(long, default_value_os_t = sandbox::default_state_dir())]
+    #[arg(long, env = "MESHD_STATE_DIR", default_value_os_t = sandbox::default_state_dir())]
     pub state_dir: PathBuf,
     /// Write the bootstrap here instead of stdout.
     #[arg(long, value_name = "FILE")]
@@ -140,24 +140,13 @@ pub fn bootstrap_json(spec: &Spec) -> Value {
     })
 }
 
-/// The xDS address a sandbox in `state_dir` announced (`None` without one).
+/// The xDS address the sandbox meshd running on `state_dir` serves (`None` when none runs there).
 fn sandbox_xds_address(state_dir: &Path) -> Result<Option<String>, Error> {
-    let path = state_dir.join(sandbox::Addresses::FILE);
-    let text = match std::fs::read(&path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => {
-            return Err(Error::Addresses {
-                path,
-                reason: e.to_string(),
-            });
-        }
-    };
-    let addresses: sandbox::Addresses = serde_json::from_slice(&text).map_err(|e| Error::Addresses {
-        path,
+    let addresses = sandbox::Addresses::of_running(state_dir).map_err(|e| Error::Addresses {
+        path: state_dir.join(sandbox::Addresses::FILE),
         reason: e.to_string(),
     })?;
-    Ok(Some(addresses.xds))
+    Ok(addresses.map(|a| a.xds))
 }
 
 /// Resolves the defaults, then prints the bootstrap or writes it to `--out`.
@@ -252,14 +241,17 @@ mod tests {
     }
 
     #[test]
-    fn the_xds_address_comes_from_the_sandbox_state_folder() {
+    fn the_xds_address_comes_from_the_running_sandbox() {
         let dir = tempfile::tempdir().unwrap();
-        assert_eq!(sandbox_xds_address(dir.path()).unwrap(), None);
-        sandbox::Addresses {
+        let addresses = sandbox::Addresses {
             xds: "127.0.0.1:40001".into(),
-        }
-        .write(dir.path())
-        .unwrap();
+            secure_xds: "127.0.0.1:40002".into(),
+            http: "127.0.0.1:40003".into(),
+            monitoring: "127.0.0.1:40004".into(),
+        };
+        addresses.write(dir.path()).unwrap();
+        assert_eq!(sandbox_xds_address(dir.path()).unwrap(), None, "no meshd holds the folder");
+        let _running = sandbox::StateLock::acquire(dir.path()).unwrap();
         assert_eq!(
             sandbox_xds_address(dir.path()).unwrap().as_deref(),
             Some("127.0.0.1:40001")

@@ -34,13 +34,10 @@ use output::{Output, render};
 )]
 pub struct Cli {
     /// meshd's admin address (monitoring port; `kubectl port-forward` to it for a cluster install).
-    #[arg(
-        long,
-        global = true,
-        env = "MESHCTL_MESHD",
-        default_value = "http://127.0.0.1:15014"
-    )]
-    pub meshd: String,
+    /// Default: the sandbox meshd running on `$MESHD_STATE_DIR` (or the default state folder), else
+    /// `http://127.0.0.1:15014`.
+    #[arg(long, global = true, env = "MESHCTL_MESHD")]
+    pub meshd: Option<String>,
     /// Bearer token for meshd's debug endpoints when not calling over loopback.
     #[arg(long, global = true, env = "MESHCTL_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
@@ -215,7 +212,11 @@ pub enum Error {
 
 /// Runs one command; prints its result to stdout.
 pub async fn run(cli: Cli) -> Result<(), Error> {
-    let admin = || AdminClient::new(&cli.meshd, cli.token.clone());
+    let meshd_url = match cli.meshd {
+        Some(url) => url,
+        None => default_meshd(&meshd::sandbox::state::tools_state_dir()),
+    };
+    let admin = || AdminClient::new(&meshd_url, cli.token.clone());
     let out = cli.output;
     match cli.command {
         Command::Version => println!("meshctl {}", env!("CARGO_PKG_VERSION")),
@@ -300,6 +301,22 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
     }
     Ok(())
 }
+
+/// The monitoring address of the sandbox meshd running on `state_dir`, else istiod's default port on
+/// loopback. A sandbox that found 15014 taken serves elsewhere; this is how meshctl still finds it.
+fn default_meshd(state_dir: &std::path::Path) -> String {
+    match meshd::sandbox::Addresses::of_running(state_dir) {
+        Ok(Some(a)) => format!("http://{}", a.monitoring),
+        Ok(None) => DEFAULT_MESHD.to_owned(),
+        Err(e) => {
+            eprintln!("warning: {e}; using {DEFAULT_MESHD}");
+            DEFAULT_MESHD.to_owned()
+        }
+    }
+}
+
+/// meshd's monitoring address on this machine, at istiod's port.
+pub const DEFAULT_MESHD: &str = "http://127.0.0.1:15014";
 
 /// Every local input (the name, both kubeconfigs, the server) is checked before the remote is contacted,
 /// so a typo costs no reader account and no token.

@@ -3,14 +3,16 @@
 //! everything through one shutdown path.
 //!
 //! - [`clusters`]: assembles cluster discovery (aggregate, config cluster registry, secret controller).
+//! - [`listeners`]: binds every served address first, naming the flag when one is taken.
 //! - [`secure`]: composes the CA, TLS and authentication into the secure port (15012).
 //!
 //! Nothing below `app` imports it: components get their own configs, never [`Args`].
 
 pub mod clusters;
+pub mod listeners;
 pub mod secure;
 
-use std::{future::Future, pin::Pin, sync::Arc, time::Duration};
+use std::{future::Future, net::SocketAddr, pin::Pin, sync::Arc, time::Duration};
 
 use anyhow::Context;
 use axum::{Json, routing::get};
@@ -18,6 +20,7 @@ use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
+use self::listeners::{ListenSpecs, Listeners};
 use crate::{
     admin, aggregate,
     cli::{Args, KubeSource},
@@ -128,9 +131,22 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
     // Config files are validated before anything listens: a bad file at start is a clear, fatal error.
     let watches = watch_config(&args, &server.context().tasks, reload_metrics)?;
 
+    // The sandbox's state folder is claimed and every address bound before anything is written, so a
+    // second meshd on the same machine fails without touching the first one's state.
+    let sandboxed = matches!(args.kube_source(), KubeSource::Sandbox(_));
+    let _state_lock = match sandboxed {
+        true => {
+            let dir = args.state_dir.get_or_insert_with(sandbox::default_state_dir);
+            Some(sandbox::StateLock::acquire(dir)?)
+        }
+        false => None,
+    };
+    let listeners = Listeners::bind(&listen_specs(&args, sandboxed)).await?;
+    let bound = listeners.addresses();
+
     // With no real cluster, simulated ones take its place; the pipeline below cannot tell the difference.
     let sandbox = match args.kube_source() {
-        KubeSource::Sandbox(dir) => Some(start_sandbox(&mut args, dir, &server.context().tasks).await?),
+        KubeSource::Sandbox(dir) => Some(start_sandbox(&mut args, dir, &bound, &server.context().tasks).await?),
         _ => None,
     };
 
@@ -178,20 +194,21 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
         system_namespace: args.system_namespace.clone(),
     };
     let admin = admin::router(server.context().ready.clone(), registry, debug, debug_auth);
-    let host = args.unspecified_host();
     let header_timeout = args.http_header_timeout;
-    for (name, addr) in [("http", args.http_addr), ("monitoring", args.monitoring_addr)] {
+    let Listeners {
+        grpc: grpc_listener,
+        secure_grpc: secure_listener,
+        http,
+        monitoring,
+    } = listeners;
+    for (name, listener) in [("http", http), ("monitoring", monitoring)] {
         let router = admin.clone();
         server.add_start_func(name, move |ctx| async move {
-            let addr = addr.resolve(host);
-            admin::serve(&ctx.tasks, name, addr, router, header_timeout)
-                .await
-                .with_context(|| format!("binding {addr}"))?;
+            admin::serve(&ctx.tasks, name, listener, router, header_timeout);
             Ok(())
         });
     }
 
-    let grpc_addr = args.grpc_addr.resolve(host);
     let secure_ads = ads.clone();
     server.add_start_func("xds", move |ctx| async move {
         // Ready only once there is a snapshot to serve: before it, streams are refused (UNAVAILABLE).
@@ -201,12 +218,9 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
             first_snapshot.await;
             drop(guard);
         });
-        let listener = tokio::net::TcpListener::bind(grpc_addr)
-            .await
-            .with_context(|| format!("binding {grpc_addr}"))?;
-        info!(addr = %grpc_addr, "serving plaintext xDS");
+        info!(addr = %bound[0], "serving plaintext xDS");
         ctx.tasks.spawn("xds-plaintext", async move {
-            if let Err(e) = ads.serve_plaintext(listener).await {
+            if let Err(e) = ads.serve_plaintext(grpc_listener).await {
                 warn!(error = %e, "plaintext xDS server failed");
             }
         });
@@ -234,7 +248,7 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
     };
     let trust = watches.mesh.borrow().clone();
     server.add_start_func("secure grpc", move |ctx| async move {
-        secure::start(&ctx, &secure_config, ca, duties, &trust, mesh_auth, &secure_ads).await
+        secure::start(&ctx, &secure_config, secure_listener, ca, duties, &trust, mesh_auth, &secure_ads).await
     });
 
     let started = tokio::select! {
@@ -251,7 +265,7 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
             _ = ready.wait() => {
                 info!("meshd is ready");
                 if let Some(sb) = &sandbox {
-                    println!("{}", sb.summary(&serving_addresses(&args, host)));
+                    println!("{}", sb.summary(&serving_addresses(&bound)));
                 }
             }
             _ = crate::signal::shutdown() => { server.drain(args.drain_deadline).await; return Ok(()); }
@@ -336,7 +350,6 @@ fn secure_config(args: &Args, cluster_id: ClusterId) -> secure::Config {
             max_ttl: args.max_workload_cert_ttl,
         },
         config_poll: args.config_poll,
-        addr: args.secure_grpc_addr.resolve(args.unspecified_host()),
         sandbox: matches!(args.kube_source(), KubeSource::Sandbox(_)),
         state_dir: args.state_dir.clone(),
     }
@@ -356,11 +369,33 @@ fn clusters_options(args: &Args, cluster_id: &ClusterId, watches: &MeshWatches) 
     }
 }
 
+/// What to bind: the four listen flags, resolved; in the sandbox, those left at their default may move
+/// to a free port.
+fn listen_specs(args: &Args, sandboxed: bool) -> ListenSpecs {
+    let host = args.unspecified_host();
+    let addrs = [
+        args.grpc_addr,
+        args.secure_grpc_addr,
+        args.http_addr,
+        args.monitoring_addr,
+    ];
+    std::array::from_fn(|i| {
+        let flag = crate::cli::LISTEN_FLAGS[i].1;
+        listeners::Listen {
+            flag,
+            addr: addrs[i].resolve(host),
+            fallback: sandboxed && args.defaulted_listen_flags.contains(&flag),
+        }
+    })
+}
+
 /// Starts the sandbox for `dir` (or the built-in topology) and makes `args` describe it: the cluster
-/// ID is the sandbox primary's and the state folder is the sandbox's.
+/// ID is the sandbox primary's and the state folder is the sandbox's. `bound` (see [`Listeners`]) is
+/// written for tools.
 async fn start_sandbox(
     args: &mut Args,
     dir: Option<std::path::PathBuf>,
+    bound: &[SocketAddr; 4],
     tasks: &Tasks,
 ) -> anyhow::Result<Sandbox> {
     let topology = match &dir {
@@ -378,23 +413,27 @@ async fn start_sandbox(
     )
     .await
     .context("starting the sandbox")?;
-    let xds = args.grpc_addr.resolve(args.unspecified_host()).to_string();
-    sandbox::Addresses { xds }.write(&state_dir)?;
+    let [xds, secure_xds, http, monitoring] = bound.map(|a| a.to_string());
+    sandbox::Addresses {
+        xds,
+        secure_xds,
+        http,
+        monitoring,
+    }
+    .write(&state_dir)?;
     args.cluster_id = Some(sb.primary.clone());
     args.state_dir = Some(state_dir);
     Ok(sb)
 }
 
 /// What the sandbox summary lists as meshd's addresses.
-fn serving_addresses(args: &Args, host: std::net::IpAddr) -> Vec<(&'static str, String)> {
+fn serving_addresses(bound: &[SocketAddr; 4]) -> Vec<(&'static str, String)> {
+    let [grpc, secure_grpc, http, monitoring] = bound;
     vec![
-        ("xDS (plaintext)", args.grpc_addr.resolve(host).to_string()),
-        ("xDS (mTLS)", args.secure_grpc_addr.resolve(host).to_string()),
-        ("ready", format!("http://{}/ready", args.http_addr.resolve(host))),
-        (
-            "monitoring",
-            format!("http://{}", args.monitoring_addr.resolve(host)),
-        ),
+        ("xDS (plaintext)", grpc.to_string()),
+        ("xDS (mTLS)", secure_grpc.to_string()),
+        ("ready", format!("http://{http}/ready")),
+        ("monitoring", format!("http://{monitoring}")),
     ]
 }
 

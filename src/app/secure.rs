@@ -5,7 +5,7 @@
 //! the ADS service; [`serve`] binds and runs it. Does NOT: elect a leader (`app` starts the election and
 //! hands the CA its [`CaSource`]), sign or verify anything itself (`ca`, `tls`, `auth` do).
 
-use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
+use std::{path::PathBuf, sync::Arc, time::Duration};
 
 use tokio::{net::TcpListener, sync::watch};
 use tonic::service::Routes;
@@ -49,8 +49,6 @@ pub struct Config {
     pub workload_certs: WorkloadCertPolicy,
     /// How often plugged-in CA files are polled.
     pub config_poll: Duration,
-    /// Where to listen.
-    pub addr: SocketAddr,
     /// Running on simulated clusters: loopback names in the serving certificate, and client
     /// certificates written to `state_dir` for tools.
     pub sandbox: bool,
@@ -67,15 +65,6 @@ pub enum SecureError {
     /// The TLS config could not be built.
     #[error(transparent)]
     Tls(#[from] TlsError),
-    /// The address could not be bound.
-    #[error("binding {addr}: {source}")]
-    Bind {
-        /// The address.
-        addr: SocketAddr,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
-    },
 }
 
 /// Where the CA's key material comes from.
@@ -172,20 +161,17 @@ pub fn routes(ca: &MeshCa, auth: &Arc<dyn Authenticator>) -> Routes {
     Routes::new(CertificateService::new(ca.clone(), auth.clone()).into_server())
 }
 
-/// Binds `addr` and serves `routes` over TLS with `tls` until shutdown. Returns the bound address.
-pub async fn serve(
+/// Serves `routes` on `listener` over TLS with `tls` until shutdown.
+pub fn serve(
     tasks: &Tasks,
-    addr: SocketAddr,
+    listener: TcpListener,
     tls: &ServingCert,
     routes: Routes,
     limits: AcceptLimits,
-) -> Result<SocketAddr, SecureError> {
-    let listener = TcpListener::bind(addr)
-        .await
-        .map_err(|source| SecureError::Bind { addr, source })?;
-    let bound = listener
-        .local_addr()
-        .map_err(|source| SecureError::Bind { addr, source })?;
+) -> Result<(), SecureError> {
+    if let Ok(addr) = listener.local_addr() {
+        info!(%addr, "secure gRPC (mTLS) listening");
+    }
     let incoming = crate::tls::incoming(listener, tls.server_config()?, limits, tasks);
     let stop = tasks.cancelled();
     let server = tonic::transport::Server::builder()
@@ -198,8 +184,7 @@ pub async fn serve(
             warn!(error = %e, "secure gRPC server stopped");
         }
     });
-    info!(addr = %bound, "secure gRPC (mTLS) listening");
-    Ok(bound)
+    Ok(())
 }
 
 /// The mesh authenticator: certificates, then tokens reviewed by the primary cluster (or the remote the
@@ -236,6 +221,7 @@ pub struct LeaderDuties {
 pub async fn start(
     ctx: &StartContext,
     cfg: &Config,
+    listener: TcpListener,
     ca: CaSource,
     duties: LeaderDuties,
     mesh: &MeshConfig,
@@ -274,12 +260,11 @@ pub async fn start(
     tls.keep_fresh(&ctx.tasks, &ca);
     serve(
         &ctx.tasks,
-        cfg.addr,
+        listener,
         &tls,
         routes(&ca, &auth).add_service(ads.service(Some(auth.clone()))),
         AcceptLimits::default(),
-    )
-    .await?;
+    )?;
     Ok(())
 }
 

@@ -1,9 +1,11 @@
 //! The meshd control plane: parse flags, start logging, run the app, map the outcome to an exit code.
 
-use clap::Parser;
 
 fn main() -> std::process::ExitCode {
-    let args = meshd::cli::Args::parse();
+    let args = match meshd::cli::Args::try_parse_tracking_defaults(std::env::args_os()) {
+        Ok(args) => args,
+        Err(e) => e.exit(),
+    };
     if let Err(e) = meshd::telemetry::init(&args.log_level, args.log_format) {
         eprintln!("meshd: {e}");
         return std::process::ExitCode::from(2);

@@ -4,6 +4,7 @@
 //! It does not run the control plane: `app` points the real pipeline at the sandbox's primary.
 
 pub mod serve;
+pub mod state;
 pub mod topology;
 
 use std::path::{Path, PathBuf};
@@ -15,6 +16,7 @@ use tracing::info;
 use crate::multicluster::remote_secret::{self, READER_SERVICE_ACCOUNT, ReaderCredentials};
 use kube_sim::ApiServerConfig;
 use serve::ServedCluster;
+pub use state::{Addresses, StateLock};
 use topology::ClusterManifests;
 
 /// A running sandbox: one simulated API server per cluster folder.
@@ -30,28 +32,6 @@ pub struct Sandbox {
 /// The default state folder: stable, so `export KUBECONFIG=…` keeps working across restarts.
 pub fn default_state_dir() -> PathBuf {
     std::env::temp_dir().join("meshd-sandbox")
-}
-
-/// Where a sandbox meshd serves, written into its state folder so that clients set up later
-/// (`meshctl bootstrap`) find its ports without being told.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Addresses {
-    /// The plaintext xDS address (`--grpc-addr`), `host:port`.
-    pub xds: String,
-}
-
-impl Addresses {
-    /// The file in the state folder.
-    pub const FILE: &str = "addresses.json";
-
-    /// Writes `<state_dir>/addresses.json`.
-    pub fn write(&self, state_dir: &Path) -> anyhow::Result<()> {
-        let path = state_dir.join(Self::FILE);
-        let text = serde_json::to_vec_pretty(self)?;
-        std::fs::create_dir_all(state_dir)
-            .and_then(|()| std::fs::write(&path, text))
-            .with_context(|| format!("writing {}", path.display()))
-    }
 }
 
 /// Starts the topology's clusters, loads their manifests, and writes a remote secret for every

@@ -41,7 +41,7 @@ from pathlib import Path
 import pytest
 
 from meshd_proc import BIN_DIR, KUBECTL, REPO, Meshd, eventually
-from xdsharness import CDS, Ads, grpc_node
+from xdsharness import CDS, EDS, LDS, RDS, Ads, grpc_node
 
 DOCS = [REPO / "README.md", REPO / "helm" / "meshd" / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 TOOLS = ("meshctl", "meshd", "kubectl", "helm", "curl", "openssl", "cargo", "tests/run.sh")
@@ -182,9 +182,13 @@ def mesh(tmp_path_factory):
     mesh_config.write_text("trustDomain: cluster.local\n")
     m = Meshd(state, args=["--mesh-config", str(mesh_config), "--config-poll", "200ms"])
     m.mesh_config = mesh_config
+    # The documented proxy, holding helloworld on every type as the grpcio client of "Try a proxy" does.
     ads = Ads(f"127.0.0.1:{m.grpc}")
-    ads.send(CDS, node=grpc_node(PROXY_ID, NAMESPACE="sample", CLUSTER_ID="cluster1", NETWORK="network1"))
-    ads.recv()
+    node = grpc_node(PROXY_ID, NAMESPACE="sample", CLUSTER_ID="cluster1", NETWORK="network1")
+    cluster, listener = "outbound|5000||helloworld.sample.svc.cluster.local", "helloworld.sample.svc.cluster.local:5000"
+    for ty, names in [(CDS, [cluster]), (EDS, [cluster]), (LDS, [listener]), (RDS, [cluster])]:
+        ads.send(ty, node=node if ty == CDS else None, resource_names=names)
+        ads.ack(ads.recv(timeout=10), names)
     yield m
     ads.close()
     m.stop()
