@@ -346,7 +346,12 @@ mod tests {
             a.defaulted_listen_flags,
             ["--grpc-addr", "--secure-grpc-addr", "--monitoring-addr"]
         );
-        assert!(Args::try_parse_from(["meshd"]).unwrap().defaulted_listen_flags.is_empty());
+        assert!(
+            Args::try_parse_from(["meshd"])
+                .unwrap()
+                .defaulted_listen_flags
+                .is_empty()
+        );
     }
 
     #[test]

@@ -250,7 +250,11 @@ mod tests {
             monitoring: "127.0.0.1:40004".into(),
         };
         addresses.write(dir.path()).unwrap();
-        assert_eq!(sandbox_xds_address(dir.path()).unwrap(), None, "no meshd holds the folder");
+        assert_eq!(
+            sandbox_xds_address(dir.path()).unwrap(),
+            None,
+            "no meshd holds the folder"
+        );
         let _running = sandbox::StateLock::acquire(dir.path()).unwrap();
         assert_eq!(
             sandbox_xds_address(dir.path()).unwrap().as_deref(),

@@ -77,6 +77,15 @@ pub enum Command {
         proxy_id: String,
         /// `host[:port]`; the host may be `name.namespace`.
         service: String,
+        /// For a proxy that is not connected: its `NETWORK`, to explain what it would be sent.
+        #[arg(long)]
+        network: Option<String>,
+        /// For a proxy that is not connected: its `CLUSTER_ID`.
+        #[arg(long, requires = "network")]
+        cluster: Option<String>,
+        /// For a proxy that is not connected: its `GENERATOR` (`grpc` for proxyless gRPC).
+        #[arg(long, requires = "network")]
+        generator: Option<String>,
     },
     /// What meshd last sent a proxy, as istioctl's proxy-config tables; `-o json|yaml` print that
     /// section of `/debug/config_dump` (Envoy's admin `ConfigDump`) as is.
@@ -285,12 +294,27 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
                 Output::Yaml => print!("{}", serde_yaml::to_string(&section).unwrap_or_default()),
             }
         }
-        Command::Explain { proxy_id, service } => {
-            let path = format!(
+        Command::Explain {
+            proxy_id,
+            service,
+            network,
+            cluster,
+            generator,
+        } => {
+            let mut path = format!(
                 "/debug/explain?proxyID={}&service={}",
                 query_value(&proxy_id),
                 query_value(&service)
             );
+            for (key, value) in [
+                ("network", network),
+                ("cluster", cluster),
+                ("generator", generator),
+            ] {
+                if let Some(v) = value {
+                    path += &format!("&{key}={}", query_value(&v));
+                }
+            }
             let report: Value = admin()?.get(&path).await?;
             match out {
                 Output::Table => print!("{}", views::explain_text(&report)),

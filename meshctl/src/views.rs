@@ -356,13 +356,18 @@ pub fn explain_text(e: &Value) -> String {
         .map(|a| a.iter().map(s).collect())
         .unwrap_or_default();
     let mut out = format!(
-        "proxy {} on network {}{}\nservice {}\n",
+        "proxy {} on network {}{}{}\nservice {}\n",
         s(&e["proxy"]),
         s(&e["view"]["network"]),
         if view.is_empty() {
             String::new()
         } else {
             format!(" (REQUESTED_NETWORK_VIEW {})", view.join(","))
+        },
+        if e["connected"] == Value::Bool(false) {
+            " (not connected: what it would be sent)"
+        } else {
+            ""
         },
         s(&e["service"]),
     );

@@ -37,9 +37,9 @@ pub struct BindError {
 
 fn hint(flag: &str, e: &std::io::Error) -> String {
     match e.kind() {
-        std::io::ErrorKind::AddrInUse => format!(
-            "; another process holds it: pass {flag} with a free address (port 0 picks one)"
-        ),
+        std::io::ErrorKind::AddrInUse => {
+            format!("; another process holds it: pass {flag} with a free address (port 0 picks one)")
+        }
         std::io::ErrorKind::AddrNotAvailable => {
             format!("; no interface of this machine has that address: pass {flag} with one of its own")
         }
@@ -116,11 +116,7 @@ mod tests {
     use super::*;
 
     fn spec(flag: &'static str, addr: SocketAddr, fallback: bool) -> Listen {
-        Listen {
-            flag,
-            addr,
-            fallback,
-        }
+        Listen { flag, addr, fallback }
     }
 
     #[tokio::test]
@@ -166,10 +162,7 @@ mod tests {
         let bound = Listeners::bind(&specs).await.unwrap();
         let addrs = bound.addresses();
         assert!(addrs.iter().all(|a| a.port() != 0 && a.ip() == taken_addr.ip()));
-        assert_eq!(
-            addrs.iter().collect::<std::collections::BTreeSet<_>>().len(),
-            4
-        );
+        assert_eq!(addrs.iter().collect::<std::collections::BTreeSet<_>>().len(), 4);
         drop(taken);
     }
 

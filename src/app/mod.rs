@@ -18,6 +18,7 @@ use anyhow::Context;
 use axum::{Json, routing::get};
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use self::listeners::{ListenSpecs, Listeners};
@@ -144,9 +145,13 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
     let listeners = Listeners::bind(&listen_specs(&args, sandboxed)).await?;
     let bound = listeners.addresses();
 
+    // The simulated clusters stop after meshd has drained (when this guard drops on return), so its
+    // components' last calls (releasing the lease, closing watches) still reach them.
+    let simulators = CancellationToken::new();
+    let _stop_simulators = simulators.clone().drop_guard();
     // With no real cluster, simulated ones take its place; the pipeline below cannot tell the difference.
     let sandbox = match args.kube_source() {
-        KubeSource::Sandbox(dir) => Some(start_sandbox(&mut args, dir, &bound, &server.context().tasks).await?),
+        KubeSource::Sandbox(dir) => Some(start_sandbox(&mut args, dir, &bound, simulators.clone()).await?),
         _ => None,
     };
 
@@ -248,7 +253,17 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
     };
     let trust = watches.mesh.borrow().clone();
     server.add_start_func("secure grpc", move |ctx| async move {
-        secure::start(&ctx, &secure_config, secure_listener, ca, duties, &trust, mesh_auth, &secure_ads).await
+        secure::start(
+            &ctx,
+            &secure_config,
+            secure_listener,
+            ca,
+            duties,
+            &trust,
+            mesh_auth,
+            &secure_ads,
+        )
+        .await
     });
 
     let started = tokio::select! {
@@ -396,7 +411,7 @@ async fn start_sandbox(
     args: &mut Args,
     dir: Option<std::path::PathBuf>,
     bound: &[SocketAddr; 4],
-    tasks: &Tasks,
+    stop: CancellationToken,
 ) -> anyhow::Result<Sandbox> {
     let topology = match &dir {
         Some(d) => sandbox::topology::from_dir(d),
@@ -409,7 +424,7 @@ async fn start_sandbox(
         args.cluster_id.as_deref(),
         &state_dir,
         &args.system_namespace,
-        tasks.token(),
+        stop,
     )
     .await
     .context("starting the sandbox")?;

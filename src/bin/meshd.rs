@@ -1,6 +1,5 @@
 //! The meshd control plane: parse flags, start logging, run the app, map the outcome to an exit code.
 
-
 fn main() -> std::process::ExitCode {
     let args = match meshd::cli::Args::try_parse_tracking_defaults(std::env::args_os()) {
         Ok(args) => args,

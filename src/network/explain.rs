@@ -30,8 +30,9 @@ use crate::{
     },
 };
 
-/// `?proxyID=&service=`.
-#[derive(Debug, Deserialize)]
+/// `?proxyID=&service=`, and for a proxy that is not connected, the node metadata to explain it
+/// with (`network=`, optional `cluster=` and `generator=`), as it would be parsed from its first request.
+#[derive(Debug, Default, Deserialize)]
 pub struct ExplainQuery {
     /// The proxy's node ID.
     #[serde(rename = "proxyID", default)]
@@ -39,6 +40,46 @@ pub struct ExplainQuery {
     /// `<host>[:<port>]`; the host may be short (`name.namespace`).
     #[serde(default)]
     pub service: String,
+    /// `NETWORK` of a proxy that is not connected.
+    #[serde(default)]
+    pub network: Option<String>,
+    /// `CLUSTER_ID` of a proxy that is not connected.
+    #[serde(default)]
+    pub cluster: Option<String>,
+    /// `GENERATOR` of a proxy that is not connected (`grpc`; default: from the ID, as for a stream).
+    #[serde(default)]
+    pub generator: Option<String>,
+}
+
+impl ExplainQuery {
+    /// The proxy a stream would see for this node ID and metadata: the same parser, so the answer is
+    /// what that proxy would get once connected.
+    fn hypothetical_proxy(&self) -> Result<Option<Proxy>, String> {
+        let Some(network) = &self.network else {
+            return Ok(None);
+        };
+        use envoy_types::pb::{
+            envoy::config::core::v3::Node,
+            google::protobuf::{Struct, Value, value::Kind},
+        };
+        let fields = [
+            ("NETWORK", Some(network)),
+            ("CLUSTER_ID", self.cluster.as_ref()),
+            ("GENERATOR", self.generator.as_ref()),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| {
+            let kind = Some(Kind::StringValue(v?.clone()));
+            Some((k.to_owned(), Value { kind }))
+        })
+        .collect();
+        let node = Node {
+            id: self.proxy_id.clone(),
+            metadata: Some(Struct { fields }),
+            ..Node::default()
+        };
+        Proxy::from_node(Some(&node)).map(Some).map_err(|e| e.to_string())
+    }
 }
 
 /// The whole report.
@@ -47,6 +88,8 @@ pub struct ExplainQuery {
 pub struct Explanation {
     /// The proxy's node ID.
     pub proxy: String,
+    /// Whether it is connected; if not, it is explained from the node metadata in the query.
+    pub connected: bool,
     /// Its network and requested view.
     pub view: ViewReport,
     /// The service's host name.
@@ -163,6 +206,7 @@ pub fn explain(mesh: &dyn Mesh, proxy: &Proxy, service: &Service, port: Option<u
         .collect();
     Explanation {
         proxy: proxy.id.to_string(),
+        connected: true,
         view: ViewReport {
             network: view.network,
             requested_network_view: view.requested,
@@ -221,16 +265,29 @@ pub(super) fn handle(mesh: &dyn Mesh, connections: &Connections, q: &ExplainQuer
         return (StatusCode::BAD_REQUEST, "proxyID and service are required\n").into_response();
     }
     let conns = connections.list();
-    let Some(proxy) = conns
+    let connected = conns
         .iter()
         .filter_map(|c| c.proxy.as_ref())
-        .find(|p| *p.id == *q.proxy_id)
-    else {
-        let msg = format!("proxy {:?} is not connected (see /debug/adsz)\n", q.proxy_id);
-        return (StatusCode::NOT_FOUND, msg).into_response();
+        .find(|p| *p.id == *q.proxy_id);
+    let proxy = match (connected, q.hypothetical_proxy()) {
+        (Some(p), _) => p.clone(),
+        (None, Ok(Some(p))) => p,
+        (None, Ok(None)) => {
+            let msg = format!(
+                "proxy {:?} is not connected (see /debug/adsz); to explain a proxy that is not connected, \
+                 give its network (meshctl explain --network NETWORK [--cluster CLUSTER])\n",
+                q.proxy_id
+            );
+            return (StatusCode::NOT_FOUND, msg).into_response();
+        }
+        (None, Err(e)) => return (StatusCode::BAD_REQUEST, e + "\n").into_response(),
     };
     match find_service(mesh, &q.service) {
-        Ok((service, port)) => Json(explain(mesh, proxy, service, port)).into_response(),
+        Ok((service, port)) => {
+            let mut report = explain(mesh, &proxy, service, port);
+            report.connected = connected.is_some();
+            Json(report).into_response()
+        }
         Err(msg) => (StatusCode::NOT_FOUND, msg + "\n").into_response(),
     }
 }

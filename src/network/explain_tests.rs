@@ -503,3 +503,37 @@ fn explain_sends_exactly_what_eds_encodes_for_every_proxy_kind() {
         }
     }
 }
+
+#[test]
+fn a_proxy_that_is_not_connected_is_parsed_from_the_query_metadata() {
+    let query = |network: Option<&str>, generator: Option<&str>| ExplainQuery {
+        proxy_id: "sidecar~10.0.0.1~try-0.sample~sample.svc.cluster.local".into(),
+        service: "helloworld.sample".into(),
+        network: network.map(Into::into),
+        cluster: Some("cluster1".into()),
+        generator: generator.map(Into::into),
+    };
+    assert!(query(None, None).hypothetical_proxy().unwrap().is_none());
+    let p = query(Some("network2"), Some("grpc"))
+        .hypothetical_proxy()
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (
+            p.network.as_deref(),
+            p.cluster_id.as_deref(),
+            p.kind,
+            p.namespace.as_deref()
+        ),
+        (
+            Some("network2"),
+            Some("cluster1"),
+            crate::xds::ProxyKind::Grpc,
+            Some("sample")
+        )
+    );
+    let err = query(Some("network2"), Some("envoy"))
+        .hypothetical_proxy()
+        .unwrap_err();
+    assert!(err.contains("GENERATOR"), "{err}");
+}

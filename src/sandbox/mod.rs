@@ -27,6 +27,8 @@ pub struct Sandbox {
     pub primary: String,
     /// Where kubeconfigs and certificates are written.
     pub state_dir: PathBuf,
+    /// meshd's namespace (remote secrets, the primary's network label).
+    pub system_namespace: String,
 }
 
 /// The default state folder: stable, so `export KUBECONFIG=…` keeps working across restarts.
@@ -64,6 +66,7 @@ pub async fn start(
         clusters,
         primary,
         state_dir: state_dir.to_owned(),
+        system_namespace: system_namespace.to_owned(),
     };
     let config_cluster = sandbox.client(&sandbox.primary).await?;
     for remote in sandbox.clusters.iter().filter(|c| c.name != sandbox.primary) {
@@ -104,6 +107,34 @@ impl Sandbox {
         Ok(kube::Client::try_from(config)?)
     }
 
+    /// Something to try `meshctl explain` on before any proxy connects: the first Service of the
+    /// primary's application namespaces, for a sidecar in that namespace on the primary's network.
+    fn explain_example(&self) -> Option<(String, String, String)> {
+        let primary = self.clusters.iter().find(|c| c.name == self.primary)?;
+        let store = primary.server.store();
+        let network = store
+            .get("v1", "Namespace", None, &self.system_namespace)?
+            .pointer("/metadata/labels/topology.istio.io~1network")?
+            .as_str()?
+            .to_owned();
+        let service = store
+            .list("v1", "Service", None)
+            .into_iter()
+            .filter_map(|svc| {
+                let ns = svc.pointer("/metadata/namespace")?.as_str()?.to_owned();
+                let name = svc.pointer("/metadata/name")?.as_str()?.to_owned();
+                let system = ns == self.system_namespace || ns.starts_with("kube-") || ns == "default";
+                (!system).then_some((ns, name))
+            })
+            .min()?;
+        let (ns, name) = service;
+        Some((
+            format!("sidecar~10.0.0.1~try-0.{ns}~{ns}.svc.cluster.local"),
+            format!("{name}.{ns}"),
+            network,
+        ))
+    }
+
     /// The friendly start-up summary: clusters, kubeconfigs, where meshd serves, what to try next.
     pub fn summary(&self, serving: &[(&str, String)]) -> String {
         let mut out = String::from("\nmeshd sandbox is ready\n\n  clusters:\n");
@@ -133,9 +164,20 @@ impl Sandbox {
             "\n  try:\n    kubectl --kubeconfig {} get pods -n sample -o wide\n",
             remote.kubeconfig.display()
         );
+        // meshctl finds this meshd through the state folder: the default one, or the variable.
+        let meshctl = if self.state_dir == default_state_dir() {
+            "meshctl".to_owned()
+        } else {
+            format!("MESHD_STATE_DIR={} meshctl", self.state_dir.display())
+        };
+        out += &format!("    {meshctl} remote-clusters\n    {meshctl} proxy-status\n");
+        if let Some((proxy, service, network)) = self.explain_example() {
+            out += &format!("    {meshctl} explain {proxy} {service} --network {network}\n");
+        }
         if let Some((_, admin)) = serving.iter().find(|(w, _)| w.starts_with("monitoring")) {
             out += &format!("    curl -s {admin}/debug/clusterz\n");
         }
+        out += "  (meshctl: `cargo build`, then target/debug/meshctl)\n";
         out
     }
 }

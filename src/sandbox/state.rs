@@ -180,10 +180,7 @@ mod tests {
         assert_eq!(Addresses::of_running(dir.path()).unwrap(), None, "stale file");
         let lock = StateLock::acquire(dir.path()).unwrap();
         assert!(is_running(dir.path()));
-        assert_eq!(
-            Addresses::of_running(dir.path()).unwrap(),
-            Some(addresses(1))
-        );
+        assert_eq!(Addresses::of_running(dir.path()).unwrap(), Some(addresses(1)));
         std::fs::write(dir.path().join(Addresses::FILE), "{").unwrap();
         let err = Addresses::of_running(dir.path()).unwrap_err().to_string();
         assert!(err.contains(Addresses::FILE), "{err}");

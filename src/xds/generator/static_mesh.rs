@@ -5,6 +5,7 @@
 use std::{collections::BTreeMap, net::IpAddr, sync::Arc, time::Instant};
 
 use super::Mesh;
+use crate::xds::push::{PushScope, Snapshot};
 use crate::{
     model::{
         ClusterId, Endpoint, EndpointPort, Health, Hostname, Locality, NetworkGateway, Protocol, Resolution,
@@ -12,7 +13,6 @@ use crate::{
     },
     xds::{Proxy, ProxyKind},
 };
-use crate::xds::push::{PushScope, Snapshot};
 
 /// A fixed mesh.
 #[derive(Debug, Clone, Default)]
