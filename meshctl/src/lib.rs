@@ -6,6 +6,7 @@
 //! - [`output`]: tables, JSON, YAML.
 //! - [`cluster`]: `add-cluster` / `remove-cluster` (Kubernetes, not meshd).
 //! - [`bootstrap`]: a proxyless gRPC client's xDS bootstrap (files only).
+//! - [`bench`]: `meshctl bench`, the end-to-end load tool (simulated clusters, ADS clients, churn).
 //!
 //! Results go to stdout; progress and warnings to stderr.
 

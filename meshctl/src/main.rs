@@ -1,4 +1,4 @@
-//! meshctl: the meshd operator CLI. Parsing and the commands live in `meshd::meshctl`.
+//! meshctl: the meshd operator CLI. Parsing and the commands live in the `meshctl` library (`lib.rs`).
 
 use clap::Parser;
 use meshctl::{Cli, run};
