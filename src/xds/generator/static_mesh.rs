@@ -2,9 +2,12 @@
 //! benchmarks and the ADS test harness (`xds::harness`, the `xds-fixture` example) to serve a known
 //! mesh without any cluster.
 
-use std::{collections::BTreeMap, net::IpAddr, sync::Arc, time::Instant};
+use std::{collections::BTreeMap, net::IpAddr, sync::Arc};
+
+use tokio::time::Instant;
 
 use super::Mesh;
+use crate::xds::push::{PushScope, Snapshot};
 use crate::{
     model::{
         ClusterId, Endpoint, EndpointPort, Health, Hostname, Locality, NetworkGateway, Protocol, Resolution,
@@ -12,7 +15,6 @@ use crate::{
     },
     xds::{Proxy, ProxyKind},
 };
-use crate::xds::push::{PushScope, Snapshot};
 
 /// A fixed mesh.
 #[derive(Debug, Clone, Default)]
