@@ -73,3 +73,25 @@ impl Metrics {
             .inc();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invalid_addresses_are_counted_by_cluster_and_type() {
+        let mut registry = Registry::default();
+        let m = Metrics::new(&mut registry);
+        for kind in ["Services", "Services", "EndpointSlice"] {
+            m.invalid_address(&"c2".into(), kind);
+        }
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
+        for line in [
+            r#"meshd_registry_invalid_addresses_total{cluster="c2",type="Services"} 2"#,
+            r#"meshd_registry_invalid_addresses_total{cluster="c2",type="EndpointSlice"} 1"#,
+        ] {
+            assert!(out.contains(line), "{out}");
+        }
+    }
+}
