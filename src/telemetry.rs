@@ -165,7 +165,9 @@ pub const REPEAT_WINDOW: std::time::Duration = std::time::Duration::from_secs(60
 
 #[cfg(test)]
 mod tests {
-    use std::sync::{Arc, Mutex};
+    use std::sync::Arc;
+
+    use parking_lot::Mutex;
 
     use super::*;
 
@@ -194,10 +196,7 @@ mod tests {
 
     impl std::io::Write for Buf {
         fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0
-                .lock()
-                .map_err(|_| std::io::ErrorKind::Other)?
-                .extend_from_slice(b);
+            self.0.lock().extend_from_slice(b);
             Ok(b.len())
         }
         fn flush(&mut self) -> std::io::Result<()> {
@@ -211,7 +210,7 @@ mod tests {
         let subscriber = layer(format, ansi, move || writer.clone())
             .with_subscriber(tracing_subscriber::registry().with(EnvFilter::new("debug")));
         tracing::subscriber::with_default(subscriber, emit);
-        let bytes = buf.0.lock().map(|b| b.clone()).unwrap_or_default();
+        let bytes = buf.0.lock().clone();
         String::from_utf8_lossy(&bytes).into_owned()
     }
 

@@ -524,7 +524,7 @@ async fn load_many_clusters_converge() {
         sims.push(s);
     }
     let before = rss_mib();
-    let t0 = std::time::Instant::now();
+    let t0 = tokio::time::Instant::now();
     let meshd = start(&sims[0], Duration::from_secs(120));
     for s in &sims[1..] {
         let name = s.server.cluster_name().to_owned();

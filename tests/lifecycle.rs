@@ -2,7 +2,9 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use common::{Meshd, eventually, http_get};
 

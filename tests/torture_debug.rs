@@ -1,4 +1,4 @@
-//! Torture list C (#21–#23): debug access is istiod's "authenticated or localhost". The real admin
+//! Torture list C (rows 21–23 of docs/torture.md): debug access is istiod's "authenticated or localhost". The real admin
 //! router is driven with the peer address a TCP accept would record (`ConnectInfo`), since every test
 //! socket is loopback: a non-loopback peer without a token the authenticator accepts gets 401 on every
 //! `/debug/*` path — mutating query strings, forged `X-Forwarded-For` / `X-Forwarded-Client-Cert` /
@@ -121,7 +121,7 @@ const SERVED: &[&str] = &[
     "/debug/registryz",
 ];
 
-/// #21: a non-loopback caller is refused (401/403) on every debug path, mutating ones included; nothing leaks.
+/// Row 21: a non-loopback caller is refused (401/403) on every debug path, mutating ones included; nothing leaks.
 #[tokio::test]
 async fn non_loopback_callers_are_refused_everywhere() {
     for peer in ["10.0.0.7:40000", "[2001:db8::1]:40000", "192.168.1.1:1"] {
@@ -140,7 +140,7 @@ async fn non_loopback_callers_are_refused_everywhere() {
     }
 }
 
-/// #22: a bearer token no authenticator vouches for grants nothing to a non-loopback peer, for
+/// Row 22: a bearer token no authenticator vouches for grants nothing to a non-loopback peer, for
 /// config_dump and for syncz/registryz alike.
 #[tokio::test]
 async fn tokens_do_not_open_debug_to_remote_callers() {
@@ -156,7 +156,7 @@ async fn tokens_do_not_open_debug_to_remote_callers() {
     }
 }
 
-/// #23: forwarding headers and Host are ignored; only the socket peer counts.
+/// Row 23: forwarding headers and Host are ignored; only the socket peer counts.
 #[tokio::test]
 async fn forwarding_headers_grant_nothing() {
     let forged = [
@@ -181,7 +181,7 @@ async fn forwarding_headers_grant_nothing() {
     assert_eq!(call("10.0.0.7:1", "/metrics", &[]).await.0, StatusCode::OK);
 }
 
-/// #22: a token the authenticator accepts opens debug by namespace, as istiod: the system namespace
+/// Row 22: a token the authenticator accepts opens debug by namespace, as istiod: the system namespace
 /// sees everything, another namespace only `/debug/config_dump` (whose handler then limits it to that
 /// namespace's proxies); an unknown token is 401, the reason in words, nothing leaks.
 #[tokio::test]

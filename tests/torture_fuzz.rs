@@ -21,7 +21,7 @@ use std::{
     collections::HashSet,
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use envoy_types::pb::{
@@ -151,12 +151,13 @@ fn replay(name: &str, target: fn(&[u8])) -> Vec<Vec<u8>> {
 }
 
 /// Replays the corpus, then mutates it until the budget is spent; panics naming the crashing input.
+#[allow(clippy::disallowed_types)] // a CPU-time budget for synchronous code: std's clock
 fn fuzz(name: &str, target: fn(&[u8])) {
     let pool = replay(name, target);
     let mut rng = StdRng::seed_from_u64(seed());
-    let deadline = Instant::now() + budget();
+    let deadline = std::time::Instant::now() + budget();
     let mut runs = 0u64;
-    while Instant::now() < deadline {
+    while std::time::Instant::now() < deadline {
         let base = pool.choose(&mut rng).expect("pool");
         let input = mutate(&mut rng, base, &pool);
         run_one(name, target, &input, &format!("seed {} iteration {runs}", seed()));
@@ -166,8 +167,9 @@ fn fuzz(name: &str, target: fn(&[u8])) {
     eprintln!("{name}: {runs} mutated inputs, no crash");
 }
 
+#[allow(clippy::disallowed_types)] // how long one input ran, synchronously: std's clock
 fn run_one(name: &str, target: fn(&[u8]), input: &[u8], what: &str) {
-    let started = Instant::now();
+    let started = std::time::Instant::now();
     if std::panic::catch_unwind(|| target(input)).is_err() {
         let hex: String = input.iter().map(|b| format!("{b:02x}")).collect();
         panic!("fuzz target {name} crashed on {what}; input (hex): {hex}");
@@ -309,9 +311,9 @@ async fn fuzz_discovery_request_sequences() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut fixture = xds_fixture(dir.path());
     let mut rng = StdRng::seed_from_u64(seed());
-    let deadline = Instant::now() + budget() * 3;
+    let deadline = tokio::time::Instant::now() + budget() * 3;
     let mut streams = 0;
-    while Instant::now() < deadline {
+    while tokio::time::Instant::now() < deadline {
         let mut client = AggregatedDiscoveryServiceClient::connect(fixture.1.clone())
             .await
             .expect("connect");

@@ -8,10 +8,10 @@
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::Path;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use http::Method;
+use parking_lot::Mutex;
 use serde::Serialize;
 
 use super::auth::Identity;
@@ -55,10 +55,7 @@ impl RequestLog {
     pub(crate) fn record(&self, entry: &Entry<'_>) {
         let mut line = serde_json::to_vec(entry).unwrap_or_default();
         line.push(b'\n');
-        let written = match self.file.lock() {
-            Ok(mut f) => f.write_all(&line),
-            Err(_) => Err(std::io::Error::other("request log lock poisoned")),
-        };
+        let written = self.file.lock().write_all(&line);
         if let Err(e) = written
             && !self.failed.swap(true, Ordering::Relaxed)
         {

@@ -1,7 +1,9 @@
 //! Scale: 100,000 ConfigMaps load, list (paginated and whole) and watch from resourceVersion 0.
 //! Prints the timings and the process RSS (run with `--nocapture` to see them).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use futures::{AsyncBufReadExt, StreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;

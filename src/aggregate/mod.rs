@@ -233,7 +233,7 @@ impl Writer {
             gateways,
             gateway_hostnames,
             changes,
-            changed_at: first.map(tokio::time::Instant::into_std),
+            changed_at: first,
         });
     }
 

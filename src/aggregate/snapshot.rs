@@ -6,12 +6,11 @@
 use std::{
     collections::{BTreeMap, BTreeSet},
     sync::Arc,
-    time::Instant,
 };
 
 use arc_swap::ArcSwap;
 use serde::Serialize;
-use tokio::sync::watch;
+use tokio::{sync::watch, time::Instant};
 
 use crate::model::{ClusterId, Endpoint, NetworkGateway, Service, ServiceKey};
 

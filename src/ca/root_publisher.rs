@@ -7,11 +7,7 @@
 //! (a namespace created, the ConfigMap edited or deleted, the CA's roots rotated), writes what
 //! [`writes`] says differs from [`desired`]. Both are pure.
 
-use std::{
-    collections::BTreeMap,
-    sync::Arc,
-    time::{Duration, Instant},
-};
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use futures::{StreamExt, stream::BoxStream};
 use k8s_openapi::{
@@ -23,7 +19,7 @@ use kube::{
     api::{PartialObjectMeta, PostParams},
     runtime::{WatchStreamExt, watcher},
 };
-use tokio::sync::watch;
+use tokio::{sync::watch, time::Instant};
 use tracing::{debug, info, warn};
 
 use super::CaBundle;
@@ -252,7 +248,6 @@ async fn run(client: Client, mut roots: watch::Receiver<Arc<CaBundle>>, term: Ta
     // A fixed CA (the self-signed Secret) drops its sender at once: then there are no rotations to follow.
     let mut rotations = true;
     loop {
-        let wake = retry.map(|(at, _)| tokio::time::Instant::from_std(at));
         tokio::select! {
             () = term.cancelled() => return,
             event = events.next() => match event {
@@ -261,7 +256,7 @@ async fn run(client: Client, mut roots: watch::Receiver<Arc<CaBundle>>, term: Ta
                 None => return,
             },
             changed = roots.changed(), if rotations => rotations = changed.is_ok(),
-            () = sleep_until(wake) => {}
+            () = sleep_until(retry.map(|(at, _)| at)) => {}
         }
         if !(view.namespaces_synced && view.configmaps_synced) {
             continue;
@@ -291,7 +286,7 @@ async fn run(client: Client, mut roots: watch::Receiver<Arc<CaBundle>>, term: Ta
     }
 }
 
-async fn sleep_until(at: Option<tokio::time::Instant>) {
+async fn sleep_until(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,

@@ -218,7 +218,7 @@ fn in_zone(mut ep: Endpoint, zone: &str) -> Endpoint {
 
 #[test]
 fn grpc_sees_the_gateway_once_with_merged_weight() {
-    // Issue #16: cluster2's pods in two zones make one gateway stand in twice; Envoy keeps a row per
+    // cluster2's pods in two zones make one gateway stand in twice; Envoy keeps a row per
     // locality, gRPC (which NACKs a repeated address) gets it once with the summed weight.
     let svc = service("hello", "sample", &[("http", 5000, Protocol::Http)]);
     let eps = vec![

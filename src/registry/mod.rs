@@ -8,6 +8,7 @@
 
 pub mod endpoints;
 pub mod errors;
+pub mod invalid;
 mod metrics;
 pub mod network;
 pub mod service;
@@ -30,7 +31,12 @@ use kube::{
 use tokio::sync::watch;
 use tracing::{info, warn};
 
-use self::{endpoints::ObjectName, network::NetworkResolver, state::State};
+use self::{
+    endpoints::ObjectName,
+    invalid::{InvalidAddress, Reported},
+    network::NetworkResolver,
+    state::State,
+};
 use crate::{
     aggregate::{RegistryId, Update, UpdateSender},
     config::MeshNetworks,
@@ -52,7 +58,7 @@ pub struct Options {
     pub system_namespace: String,
     /// meshNetworks; a reload re-evaluates every endpoint's network.
     pub networks: watch::Receiver<Arc<MeshNetworks>>,
-    /// `pilot_k8s_reg_events`.
+    /// `pilot_k8s_reg_events`, `meshd_registry_invalid_addresses_total`.
     pub metrics: Metrics,
     /// Server-side timeout of each watch, in seconds; kube-rs presumes a watch silent for 5 s longer
     /// dead (a blackholed connection) and re-establishes it.
@@ -150,6 +156,9 @@ struct Registry {
     server: Arc<str>,
     /// Every kind's watch fails with the same words while the server is down: one line per window.
     repeats: Repeats,
+    /// Objects with invalid addresses, per kind, as last reported: each is reported once, not per resync.
+    invalid_services: Reported,
+    invalid_slices: Reported,
 }
 
 impl Registry {
@@ -173,6 +182,8 @@ impl Registry {
             touched: HashSet::new(),
             network_changed: false,
             metrics: opts.metrics,
+            invalid_services: Reported::default(),
+            invalid_slices: Reported::default(),
         }
     }
 
@@ -302,12 +313,17 @@ impl Registry {
                 let key = self
                     .state
                     .key(&svc.namespace().unwrap_or_default(), &svc.name_any());
-                let converted = service::convert(&svc, &self.state.ctx);
+                let converted = service::convert(&svc, &self.state.ctx).map(|(converted, invalid)| {
+                    let reported = self.invalid_services.update(object_name(&svc), invalid);
+                    report_invalid(&self.metrics, &self.id, Kind::Service, &svc, reported);
+                    converted
+                });
                 if self.state.set_service(key.clone(), converted) {
                     self.changed_services.insert(key);
                 }
             }
             Op::Delete(svc) => {
+                self.invalid_services.forget(&object_name(&svc));
                 let key = self
                     .state
                     .key(&svc.namespace().unwrap_or_default(), &svc.name_any());
@@ -316,6 +332,7 @@ impl Registry {
                 }
             }
             Op::Prune(seen) => {
+                self.invalid_services.retain_listed(seen);
                 for key in self.state.service_keys() {
                     let name = self
                         .state
@@ -334,9 +351,20 @@ impl Registry {
 
     fn slice(&mut self, op: Op<'_, EndpointSlice>) {
         let touched = match op {
-            Op::Apply(s) => self.state.set_slice(object_name(&s), endpoints::slice(&s)),
-            Op::Delete(s) => self.state.set_slice(object_name(&s), None),
+            Op::Apply(s) => {
+                let compact = endpoints::slice(&s).map(|(compact, invalid)| {
+                    let reported = self.invalid_slices.update(object_name(&s), invalid);
+                    report_invalid(&self.metrics, &self.id, Kind::Slice, &s, reported);
+                    compact
+                });
+                self.state.set_slice(object_name(&s), compact)
+            }
+            Op::Delete(s) => {
+                self.invalid_slices.forget(&object_name(&s));
+                self.state.set_slice(object_name(&s), None)
+            }
             Op::Prune(seen) => {
+                self.invalid_slices.retain_listed(seen);
                 let mut touched = HashSet::new();
                 for name in self.state.slice_names() {
                     if !seen.contains(&format!("{}/{}", name.namespace, name.name)) {
@@ -504,6 +532,21 @@ fn watch_all(
             Event::Node,
         ),
     ])
+}
+
+/// Warns once per invalid address of `obj` and counts it.
+fn report_invalid<K: ResourceExt>(
+    metrics: &Metrics,
+    id: &RegistryId,
+    kind: Kind,
+    obj: &K,
+    invalid: &[InvalidAddress],
+) {
+    for i in invalid {
+        warn!(cluster = %id.cluster, %kind, object = %full_name(obj), field = i.field, value = %i.value,
+            "address is not an IP address; left out");
+        metrics.invalid_address(&id.cluster, kind.metric_label());
+    }
 }
 
 fn full_name<K: ResourceExt>(obj: &K) -> String {

@@ -4,6 +4,7 @@ use std::{collections::BTreeMap, net::IpAddr, sync::Arc};
 
 use k8s_openapi::{api::core::v1 as k8s, apimachinery::pkg::util::intstr::IntOrString};
 
+use super::invalid::{InvalidAddress, parse_ip};
 use crate::model::{
     self, ClusterId, ExternalAddress, Hostname, Protocol, Resolution, ServicePort, TargetPort,
 };
@@ -42,8 +43,9 @@ impl Context {
     }
 }
 
-/// Converts a Service; `None` when it has no name or namespace.
-pub fn convert(svc: &k8s::Service, ctx: &Context) -> Option<model::Service> {
+/// Converts a Service; `None` when it has no name or namespace. Addresses that do not parse are left
+/// out and returned beside it.
+pub fn convert(svc: &k8s::Service, ctx: &Context) -> Option<(model::Service, Vec<InvalidAddress>)> {
     let name = svc.metadata.name.as_deref()?;
     let namespace = svc.metadata.namespace.as_deref()?;
     let spec = svc.spec.clone().unwrap_or_default();
@@ -56,9 +58,20 @@ pub fn convert(svc: &k8s::Service, ctx: &Context) -> Option<model::Service> {
         _ if headless => Resolution::Passthrough,
         _ => Resolution::ClientSideLb,
     };
+    let mut invalid = Vec::new();
+    // `None` (headless) and empty (ExternalName) say there is no cluster IP; they are not invalid.
+    let is_ip = |ip: &&String| !ip.is_empty() && *ip != "None";
     let vips: Vec<IpAddr> = match (&spec.cluster_ips, &spec.cluster_ip) {
-        (Some(ips), _) if !ips.is_empty() => ips.iter().filter_map(|ip| ip.parse().ok()).collect(),
-        (_, Some(ip)) => ip.parse().ok().into_iter().collect(),
+        (Some(ips), _) if !ips.is_empty() => ips
+            .iter()
+            .filter(is_ip)
+            .filter_map(|ip| parse_ip("spec.clusterIPs", ip, &mut invalid))
+            .collect(),
+        (_, Some(ip)) => Some(ip)
+            .filter(is_ip)
+            .and_then(|ip| parse_ip("spec.clusterIP", ip, &mut invalid))
+            .into_iter()
+            .collect(),
         _ => Vec::new(),
     };
 
@@ -70,7 +83,9 @@ pub fn convert(svc: &k8s::Service, ctx: &Context) -> Option<model::Service> {
             .and_then(|s| s.load_balancer.as_ref())
             .and_then(|lb| lb.ingress.as_ref());
         for ing in ingress.into_iter().flatten() {
-            if let Some(ip) = ing.ip.as_deref().and_then(|ip| ip.parse().ok()) {
+            let ip = ing.ip.as_deref().filter(|ip| !ip.is_empty());
+            if let Some(ip) = ip.and_then(|ip| parse_ip("status.loadBalancer.ingress[].ip", ip, &mut invalid))
+            {
                 external.push(ExternalAddress::Ip(ip));
             } else if let Some(host) = ing.hostname.as_deref().filter(|h| !h.is_empty()) {
                 external.push(ExternalAddress::Hostname(host.into()));
@@ -81,7 +96,7 @@ pub fn convert(svc: &k8s::Service, ctx: &Context) -> Option<model::Service> {
         spec.external_ips
             .iter()
             .flatten()
-            .filter_map(|ip| ip.parse().ok())
+            .filter_map(|ip| parse_ip("spec.externalIPs", ip, &mut invalid))
             .map(ExternalAddress::Ip),
     );
 
@@ -119,7 +134,7 @@ pub fn convert(svc: &k8s::Service, ctx: &Context) -> Option<model::Service> {
     }
 
     let per_cluster = |present: bool| present.then(|| cluster.clone());
-    Some(model::Service {
+    let service = model::Service {
         hostname: ctx.hostname(namespace, name),
         namespace: namespace.into(),
         name: name.into(),
@@ -144,7 +159,8 @@ pub fn convert(svc: &k8s::Service, ctx: &Context) -> Option<model::Service> {
             .as_ref()
             .map(|t| t.0.to_string().into()),
         resolution,
-    })
+    };
+    Some((service, invalid))
 }
 
 /// Istio's protocol rules: Kubernetes `UDP`; else `appProtocol`; else the port name's prefix
@@ -201,5 +217,182 @@ fn comma_list<'a>(annotations: &'a BTreeMap<String, String>, key: &str) -> impl 
 }
 
 #[cfg(test)]
-#[path = "service_tests.rs"]
-mod tests;
+mod tests {
+    //! Service conversion, table-driven from Kubernetes JSON.
+
+    use serde_json::json;
+
+    use super::*;
+
+    fn ctx() -> Context {
+        Context {
+            cluster: "c2".into(),
+            domain_suffix: "cluster.local".into(),
+            trust_domain: "td".into(),
+        }
+    }
+
+    fn svc(spec: serde_json::Value, extra: serde_json::Value) -> k8s::Service {
+        let mut v = json!({
+            "metadata": {"name": "reviews", "namespace": "bookinfo", "creationTimestamp": "2024-05-01T10:00:00Z"},
+            "spec": spec,
+        });
+        if let (Some(obj), Some(extra)) = (v.as_object_mut(), extra.as_object()) {
+            for (k, val) in extra {
+                obj.insert(k.clone(), val.clone());
+            }
+        }
+        serde_json::from_value(v).expect("valid Service")
+    }
+
+    #[test]
+    fn services_convert_like_istiod() {
+        // (case, spec, extra top-level fields, expected JSON subset of the converted service)
+        let cases = [
+            (
+                "ClusterIP, ports by appProtocol and name prefix",
+                json!({"clusterIP": "10.96.0.10", "clusterIPs": ["10.96.0.10", "fd00::a"], "ports": [
+                    {"name": "http-web", "port": 9080, "targetPort": 8080},
+                    {"name": "grpc", "port": 9090, "appProtocol": "kubernetes.io/h2c", "targetPort": "grpc-port"},
+                    {"name": "metrics", "port": 15020},
+                    {"name": "dns", "port": 53, "protocol": "UDP"},
+                ]}),
+                json!({}),
+                json!({
+                    "hostname": "reviews.bookinfo.svc.cluster.local",
+                    "clusterVIPs": {"c2": ["10.96.0.10", "fd00::a"]},
+                    "ports": [
+                        {"name": "http-web", "port": 9080, "protocol": "HTTP", "targetPort": 8080},
+                        {"name": "grpc", "port": 9090, "protocol": "HTTP2", "targetPort": "grpc-port"},
+                        {"name": "metrics", "port": 15020, "protocol": "UnsupportedProtocol", "targetPort": null},
+                        {"name": "dns", "port": 53, "protocol": "UDP", "targetPort": null},
+                    ],
+                    "resolution": "ClientSideLb",
+                    "creationTime": "2024-05-01T10:00:00Z",
+                }),
+            ),
+            (
+                "headless",
+                json!({"clusterIP": "None", "ports": [{"name": "tcp-db", "port": 5432}]}),
+                json!({}),
+                json!({"clusterVIPs": {}, "resolution": "Passthrough", "ports": [{"name": "tcp-db", "port": 5432, "protocol": "TCP", "targetPort": null}]}),
+            ),
+            (
+                "ExternalName",
+                json!({"type": "ExternalName", "externalName": "db.example.com"}),
+                json!({}),
+                json!({"resolution": {"Alias": "db.example.com"}}),
+            ),
+            (
+                "LoadBalancer ingress (ip, else hostname) and externalIPs",
+                json!({"type": "LoadBalancer", "clusterIP": "10.96.0.11", "externalIPs": ["198.51.100.7"],
+                       "ports": [{"name": "tls", "port": 15443, "nodePort": 31443}]}),
+                json!({"status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.5"}, {"hostname": "lb.example.com"}]}}}),
+                json!({"externalAddresses": {"c2": ["203.0.113.5", "lb.example.com", "198.51.100.7"]}, "nodePorts": {}}),
+            ),
+            (
+                "NodePort only with the gateway node selector annotation",
+                json!({"type": "NodePort", "clusterIP": "10.96.0.12", "ports": [{"name": "tls", "port": 15443, "nodePort": 31443}]}),
+                json!({"metadata": {"name": "reviews", "namespace": "bookinfo", "annotations": {"traffic.istio.io/nodeSelector": "{}"}}}),
+                json!({"nodePorts": {"c2": {"15443": 31443}}}),
+            ),
+            (
+                "service accounts from annotations",
+                json!({"clusterIP": "10.96.0.13"}),
+                json!({"metadata": {"name": "reviews", "namespace": "bookinfo", "annotations": {
+                    "alpha.istio.io/kubernetes-serviceaccounts": "reviews, ratings",
+                    "alpha.istio.io/canonical-serviceaccounts": "spiffe://other/ns/x/sa/y"}}}),
+                json!({"serviceAccounts": ["spiffe://other/ns/x/sa/y", "spiffe://td/ns/bookinfo/sa/ratings", "spiffe://td/ns/bookinfo/sa/reviews"]}),
+            ),
+        ];
+        for (name, spec, extra, want) in cases {
+            let (converted, invalid) = convert(&svc(spec, extra), &ctx()).expect(name);
+            assert!(invalid.is_empty(), "{name}: {invalid:?}");
+            let got = serde_json::to_value(converted).unwrap();
+            for (field, value) in want.as_object().unwrap() {
+                assert_eq!(&got[field], value, "{name}: field {field}");
+            }
+        }
+    }
+
+    #[test]
+    fn addresses_that_do_not_parse_are_left_out_and_returned() {
+        let cases = [
+            (
+                "a bad clusterIP",
+                json!({"clusterIP": "10.96.0.300"}),
+                json!({}),
+                json!({"clusterVIPs": {}}),
+                vec![("spec.clusterIP", "10.96.0.300")],
+            ),
+            (
+                "clusterIPs: the good one kept (clusterIP is not read then)",
+                json!({"clusterIP": "10.96.0.1", "clusterIPs": ["10.96.0.1", "fd00::zz"]}),
+                json!({}),
+                json!({"clusterVIPs": {"c2": ["10.96.0.1"]}}),
+                vec![("spec.clusterIPs", "fd00::zz")],
+            ),
+            (
+                "headless clusterIPs are not invalid",
+                json!({"clusterIP": "None", "clusterIPs": ["None"]}),
+                json!({}),
+                json!({"clusterVIPs": {}, "resolution": "Passthrough"}),
+                vec![],
+            ),
+            (
+                "an ingress with a bad ip falls back to its hostname; an empty ip is no ip",
+                json!({"type": "LoadBalancer", "clusterIP": "10.96.0.2"}),
+                json!({"status": {"loadBalancer": {"ingress": [
+                    {"ip": "203.0.113", "hostname": "lb.example.com"}, {"ip": "", "hostname": "lb2.example.com"}]}}}),
+                json!({"externalAddresses": {"c2": ["lb.example.com", "lb2.example.com"]}}),
+                vec![("status.loadBalancer.ingress[].ip", "203.0.113")],
+            ),
+            (
+                "externalIPs, several bad",
+                json!({"clusterIP": "10.96.0.3", "externalIPs": ["bogus", "198.51.100.7", "198.51.100.7/32"]}),
+                json!({}),
+                json!({"externalAddresses": {"c2": ["198.51.100.7"]}}),
+                vec![
+                    ("spec.externalIPs", "bogus"),
+                    ("spec.externalIPs", "198.51.100.7/32"),
+                ],
+            ),
+        ];
+        for (name, spec, extra, want, want_invalid) in cases {
+            let (converted, invalid) = convert(&svc(spec, extra), &ctx()).expect(name);
+            let got = serde_json::to_value(converted).unwrap();
+            for (field, value) in want.as_object().unwrap() {
+                assert_eq!(&got[field], value, "{name}: field {field}");
+            }
+            let invalid: Vec<_> = invalid.iter().map(|i| (i.field, i.value.as_str())).collect();
+            assert_eq!(invalid, want_invalid, "{name}");
+        }
+    }
+
+    #[test]
+    fn protocol_rules() {
+        let cases = [
+            (None, "http", None, Protocol::Http),
+            (None, "HTTP2-x", None, Protocol::Http2),
+            (None, "grpc-web", None, Protocol::GrpcWeb),
+            (None, "grpc-api", None, Protocol::Grpc),
+            (None, "https", None, Protocol::Https),
+            (None, "tcp-db", None, Protocol::Tcp),
+            (None, "mongo", None, Protocol::Mongo),
+            (None, "web", None, Protocol::Unknown),
+            (Some("http"), "tcp", None, Protocol::Http),
+            (Some("kubernetes.io/wss"), "", None, Protocol::Https),
+            (Some("custom"), "redis", None, Protocol::Redis),
+            (None, "http", Some("UDP"), Protocol::Udp),
+        ];
+        for (app, name, k8s_proto, want) in cases {
+            assert_eq!(protocol(app, name, k8s_proto), want, "{app:?} {name}");
+        }
+    }
+
+    #[test]
+    fn nameless_service_is_skipped() {
+        let s: k8s::Service = serde_json::from_value(json!({"metadata": {"namespace": "x"}})).unwrap();
+        assert!(convert(&s, &ctx()).is_none());
+    }
+}

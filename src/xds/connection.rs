@@ -9,14 +9,13 @@
 use std::{
     collections::{BTreeMap, BTreeSet},
     sync::Arc,
-    time::Instant,
 };
 
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::google::rpc::Status;
 use parking_lot::Mutex;
 use serde::Serialize;
-use tokio::sync::mpsc;
+use tokio::{sync::mpsc, time::Instant};
 use tokio_stream::StreamExt;
 use tracing::{debug, info, warn};
 

@@ -7,12 +7,7 @@
 //! publishes after its debounce), the server's start and stop, and the clients. Does NOT: check
 //! protocol rules (the tests do) or debounce. Test support only (`testing` feature).
 
-use std::{
-    collections::HashMap,
-    net::SocketAddr,
-    sync::Arc,
-    time::{Duration, Instant},
-};
+use std::{collections::HashMap, net::SocketAddr, sync::Arc, time::Duration};
 
 use envoy_types::pb::{
     envoy::{
@@ -28,7 +23,10 @@ use envoy_types::pb::{
     },
 };
 use parking_lot::Mutex;
-use tokio::sync::{mpsc, watch};
+use tokio::{
+    sync::{mpsc, watch},
+    time::Instant,
+};
 use tokio_stream::{StreamExt, wrappers::UnboundedReceiverStream};
 use tonic::Streaming;
 

@@ -7,14 +7,10 @@
 //! does; the aggregate with `--debounce-after` / `--debounce-max`) or decide per stream what to send
 //! (the stream task diffs against what it sent).
 
-use std::{
-    collections::BTreeSet,
-    sync::Arc,
-    time::{Duration, Instant},
-};
+use std::{collections::BTreeSet, sync::Arc, time::Duration};
 
 use parking_lot::Mutex;
-use tokio::sync::watch;
+use tokio::{sync::watch, time::Instant};
 
 use super::generator::Mesh;
 use crate::model::Hostname;

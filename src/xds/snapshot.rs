@@ -4,9 +4,9 @@
 //!
 //! Owns: the adaptation only. Does NOT: debounce (the aggregate does) or hold snapshots.
 
-use std::{sync::Arc, time::Instant};
+use std::sync::Arc;
 
-use tokio::sync::watch;
+use tokio::{sync::watch, time::Instant};
 
 use super::{
     generator::Mesh,

@@ -11,7 +11,7 @@ use std::{
     net::{SocketAddr, TcpListener, TcpStream},
     path::Path,
     process::{Child, Command, ExitStatus, Stdio},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 /// A binary of this workspace's build, beside the test binary's `deps/` folder (`examples/` for the
@@ -49,8 +49,9 @@ pub fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> 
 }
 
 /// Polls `f` until it returns `Some`, or panics with `what` after `timeout`.
+#[allow(clippy::disallowed_types)] // blocks in std::thread::sleep, so it must read the wall clock
 pub fn eventually<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
+    let start = std::time::Instant::now();
     loop {
         if let Some(v) = f() {
             return v;

@@ -11,7 +11,7 @@ use std::{
         Arc,
         atomic::{AtomicU64, Ordering},
     },
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use envoy_types::pb::{
@@ -26,7 +26,7 @@ use envoy_types::pb::{
 };
 use parking_lot::{Mutex, RwLock};
 use prost::Message;
-use tokio::sync::mpsc;
+use tokio::{sync::mpsc, time::Instant};
 use tokio_stream::{StreamExt, wrappers::ReceiverStream};
 use tonic::{Code, Status, transport::Channel};
 

@@ -21,7 +21,7 @@ use std::{
     net::Ipv4Addr,
     path::{Path, PathBuf},
     sync::{Arc, atomic::Ordering},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use envoy_types::pb::envoy::config::{
@@ -31,6 +31,7 @@ use envoy_types::pb::envoy::config::{
 use parking_lot::Mutex;
 use prost::Message;
 use serde::Serialize;
+use tokio::time::Instant;
 use tracing::info;
 
 pub use client::Flavor;
@@ -409,7 +410,7 @@ impl Run {
         let mut progress = Vec::with_capacity(total);
         for id in 0..total {
             if let Some(rate) = self.cfg.connect_per_s {
-                tokio::time::sleep_until((started + Duration::from_secs_f64(id as f64 / rate)).into()).await;
+                tokio::time::sleep_until(started + Duration::from_secs_f64(id as f64 / rate)).await;
             }
             let p = Arc::new(Mutex::new(Progress::default()));
             progress.push(p.clone());
@@ -457,7 +458,7 @@ impl Run {
         let started = Instant::now();
         for n in 0..count {
             let at = started + Duration::from_secs_f64(n as f64 / self.cfg.churn_per_s);
-            tokio::time::sleep_until(at.into()).await;
+            tokio::time::sleep_until(at).await;
             let written = Instant::now();
             let change = self.world.churn(n, &servers)?;
             self.ctx.events.push(Event {

@@ -6,7 +6,7 @@ use std::{
     net::{SocketAddr, TcpListener, TcpStream},
     path::PathBuf,
     process::{Child, Command, Stdio},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use super::Error;
@@ -33,6 +33,7 @@ pub(super) struct MeshdArgs {
 
 impl Meshd {
     /// Starts meshd on loopback ports and waits until `/ready` answers 200.
+    #[allow(clippy::disallowed_types)] // blocks in std::thread::sleep (spawn_blocking): the wall clock
     pub(super) fn start(args: MeshdArgs, ready_within: Duration) -> Result<Meshd, Error> {
         let [ads, secure, http, monitoring] = [(); 4].map(|()| free_port());
         let log = std::fs::File::create(&args.log).map_err(|e| Error::io(&args.log, e))?;
@@ -52,7 +53,7 @@ impl Meshd {
             .spawn()
             .map_err(|e| Error::io(&args.binary, e))?;
         let mut meshd = Meshd { child, ads, http };
-        let start = Instant::now();
+        let start = std::time::Instant::now();
         while !meshd.ready() {
             if let Ok(Some(status)) = meshd.child.try_wait() {
                 let log = std::fs::read_to_string(&args.log).unwrap_or_default();

@@ -2,7 +2,9 @@
 //! benchmarks and the ADS test harness (`xds::harness`, the `xds-fixture` example) to serve a known
 //! mesh without any cluster.
 
-use std::{collections::BTreeMap, net::IpAddr, sync::Arc, time::Instant};
+use std::{collections::BTreeMap, net::IpAddr, sync::Arc};
+
+use tokio::time::Instant;
 
 use super::Mesh;
 use crate::xds::push::{PushScope, Snapshot};
