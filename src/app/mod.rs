@@ -237,7 +237,7 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
         cluster_discovery.start(&ctx, discovery_client, &primary_server);
         Ok(())
     });
-    // Leader duties: publishing the mesh root (always) and creating the self-signed CA's Secret.
+    // Leader duties: publishing the mesh root (always, in the primary and every remote) and creating the self-signed CA's Secret.
     let leadership = start_leader_election(&mut server, &args, primary.clone())?;
     let ca = match &args.ca_dir {
         Some(dir) => secure::CaSource::Dir(dir.clone()),
@@ -249,6 +249,7 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
     };
     let duties = secure::LeaderDuties {
         client: primary,
+        remotes: view.clusters.clone(),
         leadership,
     };
     let trust = watches.mesh.borrow().clone();

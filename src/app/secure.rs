@@ -208,10 +208,12 @@ pub fn mesh_authenticator(
     )
 }
 
-/// What the CA's leader duties need: the primary's client and this replica's leadership.
+/// What the CA's leader duties need: the clusters' clients and this replica's leadership.
 pub struct LeaderDuties {
     /// Client of the primary (config) cluster.
     pub client: kube::Client,
+    /// The remote clusters the secret controller runs (the root is published there too).
+    pub remotes: Clusters,
     /// Whether this replica leads.
     pub leadership: Leadership,
 }
@@ -237,10 +239,13 @@ pub async fn start(
     )
     .await
     .context("starting the mesh CA")?;
-    // A leader duty: `istio-ca-root-cert` in every namespace of the primary, again on rotation.
+    // A leader duty: `istio-ca-root-cert` in every namespace of the primary and of each remote, again on
+    // rotation.
     root_publisher::spawn(
         RootPublisherConfig {
+            cluster: cfg.cluster_id.clone(),
             client: duties.client,
+            remotes: duties.remotes,
             leadership: duties.leadership,
             roots: ca.subscribe(),
         },

@@ -119,6 +119,13 @@ pub async fn ensure_reader(
                 verbs: vec!["create".into()],
                 ..Default::default()
             },
+            // The primary's leader keeps `istio-ca-root-cert` in every namespace here.
+            PolicyRule {
+                api_groups: Some(vec![String::new()]),
+                resources: Some(vec!["configmaps".into()]),
+                verbs: ["list", "watch", "create", "update"].map(String::from).to_vec(),
+                ..Default::default()
+            },
         ]),
         ..Default::default()
     };

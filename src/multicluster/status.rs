@@ -4,7 +4,6 @@
 
 use std::{fmt, sync::Arc};
 
-use arc_swap::ArcSwap;
 use axum::{Json, routing::get};
 use serde::Serialize;
 use tokio::sync::watch;
@@ -81,7 +80,7 @@ pub(crate) struct Entry {
     pub(crate) secret: String,
     pub(crate) status: StatusSource,
     /// The remote's current client (running remotes only).
-    pub(crate) client: Option<watch::Receiver<Option<kube::Client>>>,
+    pub(crate) client: Option<ClientChannel>,
 }
 
 impl std::fmt::Debug for Entry {
@@ -105,19 +104,39 @@ pub enum StatusSource {
     Fixed(SyncStatus),
 }
 
-/// The known clusters: written by the secret controller alone, read by anyone. Cheap to clone.
-#[derive(Debug, Clone, Default)]
-pub struct Clusters(Arc<ArcSwap<Vec<Entry>>>);
+/// A running remote cluster's client as a channel: a new client when its credentials rotate, `None` once
+/// it stops (then closed).
+pub type ClientChannel = watch::Receiver<Option<kube::Client>>;
+
+/// The known clusters: written by the secret controller alone, read by anyone. Cheap to clone. A watch
+/// channel rather than a plain swap, so duties that follow the remotes ([`RemotesWatch`]) learn of changes.
+#[derive(Debug, Clone)]
+pub struct Clusters(Arc<watch::Sender<Arc<Vec<Entry>>>>);
+
+impl Default for Clusters {
+    fn default() -> Self {
+        Self(Arc::new(watch::Sender::new(Arc::default())))
+    }
+}
 
 impl Clusters {
     pub(crate) fn publish(&self, entries: Vec<Entry>) {
-        self.0.store(Arc::new(entries));
+        self.0.send_replace(Arc::new(entries));
+    }
+
+    /// The table now (cloned out, so no lock is held while it is read).
+    fn load(&self) -> Arc<Vec<Entry>> {
+        self.0.borrow().clone()
+    }
+
+    /// Follows the running remote clusters as the secret controller adds, rotates and removes them.
+    pub fn watch_remotes(&self) -> RemotesWatch {
+        RemotesWatch(self.0.subscribe())
     }
 
     /// Current rows: the config cluster first, then by cluster ID and Secret.
     pub fn rows(&self) -> Vec<ClusterRow> {
-        self.0
-            .load()
+        self.load()
             .iter()
             .map(|e| {
                 let (status, last_error) = match &e.status {
@@ -140,8 +159,7 @@ impl Clusters {
 
     /// The current client of running remote cluster `id`.
     pub fn client(&self, id: &str) -> Option<kube::Client> {
-        self.0
-            .load()
+        self.load()
             .iter()
             .filter(|e| &*e.id == id)
             .find_map(|e| e.client.as_ref()?.borrow().clone())
@@ -149,8 +167,7 @@ impl Clusters {
 
     /// IDs of the running remote clusters.
     pub fn remote_ids(&self) -> Vec<String> {
-        self.0
-            .load()
+        self.load()
             .iter()
             .filter(|e| e.client.is_some())
             .map(|e| e.id.to_string())
@@ -162,5 +179,25 @@ impl Clusters {
         self.rows()
             .into_iter()
             .find(|r| &*r.id == id && r.secret_name == secret)
+    }
+}
+
+/// The running remote clusters of a [`Clusters`] table, as it changes.
+#[derive(Debug)]
+pub struct RemotesWatch(watch::Receiver<Arc<Vec<Entry>>>);
+
+impl RemotesWatch {
+    /// Waits until the table changes; `Err` once the table itself is gone.
+    pub async fn changed(&mut self) -> Result<(), watch::error::RecvError> {
+        self.0.changed().await
+    }
+
+    /// The running remotes now, by cluster ID, each with its client channel.
+    pub fn current(&mut self) -> Vec<(ClusterId, ClientChannel)> {
+        let entries = self.0.borrow_and_update().clone();
+        entries
+            .iter()
+            .filter_map(|e| Some((e.id.clone(), e.client.clone()?)))
+            .collect()
     }
 }

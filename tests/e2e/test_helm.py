@@ -315,7 +315,7 @@ def test_mesh_networks_and_extra_args():
 # --------------------------------------------------------------------------- remote profile
 
 
-def test_remote_reader_only():
+def test_remote_reader_and_root_publisher():
     docs = render(VALUE_SETS["remote"])
     assert kinds(docs) == ["ClusterRole", "ClusterRoleBinding", "ServiceAccount"]
     sa = one(docs, "ServiceAccount", "istio-reader-service-account")
@@ -326,7 +326,8 @@ def test_remote_reader_only():
         {("", r, v, None) for r in ("namespaces", "services", "pods", "nodes") for v in read}
         | {("discovery.k8s.io", "endpointslices", v, None) for v in read}
         | {("authentication.k8s.io", "tokenreviews", "create", None)}
-    ), "no secrets, no serviceaccounts/token, no writes"
+        | {("", "configmaps", v, None) for v in read | {"create", "update"}}
+    ), "no secrets, no serviceaccounts/token, no writes but the istio-ca-root-cert ConfigMaps"
     crb = one(docs, "ClusterRoleBinding")
     assert crb["subjects"] == [{"kind": "ServiceAccount", "name": "istio-reader-service-account", "namespace": NS}]
     assert crb["roleRef"]["name"] == cr["metadata"]["name"]

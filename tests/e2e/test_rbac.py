@@ -11,7 +11,8 @@ nothing more:
    with the self-signed CA (the leader creates ``istio-ca-secret``) and leader election; the leader
    publishes ``istio-ca-root-cert`` in every namespace and repairs the copy the test edits;
 3. ``meshctl add-cluster --apply`` writes cluster2's remote secret with a token of the chart's reader
-   ServiceAccount; meshd discovers cluster2 as that reader;
+   ServiceAccount; meshd discovers cluster2 as that reader, and the leader publishes the root there too
+   (and repairs the copy the test edits there) with the same token;
 4. workload tokens from both clusters are sent to meshd's CA, so each cluster gets a TokenReview;
 5. the permissions each identity used are compared with the chart's rendered rules, both ways.
 """
@@ -139,16 +140,21 @@ def run(request, tmp_path_factory):
         eventually("cluster2 synced", lambda: any(
             c["id"] == "cluster2" and c["syncStatus"] == "synced" for c in mesh.json("/debug/clusterz")), timeout=30)
 
-        # The leader publishes the root; an edited copy is repaired (the `update` the chart grants).
-        def published(ns: str) -> dict:
-            out = subprocess.run([KUBECTL, "--kubeconfig", str(admin["cluster1"]), "get", "configmap", "-n", ns,
+        # The leader publishes the root in both clusters; an edited copy is repaired (the `update` the
+        # chart grants).
+        def published(cluster: str, ns: str) -> dict:
+            out = subprocess.run([KUBECTL, "--kubeconfig", str(admin[cluster]), "get", "configmap", "-n", ns,
                                   "istio-ca-root-cert", "-o", "json"], capture_output=True, text=True, timeout=60)
             return json.loads(out.stdout).get("data", {}) if out.returncode == 0 else {}
-        eventually("root published", lambda: "root-cert.pem" in published("sample"), timeout=30)
-        kubectl(admin["cluster1"], "patch", "configmap", "-n", "sample", "istio-ca-root-cert", "--type", "merge",
-                "-p", '{"data": {"root-cert.pem": "tampered"}}')
-        eventually("root repaired", lambda: published("sample").get("root-cert.pem", "tampered") != "tampered",
-                   timeout=30)
+        for cluster in ("cluster1", "cluster2"):
+            eventually(f"root published in {cluster}", lambda: "root-cert.pem" in published(cluster, "sample"),
+                       timeout=30)
+            kubectl(admin[cluster], "patch", "configmap", "-n", "sample", "istio-ca-root-cert", "--type", "merge",
+                    "-p", '{"data": {"root-cert.pem": "tampered"}}')
+            eventually(f"root repaired in {cluster}",
+                       lambda: published(cluster, "sample").get("root-cert.pem", "tampered") != "tampered",
+                       timeout=30)
+        assert published("cluster1", "sample") == published("cluster2", "sample"), "one mesh root"
 
         if plugged_in:
             root = (tmp / "cacerts" / "root-cert.pem").read_bytes()
@@ -264,6 +270,9 @@ def test_meshd_uses_exactly_the_primary_profile_rbac(run):
 def test_the_remote_reader_uses_exactly_the_remote_profile_rbac(run):
     requests = used(run["entries"], "cluster2", READER_USER)
     assert ("authentication.k8s.io", "tokenreviews", "create", "", "") in requests
+    # The leader's root publisher in the remote, with the reader's token.
+    kinds = {(g, r, v) for g, r, v, _, _ in requests}
+    assert {("", "configmaps", v) for v in ("list", "watch", "create", "update")} <= kinds, sorted(kinds)
     denied, spare = compare(grants(run["remote"], READER_USER), requests)
     assert not denied, f"the remote reader used permissions the chart does not grant: {denied}"
     assert not spare, f"the chart grants the remote reader permissions it never used: {spare}"

@@ -2,10 +2,15 @@
 //! as istiod's namespace controller does. istio-agent mounts it to verify istiod on 15012, and proxyless
 //! clients read it the same way, so a namespace without it cannot join the mesh.
 //!
-//! A leader duty: only the Lease holder writes, so replicas never fight over the objects. The duty
-//! watches Namespaces and the ConfigMaps of that name, keeps them in memory and, after every change
-//! (a namespace created, the ConfigMap edited or deleted, the CA's roots rotated), writes what
-//! [`writes`] says differs from [`desired`]. Both are pure.
+//! A leader duty: only the Lease holder writes, so replicas never fight over the objects. It runs in the
+//! primary and, through [`remotes`], in every remote cluster the secret controller has joined, with that
+//! cluster's credentials: remote workloads verify the primary's 15012 with the same root. Each cluster's
+//! publisher watches Namespaces and the ConfigMaps of that name, keeps them in memory and, after every
+//! change (a namespace created, the ConfigMap edited or deleted, the CA's roots rotated), writes what
+//! [`writes`] says differs from [`desired`]. Both are pure. Failures (a remote whose credentials may not
+//! write ConfigMaps) are logged, rate-limited, and retried with backoff; they stop nothing else.
+
+mod remotes;
 
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
@@ -23,7 +28,13 @@ use tokio::{sync::watch, time::Instant};
 use tracing::{debug, info, warn};
 
 use super::CaBundle;
-use crate::{drain::Tasks, leader::Leadership};
+use crate::{
+    drain::Tasks,
+    leader::Leadership,
+    model::ClusterId,
+    multicluster::status::Clusters,
+    telemetry::{REPEAT_WINDOW, Repeats},
+};
 
 /// Name of the ConfigMap (istiod: `CACertNamespaceConfigMap`).
 pub const CONFIGMAP_NAME: &str = "istio-ca-root-cert";
@@ -42,12 +53,24 @@ pub const IGNORED_NAMESPACES: [&str; 4] = [
 /// Longest wait before retrying failed writes.
 const MAX_RETRY: Duration = Duration::from_secs(30);
 
-/// Why a write failed.
+/// Why publishing in a cluster failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PublishError {
-    /// The API server refused or failed the call.
+    /// The cluster's credentials lack the RBAC for a call: a remote whose reader role predates root
+    /// publishing, or a narrowed one.
+    #[error(
+        "forbidden to {verb} {resource}: the publisher needs list, watch on namespaces and list, watch, \
+         create, update on configmaps (the chart's RBAC grants them)"
+    )]
+    Forbidden {
+        /// `list`, `watch`, `create` or `update`.
+        verb: &'static str,
+        /// `namespaces` or `configmaps`.
+        resource: &'static str,
+    },
+    /// The API server refused or failed a write otherwise.
     #[error("{verb} ConfigMap {namespace}/{CONFIGMAP_NAME}: {source}")]
-    Api {
+    Write {
         /// `create` or `update`.
         verb: &'static str,
         /// The namespace.
@@ -56,6 +79,39 @@ pub enum PublishError {
         #[source]
         source: Box<kube::Error>,
     },
+    /// A watch failed otherwise (API server unreachable, …); it retries with backoff.
+    #[error("watching {resource}: {source}")]
+    Watch {
+        /// `namespaces` or `configmaps`.
+        resource: &'static str,
+        /// The watch error.
+        #[source]
+        source: Box<watcher::Error>,
+    },
+}
+
+impl PublishError {
+    /// A watch error of `resource`, told apart as forbidden or not.
+    fn watch(resource: &'static str, e: watcher::Error) -> Self {
+        let verb = match &e {
+            watcher::Error::InitialListFailed(kube::Error::Api(s)) if s.code == 403 => Some("list"),
+            watcher::Error::WatchStartFailed(kube::Error::Api(s))
+            | watcher::Error::WatchFailed(kube::Error::Api(s))
+                if s.code == 403 =>
+            {
+                Some("watch")
+            }
+            watcher::Error::WatchError(s) if s.code == 403 => Some("watch"),
+            _ => None,
+        };
+        match verb {
+            Some(verb) => Self::Forbidden { verb, resource },
+            None => Self::Watch {
+                resource,
+                source: Box::new(e),
+            },
+        }
+    }
 }
 
 /// A namespace as the decision needs it.
@@ -130,25 +186,37 @@ pub fn writes(desired: &BTreeMap<String, ConfigMap>, existing: &BTreeMap<String,
         .collect()
 }
 
-/// What the publisher needs: the cluster to write in, leadership, and the CA's material.
+/// What the publisher needs: the clusters to write in, leadership, and the CA's material.
 pub struct RootPublisherConfig {
-    /// Client of the cluster whose namespaces get the ConfigMap.
+    /// The primary (config) cluster's ID, for logs.
+    pub cluster: ClusterId,
+    /// Client of the primary cluster.
     pub client: Client,
+    /// The remote clusters the secret controller runs: each gets a publisher of its own.
+    pub remotes: Clusters,
     /// Only the leader writes.
     pub leadership: Leadership,
     /// The CA's material; its roots are published, again on every rotation.
     pub roots: watch::Receiver<Arc<CaBundle>>,
 }
 
-/// Runs the publisher as a leader duty (`ca-root-publisher`) on `tasks`.
+/// Runs the publishers as leader duties on `tasks`: the primary's (`ca-root-publisher`) and one per
+/// remote cluster (`ca-root-publisher-remotes`, see [`remotes`]).
 pub fn spawn(cfg: RootPublisherConfig, tasks: &Tasks) {
     let RootPublisherConfig {
+        cluster,
         client,
+        remotes,
         leadership,
         roots,
     } = cfg;
+    let primary_roots = roots.clone();
     leadership.run_while_leader(tasks, "ca-root-publisher", move |term| {
-        run(client.clone(), roots.clone(), term)
+        let (cluster, client, roots) = (cluster.clone(), client.clone(), primary_roots.clone());
+        async move { run(&cluster, client, roots, &term).await }
+    });
+    leadership.run_while_leader(tasks, "ca-root-publisher-remotes", move |term| {
+        remotes::run(remotes.watch_remotes(), roots.clone(), term)
     });
 }
 
@@ -221,38 +289,47 @@ impl View {
     }
 }
 
-fn events(client: &Client) -> futures::stream::SelectAll<BoxStream<'static, Result<Event, watcher::Error>>> {
+fn events(client: &Client) -> futures::stream::SelectAll<BoxStream<'static, Result<Event, PublishError>>> {
     let namespaces = watcher(
         Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
         watcher::Config::default(),
     )
     .default_backoff()
-    .map(|r| r.map(Event::Namespace))
+    .map(|r| {
+        r.map(Event::Namespace)
+            .map_err(|e| PublishError::watch("namespaces", e))
+    })
     .boxed();
     let configmaps = watcher(
         Api::<ConfigMap>::all(client.clone()),
         watcher::Config::default().fields(&format!("metadata.name={CONFIGMAP_NAME}")),
     )
     .default_backoff()
-    .map(|r| r.map(Event::ConfigMap))
+    .map(|r| {
+        r.map(Event::ConfigMap)
+            .map_err(|e| PublishError::watch("configmaps", e))
+    })
     .boxed();
     futures::stream::select_all([namespaces, configmaps])
 }
 
-/// One leadership term: watch, decide, write, until `term` is cancelled.
-async fn run(client: Client, mut roots: watch::Receiver<Arc<CaBundle>>, term: Tasks) {
+/// Publishes in `cluster` with `client`: watch, decide, write, until `stop` is cancelled.
+async fn run(cluster: &ClusterId, client: Client, mut roots: watch::Receiver<Arc<CaBundle>>, stop: &Tasks) {
     let mut events = events(&client);
     let mut view = View::default();
     let mut retry: Option<(Instant, Duration)> = None;
+    let mut repeats = Repeats::new(REPEAT_WINDOW);
     let mut published = 0usize;
     // A fixed CA (the self-signed Secret) drops its sender at once: then there are no rotations to follow.
     let mut rotations = true;
     loop {
         tokio::select! {
-            () = term.cancelled() => return,
+            () = stop.cancelled() => return,
             event = events.next() => match event {
                 Some(Ok(e)) => view.apply(e),
-                Some(Err(e)) => { debug!(error = %e, "root publisher: watch error; retrying"); continue }
+                // Unreachable API servers are the registry's to report; a refusal is this duty's.
+                Some(Err(e @ PublishError::Forbidden { .. })) => { report(&mut repeats, cluster, &e, 1); continue }
+                Some(Err(e)) => { debug!(%cluster, error = %e, "root publisher: watch error; retrying"); continue }
                 None => return,
             },
             changed = roots.changed(), if rotations => rotations = changed.is_ok(),
@@ -263,26 +340,43 @@ async fn run(client: Client, mut roots: watch::Receiver<Arc<CaBundle>>, term: Ta
         }
         let root_pem = roots.borrow_and_update().roots_pem();
         let todo = writes(&desired(&view.namespaces, &root_pem), &view.configmaps);
-        if todo.is_empty() {
-            retry = None;
-            continue;
-        }
         let api = |ns: &str| Api::<ConfigMap>::namespaced(client.clone(), ns);
-        let mut failed = false;
+        let mut failures = Vec::new();
         for write in todo {
-            match apply(&api(write.namespace()), &write).await {
+            match apply(cluster, &api(write.namespace()), &write).await {
                 Ok(()) => published += 1,
-                Err(e) => {
-                    warn!(error = %e, "root publisher: write failed; will retry");
-                    failed = true;
+                Err(e) => failures.push(e),
+            }
+        }
+        match failures.first() {
+            Some(first) => report(&mut repeats, cluster, first, failures.len()),
+            None => {
+                if let Some(n) = repeats.clear() {
+                    info!(%cluster, repeats = n, "root publisher: publishing again");
                 }
             }
         }
-        debug!(published, "root publisher: reconciled");
-        retry = failed.then(|| {
+        debug!(%cluster, published, "root publisher: reconciled");
+        retry = (!failures.is_empty()).then(|| {
             let wait = retry.map_or(Duration::from_secs(1), |(_, d)| (d * 2).min(MAX_RETRY));
             (Instant::now() + wait, wait)
         });
+    }
+}
+
+/// Logs a failure once, then at most once per [`REPEAT_WINDOW`] while it repeats: a remote that may not
+/// write ConfigMaps fails on every retry, in every namespace.
+fn report(repeats: &mut Repeats, cluster: &ClusterId, e: &PublishError, failed: usize) {
+    let what = e.to_string();
+    match repeats.observe(&what, Instant::now()) {
+        Some(0) => {
+            warn!(%cluster, error = %what, failed, "root publisher: cannot publish {CONFIGMAP_NAME}; retrying with backoff")
+        }
+        Some(n) => {
+            let window = humantime::format_duration(repeats.window());
+            warn!(%cluster, error = %what, failed, "root publisher: cannot publish {CONFIGMAP_NAME}; retrying with backoff (repeated {n} times in the last {window})");
+        }
+        None => debug!(%cluster, error = %what, failed, "root publisher: still failing"),
     }
 }
 
@@ -295,7 +389,7 @@ async fn sleep_until(at: Option<Instant>) {
 
 /// Makes one write. Races the watch will report anyway are not errors: the object created meanwhile
 /// (`AlreadyExists`), changed meanwhile (`Conflict`), or its namespace gone (`NotFound`).
-async fn apply(api: &Api<ConfigMap>, write: &Write) -> Result<(), PublishError> {
+async fn apply(cluster: &ClusterId, api: &Api<ConfigMap>, write: &Write) -> Result<(), PublishError> {
     let pp = PostParams::default();
     let (verb, result) = match write {
         Write::Create(cm) => ("create", api.create(&pp, cm).await.map(drop)),
@@ -304,16 +398,21 @@ async fn apply(api: &Api<ConfigMap>, write: &Write) -> Result<(), PublishError> 
     match result {
         Ok(()) => {
             info!(
+                %cluster,
                 namespace = write.namespace(),
                 verb, "root publisher: wrote {CONFIGMAP_NAME}"
             );
             Ok(())
         }
         Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {
-            debug!(namespace = write.namespace(), verb, reason = %s.reason, "root publisher: raced; the watch will tell");
+            debug!(%cluster, namespace = write.namespace(), verb, reason = %s.reason, "root publisher: raced; the watch will tell");
             Ok(())
         }
-        Err(e) => Err(PublishError::Api {
+        Err(kube::Error::Api(s)) if s.code == 403 => Err(PublishError::Forbidden {
+            verb,
+            resource: "configmaps",
+        }),
+        Err(e) => Err(PublishError::Write {
             verb,
             namespace: write.namespace().to_owned(),
             source: Box::new(e),
@@ -437,6 +536,46 @@ mod tests {
         for (name, existing, expected) in cases {
             assert_eq!(writes(&want, &existing), expected, "{name}");
         }
+    }
+
+    fn status(code: u16) -> Box<kube::core::Status> {
+        Box::new(kube::core::Status::failure("refused", "Forbidden").with_code(code))
+    }
+
+    #[test]
+    fn a_refused_watch_names_its_verb_and_resource_and_other_failures_do_not_claim_rbac() {
+        let cases = [
+            (
+                watcher::Error::InitialListFailed(kube::Error::Api(status(403))),
+                "forbidden to list configmaps",
+            ),
+            (
+                watcher::Error::WatchFailed(kube::Error::Api(status(403))),
+                "forbidden to watch configmaps",
+            ),
+            (
+                watcher::Error::WatchError(status(403)),
+                "forbidden to watch configmaps",
+            ),
+            (
+                watcher::Error::InitialListFailed(kube::Error::Api(status(500))),
+                "watching configmaps: ",
+            ),
+        ];
+        for (e, want) in cases {
+            let shown = PublishError::watch("configmaps", e).to_string();
+            assert!(shown.starts_with(want), "{shown:?} should start with {want:?}");
+        }
+        let forbidden = PublishError::Forbidden {
+            verb: "create",
+            resource: "configmaps",
+        };
+        assert!(
+            forbidden
+                .to_string()
+                .contains("list, watch, create, update on configmaps"),
+            "says what to grant: {forbidden}"
+        );
     }
 
     #[test]
