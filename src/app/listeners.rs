@@ -23,7 +23,7 @@ pub struct Listen {
 #[derive(Debug, thiserror::Error)]
 #[error(
     "cannot listen on {addr} ({flag}): {source}{hint}",
-    hint = hint(*flag, source)
+    hint = hint(flag, source)
 )]
 pub struct BindError {
     /// The flag.

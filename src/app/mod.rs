@@ -170,7 +170,7 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
         None => args.kube_source(),
     };
     let (primary, primary_server) = primary_client(&primary_source).await?;
-    let secure_config = secure_config(&args, cluster_id);
+    let secure_config = secure_config(&args, cluster_id, &watches.mesh.borrow().trust_domain);
     let mesh_auth = secure::mesh_authenticator(
         &secure_config,
         &watches.mesh.borrow(),
@@ -252,7 +252,6 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
         remotes: view.clusters.clone(),
         leadership,
     };
-    let trust = watches.mesh.borrow().clone();
     server.add_start_func("secure grpc", move |ctx| async move {
         secure::start(
             &ctx,
@@ -260,7 +259,6 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
             secure_listener,
             ca,
             duties,
-            &trust,
             mesh_auth,
             &secure_ads,
         )
@@ -354,8 +352,9 @@ fn start_leader_election(
     Ok(leadership)
 }
 
-fn secure_config(args: &Args, cluster_id: ClusterId) -> secure::Config {
+fn secure_config(args: &Args, cluster_id: ClusterId, trust_domain: &str) -> secure::Config {
     secure::Config {
+        trust_domain: trust_domain.to_owned(),
         system_namespace: args.system_namespace.clone(),
         domain_suffix: args.domain_suffix.clone(),
         tls_hosts: args.tls_hosts.clone(),

@@ -43,6 +43,8 @@ pub struct Config {
     pub tls_hosts: Vec<String>,
     /// Audience service-account tokens must carry.
     pub token_audience: String,
+    /// The mesh's trust domain (mesh config's `trustDomain` at start).
+    pub trust_domain: String,
     /// meshd's own (config) cluster: where tokens naming no cluster are reviewed.
     pub cluster_id: ClusterId,
     /// Lifetimes of workload certificates.
@@ -226,13 +228,12 @@ pub async fn start(
     listener: TcpListener,
     ca: CaSource,
     duties: LeaderDuties,
-    mesh: &MeshConfig,
     auth: Arc<dyn Authenticator>,
     ads: &AdsServer,
 ) -> anyhow::Result<()> {
     let ca = start_ca(
         ca,
-        &mesh.trust_domain,
+        &cfg.trust_domain,
         cfg.workload_certs,
         cfg.config_poll,
         &ctx.tasks,
@@ -252,7 +253,7 @@ pub async fn start(
         &ctx.tasks,
     );
     if let (true, Some(state)) = (cfg.sandbox, &cfg.state_dir) {
-        let certs = write_sandbox_certs(&ca, &mesh.trust_domain, &state.join("certs"))?;
+        let certs = write_sandbox_certs(&ca, &cfg.trust_domain, &state.join("certs"))?;
         info!(dir = %state.join("certs").display(), identity = %certs.identity, "sandbox client certificates written");
     }
     let hosts = serving_hosts(
