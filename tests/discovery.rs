@@ -3,23 +3,14 @@
 
 mod common;
 
-use std::{collections::BTreeSet, sync::Arc, time::Duration};
+use std::time::Duration;
 
 use common::Sim;
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, api::PostParams};
 use kube_sim::{ApiServerConfig, FaultMode};
-use meshd::{
-    aggregate::MeshSnapshot,
-    app::clusters::{self, ClusterView},
-    drain::Tasks,
-    model::ServiceKey,
-    multicluster::status::Clusters,
-    readiness::Ready,
-    start::StartContext,
-};
+use meshd::{aggregate::MeshSnapshot, model::ServiceKey};
 use serde_json::{Value, json};
-use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 async fn sim(name: &str) -> Sim {
@@ -94,49 +85,8 @@ fn secret(name: &str, data: &[(&str, &str)]) -> Value {
         "data": data})
 }
 
-struct Meshd {
-    tasks: Tasks,
-    ready: Ready,
-    handle: ClusterView,
-    _networks: watch::Sender<Arc<meshd::config::MeshNetworks>>,
-}
-
-impl Drop for Meshd {
-    fn drop(&mut self) {
-        self.tasks.cancel();
-    }
-}
-
-fn start(primary: &Sim, remote_timeout: Duration) -> Meshd {
-    let (networks_tx, networks) = watch::channel(Arc::new(Default::default()));
-    let opts = clusters::Options {
-        cluster_id: "c1".into(),
-        system_namespace: "istio-system".into(),
-        domain_suffix: "cluster.local".into(),
-        trust_domain: "cluster.local".into(),
-        remote_cluster_timeout: remote_timeout,
-        watch_timeout: 290,
-        debounce_after: Duration::from_millis(20),
-        debounce_max: Duration::from_millis(200),
-        insecure_kubeconfig_options: BTreeSet::new(),
-    };
-    let (d, handle) = clusters::new(
-        opts,
-        networks,
-        Clusters::default(),
-        clusters::Metrics::unregistered(),
-    );
-    let ctx = StartContext {
-        tasks: Tasks::new(),
-        ready: Ready::new(),
-    };
-    d.start(&ctx, primary.client.clone(), &primary.server.url());
-    Meshd {
-        tasks: ctx.tasks,
-        ready: ctx.ready,
-        handle,
-        _networks: networks_tx,
-    }
+fn start(primary: &Sim, remote_timeout: Duration) -> common::Discovery {
+    common::start_discovery(primary, "istio-system", remote_timeout)
 }
 
 fn key(name: &str) -> ServiceKey {
@@ -176,8 +126,8 @@ async fn eventually<T>(what: &str, within: Duration, mut f: impl FnMut() -> Opti
     }
 }
 
-fn status(m: &Meshd, id: &str, secret: &str) -> String {
-    m.handle
+fn status(m: &common::Discovery, id: &str, secret: &str) -> String {
+    m.view
         .clusters
         .row(id, secret)
         .map(|r| r.sync_status)
@@ -191,7 +141,7 @@ async fn remote_secrets_add_remove_and_misconfigure_clusters() {
     c2.service("reviews", "10.2.0.1", &["10.2.1.1"]);
     c2.service("ratings", "10.2.0.2", &["10.2.1.2"]);
     let meshd = start(&c1, Duration::from_secs(5));
-    tokio::time::timeout(Duration::from_secs(5), meshd.ready.wait())
+    tokio::time::timeout(Duration::from_secs(5), meshd.ctx.ready.wait())
         .await
         .expect("ready");
 
@@ -200,7 +150,7 @@ async fn remote_secrets_add_remove_and_misconfigure_clusters() {
         "remote-c2",
         &[("c2", &c2.kubeconfig(c2.server.admin_token()))],
     ));
-    let snaps = meshd.handle.snapshots.clone();
+    let snaps = meshd.view.snapshots.clone();
     let snap = eventually("c2 merged", Duration::from_secs(2), || {
         let s = snaps.load();
         (s.endpoints.contains_key(&key("ratings")) && shards(&s, "reviews").len() == 2).then_some(s)
@@ -231,7 +181,7 @@ async fn remote_secrets_add_remove_and_misconfigure_clusters() {
         ],
     ));
     let rows = eventually("bad entries reported", Duration::from_secs(2), || {
-        let rows = meshd.handle.clusters.rows();
+        let rows = meshd.view.clusters.rows();
         (rows.len() == 7).then_some(rows)
     })
     .await;
@@ -317,7 +267,7 @@ async fn rotation_never_drops_endpoints_and_converges_to_the_truth() {
         "remote-c2",
         &[("c2", &c2.kubeconfig(c2.server.admin_token()))],
     ));
-    let snaps = meshd.handle.snapshots.clone();
+    let snaps = meshd.view.snapshots.clone();
     eventually("c2 synced", Duration::from_secs(3), || {
         (shards(&snaps.load(), "reviews").len() == 2).then_some(())
     })
@@ -396,7 +346,7 @@ async fn unreachable_remote_times_out_then_converges() {
     ));
     let meshd = start(&c1, Duration::from_millis(1500));
     let t0 = tokio::time::Instant::now();
-    tokio::time::timeout(Duration::from_secs(5), meshd.ready.wait())
+    tokio::time::timeout(Duration::from_secs(5), meshd.ctx.ready.wait())
         .await
         .expect("ready after the timeout");
     assert!(
@@ -404,7 +354,7 @@ async fn unreachable_remote_times_out_then_converges() {
         "readiness waited for the remote cluster"
     );
     assert_eq!(status(&meshd, "c2", "istio-system/remote-c2"), "timeout");
-    let row = meshd.handle.clusters.row("c2", "istio-system/remote-c2").unwrap();
+    let row = meshd.view.clusters.row("c2", "istio-system/remote-c2").unwrap();
     assert!(
         row.last_error
             .as_deref()
@@ -414,7 +364,7 @@ async fn unreachable_remote_times_out_then_converges() {
     );
 
     c2.server.faults().set(FaultMode::None);
-    let snaps = meshd.handle.snapshots.clone();
+    let snaps = meshd.view.snapshots.clone();
     eventually("c2 endpoints after recovery", Duration::from_secs(15), || {
         (shards(&snaps.load(), "reviews") == owned(&[("c2", &["10.2.1.1"])])).then_some(())
     })
@@ -434,7 +384,7 @@ async fn an_unreachable_primary_shows_its_row_and_server() {
         "the primary's row with its error",
         Duration::from_secs(10),
         || {
-            let rows = meshd.handle.clusters.rows();
+            let rows = meshd.view.clusters.rows();
             rows.first().filter(|r| r.sync_status.starts_with(&want)).cloned()
         },
     )
@@ -451,7 +401,7 @@ async fn faults_keep_the_last_good_state_then_converge() {
         &[("c2", &c2.kubeconfig(c2.server.admin_token()))],
     ));
     let meshd = start(&c1, Duration::from_secs(5));
-    let snaps = meshd.handle.snapshots.clone();
+    let snaps = meshd.view.snapshots.clone();
     eventually("synced", Duration::from_secs(3), || {
         (shards(&snaps.load(), "reviews").len() == 1).then_some(())
     })
@@ -534,14 +484,14 @@ async fn load_many_clusters_converge() {
         ));
     }
     let want = clusters * services * per;
-    let snaps = meshd.handle.snapshots.clone();
+    let snaps = meshd.view.snapshots.clone();
     eventually("load converged", Duration::from_secs(600), || {
         let s = snaps.load();
         (s.endpoints.values().map(|e| e.iter().count()).sum::<usize>() == want).then_some(())
     })
     .await;
     let synced = t0.elapsed();
-    tokio::time::timeout(Duration::from_secs(60), meshd.ready.wait())
+    tokio::time::timeout(Duration::from_secs(60), meshd.ctx.ready.wait())
         .await
         .expect("ready");
     let snap = snaps.load();

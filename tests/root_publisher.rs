@@ -6,12 +6,7 @@
 
 mod common;
 
-use std::{
-    collections::{BTreeMap, BTreeSet},
-    path::Path,
-    sync::Arc,
-    time::Duration,
-};
+use std::{collections::BTreeMap, path::Path, sync::Arc, time::Duration};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, ServiceAccount};
 use kube::{
@@ -20,17 +15,13 @@ use kube::{
 };
 use kube_sim::{ApiServerConfig, RequestLog};
 use meshd::{
-    app::clusters::{self, ClusterView},
     ca::{
         CaBundle, MeshCa, WorkloadCertPolicy,
         root_publisher::{self, CONFIGMAP_NAME, IGNORED_NAMESPACES, ROOT_CERT_KEY, RootPublisherConfig},
     },
-    config::MeshNetworks,
     drain::Tasks,
     leader::{self, ElectionConfig},
     multicluster::status::Clusters,
-    readiness::Ready,
-    start::StartContext,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -281,48 +272,15 @@ fn remote_secret(sim: &common::Sim, id: &str, token: &str) -> Value {
 
 /// meshd's cluster discovery on `primary` (its secret controller joins remotes) and the publishers, as
 /// the only replica. Stopped on drop.
-struct Mesh {
-    tasks: Tasks,
-    view: ClusterView,
-    _networks: watch::Sender<Arc<MeshNetworks>>,
-}
-
-impl Drop for Mesh {
-    fn drop(&mut self) {
-        self.tasks.cancel();
-    }
-}
-
-fn mesh(primary: &common::Sim, roots: watch::Receiver<Arc<CaBundle>>) -> Mesh {
-    let (networks_tx, networks) = watch::channel(Arc::new(MeshNetworks::default()));
-    let opts = clusters::Options {
-        cluster_id: "c1".into(),
-        system_namespace: NS.into(),
-        domain_suffix: "cluster.local".into(),
-        trust_domain: "cluster.local".into(),
-        remote_cluster_timeout: Duration::from_secs(5),
-        watch_timeout: 290,
-        debounce_after: Duration::from_millis(20),
-        debounce_max: Duration::from_millis(200),
-        insecure_kubeconfig_options: BTreeSet::new(),
-    };
-    let (discovery, view) = clusters::new(
-        opts,
-        networks,
-        Clusters::default(),
-        clusters::Metrics::unregistered(),
+fn mesh(primary: &common::Sim, roots: watch::Receiver<Arc<CaBundle>>) -> common::Discovery {
+    let discovery = common::start_discovery(primary, NS, Duration::from_secs(5));
+    lead(
+        &primary.client,
+        roots,
+        discovery.view.clusters.clone(),
+        &discovery.ctx.tasks,
     );
-    let ctx = StartContext {
-        tasks: Tasks::new(),
-        ready: Ready::new(),
-    };
-    discovery.start(&ctx, primary.client.clone(), &primary.server.url());
-    lead(&primary.client, roots, view.clusters.clone(), &ctx.tasks);
-    Mesh {
-        tasks: ctx.tasks,
-        view,
-        _networks: networks_tx,
-    }
+    discovery
 }
 
 /// Polls `f` until it holds, or fails naming `what`.

@@ -141,3 +141,52 @@ impl Drop for Meshd {
         let _ = self.child.wait();
     }
 }
+
+/// meshd's cluster discovery on a simulated primary, assembled as `app::run` does (aggregate, config
+/// cluster registry, secret controller) with test timings. Everything it spawned stops on drop.
+pub struct Discovery {
+    /// Its tasks and readiness.
+    pub ctx: meshd::start::StartContext,
+    /// Snapshots and the clusters table.
+    pub view: meshd::app::clusters::ClusterView,
+    _networks: tokio::sync::watch::Sender<std::sync::Arc<meshd::config::MeshNetworks>>,
+}
+
+impl Drop for Discovery {
+    fn drop(&mut self) {
+        self.ctx.tasks.cancel();
+    }
+}
+
+/// Starts [`Discovery`] as cluster `c1` on `primary`, remote secrets read from `system_namespace`.
+pub fn start_discovery(primary: &Sim, system_namespace: &str, remote_timeout: Duration) -> Discovery {
+    use meshd::app::clusters;
+    let (networks_tx, networks) = tokio::sync::watch::channel(Default::default());
+    let opts = clusters::Options {
+        cluster_id: "c1".into(),
+        system_namespace: system_namespace.into(),
+        domain_suffix: "cluster.local".into(),
+        trust_domain: "cluster.local".into(),
+        remote_cluster_timeout: remote_timeout,
+        watch_timeout: 290,
+        debounce_after: Duration::from_millis(20),
+        debounce_max: Duration::from_millis(200),
+        insecure_kubeconfig_options: Default::default(),
+    };
+    let (discovery, view) = clusters::new(
+        opts,
+        networks,
+        meshd::multicluster::status::Clusters::default(),
+        clusters::Metrics::unregistered(),
+    );
+    let ctx = meshd::start::StartContext {
+        tasks: meshd::drain::Tasks::new(),
+        ready: meshd::readiness::Ready::new(),
+    };
+    discovery.start(&ctx, primary.client.clone(), &primary.server.url());
+    Discovery {
+        ctx,
+        view,
+        _networks: networks_tx,
+    }
+}
