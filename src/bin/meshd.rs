@@ -20,12 +20,16 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
+    let format = args.log_format;
     match runtime.block_on(meshd::app::run(args)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             let e = meshd::telemetry::error_chain(e.as_ref());
-            tracing::error!("{e}");
-            eprintln!("meshd: {e}");
+            // Once: a plain line for a person, or a JSON record for a log pipeline.
+            match format {
+                meshd::telemetry::LogFormat::Text => eprintln!("meshd: {e}"),
+                meshd::telemetry::LogFormat::Json => tracing::error!("{e}"),
+            }
             std::process::ExitCode::FAILURE
         }
     }
