@@ -137,9 +137,9 @@ fn status(m: &common::Discovery, id: &str, secret: &str) -> String {
 #[tokio::test]
 async fn remote_secrets_add_remove_and_misconfigure_clusters() {
     let (c1, c2) = (sim("c1").await, sim("c2").await);
-    c1.service("reviews", "10.1.0.1", &["10.1.1.1"]);
-    c2.service("reviews", "10.2.0.1", &["10.2.1.1"]);
-    c2.service("ratings", "10.2.0.2", &["10.2.1.2"]);
+    c1.service("reviews", "10.96.1.1", &["10.1.1.1"]);
+    c2.service("reviews", "10.97.0.1", &["10.2.1.1"]);
+    c2.service("ratings", "10.97.0.2", &["10.2.1.2"]);
     let meshd = start(&c1, Duration::from_secs(5));
     tokio::time::timeout(Duration::from_secs(5), meshd.ctx.ready.wait())
         .await
@@ -259,9 +259,9 @@ async fn remote_secrets_add_remove_and_misconfigure_clusters() {
 #[tokio::test]
 async fn rotation_never_drops_endpoints_and_converges_to_the_truth() {
     let (c1, c2) = (sim("c1").await, sim("c2").await);
-    c1.service("reviews", "10.1.0.1", &["10.1.1.1"]);
+    c1.service("reviews", "10.96.1.1", &["10.1.1.1"]);
     let base = ["10.2.1.1", "10.2.1.2", "10.2.1.3"];
-    c2.service("reviews", "10.2.0.1", &base);
+    c2.service("reviews", "10.97.0.1", &base);
     let meshd = start(&c1, Duration::from_secs(5));
     c1.apply(secret(
         "remote-c2",
@@ -338,7 +338,7 @@ async fn rotation_never_drops_endpoints_and_converges_to_the_truth() {
 #[tokio::test]
 async fn unreachable_remote_times_out_then_converges() {
     let (c1, c2) = (sim("c1").await, sim("c2").await);
-    c2.service("reviews", "10.2.0.1", &["10.2.1.1"]);
+    c2.service("reviews", "10.97.0.1", &["10.2.1.1"]);
     c2.server.faults().set(FaultMode::Refuse);
     c1.apply(secret(
         "remote-c2",
@@ -395,7 +395,7 @@ async fn an_unreachable_primary_shows_its_row_and_server() {
 #[tokio::test]
 async fn faults_keep_the_last_good_state_then_converge() {
     let (c1, c2) = (sim("c1").await, sim("c2").await);
-    c2.service("reviews", "10.2.0.1", &["10.2.1.1"]);
+    c2.service("reviews", "10.97.0.1", &["10.2.1.1"]);
     c1.apply(secret(
         "remote-c2",
         &[("c2", &c2.kubeconfig(c2.server.admin_token()))],

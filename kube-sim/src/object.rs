@@ -22,6 +22,8 @@ pub(crate) struct Obj {
     pub(crate) labels: BTreeMap<String, String>,
     pub(crate) phase: Option<String>,
     pub(crate) node_name: Option<String>,
+    /// A Service's `spec.clusterIP` (the allocator's view of what is taken).
+    pub(crate) cluster_ip: Option<std::net::IpAddr>,
     pub(crate) raw: Bytes,
 }
 
@@ -51,6 +53,7 @@ impl Obj {
             labels,
             phase: text(&value["status"]["phase"]),
             node_name: text(&value["spec"]["nodeName"]),
+            cluster_ip: value["spec"]["clusterIP"].as_str().and_then(|s| s.parse().ok()),
             raw: Bytes::from(serde_json::to_vec(value).map_err(|e| Error::Internal(e.to_string()))?),
         })
     }

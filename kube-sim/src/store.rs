@@ -84,6 +84,11 @@ impl Txn<'_> {
         self.inner.rv + 1
     }
 
+    /// Every stored object of `kind`, all namespaces.
+    pub(crate) fn objects(&self, kind: KindId) -> impl Iterator<Item = &Arc<Obj>> {
+        self.inner.tables[kind].values()
+    }
+
     pub(crate) fn keys(&self, kind: KindId, namespace: &str) -> Vec<Key> {
         range(&self.inner.tables[kind], Some(namespace), None)
             .map(|(k, _)| k.clone())

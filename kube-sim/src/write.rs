@@ -131,7 +131,7 @@ pub(crate) fn create_in(
     if opts.status != StatusMode::Keep || obj.get("status").is_none() {
         controllers::initial_status(kind, &mut obj);
     }
-    controllers::defaults(txn, kind, &mut obj);
+    controllers::defaults(txn, kind, &mut obj, None)?;
     controllers::admit(txn, kind, &mut obj);
     if opts.dry_run {
         return Obj::freeze(&obj).map(Arc::new);
@@ -219,7 +219,7 @@ fn update_in(
         let generation = cur["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
         new["metadata"]["generation"] = json!(generation);
     }
-    controllers::defaults(txn, kind, &mut new);
+    controllers::defaults(txn, kind, &mut new, Some(&cur))?;
     controllers::admit(txn, kind, &mut new);
     if new == cur || opts.dry_run {
         // An unchanged object is not rewritten: no new resourceVersion, no watch event.

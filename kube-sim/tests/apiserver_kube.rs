@@ -627,3 +627,65 @@ async fn selectors_filter_lists_and_watches() {
         ["c".to_string()].into()
     );
 }
+
+fn svc(name: &str, cluster_ip: Option<&str>) -> Service {
+    let mut spec = json!({"ports": [{"port": 80}]});
+    if let Some(ip) = cluster_ip {
+        spec["clusterIP"] = json!(ip);
+    }
+    serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).expect("service")
+}
+
+#[tokio::test]
+async fn cluster_ips_are_unique_in_range_and_immutable() {
+    let sim = start().await;
+    let api: Api<Service> = Api::namespaced(sim.client.clone(), "default");
+    let pp = PostParams::default();
+    let ip_of = |s: &Service| s.spec.as_ref().and_then(|s| s.cluster_ip.clone()).unwrap();
+
+    let a = api.create(&pp, &svc("a", Some("10.96.0.10"))).await.unwrap();
+    assert_eq!(ip_of(&a), "10.96.0.10");
+    let refused = |e: kube::Error, want: &str| match e {
+        kube::Error::Api(s) => {
+            assert_eq!((s.code, s.reason.as_str()), (422, "Invalid"), "{s:?}");
+            assert!(s.message.contains(want), "{}", s.message);
+        }
+        other => panic!("{other:?}"),
+    };
+    refused(
+        api.create(&pp, &svc("b", Some("10.96.0.10"))).await.unwrap_err(),
+        "failed to allocate IP 10.96.0.10: provided IP is already allocated",
+    );
+    refused(
+        api.create(&pp, &svc("b", Some("172.16.0.1"))).await.unwrap_err(),
+        "The range of valid IPs is 10.96.0.0/12",
+    );
+
+    // Once set it stays: a change is refused, an update that leaves it out keeps it.
+    let mut changed = api.get("a").await.unwrap();
+    changed.spec.as_mut().unwrap().cluster_ip = Some("10.96.0.11".into());
+    changed.spec.as_mut().unwrap().cluster_ips = Some(vec!["10.96.0.11".into()]);
+    refused(
+        api.replace("a", &pp, &changed).await.unwrap_err(),
+        "may not change once set",
+    );
+    let patched = api
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"clusterIP": null, "clusterIPs": null}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(ip_of(&patched), "10.96.0.10");
+
+    // Allocated ones never collide, with each other or with explicit ones; a deleted one is free again.
+    let mut seen = BTreeSet::from(["10.96.0.10".to_string()]);
+    for i in 0..200 {
+        let s = api.create(&pp, &svc(&format!("dyn-{i}"), None)).await.unwrap();
+        assert!(seen.insert(ip_of(&s)), "{} handed out twice", ip_of(&s));
+    }
+    api.delete("a", &DeleteParams::default()).await.unwrap();
+    let b = api.create(&pp, &svc("b", Some("10.96.0.10"))).await.unwrap();
+    assert_eq!(ip_of(&b), "10.96.0.10");
+}
