@@ -1,8 +1,9 @@
 //! meshctl, the operator CLI: its commands, parsed by clap, and what they do. The binary only parses
 //! and calls [`run`].
 //!
-//! - [`client`]: meshd's admin API (`--meshd`, default `http://127.0.0.1:15014`).
+//! - [`client`]: meshd's admin API (`--meshd`; default the running sandbox's, else `http://127.0.0.1:15014`).
 //! - [`views`]: the readable views of the debug JSON (pure).
+//! - [`proxy_config`]: `proxy-config`'s tables from a proxy's Envoy config dump (pure).
 //! - [`output`]: tables, JSON, YAML.
 //! - [`cluster`]: `add-cluster` / `remove-cluster` (Kubernetes, not meshd).
 //! - [`bootstrap`]: a proxyless gRPC client's xDS bootstrap (files only).
@@ -15,6 +16,7 @@ pub mod bootstrap;
 pub mod client;
 pub mod cluster;
 pub mod output;
+pub mod proxy_config;
 pub mod views;
 
 use std::{path::PathBuf, time::Duration};
@@ -93,7 +95,7 @@ pub enum Command {
     ProxyConfig {
         /// Which part: clusters, endpoints, listeners or routes.
         #[arg(value_enum)]
-        kind: views::ConfigKind,
+        kind: proxy_config::ConfigKind,
         /// The proxy's node ID (see `meshctl proxy-status`).
         proxy_id: String,
     },
@@ -288,9 +290,9 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
         Command::ProxyConfig { kind, proxy_id } => {
             let path = format!("/debug/config_dump?proxyID={}", query_value(&proxy_id));
             let dump: Value = admin()?.get(&path).await?;
-            let section = views::dump_section(&dump, kind);
+            let section = proxy_config::dump_section(&dump, kind);
             match out {
-                Output::Table => print!("{}", views::proxy_config_table(kind, &section)),
+                Output::Table => print!("{}", proxy_config::proxy_config_table(kind, &section)),
                 Output::Json => println!("{}", serde_json::to_string_pretty(&section)?),
                 Output::Yaml => print!("{}", serde_yaml::to_string(&section).unwrap_or_default()),
             }

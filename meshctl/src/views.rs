@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::output::{Rows, table};
+use super::output::Rows;
 use meshd::xds::XdsType;
 
 // === remote-clusters ===
@@ -444,358 +444,183 @@ fn indent(s: &str) -> String {
     s.lines().map(|l| format!("    {l}\n")).collect()
 }
 
-// === proxy-config ===
-
-/// A row of a `meshctl proxy-config` table.
-pub trait ConfigRow {
-    /// istioctl's column names (those meshd has).
-    const HEADER: &'static [&'static str];
-    /// Cells in header order.
-    fn cells(&self) -> Vec<String>;
-}
-
-/// Which part of a proxy's config dump `meshctl proxy-config` shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ConfigKind {
-    /// CDS: `ClustersConfigDump`.
-    Clusters,
-    /// EDS: `EndpointsConfigDump`.
-    Endpoints,
-    /// LDS: `ListenersConfigDump`.
-    Listeners,
-    /// RDS: `RoutesConfigDump`.
-    Routes,
-}
-
-impl ConfigKind {
-    /// The `@type` of its section in `/debug/config_dump`.
-    pub fn section_type(self) -> &'static str {
-        match self {
-            Self::Clusters => "type.googleapis.com/envoy.admin.v3.ClustersConfigDump",
-            Self::Endpoints => "type.googleapis.com/envoy.admin.v3.EndpointsConfigDump",
-            Self::Listeners => "type.googleapis.com/envoy.admin.v3.ListenersConfigDump",
-            Self::Routes => "type.googleapis.com/envoy.admin.v3.RoutesConfigDump",
-        }
-    }
-}
-
-/// The section of `kind` in a `/debug/config_dump` answer (Envoy's admin `ConfigDump`), or `null`.
-pub fn dump_section(dump: &Value, kind: ConfigKind) -> Value {
-    list(&dump["configs"])
-        .find(|c| c["@type"] == kind.section_type())
-        .cloned()
-        .unwrap_or(Value::Null)
-}
-
-/// A string field, or `-` when absent or empty (proto3 JSON omits defaults).
-fn text(v: &Value) -> String {
-    match v {
-        Value::String(s) if !s.is_empty() => s.clone(),
-        Value::Number(n) => n.to_string(),
-        _ => "-".into(),
-    }
-}
-
-/// The elements of an array field; none when absent.
-fn list(v: &Value) -> impl Iterator<Item = &Value> {
-    v.as_array().into_iter().flatten()
-}
-
-/// The resources of a section: its `entries`, each one's resource under `path`.
-fn resources<'a>(section: &'a Value, entries: &str, path: &[&str]) -> impl Iterator<Item = &'a Value> {
-    list(&section[entries]).map(move |e| path.iter().fold(e, |v, k| &v[*k]))
-}
-
-/// A `meshctl proxy-config clusters` row (istioctl's columns; meshd has no DestinationRules).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClusterRow {
-    /// The service host name, or the cluster name for clusters that are not a service's.
-    pub service_fqdn: String,
-    /// Service port.
-    pub port: String,
-    /// Subset.
-    pub subset: String,
-    /// `outbound`, `inbound`, or `-`.
-    pub direction: String,
-    /// Discovery type (`EDS`, `ORIGINAL_DST`, …).
-    pub r#type: String,
-}
-
-/// One row per cluster in a `ClustersConfigDump`. Names are istiod's: `outbound|port|subset|host`, or
-/// the SNI form `outbound_.port_.subset_.host` of east-west gateways.
-pub fn cluster_rows(section: &Value) -> Vec<ClusterRow> {
-    resources(section, "dynamic_active_clusters", &["cluster"])
-        .map(|c| {
-            let name = c["name"].as_str().unwrap_or_default();
-            let parts: Vec<&str> = if name.contains('|') {
-                name.splitn(4, '|').collect()
-            } else {
-                name.splitn(4, "_.").collect()
-            };
-            let r#type = match (&c["type"], &c["cluster_type"]["name"]) {
-                (Value::String(t), _) => t.clone(),
-                (_, Value::String(custom)) => custom.clone(),
-                // Proto3 JSON omits the default, STATIC.
-                _ => "STATIC".into(),
-            };
-            let dash = |s: &str| {
-                if s.is_empty() {
-                    "-".to_owned()
-                } else {
-                    s.to_owned()
-                }
-            };
-            match parts[..] {
-                [direction @ ("outbound" | "inbound"), port, subset, host] => ClusterRow {
-                    service_fqdn: host.into(),
-                    port: dash(port),
-                    subset: dash(subset),
-                    direction: direction.into(),
-                    r#type,
-                },
-                _ => ClusterRow {
-                    service_fqdn: name.into(),
-                    port: "-".into(),
-                    subset: "-".into(),
-                    direction: "-".into(),
-                    r#type,
-                },
-            }
-        })
-        .collect()
-}
-
-impl ConfigRow for ClusterRow {
-    const HEADER: &'static [&'static str] = &["SERVICE FQDN", "PORT", "SUBSET", "DIRECTION", "TYPE"];
-    fn cells(&self) -> Vec<String> {
-        vec![
-            self.service_fqdn.clone(),
-            self.port.clone(),
-            self.subset.clone(),
-            self.direction.clone(),
-            self.r#type.clone(),
-        ]
-    }
-}
-
-/// A `meshctl proxy-config endpoints` row (istioctl's columns but OUTLIER CHECK, which is the proxy's
-/// own runtime state and not in what a control plane sends).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EndpointRow {
-    /// `address:port`.
-    pub endpoint: String,
-    /// The health meshd sent (`HEALTHY`, `UNHEALTHY`, `DRAINING`; `UNKNOWN` counts as healthy).
-    pub status: String,
-    /// The cluster it belongs to.
-    pub cluster: String,
-}
-
-/// One row per endpoint in an `EndpointsConfigDump`, in the order sent (locality by locality).
-pub fn endpoint_rows(section: &Value) -> Vec<EndpointRow> {
-    resources(section, "dynamic_endpoint_configs", &["endpoint_config"])
-        .flat_map(|cla| {
-            let cluster = text(&cla["cluster_name"]);
-            let lb_endpoints = list(&cla["endpoints"]).flat_map(|l| list(&l["lb_endpoints"]));
-            lb_endpoints.map(move |lb| {
-                let a = &lb["endpoint"]["address"]["socket_address"];
-                EndpointRow {
-                    endpoint: format!("{}:{}", text(&a["address"]), text(&a["port_value"])),
-                    status: lb["health_status"].as_str().unwrap_or("UNKNOWN").into(),
-                    cluster: cluster.clone(),
-                }
-            })
-        })
-        .collect()
-}
-
-impl ConfigRow for EndpointRow {
-    const HEADER: &'static [&'static str] = &["ENDPOINT", "STATUS", "CLUSTER"];
-    fn cells(&self) -> Vec<String> {
-        vec![self.endpoint.clone(), self.status.clone(), self.cluster.clone()]
-    }
-}
-
-/// A `meshctl proxy-config listeners` row: one per filter chain (istioctl's), or one per API listener
-/// (proxyless gRPC, which has no address).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ListenerRow {
-    /// Listener name.
-    pub name: String,
-    /// Address, `-` for an API listener.
-    pub address: String,
-    /// Port.
-    pub port: String,
-    /// The filter chain match in words (`ALL` when it matches everything).
-    pub r#match: String,
-    /// `Route: <name>` (HTTP) or `Cluster: <name>` (TCP).
-    pub destination: String,
-}
-
-/// Where a network filter (or an API listener's HCM) sends traffic.
-fn filter_destination(typed: &Value) -> String {
-    let route = &typed["rds"]["route_config_name"];
-    if let Some(r) = route.as_str() {
-        return format!("Route: {r}");
-    }
-    match typed["cluster"].as_str() {
-        Some(c) => format!("Cluster: {c}"),
-        None => "-".into(),
-    }
-}
-
-/// A filter chain match in istioctl's words.
-fn chain_match(m: &Value) -> String {
-    let list = |k: &str| {
-        m[k].as_array()
-            .map(|v| v.iter().map(text).collect::<Vec<_>>().join(","))
-            .filter(|s| !s.is_empty())
-    };
-    let mut parts = Vec::new();
-    if let Some(ips) = m["prefix_ranges"].as_array().filter(|v| !v.is_empty()) {
-        let cidrs: Vec<String> = ips
-            .iter()
-            .map(|r| format!("{}/{}", text(&r["address_prefix"]), text(&r["prefix_len"])))
-            .collect();
-        parts.push(format!("Addr: {}", cidrs.join(",")));
-    }
-    if let Some(sni) = list("server_names") {
-        parts.push(format!("SNI: {sni}"));
-    }
-    if let Some(t) = m["transport_protocol"].as_str() {
-        parts.push(format!("Trans: {t}"));
-    }
-    if let Some(app) = list("application_protocols") {
-        parts.push(format!("App: {app}"));
-    }
-    if parts.is_empty() {
-        "ALL".into()
-    } else {
-        parts.join("; ")
-    }
-}
-
-/// One row per filter chain (or API listener) in a `ListenersConfigDump`.
-pub fn listener_rows(section: &Value) -> Vec<ListenerRow> {
-    resources(section, "dynamic_listeners", &["active_state", "listener"])
-        .flat_map(|l| {
-            let name = text(&l["name"]);
-            let a = &l["address"]["socket_address"];
-            let (address, port) = (text(&a["address"]), text(&a["port_value"]));
-            if l["api_listener"].is_object() {
-                return vec![ListenerRow {
-                    name,
-                    address,
-                    port,
-                    r#match: "-".into(),
-                    destination: filter_destination(&l["api_listener"]["api_listener"]),
-                }];
-            }
-            list(&l["filter_chains"])
-                .map(|chain| ListenerRow {
-                    name: name.clone(),
-                    address: address.clone(),
-                    port: port.clone(),
-                    r#match: chain_match(&chain["filter_chain_match"]),
-                    destination: chain["filters"]
-                        .as_array()
-                        .and_then(|f| f.last())
-                        .map_or("-".into(), |f| filter_destination(&f["typed_config"])),
-                })
-                .collect()
-        })
-        .collect()
-}
-
-impl ConfigRow for ListenerRow {
-    const HEADER: &'static [&'static str] = &["NAME", "ADDRESSES", "PORT", "MATCH", "DESTINATION"];
-    fn cells(&self) -> Vec<String> {
-        vec![
-            self.name.clone(),
-            self.address.clone(),
-            self.port.clone(),
-            self.r#match.clone(),
-            self.destination.clone(),
-        ]
-    }
-}
-
-/// A `meshctl proxy-config routes` row: one per route of each virtual host (istioctl's columns; meshd
-/// has no VirtualServices).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RouteRow {
-    /// Route configuration name.
-    pub name: String,
-    /// Virtual host name.
-    pub vhost: String,
-    /// The first domain, and how many more.
-    pub domains: String,
-    /// The route's match (`/*` for a prefix `/`).
-    pub r#match: String,
-}
-
-/// A route match in istioctl's words.
-fn route_match(m: &Value) -> String {
-    if let Some(p) = m["prefix"].as_str() {
-        return format!("{p}*");
-    }
-    if let Some(p) = m["path"].as_str() {
-        return p.into();
-    }
-    match m["safe_regex"]["regex"].as_str() {
-        Some(r) => format!("regex {r}"),
-        // An empty prefix is the proto3 default: it matches everything.
-        None => "/*".into(),
-    }
-}
-
-/// One row per route per virtual host in a `RoutesConfigDump`.
-pub fn route_rows(section: &Value) -> Vec<RouteRow> {
-    let mut rows = Vec::new();
-    for rc in resources(section, "dynamic_route_configs", &["route_config"]) {
-        for vh in list(&rc["virtual_hosts"]) {
-            let domains: Vec<&Value> = list(&vh["domains"]).collect();
-            let domains = match domains[..] {
-                [] => "-".into(),
-                [one] => text(one),
-                [first, ..] => format!("{} +{} more", text(first), domains.len() - 1),
-            };
-            rows.extend(list(&vh["routes"]).map(|r| RouteRow {
-                name: text(&rc["name"]),
-                vhost: text(&vh["name"]),
-                domains: domains.clone(),
-                r#match: route_match(&r["match"]),
-            }));
-        }
-    }
-    rows
-}
-
-impl ConfigRow for RouteRow {
-    const HEADER: &'static [&'static str] = &["NAME", "VHOST NAME", "DOMAINS", "MATCH"];
-    fn cells(&self) -> Vec<String> {
-        vec![
-            self.name.clone(),
-            self.vhost.clone(),
-            self.domains.clone(),
-            self.r#match.clone(),
-        ]
-    }
-}
-
-fn rows_table<R: ConfigRow>(rows: &[R]) -> String {
-    table(R::HEADER, &rows.iter().map(R::cells).collect::<Vec<_>>())
-}
-
-/// The `meshctl proxy-config <kind>` table of a config dump section.
-pub fn proxy_config_table(kind: ConfigKind, section: &Value) -> String {
-    match kind {
-        ConfigKind::Clusters => rows_table(&cluster_rows(section)),
-        ConfigKind::Endpoints => rows_table(&endpoint_rows(section)),
-        ConfigKind::Listeners => rows_table(&listener_rows(section)),
-        ConfigKind::Routes => rows_table(&route_rows(section)),
-    }
-}
-
 #[cfg(test)]
-#[path = "views_tests.rs"]
-mod tests;
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn row(status: &str, secret: &str, err: Option<&str>) -> ClusterzRow {
+        ClusterzRow {
+            id: "c".into(),
+            secret_name: secret.into(),
+            sync_status: status.into(),
+            last_error: err.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn remote_cluster_status_and_reason() {
+        // (clusterz status, last error) → (status, reason contains)
+        let cases = [
+            ("synced", None, "synced", ""),
+            (
+                "synced",
+                Some("unreachable: API server https://10.0.0.1:6443: connection refused"),
+                "synced",
+                "now failing: unreachable: API server https://10.0.0.1:6443",
+            ),
+            ("syncing", None, "syncing", "initial list"),
+            (
+                "syncing",
+                Some("connection refused"),
+                "syncing",
+                "last error: connection refused",
+            ),
+            (
+                "timeout",
+                Some("401 Unauthorized"),
+                "timeout",
+                "remote-cluster timeout",
+            ),
+            ("timeout", None, "timeout", "still retrying"),
+            ("closed", None, "closed", "stopped"),
+            (
+                "error: kubeconfig exec plugin is not allowed",
+                None,
+                "error",
+                "exec plugin",
+            ),
+        ];
+        for (status, err, want_status, want_reason) in cases {
+            let r = remote_cluster(&row(status, "istio-system/s", err));
+            assert_eq!(r.status, want_status, "{status}");
+            assert!(r.reason.contains(want_reason), "{status}: {:?}", r.reason);
+            assert_eq!(r.reason.is_empty(), want_reason.is_empty(), "{status}");
+        }
+        assert_eq!(remote_cluster(&row("synced", "", None)).secret, "-");
+    }
+
+    #[test]
+    fn per_type_sync_states() {
+        let t = |sent: &str, acked: &str| TypeSync {
+            sent: sent.into(),
+            acked: acked.into(),
+            last_error: String::new(),
+        };
+        let cases = [
+            (None, "NOT SENT"),
+            (Some(t("", "")), "NOT SENT"),
+            (Some(t("3", "3")), "SYNCED"),
+            (Some(t("4", "3")), "STALE"),
+            (Some(t("4", "")), "STALE"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(sync_state(input.as_ref()), want, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn proxy_status_row_names_the_nack() {
+        let s: SyncStatus = serde_json::from_value(json!({
+            "proxy": "sidecar~10.0.0.1~a.ns~ns.svc.cluster.local",
+            "cluster_id": "cluster1",
+            "network": "network1",
+            "resources": {
+                XdsType::Cluster.url(): {"sent": "2", "acked": "2", "lastError": ""},
+                XdsType::Endpoint.url(): {"sent": "3", "acked": "1", "lastError": "bad endpoint"},
+            },
+        }))
+        .unwrap();
+        let p = proxy_status(&s);
+        assert_eq!(
+            (p.status["CDS"], p.status["EDS"], p.status["LDS"]),
+            ("SYNCED", "STALE", "NOT SENT")
+        );
+        assert_eq!(p.last_nack, "EDS: bad endpoint");
+        let table = crate::output::table(
+            &ProxyStatuses(vec![p.clone()]).header(),
+            &ProxyStatuses(vec![p]).cells(),
+        );
+        assert!(table.starts_with("NAME "), "{table}");
+    }
+
+    #[test]
+    fn verdicts_in_words() {
+        let gw = json!({"network": "network2", "address": "198.51.100.10", "port": 15443});
+        let cases = [
+            (
+                json!({"decision": "direct", "why": "sameNetwork", "weight": 2}),
+                "sent directly, weight 2: same network",
+            ),
+            (
+                json!({"decision": "viaGateways", "gateways": [gw], "share": 2}),
+                "through network2's gateway 198.51.100.10:15443 with weight 2 each",
+            ),
+            (
+                json!({"decision": "dropped", "why": "notMtls"}),
+                "DROPPED: not mTLS-capable",
+            ),
+            (
+                json!({"decision": "dropped", "why": "unhealthy"}),
+                "DROPPED: unhealthy",
+            ),
+            (
+                json!({"decision": "dropped", "why": "outsideNetworkView"}),
+                "DROPPED: outside the proxy's REQUESTED_NETWORK_VIEW",
+            ),
+        ];
+        for (v, want) in cases {
+            let got = verdict_words(&v);
+            assert!(got.starts_with(want), "{got}");
+        }
+    }
+
+    #[test]
+    fn explain_sent_rows_show_kind_locality_weight_and_health() {
+        let report = json!({
+            "proxy": "p", "view": {"network": "network1", "requestedNetworkView": []}, "service": "h",
+            "ports": [{"port": 5000, "name": "http", "edsCluster": "outbound|5000||h", "endpoints": [],
+                       "sent": [
+                           {"address": "10.10.2.4", "port": 5000, "cluster": "cluster1", "network": "network1",
+                            "locality": {"region": "r", "zone": "a", "subzone": ""}, "weight": 1,
+                            "health": "Unhealthy", "gateway": false},
+                           {"address": "198.51.100.10", "port": 15443, "cluster": "cluster2", "network": "network2",
+                            "locality": {"region": "r", "zone": "a", "subzone": ""}, "weight": 2,
+                            "health": "Healthy", "gateway": true}]}],
+        });
+        let text = explain_text(&report);
+        let rows: Vec<Vec<&str>> = text
+            .lines()
+            .skip_while(|l| !l.contains("ADDRESS"))
+            .take(3)
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                vec![
+                    "ADDRESS", "KIND", "CLUSTER", "NETWORK", "LOCALITY", "WEIGHT", "HEALTH"
+                ],
+                vec![
+                    "10.10.2.4:5000",
+                    "endpoint",
+                    "cluster1",
+                    "network1",
+                    "r/a/",
+                    "1",
+                    "unhealthy"
+                ],
+                vec![
+                    "198.51.100.10:15443",
+                    "gateway",
+                    "cluster2",
+                    "network2",
+                    "r/a/",
+                    "2",
+                    "healthy"
+                ],
+            ]
+        );
+    }
+}
