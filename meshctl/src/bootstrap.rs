@@ -80,14 +80,9 @@ pub struct Spec {
 /// Why a bootstrap could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The sandbox's address file exists but is unreadable or not what meshd writes.
-    #[error("reading {path}: {reason}")]
-    Addresses {
-        /// The file.
-        path: PathBuf,
-        /// What went wrong.
-        reason: String,
-    },
+    /// The running sandbox's address file is unreadable or not what meshd writes (the error names it).
+    #[error(transparent)]
+    Addresses(#[from] sandbox::state::StateError),
     /// The current directory, to make `--cert-dir` absolute.
     #[error("resolving --cert-dir: {0}")]
     CurrentDir(std::io::Error),
@@ -142,10 +137,7 @@ pub fn bootstrap_json(spec: &Spec) -> Value {
 
 /// The xDS address the sandbox meshd running on `state_dir` serves (`None` when none runs there).
 fn sandbox_xds_address(state_dir: &Path) -> Result<Option<String>, Error> {
-    let addresses = sandbox::Addresses::of_running(state_dir).map_err(|e| Error::Addresses {
-        path: state_dir.join(sandbox::Addresses::FILE),
-        reason: e.to_string(),
-    })?;
+    let addresses = sandbox::Addresses::of_running(state_dir)?;
     Ok(addresses.map(|a| a.xds))
 }
 
@@ -263,7 +255,7 @@ mod tests {
         std::fs::write(dir.path().join(sandbox::Addresses::FILE), "{").unwrap();
         assert!(matches!(
             sandbox_xds_address(dir.path()),
-            Err(Error::Addresses { .. })
+            Err(Error::Addresses(_))
         ));
     }
 }

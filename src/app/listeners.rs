@@ -58,6 +58,8 @@ pub struct Listeners {
     pub http: TcpListener,
     /// `/metrics` and debug (`--monitoring-addr`).
     pub monitoring: TcpListener,
+    /// The addresses actually bound (a fallback or port 0 differs from the spec), in spec order.
+    pub addresses: [SocketAddr; 4],
 }
 
 /// The addresses of [`Listeners`], in the same order.
@@ -67,48 +69,41 @@ impl Listeners {
     /// Binds all four or none (what was bound is closed again on error).
     pub async fn bind(specs: &ListenSpecs) -> Result<Self, BindError> {
         let [grpc, secure_grpc, http, monitoring] = specs;
+        let (grpc, a0) = bind(grpc).await?;
+        let (secure_grpc, a1) = bind(secure_grpc).await?;
+        let (http, a2) = bind(http).await?;
+        let (monitoring, a3) = bind(monitoring).await?;
         Ok(Self {
-            grpc: bind(grpc).await?,
-            secure_grpc: bind(secure_grpc).await?,
-            http: bind(http).await?,
-            monitoring: bind(monitoring).await?,
+            grpc,
+            secure_grpc,
+            http,
+            monitoring,
+            addresses: [a0, a1, a2, a3],
         })
-    }
-
-    /// The bound addresses, in the order of [`ListenSpecs`].
-    pub fn addresses(&self) -> [SocketAddr; 4] {
-        // A bound listener always has a local address; the fallback never shows.
-        let local = |l: &TcpListener| {
-            l.local_addr()
-                .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)))
-        };
-        [
-            local(&self.grpc),
-            local(&self.secure_grpc),
-            local(&self.http),
-            local(&self.monitoring),
-        ]
     }
 }
 
-async fn bind(spec: &Listen) -> Result<TcpListener, BindError> {
+/// Binds `spec` (or, when allowed and its port is taken, a free port on the same host); returns the
+/// listener and the address it got.
+async fn bind(spec: &Listen) -> Result<(TcpListener, SocketAddr), BindError> {
     let error = |source| BindError {
         flag: spec.flag,
         addr: spec.addr,
         source,
     };
-    match TcpListener::bind(spec.addr).await {
+    let listener = match TcpListener::bind(spec.addr).await {
         Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && spec.fallback => {
-            let listener = TcpListener::bind(SocketAddr::new(spec.addr.ip(), 0))
+            TcpListener::bind(SocketAddr::new(spec.addr.ip(), 0))
                 .await
-                .map_err(error)?;
-            if let Ok(got) = listener.local_addr() {
-                warn!(flag = spec.flag, wanted = %spec.addr, serving = %got, "default port taken by another process; serving on a free port instead");
-            }
-            Ok(listener)
+                .map_err(error)?
         }
-        other => other.map_err(error),
+        other => other.map_err(error)?,
+    };
+    let got = listener.local_addr().map_err(error)?;
+    if got != spec.addr && spec.addr.port() != 0 {
+        warn!(flag = spec.flag, wanted = %spec.addr, serving = %got, "default port taken by another process; serving on a free port instead");
     }
+    Ok((listener, got))
 }
 
 #[cfg(test)]
@@ -138,8 +133,8 @@ mod tests {
             )
         );
 
-        let fell_back = bind(&spec("--http-addr", taken_addr, true)).await.unwrap();
-        let got = fell_back.local_addr().unwrap();
+        let (fell_back, got) = bind(&spec("--http-addr", taken_addr, true)).await.unwrap();
+        assert_eq!(fell_back.local_addr().unwrap(), got);
         assert_eq!(got.ip(), taken_addr.ip());
         assert_ne!(got.port(), taken_addr.port());
 
@@ -160,7 +155,7 @@ mod tests {
             spec("--monitoring-addr", free, false),
         ];
         let bound = Listeners::bind(&specs).await.unwrap();
-        let addrs = bound.addresses();
+        let addrs = bound.addresses;
         assert!(addrs.iter().all(|a| a.port() != 0 && a.ip() == taken_addr.ip()));
         assert_eq!(addrs.iter().collect::<std::collections::BTreeSet<_>>().len(), 4);
         drop(taken);

@@ -135,15 +135,14 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
     // The sandbox's state folder is claimed and every address bound before anything is written, so a
     // second meshd on the same machine fails without touching the first one's state.
     let sandboxed = matches!(args.kube_source(), KubeSource::Sandbox(_));
-    let _state_lock = match sandboxed {
-        true => {
-            let dir = args.state_dir.get_or_insert_with(sandbox::default_state_dir);
-            Some(sandbox::StateLock::acquire(dir)?)
-        }
-        false => None,
+    let _state_lock = if sandboxed {
+        let dir = args.state_dir.get_or_insert_with(sandbox::default_state_dir);
+        Some(sandbox::StateLock::acquire(dir)?)
+    } else {
+        None
     };
     let listeners = Listeners::bind(&listen_specs(&args, sandboxed)).await?;
-    let bound = listeners.addresses();
+    let bound = listeners.addresses;
 
     // The simulated clusters stop after meshd has drained (when this guard drops on return), so its
     // components' last calls (releasing the lease, closing watches) still reach them.
@@ -205,6 +204,7 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
         secure_grpc: secure_listener,
         http,
         monitoring,
+        addresses: _,
     } = listeners;
     for (name, listener) in [("http", http), ("monitoring", monitoring)] {
         let router = admin.clone();
