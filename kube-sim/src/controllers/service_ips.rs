@@ -1,67 +1,20 @@
-//! The built-in controllers clients rely on (namespace defaults, service-account tokens, deletion cascades),
-//! run synchronously inside the write transaction so their effects are atomic and deterministic.
+//! The ClusterIP allocator: a Service's `spec.clusterIP` is unique in the service range, validated when
+//! asked for, and immutable once set.
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::net::{IpAddr, Ipv4Addr};
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD as B64;
 use serde_json::{Value, json};
 
-use super::error::Error;
-use super::kinds::{self, KINDS, Kind, KindId};
-use super::object::Obj;
-use super::store::Txn;
-use super::write::{self, StatusMode, WriteOpts};
-
-pub(crate) const SA_TOKEN_TYPE: &str = "kubernetes.io/service-account-token";
-pub(crate) const SA_NAME_ANNOTATION: &str = "kubernetes.io/service-account.name";
-const SA_UID_ANNOTATION: &str = "kubernetes.io/service-account.uid";
-
-fn core_kind(kind: &str) -> KindId {
-    kinds::by_type("v1", kind).map(Kind::id).unwrap_or_default()
-}
-
-pub(crate) fn namespace_kind() -> KindId {
-    core_kind("Namespace")
-}
-
-pub(crate) fn service_account_kind() -> KindId {
-    core_kind("ServiceAccount")
-}
-
-pub(crate) fn secret_kind() -> KindId {
-    core_kind("Secret")
-}
-
-fn is_core(kind: &Kind, name: &str) -> bool {
-    kind.group.is_empty() && kind.kind == name
-}
-
-/// The status a freshly created object starts with.
-pub(crate) fn initial_status(kind: &Kind, obj: &mut Value) {
-    let status = match kind.kind {
-        "Namespace" if kind.group.is_empty() => Some(json!({"phase": "Active"})),
-        "Pod" if kind.group.is_empty() => Some(json!({"phase": "Pending"})),
-        "Service" if kind.group.is_empty() => Some(json!({"loadBalancer": {}})),
-        _ => None,
-    };
-    if let (Some(status), Some(o)) = (status, obj.as_object_mut()) {
-        o.insert("status".into(), status);
-    } else if let Some(o) = obj.as_object_mut() {
-        o.remove("status");
-    }
-}
+use super::core_kind;
+use crate::error::Error;
+use crate::store::Txn;
 
 /// Defaulting and allocation the real server does on write: Service type, and a cluster IP that is
 /// unique in the service range. An explicit IP must be valid, in range and free; once set it never
 /// changes (an update that leaves it out keeps it, as kube-apiserver's service strategy does).
-pub(crate) fn defaults(
-    txn: &Txn<'_>,
-    kind: &Kind,
-    obj: &mut Value,
-    prev: Option<&Value>,
-) -> Result<(), Error> {
-    if !is_core(kind, "Service") || !obj["spec"].is_object() && !obj["spec"].is_null() {
+pub(super) fn allocate(txn: &Txn<'_>, obj: &mut Value, prev: Option<&Value>) -> Result<(), Error> {
+    if !obj["spec"].is_object() && !obj["spec"].is_null() {
         return Ok(());
     }
     let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
@@ -128,7 +81,7 @@ const SERVICE_SIZE: u32 = 1 << 20;
 const HEADLESS: &str = "None";
 
 /// The cluster IPs of every Service but the one being written.
-fn used_cluster_ips(txn: &Txn<'_>, except: &(String, String)) -> std::collections::HashSet<std::net::IpAddr> {
+fn used_cluster_ips(txn: &Txn<'_>, except: &(String, String)) -> HashSet<IpAddr> {
     txn.objects(core_kind("Service"))
         .filter(|o| &o.key != except)
         .filter_map(|o| o.cluster_ip)
@@ -136,17 +89,17 @@ fn used_cluster_ips(txn: &Txn<'_>, except: &(String, String)) -> std::collection
 }
 
 /// A usable address of the range (not its network or broadcast address).
-fn in_service_range(ip: std::net::Ipv4Addr) -> bool {
+fn in_service_range(ip: Ipv4Addr) -> bool {
     let n = u32::from(ip).wrapping_sub(SERVICE_BASE);
     n > 0 && n < SERVICE_SIZE - 1
 }
 
 /// Whether an explicitly requested cluster IP may be taken, in kube-apiserver's words.
-fn check_cluster_ip(ip: &str, used: &std::collections::HashSet<std::net::IpAddr>) -> Result<(), String> {
-    let parsed: std::net::IpAddr = ip.parse().map_err(|_| {
+fn check_cluster_ip(ip: &str, used: &HashSet<IpAddr>) -> Result<(), String> {
+    let parsed: IpAddr = ip.parse().map_err(|_| {
         format!("Invalid value: {ip:?}: must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)")
     })?;
-    let in_range = matches!(parsed, std::net::IpAddr::V4(v4) if in_service_range(v4));
+    let in_range = matches!(parsed, IpAddr::V4(v4) if in_service_range(v4));
     if !in_range {
         return Err(format!(
             "Invalid value: []string{{{ip:?}}}: failed to allocate IP {ip}: the provided IP ({ip}) is not in \
@@ -165,94 +118,18 @@ fn check_cluster_ip(ip: &str, used: &std::collections::HashSet<std::net::IpAddr>
 /// range derived from `seed` (reproducible, where the real allocator picks at random), so dynamic
 /// allocations stay clear of the low addresses manifests and tests pin, as kube-apiserver keeps a band
 /// for static ones.
-fn allocate_cluster_ip(
-    used: &std::collections::HashSet<std::net::IpAddr>,
-    seed: u64,
-) -> Option<std::net::Ipv4Addr> {
+fn allocate_cluster_ip(used: &HashSet<IpAddr>, seed: u64) -> Option<Ipv4Addr> {
     // Index i stands for the address SERVICE_BASE + 1 + i: every usable one, network and broadcast excluded.
     let usable = SERVICE_SIZE - 2;
     let upper = SERVICE_SIZE / 2 - 1;
     let start = upper + (seed % u64::from(usable - upper)) as u32;
     (0..usable)
-        .map(|i| std::net::Ipv4Addr::from(SERVICE_BASE + 1 + (start + i) % usable))
-        .find(|ip| !used.contains(&std::net::IpAddr::V4(*ip)))
-}
-
-/// The legacy token controller: a service-account token Secret gets `token`, `ca.crt` and `namespace`.
-pub(crate) fn admit(txn: &Txn<'_>, kind: &Kind, obj: &mut Value) {
-    if !is_core(kind, "Secret") || obj["type"] != SA_TOKEN_TYPE || !obj["data"]["token"].is_null() {
-        return;
-    }
-    let meta = &obj["metadata"];
-    let ns = meta["namespace"].as_str().unwrap_or_default().to_string();
-    let Some(sa_name) = meta["annotations"][SA_NAME_ANNOTATION]
-        .as_str()
-        .map(str::to_string)
-    else {
-        return;
-    };
-    let Some(sa) = txn.get(service_account_kind(), &(ns.clone(), sa_name.clone())) else {
-        return;
-    };
-    let secret = (
-        meta["name"].as_str().unwrap_or_default().to_string(),
-        meta["uid"].as_str().unwrap_or_default().to_string(),
-    );
-    let authority = &txn.store().authority;
-    let token = authority.sign_service_account_token(&ns, &sa_name, &sa.uid, Some(secret), None, &[]);
-    obj["metadata"]["annotations"][SA_UID_ANNOTATION] = json!(sa.uid);
-    obj["data"]["token"] = json!(B64.encode(token));
-    obj["data"]["ca.crt"] = json!(B64.encode(authority.ca_pem()));
-    obj["data"]["namespace"] = json!(B64.encode(&ns));
-}
-
-/// Every namespace gets a `default` ServiceAccount.
-pub(crate) fn after_create(txn: &mut Txn<'_>, kind: &'static Kind, obj: &Arc<Obj>) -> Result<(), Error> {
-    if is_core(kind, "Namespace") {
-        let ns = obj.key.1.clone();
-        let sa = kinds::by_id(service_account_kind());
-        if txn.get(sa.id(), &(ns.clone(), "default".into())).is_none() {
-            let opts = WriteOpts {
-                dry_run: false,
-                status: StatusMode::Ignore,
-            };
-            write::create_in(txn, sa, &ns, json!({"metadata": {"name": "default"}}), &opts)?;
-        }
-    }
-    Ok(())
-}
-
-/// Deleting a namespace deletes its contents; deleting a ServiceAccount deletes its token Secrets.
-pub(crate) fn after_delete(txn: &mut Txn<'_>, kind: &'static Kind, obj: &Arc<Obj>) -> Result<(), Error> {
-    if is_core(kind, "Namespace") {
-        for k in KINDS.iter().filter(|k| k.namespaced) {
-            for key in txn.keys(k.id(), &obj.key.1) {
-                write::delete_in(txn, k, &key)?;
-            }
-        }
-    } else if is_core(kind, "ServiceAccount") {
-        let secrets = kinds::by_id(secret_kind());
-        for key in txn.keys(secrets.id(), &obj.key.0) {
-            let bound = txn.get(secrets.id(), &key).is_some_and(|s| {
-                let v = s.value();
-                v["type"] == SA_TOKEN_TYPE
-                    && v["metadata"]["annotations"][SA_NAME_ANNOTATION] == obj.key.1.as_str()
-            });
-            if bound {
-                write::delete_in(txn, secrets, &key)?;
-            }
-        }
-    }
-    Ok(())
+        .map(|i| Ipv4Addr::from(SERVICE_BASE + 1 + (start + i) % usable))
+        .find(|ip| !used.contains(&IpAddr::V4(*ip)))
 }
 
 #[cfg(test)]
 mod tests {
-    use std::{
-        collections::HashSet,
-        net::{IpAddr, Ipv4Addr},
-    };
-
     use super::*;
 
     fn ips(list: &[&str]) -> HashSet<IpAddr> {
