@@ -27,6 +27,12 @@ pub enum Error {
         name: String,
         detail: String,
     },
+    /// 409 from server-side apply: fields owned by other managers; causes are (message, field).
+    #[error("{message}")]
+    ApplyConflict {
+        message: String,
+        causes: Vec<(String, String)>,
+    },
     /// 410: a resourceVersion or continue token older than the kept history.
     #[error("{message}")]
     Expired {
@@ -70,7 +76,9 @@ impl Error {
             Error::Forbidden(_) => StatusCode::FORBIDDEN,
             Error::NotFound { .. } | Error::NoRoute => StatusCode::NOT_FOUND,
             Error::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            Error::AlreadyExists { .. } | Error::Conflict { .. } => StatusCode::CONFLICT,
+            Error::AlreadyExists { .. } | Error::Conflict { .. } | Error::ApplyConflict { .. } => {
+                StatusCode::CONFLICT
+            }
             Error::Expired { .. } => StatusCode::GONE,
             Error::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Error::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -88,7 +96,7 @@ impl Error {
             Error::NotFound { .. } | Error::NoRoute => "NotFound",
             Error::MethodNotAllowed => "MethodNotAllowed",
             Error::AlreadyExists { .. } => "AlreadyExists",
-            Error::Conflict { .. } => "Conflict",
+            Error::Conflict { .. } | Error::ApplyConflict { .. } => "Conflict",
             Error::Expired { .. } => "Expired",
             Error::TooLarge(_) => "RequestEntityTooLarge",
             Error::UnsupportedMediaType(_) => "UnsupportedMediaType",
@@ -109,9 +117,22 @@ impl Error {
                 name,
                 field,
                 detail,
-            } => Some(json!({
-                "name": name, "kind": kind,
-                "causes": [{"reason": "FieldValueInvalid", "message": detail, "field": field}],
+            } => {
+                // `PatchOptions.meta.k8s.io` names a kind in a group: details split them.
+                let mut details = json!({
+                    "name": name, "kind": kind,
+                    "causes": [{"reason": "FieldValueInvalid", "message": detail, "field": field}],
+                });
+                if let Some((kind, group)) = kind.split_once('.') {
+                    details["kind"] = json!(kind);
+                    details["group"] = json!(group);
+                }
+                Some(details)
+            }
+            Error::ApplyConflict { causes, .. } => Some(json!({
+                "causes": causes.iter().map(|(message, field)| json!({
+                    "type": "FieldManagerConflict", "message": message, "field": field,
+                })).collect::<Vec<_>>(),
             })),
             Error::Injected(429) => Some(json!({"retryAfterSeconds": 1})),
             _ => None,

@@ -24,6 +24,7 @@ mod requestlog;
 mod reviews;
 mod routes;
 mod selector;
+mod ssa;
 mod store;
 mod strategic;
 mod table;

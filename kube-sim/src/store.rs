@@ -16,7 +16,7 @@ use super::error::Error;
 use super::kinds::{self, KINDS, KindId};
 use super::object::{Key, Obj};
 use super::selector::Filter;
-use super::write::{self, StatusMode, WriteOpts};
+use super::write::{self, StatusMode, Track, WriteOpts};
 
 /// Events a watcher may fall behind by before it is closed (the client then re-watches or relists).
 const WATCH_BUFFER: usize = 8192;
@@ -344,6 +344,7 @@ impl Store {
         let opts = WriteOpts {
             dry_run: false,
             status: StatusMode::Keep,
+            track: Track::None,
         };
         let stored = write::apply(self, kind, &ns, obj, &opts)?;
         Ok(stored.value())

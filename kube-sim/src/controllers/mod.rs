@@ -12,7 +12,7 @@ use super::error::Error;
 use super::kinds::{self, KINDS, Kind, KindId};
 use super::object::Obj;
 use super::store::Txn;
-use super::write::{self, StatusMode, WriteOpts};
+use super::write::{self, StatusMode, Track, WriteOpts};
 
 pub(crate) const SA_TOKEN_TYPE: &str = "kubernetes.io/service-account-token";
 pub(crate) const SA_NAME_ANNOTATION: &str = "kubernetes.io/service-account.name";
@@ -81,6 +81,7 @@ pub(crate) fn after_create(txn: &mut Txn<'_>, kind: &'static Kind, obj: &Arc<Obj
             let opts = WriteOpts {
                 dry_run: false,
                 status: StatusMode::Ignore,
+                track: Track::None,
             };
             write::create_in(txn, sa, &ns, json!({"metadata": {"name": "default"}}), &opts)?;
         }
