@@ -311,7 +311,7 @@ fn compare_at(
 ) {
     match (old, new) {
         (Value::Object(o), Value::Object(n))
-            if !schema.atomic_object(names) && !(o.is_empty() && n.is_empty()) =>
+            if !(schema.atomic_object(names) || o.is_empty() && n.is_empty()) =>
         {
             compare_children(schema, old, new, names, path, c)
         }

@@ -92,10 +92,12 @@ impl Schema for BuiltIn {
     }
 
     fn zero_struct(&self, path: &[String]) -> bool {
-        match strs(path).as_slice() {
-            ["metadata" | "spec" | "status"] => true,
-            [.., "template"] | [.., "template", "metadata" | "spec"] | ["spec", "strategy"] => true,
-            _ => false,
-        }
+        matches!(
+            strs(path).as_slice(),
+            ["metadata" | "spec" | "status"]
+                | [.., "template"]
+                | [.., "template", "metadata" | "spec"]
+                | ["spec", "strategy"]
+        )
     }
 }
