@@ -99,7 +99,6 @@ impl Set {
         }
     }
 
-    #[cfg(test)]
     pub(crate) fn has(&self, path: &[Pe]) -> bool {
         match path.split_first() {
             None => self.member,

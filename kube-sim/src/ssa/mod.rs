@@ -155,10 +155,21 @@ pub(crate) fn apply(
     }
     let cmp: Comparison = compare(schema, &live_clean, &merged);
     let changed = ownable(kind, writer, &cmp.changed());
+    // `kubectl apply --server-side` over `kubectl apply`: fields of the last-applied annotation may be
+    // taken without a conflict (the upgrade path from client-side apply).
+    let allowed = if writer.manager == KUBECTL {
+        last_applied(&live_clean)
+            .map(|v| config_set(schema, &v))
+            .unwrap_or_default()
+    } else {
+        Set::default()
+    };
     let mut conflicts = Vec::new();
     for e in &entries {
         for path in e.set.intersection(&changed).paths() {
-            conflicts.push((e.display(), path_string(&path)));
+            if !allowed.has(&path) {
+                conflicts.push((e.display(), path_string(&path)));
+            }
         }
     }
     if !conflicts.is_empty() && !force {
@@ -175,7 +186,35 @@ pub(crate) fn apply(
     };
     entries.push(Entry { time, ..me });
     put_managed(&mut merged, entries);
+    if writer.manager == KUBECTL && last_applied(&live_clean).is_some() {
+        sync_last_applied(&mut merged, &config);
+    }
     Ok(merged)
+}
+
+/// The manager name `kubectl apply --server-side` uses; only it upgrades from client-side apply.
+const KUBECTL: &str = "kubectl";
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+fn last_applied(obj: &Value) -> Option<Value> {
+    let text = obj["metadata"]["annotations"][LAST_APPLIED].as_str()?;
+    serde_json::from_str(text).ok()
+}
+
+/// Keeps the client-side apply annotation in step with what `kubectl` applied server-side.
+fn sync_last_applied(merged: &mut Value, config: &Value) {
+    let mut applied = config.clone();
+    if let Some(annotations) = applied["metadata"]["annotations"].as_object_mut() {
+        annotations.remove(LAST_APPLIED);
+        if annotations.is_empty() {
+            applied["metadata"]
+                .as_object_mut()
+                .map(|m| m.remove("annotations"));
+        }
+    }
+    if let Some(annotations) = merged["metadata"]["annotations"].as_object_mut() {
+        annotations.insert(LAST_APPLIED.into(), Value::String(format!("{applied}\n")));
+    }
 }
 
 /// The real server's 409: `Apply failed with 1 conflict: conflict with "m" using v1: .data.k`.

@@ -198,3 +198,29 @@ fn requested_managed_fields() {
     track_update(k, Some(&live), &mut same, &writer("u"));
     assert_eq!(same, live);
 }
+
+#[test]
+fn kubectl_server_side_takes_over_from_client_side_apply() {
+    let k = kind("v1", "ConfigMap");
+    let last = r#"{"apiVersion":"v1","data":{"a":"1"},"kind":"ConfigMap","metadata":{"annotations":{},"name":"c","namespace":"default"}}"#;
+    let mut live = cm(json!({"a": "1"}));
+    live["metadata"]["annotations"] = json!({LAST_APPLIED: format!("{last}\n")});
+    track_update(k, None, &mut live, &writer("kubectl-client-side-apply"));
+    // Another manager conflicts as usual; `kubectl` may take the annotation's fields.
+    assert!(apply(k, Some(&live), &cm(json!({"a": "2"})), &writer("other"), false).is_err());
+    let upgraded = apply(k, Some(&live), &cm(json!({"a": "2"})), &writer(KUBECTL), false).unwrap();
+    assert_eq!(upgraded["data"]["a"], "2");
+    // The client-side applier keeps the annotation it wrote and the `data` map itself (`.` when created).
+    let entries = managed::decode(upgraded["metadata"].get("managedFields")).unwrap();
+    assert_eq!(entries.len(), 2);
+    assert_eq!(
+        entries[1].set.to_fields(),
+        json!({"f:data": {}, "f:metadata": {"f:annotations": {".": {}, format!("f:{LAST_APPLIED}"): {}}}})
+    );
+    let annotation = upgraded["metadata"]["annotations"][LAST_APPLIED]
+        .as_str()
+        .unwrap();
+    let synced: Value = serde_json::from_str(annotation).unwrap();
+    assert_eq!(synced["data"]["a"], "2");
+    assert!(annotation.ends_with('\n'));
+}
