@@ -7,13 +7,16 @@
 //! [`RequestLog`] records who made each request in RBAC's terms, so tests can compare what a client
 //! used with what it is granted.
 
+mod access_reviews;
 mod auth;
 mod controllers;
 mod discovery;
 mod error;
+mod escalation;
 mod faults;
 mod handlers;
 mod http;
+mod impersonation;
 mod kinds;
 mod object;
 mod openapi;
