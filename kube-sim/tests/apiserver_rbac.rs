@@ -540,3 +540,62 @@ async fn the_bootstrap_policy_is_there_and_aggregates() {
     roles.delete("logs-viewer", &Default::default()).await.unwrap();
     assert!(!has(&rules_of(roles.get("admin").await.unwrap()), &pods_log));
 }
+
+#[tokio::test]
+async fn aggregation_rules_need_cluster_admin_powers() {
+    let sim = enforcing().await;
+    let bot = service_account(&sim, "bot").await;
+    apply(
+        &sim,
+        vec![
+            cluster_role(
+                "role-writer",
+                json!([{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"], "verbs": ["create"]}]),
+            ),
+            binding(
+                "ClusterRoleBinding",
+                "bot-writes-roles",
+                "ClusterRole",
+                "role-writer",
+                sa("bot"),
+            ),
+        ],
+    );
+    let aggregated = json!({"metadata": {"name": "gatherer"},
+        "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"x": "y"}}]}});
+    let (code, body) = post(
+        &bot,
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+        aggregated,
+    )
+    .await;
+    assert_eq!(code, 403);
+    assert_eq!(
+        body["message"],
+        "clusterroles.rbac.authorization.k8s.io \"gatherer\" is forbidden: must have cluster-admin privileges to use the aggregationRule"
+    );
+}
+
+#[tokio::test]
+async fn the_request_log_names_the_impersonated_user() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("requests.jsonl");
+    let mut cfg = ApiServerConfig::new("logged");
+    cfg.request_log = Some(std::sync::Arc::new(kube_sim::RequestLog::open(&path).unwrap()));
+    let sim = start_with(cfg).await;
+    let (code, _) = send(
+        &sim.client,
+        "GET",
+        "/api/v1/namespaces/default/configmaps",
+        Value::Null,
+        &[("Impersonate-User", "alice"), ("Impersonate-Group", "devs")],
+    )
+    .await;
+    assert_eq!(code, 200);
+    let line: Value =
+        serde_json::from_str(std::fs::read_to_string(&path).unwrap().lines().last().unwrap()).unwrap();
+    assert_eq!(
+        (&line["user"], &line["groups"], &line["resource"]),
+        (&json!("alice"), &json!(["devs"]), &json!("configmaps"))
+    );
+}
