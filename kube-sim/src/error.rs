@@ -10,9 +10,15 @@ pub enum Error {
     BadRequest(String),
     #[error("Unauthorized")]
     Unauthorized,
-    /// 403 from the opt-in RBAC authorizer; the message is the real API server's.
-    #[error("{0}")]
-    Forbidden(String),
+    /// 403 (authorization, impersonation, RBAC escalation), worded as the API server's `NewForbidden`:
+    /// `{resource.group} "{name}" is forbidden: {detail}`.
+    #[error("{}", forbidden_message(group, resource, name, detail))]
+    Forbidden {
+        group: String,
+        resource: String,
+        name: String,
+        detail: String,
+    },
     #[error("{resource} \"{name}\" not found")]
     NotFound { resource: String, name: String },
     #[error("the server could not find the requested resource")]
@@ -73,7 +79,7 @@ impl Error {
         match self {
             Error::BadRequest(_) => StatusCode::BAD_REQUEST,
             Error::Unauthorized => StatusCode::UNAUTHORIZED,
-            Error::Forbidden(_) => StatusCode::FORBIDDEN,
+            Error::Forbidden { .. } => StatusCode::FORBIDDEN,
             Error::NotFound { .. } | Error::NoRoute => StatusCode::NOT_FOUND,
             Error::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Error::AlreadyExists { .. } | Error::Conflict { .. } | Error::ApplyConflict { .. } => {
@@ -92,7 +98,7 @@ impl Error {
         match self {
             Error::BadRequest(_) => "BadRequest",
             Error::Unauthorized => "Unauthorized",
-            Error::Forbidden(_) => "Forbidden",
+            Error::Forbidden { .. } => "Forbidden",
             Error::NotFound { .. } | Error::NoRoute => "NotFound",
             Error::MethodNotAllowed => "MethodNotAllowed",
             Error::AlreadyExists { .. } => "AlreadyExists",
@@ -134,6 +140,20 @@ impl Error {
                     "type": "FieldManagerConflict", "message": message, "field": field,
                 })).collect::<Vec<_>>(),
             })),
+            Error::Forbidden {
+                group,
+                resource,
+                name,
+                ..
+            } => {
+                let mut d = json!({});
+                for (field, v) in [("name", name), ("group", group), ("kind", resource)] {
+                    if !v.is_empty() {
+                        d[field] = json!(v);
+                    }
+                }
+                Some(d)
+            }
             Error::Injected(429) => Some(json!({"retryAfterSeconds": 1})),
             _ => None,
         }
@@ -156,6 +176,18 @@ impl Error {
             status["metadata"]["continue"] = json!(token);
         }
         status
+    }
+}
+
+fn forbidden_message(group: &str, resource: &str, name: &str, detail: &str) -> String {
+    let qualified = match group {
+        "" => resource.to_owned(),
+        g => format!("{resource}.{g}"),
+    };
+    match (resource, name) {
+        ("", _) => format!("forbidden: {detail}"),
+        (_, "") => format!("{qualified} is forbidden: {detail}"),
+        _ => format!("{qualified} {name:?} is forbidden: {detail}"),
     }
 }
 

@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use super::Ctx;
 use super::auth::Identity;
 use super::error::Error;
+use super::escalation;
 use super::http::{Params, content_type, decode, read_body, respond_bytes, respond_json, wants_table};
 use super::kinds::{Handling, Kind};
 use super::object::{Key, Obj};
@@ -35,6 +36,7 @@ const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
 /// Everything a verb handler needs about the request.
 struct Call {
     ctx: Arc<Ctx>,
+    identity: Identity,
     kind: &'static Kind,
     namespace: String,
     params: Params,
@@ -54,6 +56,7 @@ pub(crate) async fn resource(
     let call = Call {
         namespace: t.namespace.clone().unwrap_or_default(),
         ctx,
+        identity,
         kind,
         params,
         parts,
@@ -89,7 +92,7 @@ pub(crate) async fn resource(
         "deletecollection" => call.delete_collection(),
         "create" if kind.handling != Handling::Stored => {
             let body = call.body(body).await?;
-            reviews::review(&call.ctx, kind, &identity, body)
+            reviews::review(&call.ctx, kind, &call.namespace, &call.identity, body)
         }
         "create" => call.create(body).await,
         "update" => call.update(&name, body, StatusMode::Ignore).await,
@@ -320,8 +323,30 @@ impl Call {
         Ok(watch::respond(self.ctx.clone(), req))
     }
 
+    /// RBAC escalation prevention on Role/ClusterRole/binding writes, under `enforce_rbac`. The old
+    /// object is the stored one, if any.
+    fn guard(&self, name: &str, new: &Value) -> Result<(), Error> {
+        if !self.ctx.cfg.enforce_rbac || !escalation::applies(self.kind) {
+            return Ok(());
+        }
+        let old = self
+            .ctx
+            .store
+            .get_obj(self.kind.id(), &self.key(name))
+            .map(|o| o.value());
+        let write = escalation::Write {
+            kind: self.kind,
+            namespace: &self.namespace,
+            url_name: name,
+            new,
+            old: old.as_ref(),
+        };
+        escalation::check(&self.ctx.store, &self.identity, &write)
+    }
+
     async fn create(self, body: Incoming) -> Result<Response<Body>, Error> {
         let obj = self.body(body).await?;
+        self.guard("", &obj)?;
         let stored = write::create(
             &self.ctx.store,
             self.kind,
@@ -334,6 +359,7 @@ impl Call {
 
     async fn update(self, name: &str, body: Incoming, status: StatusMode) -> Result<Response<Body>, Error> {
         let obj = self.body(body).await?;
+        self.guard(name, &obj)?;
         let stored = write::update(
             &self.ctx.store,
             self.kind,
@@ -350,6 +376,16 @@ impl Call {
         let p = patch::decode_patch(ptype, &bytes)?;
         let (store, kind, key) = (&self.ctx.store, self.kind, self.key(name));
         let opts = self.opts(status, "PatchOptions")?;
+        if self.ctx.cfg.enforce_rbac && escalation::applies(kind) {
+            // An applied configuration states the rules and roleRef whole (both are atomic in RBAC's schema).
+            let patched = match store.get_obj(kind.id(), &key) {
+                Some(cur) if ptype != PatchType::Apply => {
+                    patch::apply(kind.kind, name, ptype, &cur.value(), &p)?
+                }
+                _ => p.clone(),
+            };
+            self.guard(name, &patched)?;
+        }
         if ptype == PatchType::Apply {
             return self.apply(name, p, opts).await;
         }

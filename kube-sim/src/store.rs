@@ -191,6 +191,7 @@ impl Store {
                 serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
             )?;
         }
+        super::controllers::bootstrap_rbac(&store)?;
         Ok(store)
     }
 

@@ -253,7 +253,9 @@ fn update_in(
             Obj::freeze(&new).map(Arc::new)
         };
     }
-    txn.put(kind.id(), new)
+    let stored = txn.put(kind.id(), new)?;
+    controllers::after_update(txn, kind)?;
+    Ok(stored)
 }
 
 /// Store::apply: create-or-replace, creating the namespace implicitly so manifests load in any order.
