@@ -47,6 +47,8 @@ pub(crate) struct Kind {
     pub(crate) columns: &'static [(&'static str, &'static str)],
     pub(crate) subresources: &'static [SubResource],
     pub(crate) handling: Handling,
+    /// An immediate delete answers with the object instead of a `Status` (the registry's `ReturnDeletedObject`).
+    pub(crate) returns_deleted: bool,
 }
 
 const CRUD: &[&str] = &[
@@ -78,6 +80,7 @@ const BASE: Kind = Kind {
     columns: &[],
     subresources: &[],
     handling: Handling::Stored,
+    returns_deleted: false,
 };
 
 const TOKEN_REQUEST: SubResource = SubResource {
@@ -98,6 +101,7 @@ pub(crate) static KINDS: &[Kind] = &[
         status: true,
         names: NameRule::Label,
         columns: &[("Status", "/status/phase")],
+        returns_deleted: true,
         ..BASE
     },
     Kind {
@@ -109,6 +113,7 @@ pub(crate) static KINDS: &[Kind] = &[
         names: NameRule::Label,
         categories: ALL,
         columns: &[("Type", "/spec/type"), ("Cluster-IP", "/spec/clusterIP")],
+        returns_deleted: true,
         ..BASE
     },
     Kind {
@@ -123,6 +128,7 @@ pub(crate) static KINDS: &[Kind] = &[
             ("IP", "/status/podIP"),
             ("Node", "/spec/nodeName"),
         ],
+        returns_deleted: true,
         ..BASE
     },
     Kind {
@@ -154,6 +160,7 @@ pub(crate) static KINDS: &[Kind] = &[
         singular: "serviceaccount",
         short_names: &["sa"],
         subresources: &[TOKEN_REQUEST],
+        returns_deleted: true,
         ..BASE
     },
     Kind {

@@ -9,6 +9,7 @@
 
 mod auth;
 mod controllers;
+mod delete;
 mod discovery;
 mod error;
 mod faults;
