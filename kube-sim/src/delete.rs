@@ -53,7 +53,8 @@ impl DeleteOpts {
             _ => None,
         };
         let policy = options["propagationPolicy"].as_str();
-        let invalid = |detail: String| Error::invalid("DeleteOptions.meta.k8s.io", "", "propagationPolicy", detail);
+        let invalid =
+            |detail: String| Error::invalid("DeleteOptions.meta.k8s.io", "", "propagationPolicy", detail);
         if let (Some(_), Some(p)) = (orphan, policy) {
             return Err(invalid(format!(
                 "Invalid value: {p:?}: orphanDependents and deletionPropagation cannot be both set"
@@ -75,7 +76,10 @@ impl DeleteOpts {
                 uid: pre["uid"].as_str().map(str::to_string),
                 resource_version: pre["resourceVersion"].as_str().map(str::to_string),
             },
-            dry_run: dry_run || options["dryRun"].as_array().is_some_and(|d| d.iter().any(|v| v == "All")),
+            dry_run: dry_run
+                || options["dryRun"]
+                    .as_array()
+                    .is_some_and(|d| d.iter().any(|v| v == "All")),
             propagation,
             orphan_dependents_false: orphan == Some(false),
         })
@@ -114,7 +118,12 @@ fn conflict(kind: &Kind, name: &str, detail: String) -> Error {
     }
 }
 
-pub(crate) fn delete(store: &Store, kind: &'static Kind, key: &Key, opts: &DeleteOpts) -> Result<Outcome, Error> {
+pub(crate) fn delete(
+    store: &Store,
+    kind: &'static Kind,
+    key: &Key,
+    opts: &DeleteOpts,
+) -> Result<Outcome, Error> {
     store.write(|txn| {
         let current = txn.get(kind.id(), key).cloned().ok_or_else(|| not_found(kind, &key.1))?;
         if let Some(uid) = opts.pre.uid.as_deref().filter(|u| *u != current.uid) {
@@ -231,7 +240,12 @@ fn mark(
 }
 
 /// Removes an object and queues what its disappearance sets off.
-pub(crate) fn remove(txn: &mut Txn<'_>, kind: &'static Kind, key: &Key, queue: &mut Queue) -> Result<(), Error> {
+pub(crate) fn remove(
+    txn: &mut Txn<'_>,
+    kind: &'static Kind,
+    key: &Key,
+    queue: &mut Queue,
+) -> Result<(), Error> {
     if let Some(last) = txn.remove(kind.id(), key)? {
         queue.push_back(Work::Removed(kind, last));
     }
@@ -306,12 +320,18 @@ pub(crate) fn check_update(kind: &Kind, cur: &Value, new: &mut Value) -> Result<
     if added.is_empty() {
         return Ok(());
     }
-    let list = added.iter().map(|f| format!("{f:?}")).collect::<Vec<_>>().join(", ");
+    let list = added
+        .iter()
+        .map(|f| format!("{f:?}"))
+        .collect::<Vec<_>>()
+        .join(", ");
     Err(Error::invalid(
         kind.kind,
         name,
         "metadata.finalizers",
-        format!("Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{list}}}"),
+        format!(
+            "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{list}}}"
+        ),
     ))
 }
 

@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use super::Ctx;
 use super::auth::Identity;
+use super::delete::{self, DeleteOpts, Outcome};
 use super::error::Error;
 use super::http::{Params, content_type, decode, read_body, respond_bytes, respond_json, wants_table};
 use super::kinds::{Handling, Kind};
@@ -26,7 +27,6 @@ use super::selector::{FieldSelector, Filter, LabelSelector};
 use super::store::WatchFrom;
 use super::table::{self, Include};
 use super::watch::{self, WatchRequest};
-use super::delete::{self, DeleteOpts, Outcome};
 use super::write::{self, StatusMode, WriteOpts};
 
 /// Real servers end a watch after a randomised 30–60 minutes; clients simply re-watch.

@@ -119,7 +119,9 @@ impl Txn<'_> {
 
     /// Whether any object of `kind` is stored in `namespace`.
     pub(crate) fn any_in(&self, kind: KindId, namespace: &str) -> bool {
-        range(&self.inner.tables[kind], Some(namespace), None).next().is_some()
+        range(&self.inner.tables[kind], Some(namespace), None)
+            .next()
+            .is_some()
     }
 
     pub(crate) fn keys(&self, kind: KindId, namespace: &str) -> Vec<Key> {

@@ -28,7 +28,9 @@ enum Owner {
 }
 
 fn refs(obj: &Value) -> &[Value] {
-    obj["metadata"]["ownerReferences"].as_array().map_or(&[], Vec::as_slice)
+    obj["metadata"]["ownerReferences"]
+        .as_array()
+        .map_or(&[], Vec::as_slice)
 }
 
 fn deleting(obj: &Value) -> bool {
@@ -83,7 +85,12 @@ fn drop_refs(txn: &mut Txn<'_>, kind: &'static Kind, dep: &Obj, uids: &[String])
 }
 
 /// The collector's `attemptToDeleteItem` for one dependent.
-fn attempt_to_delete(txn: &mut Txn<'_>, kind: &'static Kind, key: &Key, queue: &mut Queue) -> Result<(), Error> {
+fn attempt_to_delete(
+    txn: &mut Txn<'_>,
+    kind: &'static Kind,
+    key: &Key,
+    queue: &mut Queue,
+) -> Result<(), Error> {
     let Some(dep) = txn.get(kind.id(), key).cloned() else {
         return Ok(());
     };
@@ -93,12 +100,25 @@ fn attempt_to_delete(txn: &mut Txn<'_>, kind: &'static Kind, key: &Key, queue: &
     }
     let states: Vec<(String, Owner)> = refs(&v)
         .iter()
-        .map(|r| (r["uid"].as_str().unwrap_or_default().to_string(), classify(txn, &key.0, r)))
+        .map(|r| {
+            (
+                r["uid"].as_str().unwrap_or_default().to_string(),
+                classify(txn, &key.0, r),
+            )
+        })
         .collect();
     if states.iter().any(|(_, s)| *s == Owner::Solid) {
         // Kept by a live owner; references to owners that are gone or waiting are dropped.
-        let stale: Vec<String> = states.into_iter().filter(|(_, s)| *s != Owner::Solid).map(|(u, _)| u).collect();
-        return if stale.is_empty() { Ok(()) } else { drop_refs(txn, kind, &dep, &stale) };
+        let stale: Vec<String> = states
+            .into_iter()
+            .filter(|(_, s)| *s != Owner::Solid)
+            .map(|(u, _)| u)
+            .collect();
+        return if stale.is_empty() {
+            Ok(())
+        } else {
+            drop_refs(txn, kind, &dep, &stale)
+        };
     }
     let waiting = states.iter().any(|(_, s)| *s == Owner::Waiting);
     let policy = (waiting && !txn.dependents(&dep.uid).is_empty()).then_some(Propagation::Foreground);
@@ -106,7 +126,12 @@ fn attempt_to_delete(txn: &mut Txn<'_>, kind: &'static Kind, key: &Key, queue: &
 }
 
 /// An object is gone: its dependents are collected, and owners waiting on it in the foreground re-checked.
-pub(super) fn removed(txn: &mut Txn<'_>, _kind: &'static Kind, obj: &Obj, queue: &mut Queue) -> Result<(), Error> {
+pub(super) fn removed(
+    txn: &mut Txn<'_>,
+    _kind: &'static Kind,
+    obj: &Obj,
+    queue: &mut Queue,
+) -> Result<(), Error> {
     for (dk, dkey) in txn.dependents(&obj.uid) {
         attempt_to_delete(txn, kinds::by_id(dk), &dkey, queue)?;
     }
@@ -125,7 +150,12 @@ pub(super) fn removed(txn: &mut Txn<'_>, _kind: &'static Kind, obj: &Obj, queue:
 
 /// An object marked for deletion: the `orphan` and `foregroundDeletion` finalizers are carried out, and the
 /// object removed once no finalizer is left.
-pub(super) fn marked(txn: &mut Txn<'_>, kind: &'static Kind, key: &Key, queue: &mut Queue) -> Result<(), Error> {
+pub(super) fn marked(
+    txn: &mut Txn<'_>,
+    kind: &'static Kind,
+    key: &Key,
+    queue: &mut Queue,
+) -> Result<(), Error> {
     let Some(owner) = txn.get(kind.id(), key).cloned() else {
         return Ok(());
     };

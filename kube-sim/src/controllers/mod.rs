@@ -99,7 +99,12 @@ pub(crate) fn after_create(txn: &mut Txn<'_>, kind: &'static Kind, obj: &Arc<Obj
 }
 
 /// Validating admission on create: namespace lifecycle, then the ServiceAccount plugin.
-pub(crate) fn admit_create(txn: &Txn<'_>, kind: &'static Kind, ns: &str, obj: &mut Value) -> Result<(), Error> {
+pub(crate) fn admit_create(
+    txn: &Txn<'_>,
+    kind: &'static Kind,
+    ns: &str,
+    obj: &mut Value,
+) -> Result<(), Error> {
     if kind.namespaced {
         namespaces::admit_create(txn, kind, ns, obj)?;
     }

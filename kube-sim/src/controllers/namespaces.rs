@@ -78,7 +78,9 @@ pub(super) fn admit_delete(name: &str) -> Result<(), Error> {
 }
 
 fn stored_namespaced() -> impl Iterator<Item = &'static Kind> {
-    KINDS.iter().filter(|k| k.namespaced && k.handling == Handling::Stored)
+    KINDS
+        .iter()
+        .filter(|k| k.namespaced && k.handling == Handling::Stored)
 }
 
 /// The namespace controller: deletes everything in a terminating namespace; once nothing is left it

@@ -54,12 +54,22 @@ mod tests {
         store
             .apply(serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "apps"}}))
             .unwrap();
-        let cm = store.get("v1", "ConfigMap", Some("apps"), super::NAME).expect("published");
+        let cm = store
+            .get("v1", "ConfigMap", Some("apps"), super::NAME)
+            .expect("published");
         assert_eq!(cm["data"]["ca.crt"], store.authority.ca_pem());
-        assert!(store.get("v1", "ConfigMap", Some("kube-system"), super::NAME).is_some());
+        assert!(
+            store
+                .get("v1", "ConfigMap", Some("kube-system"), super::NAME)
+                .is_some()
+        );
         let uid = cm["metadata"]["uid"].clone();
-        store.delete("v1", "ConfigMap", Some("apps"), super::NAME).unwrap();
-        let again = store.get("v1", "ConfigMap", Some("apps"), super::NAME).expect("republished");
+        store
+            .delete("v1", "ConfigMap", Some("apps"), super::NAME)
+            .unwrap();
+        let again = store
+            .get("v1", "ConfigMap", Some("apps"), super::NAME)
+            .expect("republished");
         assert_ne!(again["metadata"]["uid"], uid);
     }
 }

@@ -22,7 +22,10 @@ pub(super) fn admit_pod(txn: &Txn<'_>, kind: &Kind, ns: &str, pod: &mut Value) -
             DEFAULT.to_string()
         }
     };
-    if txn.get(service_account_kind(), &(ns.to_string(), sa.clone())).is_some() {
+    if txn
+        .get(service_account_kind(), &(ns.to_string(), sa.clone()))
+        .is_some()
+    {
         return Ok(());
     }
     Err(Error::Denied {

@@ -73,7 +73,9 @@ mod tests {
             .apply(serde_json::json!({"apiVersion": "v1", "kind": "Secret", "type": super::SA_TOKEN_TYPE,
                 "metadata": {"name": "bot-token", "namespace": "default", "annotations": {super::SA_NAME_ANNOTATION: "bot"}}}))
             .unwrap();
-        store.delete("v1", "ServiceAccount", Some("default"), "bot").unwrap();
+        store
+            .delete("v1", "ServiceAccount", Some("default"), "bot")
+            .unwrap();
         assert!(store.get("v1", "Secret", Some("default"), "bot-token").is_none());
     }
 }
