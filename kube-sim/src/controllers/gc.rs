@@ -139,10 +139,11 @@ pub(super) fn removed(
         return Ok(());
     }
     for r in refs(&obj.value()) {
-        if let Some((okind, Some(owner))) = owner_of(txn, &obj.key.0, r) {
-            if r["uid"] == owner.uid.as_str() && classify(txn, &obj.key.0, r) == Owner::Waiting {
-                queue.push_back(Work::Marked(okind, owner.key.clone()));
-            }
+        if let Some((okind, Some(owner))) = owner_of(txn, &obj.key.0, r)
+            && r["uid"] == owner.uid.as_str()
+            && classify(txn, &obj.key.0, r) == Owner::Waiting
+        {
+            queue.push_back(Work::Marked(okind, owner.key.clone()));
         }
     }
     Ok(())

@@ -112,10 +112,10 @@ pub(super) fn finalize(txn: &mut Txn<'_>, name: &str, queue: &mut Queue) -> Resu
         set_spec_finalizers(&mut v, finalizers.clone());
         txn.put(ns_kind.id(), v)?;
     }
-    if finalizers.is_empty() {
-        if let Some(ns) = txn.get(ns_kind.id(), &key).cloned() {
-            delete::request(txn, ns_kind, &ns, None, false, queue)?;
-        }
+    if finalizers.is_empty()
+        && let Some(ns) = txn.get(ns_kind.id(), &key).cloned()
+    {
+        delete::request(txn, ns_kind, &ns, None, false, queue)?;
     }
     Ok(())
 }
