@@ -192,13 +192,8 @@ pub(crate) fn request(
             return mark(txn, kind, current, obj, dry_run, queue);
         }
         if !spec_finalizers(&obj).is_empty() {
-            return Err(conflict(
-                kind,
-                &current.key.1,
-                "The system is ensuring all content is removed from this namespace.  Upon completion, this \
-                 namespace will automatically be purged by the system."
-                    .into(),
-            ));
+            // Still being emptied: answered with the namespace as it is.
+            return Ok(Outcome::Pending(current.clone()));
         }
     }
     let finalizers = gc_finalizers(&obj, propagation);
