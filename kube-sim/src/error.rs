@@ -19,6 +19,15 @@ pub enum Error {
         name: String,
         detail: String,
     },
+    /// 403 from admission (namespace lifecycle, service accounts): the real server's `NewForbidden` for an object.
+    #[error("{}", denied_message(.resource, .name, .detail))]
+    Denied {
+        resource: String,
+        name: String,
+        detail: String,
+        /// `details.causes` entries (e.g. `NamespaceTerminating`).
+        causes: Vec<Value>,
+    },
     #[error("{resource} \"{name}\" not found")]
     NotFound { resource: String, name: String },
     #[error("the server could not find the requested resource")]
@@ -79,7 +88,7 @@ impl Error {
         match self {
             Error::BadRequest(_) => StatusCode::BAD_REQUEST,
             Error::Unauthorized => StatusCode::UNAUTHORIZED,
-            Error::Forbidden { .. } => StatusCode::FORBIDDEN,
+            Error::Forbidden { .. } | Error::Denied { .. } => StatusCode::FORBIDDEN,
             Error::NotFound { .. } | Error::NoRoute => StatusCode::NOT_FOUND,
             Error::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Error::AlreadyExists { .. } | Error::Conflict { .. } | Error::ApplyConflict { .. } => {
@@ -98,7 +107,7 @@ impl Error {
         match self {
             Error::BadRequest(_) => "BadRequest",
             Error::Unauthorized => "Unauthorized",
-            Error::Forbidden { .. } => "Forbidden",
+            Error::Forbidden { .. } | Error::Denied { .. } => "Forbidden",
             Error::NotFound { .. } | Error::NoRoute => "NotFound",
             Error::MethodNotAllowed => "MethodNotAllowed",
             Error::AlreadyExists { .. } => "AlreadyExists",
@@ -127,7 +136,7 @@ impl Error {
                 // `PatchOptions.meta.k8s.io` names a kind in a group: details split them.
                 let mut details = json!({
                     "name": name, "kind": kind,
-                    "causes": [{"reason": "FieldValueInvalid", "message": detail, "field": field}],
+                    "causes": [{"reason": cause_reason(detail), "message": detail, "field": field}],
                 });
                 if let Some((kind, group)) = kind.split_once('.') {
                     details["kind"] = json!(kind);
@@ -153,6 +162,18 @@ impl Error {
                     }
                 }
                 Some(d)
+            }
+            Error::Denied {
+                resource,
+                name,
+                causes,
+                ..
+            } => {
+                let mut details = resource_details(resource, name);
+                if !causes.is_empty() {
+                    details["causes"] = json!(causes);
+                }
+                Some(details)
             }
             Error::Injected(429) => Some(json!({"retryAfterSeconds": 1})),
             _ => None,
@@ -191,10 +212,35 @@ fn forbidden_message(group: &str, resource: &str, name: &str, detail: &str) -> S
     }
 }
 
+fn denied_message(resource: &str, name: &str, detail: &str) -> String {
+    if name.is_empty() {
+        format!("{resource} is forbidden: {detail}")
+    } else {
+        format!("{resource} \"{name}\" is forbidden: {detail}")
+    }
+}
+
+/// The field error type behind a validation message, named as `field.ErrorType` serializes it.
+fn cause_reason(detail: &str) -> &'static str {
+    [
+        ("Forbidden:", "FieldValueForbidden"),
+        ("Required value", "FieldValueRequired"),
+        ("Unsupported value", "FieldValueNotSupported"),
+        ("Duplicate value", "FieldValueDuplicate"),
+    ]
+    .iter()
+    .find(|(prefix, _)| detail.starts_with(prefix))
+    .map_or("FieldValueInvalid", |(_, reason)| reason)
+}
+
 /// Splits `leases.coordination.k8s.io` into Status details `{kind: leases, group: coordination.k8s.io}`.
 fn resource_details(resource: &str, name: &str) -> Value {
-    match resource.split_once('.') {
+    let mut details = match resource.split_once('.') {
         Some((plural, group)) => json!({"name": name, "group": group, "kind": plural}),
         None => json!({"name": name, "kind": resource}),
+    };
+    if name.is_empty() {
+        details.as_object_mut().map(|d| d.remove("name"));
     }
+    details
 }

@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use super::Ctx;
 use super::auth::Identity;
+use super::delete::{self, DeleteOpts, Outcome};
 use super::error::Error;
 use super::escalation;
 use super::http::{Params, content_type, decode, read_body, respond_bytes, respond_json, wants_table};
@@ -28,7 +29,7 @@ use super::ssa::{self, Writer};
 use super::store::WatchFrom;
 use super::table::{self, Include};
 use super::watch::{self, WatchRequest};
-use super::write::{self, Preconditions, StatusMode, Track, WriteOpts};
+use super::write::{self, StatusMode, Track, WriteOpts};
 
 /// Real servers end a watch after a randomised 30–60 minutes; clients simply re-watch.
 const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
@@ -89,7 +90,7 @@ pub(crate) async fn resource(
         "watch" => call.watch(),
         "list" => call.list(),
         "get" => call.get(&name),
-        "deletecollection" => call.delete_collection(),
+        "deletecollection" => call.delete_collection(body).await,
         "create" if kind.handling != Handling::Stored => {
             let body = call.body(body).await?;
             reviews::review(&call.ctx, kind, &call.namespace, &call.identity, body)
@@ -450,44 +451,51 @@ impl Call {
         self.respond_obj(StatusCode::OK, &stored)
     }
 
-    async fn delete(self, name: &str, body: Incoming) -> Result<Response<Body>, Error> {
+    /// `DeleteOptions` from the body, or from query parameters when the body is empty.
+    async fn delete_opts(&self, body: Incoming) -> Result<DeleteOpts, Error> {
         let bytes = read_body(body, &self.parts.headers, self.ctx.cfg.max_body_bytes).await?;
         let options = if bytes.iter().all(u8::is_ascii_whitespace) {
-            json!({})
+            let mut options = json!({});
+            for field in ["propagationPolicy", "orphanDependents"] {
+                if let Some(v) = self.params.get(field) {
+                    options[field] = json!(v);
+                }
+            }
+            options
         } else {
-            decode(&bytes, "application/json")?
+            decode(&bytes, content_type(&self.parts.headers))?
         };
-        let pre = &options["preconditions"];
-        let preconditions = Preconditions {
-            uid: pre["uid"].as_str().map(str::to_string),
-            resource_version: pre["resourceVersion"].as_str().map(str::to_string),
-        };
-        let dry_run = self.params.dry_run()?
-            || options["dryRun"]
-                .as_array()
-                .is_some_and(|d| d.iter().any(|v| v == "All"));
-        let obj = write::delete(
-            &self.ctx.store,
-            self.kind,
-            &self.key(name),
-            &preconditions,
-            dry_run,
-        )?;
-        let mut details = json!({"name": name, "kind": self.kind.plural, "uid": obj.uid});
-        if !self.kind.group.is_empty() {
-            details["group"] = json!(self.kind.group);
-        }
-        let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details});
-        Ok(respond_json(StatusCode::OK, &status))
+        DeleteOpts::parse(&options, self.params.dry_run()?)
     }
 
-    fn delete_collection(&self) -> Result<Response<Body>, Error> {
-        let deleted = write::delete_collection(
-            &self.ctx.store,
-            self.kind,
-            &self.filter()?,
-            self.params.dry_run()?,
-        )?;
+    /// The object (marked, or for kinds that return it, removed) or a `Status` naming what went.
+    async fn delete(self, name: &str, body: Incoming) -> Result<Response<Body>, Error> {
+        let opts = self.delete_opts(body).await?;
+        let outcome = delete::delete(&self.ctx.store, self.kind, &self.key(name), &opts)?;
+        match outcome {
+            Outcome::Pending(obj) => {
+                let code = if opts.orphan_dependents_false {
+                    StatusCode::ACCEPTED
+                } else {
+                    StatusCode::OK
+                };
+                self.respond_obj(code, &obj)
+            }
+            Outcome::Removed(obj) if self.kind.returns_deleted => self.respond_obj(StatusCode::OK, &obj),
+            Outcome::Removed(obj) => {
+                let mut details = json!({"name": name, "kind": self.kind.plural, "uid": obj.uid});
+                if !self.kind.group.is_empty() {
+                    details["group"] = json!(self.kind.group);
+                }
+                let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details});
+                Ok(respond_json(StatusCode::OK, &status))
+            }
+        }
+    }
+
+    async fn delete_collection(self, body: Incoming) -> Result<Response<Body>, Error> {
+        let opts = self.delete_opts(body).await?;
+        let deleted = delete::delete_collection(&self.ctx.store, self.kind, &self.filter()?, &opts)?;
         let meta = json!({"resourceVersion": self.ctx.store.revision().to_string()});
         Ok(respond_bytes(
             StatusCode::OK,

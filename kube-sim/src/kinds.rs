@@ -50,6 +50,8 @@ pub(crate) struct Kind {
     pub(crate) columns: &'static [(&'static str, &'static str)],
     pub(crate) subresources: &'static [SubResource],
     pub(crate) handling: Handling,
+    /// An immediate delete answers with the object instead of a `Status` (the registry's `ReturnDeletedObject`).
+    pub(crate) returns_deleted: bool,
 }
 
 const CRUD: &[&str] = &[
@@ -81,6 +83,7 @@ const BASE: Kind = Kind {
     columns: &[],
     subresources: &[],
     handling: Handling::Stored,
+    returns_deleted: false,
 };
 
 const TOKEN_REQUEST: SubResource = SubResource {
@@ -101,6 +104,7 @@ pub(crate) static KINDS: &[Kind] = &[
         status: true,
         names: NameRule::Label,
         columns: &[("Status", "/status/phase")],
+        returns_deleted: true,
         ..BASE
     },
     Kind {
@@ -112,6 +116,7 @@ pub(crate) static KINDS: &[Kind] = &[
         names: NameRule::Label,
         categories: ALL,
         columns: &[("Type", "/spec/type"), ("Cluster-IP", "/spec/clusterIP")],
+        returns_deleted: true,
         ..BASE
     },
     Kind {
@@ -126,6 +131,7 @@ pub(crate) static KINDS: &[Kind] = &[
             ("IP", "/status/podIP"),
             ("Node", "/spec/nodeName"),
         ],
+        returns_deleted: true,
         ..BASE
     },
     Kind {
@@ -157,6 +163,7 @@ pub(crate) static KINDS: &[Kind] = &[
         singular: "serviceaccount",
         short_names: &["sa"],
         subresources: &[TOKEN_REQUEST],
+        returns_deleted: true,
         ..BASE
     },
     Kind {

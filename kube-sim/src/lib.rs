@@ -11,6 +11,7 @@
 mod access_reviews;
 mod auth;
 mod controllers;
+mod delete;
 mod discovery;
 mod error;
 mod escalation;

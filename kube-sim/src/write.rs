@@ -9,10 +9,10 @@ use rand::Rng;
 use serde_json::{Map, Value, json};
 
 use super::controllers;
+use super::delete;
 use super::error::Error;
 use super::kinds::{self, Kind};
 use super::object::{Key, Obj, now_secs, rfc3339, validate_name};
-use super::selector::Filter;
 use super::ssa::{self, Writer};
 use super::store::{Store, Txn};
 
@@ -43,13 +43,6 @@ pub(crate) struct WriteOpts {
     pub(crate) dry_run: bool,
     pub(crate) status: StatusMode,
     pub(crate) track: Track,
-}
-
-/// `DeleteOptions.preconditions`.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Preconditions {
-    pub(crate) uid: Option<String>,
-    pub(crate) resource_version: Option<String>,
 }
 
 fn not_found(kind: &Kind, name: &str) -> Error {
@@ -124,13 +117,19 @@ pub(crate) fn create_in(
             name: ns.to_string(),
         });
     }
+    controllers::admit_create(txn, kind, ns, &mut obj)?;
     let meta = obj["metadata"]
         .as_object_mut()
         .ok_or_else(|| Error::Internal("metadata vanished".into()))?;
     meta.insert("name".into(), json!(name));
     meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
     meta.insert("creationTimestamp".into(), json!(rfc3339(now_secs())));
-    for server_owned in ["resourceVersion", "deletionTimestamp", "selfLink"] {
+    for server_owned in [
+        "resourceVersion",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "selfLink",
+    ] {
         meta.remove(server_owned);
     }
     if matches!(opts.track, Track::None) {
@@ -239,6 +238,7 @@ fn update_in(
         Track::Update(writer) => ssa::track_update(kind, Some(&cur), &mut new, writer),
         Track::Applied => set_or_remove(&mut new["metadata"], "managedFields", applied_fields.as_ref()),
     }
+    delete::check_update(kind, &cur, &mut new)?;
     if kind.status && spec_of(&new) != spec_of(&cur) {
         let generation = cur["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
         new["metadata"]["generation"] = json!(generation);
@@ -252,6 +252,9 @@ fn update_in(
         } else {
             Obj::freeze(&new).map(Arc::new)
         };
+    }
+    if let Some(removed) = delete::release(txn, kind, current, &new, opts.dry_run)? {
+        return Ok(removed);
     }
     let stored = txn.put(kind.id(), new)?;
     controllers::after_update(txn, kind)?;
@@ -288,60 +291,6 @@ pub(crate) fn apply(
             Some(current) => update_in(txn, kind, &current, body, opts),
             None => create_in(txn, kind, ns, body, opts),
         }
-    })
-}
-
-pub(crate) fn delete(
-    store: &Store,
-    kind: &'static Kind,
-    key: &Key,
-    pre: &Preconditions,
-    dry_run: bool,
-) -> Result<Arc<Obj>, Error> {
-    store.write(|txn| {
-        let current = txn.get(kind.id(), key).cloned().ok_or_else(|| not_found(kind, &key.1))?;
-        if let Some(uid) = pre.uid.as_deref().filter(|u| *u != current.uid) {
-            return Err(conflict(kind, &key.1, format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", current.uid)));
-        }
-        if let Some(rv) = pre.resource_version.as_deref().filter(|rv| *rv != current.rv.to_string()) {
-            return Err(conflict(kind, &key.1, format!("Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}", current.rv)));
-        }
-        if dry_run {
-            return Ok(current);
-        }
-        delete_in(txn, kind, key)?.ok_or_else(|| not_found(kind, &key.1))
-    })
-}
-
-/// Removes an object and runs the deletion cascades (namespace contents, service-account token secrets).
-pub(crate) fn delete_in(
-    txn: &mut Txn<'_>,
-    kind: &'static Kind,
-    key: &Key,
-) -> Result<Option<Arc<Obj>>, Error> {
-    let removed = txn.remove(kind.id(), key)?;
-    if let Some(obj) = &removed {
-        controllers::after_delete(txn, kind, obj)?;
-    }
-    Ok(removed)
-}
-
-pub(crate) fn delete_collection(
-    store: &Store,
-    kind: &'static Kind,
-    filter: &Filter,
-    dry_run: bool,
-) -> Result<Vec<Arc<Obj>>, Error> {
-    let page = store.list_page(kind.id(), filter, None, None, None)?;
-    if dry_run {
-        return Ok(page.items);
-    }
-    store.write(|txn| {
-        let mut deleted = Vec::new();
-        for obj in &page.items {
-            deleted.extend(delete_in(txn, kind, &obj.key)?);
-        }
-        Ok(deleted)
     })
 }
 
