@@ -2,12 +2,15 @@
 //! namespace before it goes (so its DELETED event comes after its contents'), and the NamespaceLifecycle
 //! admission plugin (no new content in a terminating namespace; the system namespaces stay).
 
+use std::collections::BTreeMap;
+
 use serde_json::{Value, json};
 
 use super::{Queue, namespace_kind};
 use crate::delete::{self, Propagation};
 use crate::error::Error;
 use crate::kinds::{self, Handling, KINDS, Kind};
+use crate::object::{now_secs, rfc3339};
 use crate::store::Txn;
 
 /// The finalizer the namespace controller owns (`spec.finalizers`, not `metadata.finalizers`).
@@ -105,7 +108,11 @@ pub(super) fn finalize(txn: &mut Txn<'_>, name: &str, queue: &mut Queue) -> Resu
             }
         }
         if stored_namespaced().any(|k| txn.any_in(k.id(), name)) {
-            // Content waiting on finalizers keeps the namespace terminating until it goes.
+            // Content waiting on finalizers keeps the namespace terminating until it goes; its conditions say why.
+            v["status"]["conditions"] = json!(conditions(txn, name, &ns.value()));
+            if v != ns.value() {
+                txn.put(ns_kind.id(), v)?;
+            }
             return Ok(());
         }
         finalizers.retain(|f| f != KUBERNETES);
@@ -118,6 +125,87 @@ pub(super) fn finalize(txn: &mut Txn<'_>, name: &str, queue: &mut Queue) -> Resu
         delete::request(txn, ns_kind, &ns, None, false, queue)?;
     }
     Ok(())
+}
+
+/// The namespace deleter's status conditions while content remains (kept unchanged once reported, so
+/// their transition times hold).
+fn conditions(txn: &Txn<'_>, name: &str, ns: &Value) -> Vec<Value> {
+    let mut resources = Vec::new();
+    let mut finalizers: BTreeMap<String, usize> = BTreeMap::new();
+    for kind in stored_namespaced() {
+        let keys = txn.keys(kind.id(), name);
+        if keys.is_empty() {
+            continue;
+        }
+        resources.push(format!(
+            "{} has {} resource instances",
+            kind.qualified_plural(),
+            keys.len()
+        ));
+        for key in keys {
+            let obj = txn.get(kind.id(), &key).map(|o| o.value()).unwrap_or_default();
+            for f in delete::finalizers(&obj) {
+                *finalizers.entry(f).or_default() += 1;
+            }
+        }
+    }
+    let remaining: Vec<String> = finalizers
+        .iter()
+        .map(|(f, n)| format!("{f} in {n} resource instances"))
+        .collect();
+    let now = rfc3339(now_secs());
+    let condition = |ctype: &str, status: &str, reason: &str, message: String| {
+        let since = ns["status"]["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == ctype && c["status"] == status))
+            .map_or_else(|| json!(now), |c| c["lastTransitionTime"].clone());
+        json!({"type": ctype, "status": status, "lastTransitionTime": since, "reason": reason, "message": message})
+    };
+    let mut out = vec![
+        condition(
+            "NamespaceDeletionDiscoveryFailure",
+            "False",
+            "ResourcesDiscovered",
+            "All resources successfully discovered".into(),
+        ),
+        condition(
+            "NamespaceDeletionGroupVersionParsingFailure",
+            "False",
+            "ParsedGroupVersions",
+            "All legacy kube types successfully parsed".into(),
+        ),
+        condition(
+            "NamespaceDeletionContentFailure",
+            "False",
+            "ContentDeleted",
+            "All content successfully deleted, may be waiting on finalization".into(),
+        ),
+        condition(
+            "NamespaceContentRemaining",
+            "True",
+            "SomeResourcesRemain",
+            format!("Some resources are remaining: {}", resources.join(", ")),
+        ),
+    ];
+    out.push(if remaining.is_empty() {
+        condition(
+            "NamespaceFinalizersRemaining",
+            "False",
+            "ContentHasNoFinalizers",
+            "All content-preserving finalizers finished".into(),
+        )
+    } else {
+        condition(
+            "NamespaceFinalizersRemaining",
+            "True",
+            "SomeFinalizersRemain",
+            format!(
+                "Some content in the namespace has finalizers remaining: {}",
+                remaining.join(", ")
+            ),
+        )
+    });
+    out
 }
 
 /// The last object of a terminating namespace gone: the namespace controller finishes the namespace.

@@ -47,7 +47,25 @@ fn a_terminating_namespace_takes_no_new_content_and_goes_when_empty() {
             .is_none(),
         "not republished"
     );
-    assert_eq!(ns(&store, "apps").unwrap()["status"]["phase"], "Terminating");
+    let status = ns(&store, "apps").unwrap()["status"].clone();
+    assert_eq!(status["phase"], "Terminating");
+    let condition = |t: &str| {
+        status["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == t)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(
+        condition("NamespaceContentRemaining")["message"],
+        "Some resources are remaining: configmaps has 1 resource instances"
+    );
+    assert_eq!(
+        condition("NamespaceFinalizersRemaining")["message"],
+        "Some content in the namespace has finalizers remaining: example.com/hold in 1 resource instances"
+    );
 
     let err = store
         .apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "late", "namespace": "apps"}}))
