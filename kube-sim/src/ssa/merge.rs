@@ -47,43 +47,53 @@ fn item_pes(schema: &dyn Schema, names: &[String], items: &[Value]) -> Result<Ve
     }
 }
 
-fn names_of(path_names: &[String]) -> String {
-    path_names.iter().map(|n| format!(".{n}")).collect()
-}
-
-/// Checks an applied configuration's lists (keys present, no duplicates), as the real server does
-/// before merging.
-pub(crate) fn check_config(schema: &dyn Schema, config: &Value) -> Result<(), String> {
-    fn walk(schema: &dyn Schema, v: &Value, names: &mut Names) -> Result<(), String> {
+/// Checks an applied configuration's lists (keys present, no duplicates), as the real server does before
+/// merging; every problem is reported with its path (`.spec.ports: duplicate entries for key [...]`).
+pub(crate) fn check_config(schema: &dyn Schema, config: &Value) -> Vec<String> {
+    fn walk(schema: &dyn Schema, v: &Value, names: &mut Names, path: &mut Path, errs: &mut Vec<String>) {
         match v {
-            Value::Object(m) if !schema.atomic_object(names) => {
-                for (k, child) in m {
-                    names.push(k.clone());
-                    walk(schema, child, names)?;
-                    names.pop();
-                }
-            }
+            Value::Object(m) if !schema.atomic_object(names) => walk_fields(schema, m, names, path, errs),
             Value::Array(items) if schema.list_type(names) != ListType::Atomic => {
-                let pes = item_pes(schema, names, items).map_err(|e| format!("{}: {e}", names_of(names)))?;
+                let pes = match item_pes(schema, names, items) {
+                    Ok(pes) => pes,
+                    Err(e) => return errs.push(format!("{}: {e}", path_string(path))),
+                };
                 let mut seen = HashSet::new();
-                for pe in &pes {
+                for (pe, item) in pes.iter().zip(items) {
                     if !seen.insert(pe) {
-                        return Err(format!(
+                        errs.push(format!(
                             "{}: duplicate entries for key {}",
-                            names_of(names),
+                            path_string(path),
                             path_string(std::slice::from_ref(pe))
                         ));
+                    } else if let Value::Object(m) = item {
+                        path.push(pe.clone());
+                        walk_fields(schema, m, names, path, errs);
+                        path.pop();
                     }
-                }
-                for item in items {
-                    walk(schema, item, names)?;
                 }
             }
             _ => {}
         }
-        Ok(())
     }
-    walk(schema, config, &mut Vec::new())
+    fn walk_fields(
+        schema: &dyn Schema,
+        m: &Map<String, Value>,
+        names: &mut Names,
+        path: &mut Path,
+        errs: &mut Vec<String>,
+    ) {
+        for (k, child) in m {
+            names.push(k.clone());
+            path.push(Pe::Field(k.clone()));
+            walk(schema, child, names, path, errs);
+            path.pop();
+            names.pop();
+        }
+    }
+    let mut errs = Vec::new();
+    walk(schema, config, &mut Vec::new(), &mut Vec::new(), &mut errs);
+    errs
 }
 
 /// Merges `config` into `live`: objects field by field, lists by their type, everything else replaced.
