@@ -409,11 +409,32 @@ fn mark_item(schema: &dyn Schema, item: &Value, names: &mut Names, path: &mut Pa
     }
 }
 
-/// Removes the value at `path`; objects left empty by the removal go too (Go drops empty maps, and a
-/// struct nobody owns any field of is pruned whole).
-pub(crate) fn remove_path(schema: &dyn Schema, v: &mut Value, path: &[Pe]) {
-    fn go(schema: &dyn Schema, v: &mut Value, path: &[Pe], names: &mut Names) -> bool {
-        let Some((first, rest)) = path.split_first() else {
+/// Removes from `merged` what a manager applied before (`last`) and nobody owns now (`owned`): a path
+/// with owned paths below it stays for their sake, as do the key fields of kept list items; objects left
+/// empty go too (Go drops empty maps, and a struct with no owned field is pruned whole) unless owned.
+pub(crate) fn prune(schema: &dyn Schema, merged: &mut Value, last: &Set, owned: &Set) {
+    for path in last.difference(owned).paths() {
+        let key_field = match path.as_slice() {
+            [.., Pe::Key(kv), Pe::Field(f)] => kv.iter().any(|(k, _)| k == f),
+            _ => false,
+        };
+        if !key_field && !owned.has_below(&path) {
+            remove_path(schema, merged, &path, owned);
+        }
+    }
+}
+
+/// Removes the value at `path`, and the objects this leaves empty unless `keep` holds them.
+fn remove_path(schema: &dyn Schema, v: &mut Value, path: &[Pe], keep: &Set) {
+    fn go(
+        schema: &dyn Schema,
+        v: &mut Value,
+        rest: &[Pe],
+        at: &mut Path,
+        names: &mut Names,
+        keep: &Set,
+    ) -> bool {
+        let Some((first, rest)) = rest.split_first() else {
             return false;
         };
         match (first, v) {
@@ -422,11 +443,13 @@ pub(crate) fn remove_path(schema: &dyn Schema, v: &mut Value, path: &[Pe]) {
                     m.remove(f);
                 } else if let Some(child) = m.get_mut(f) {
                     names.push(f.clone());
-                    let emptied = go(schema, child, rest, names);
-                    names.pop();
-                    if emptied {
+                    at.push(first.clone());
+                    let emptied = go(schema, child, rest, at, names, keep);
+                    if emptied && !keep.has(at) {
                         m.remove(f);
                     }
+                    at.pop();
+                    names.pop();
                 }
                 m.is_empty()
             }
@@ -443,14 +466,16 @@ pub(crate) fn remove_path(schema: &dyn Schema, v: &mut Value, path: &[Pe]) {
                 if rest.is_empty() {
                     items.remove(i);
                 } else {
-                    go(schema, &mut items[i], rest, names);
+                    at.push(pe.clone());
+                    go(schema, &mut items[i], rest, at, names, keep);
+                    at.pop();
                 }
                 false
             }
             _ => false,
         }
     }
-    go(schema, v, path, &mut Vec::new());
+    go(schema, v, path, &mut Vec::new(), &mut Vec::new(), keep);
 }
 
 #[cfg(test)]

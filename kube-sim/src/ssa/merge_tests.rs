@@ -152,19 +152,24 @@ fn comparisons() {
 }
 
 #[test]
-fn removing_paths() {
-    let mut v = json!({
-        "metadata": {"labels": {"a": "1"}},
-        "spec": {"containers": [{"name": "x", "image": "1", "tty": true}, {"name": "y"}]},
-    });
-    let f = |n: &str| Pe::Field(n.into());
-    let key = |n: &str| Pe::Key(vec![("name".into(), format!("{n:?}"))]);
-    remove_path(&BuiltIn, &mut v, &[f("metadata"), f("labels"), f("a")]);
-    remove_path(
+fn pruning() {
+    let applied = json!({"metadata": {"labels": {"a": "1"}}, "data": {},
+                         "spec": {"containers": [{"name": "x", "image": "1", "tty": true}, {"name": "y"}, {"name": "z", "image": "2"}]}});
+    let mut v = applied.clone();
+    let last = config_set(&BuiltIn, &applied);
+    // Now owned: `data: {}` (applied empty), z's image (another manager), nothing else.
+    let owned = config_set(
         &BuiltIn,
-        &mut v,
-        &[f("spec"), f("containers"), key("x"), f("tty")],
+        &json!({"data": {}, "spec": {"containers": [{"name": "z", "image": "2"}]}}),
+    )
+    .difference(&config_set(
+        &BuiltIn,
+        &json!({"spec": {"containers": [{"name": "z"}]}}),
+    ));
+    prune(&BuiltIn, &mut v, &last, &owned);
+    // z stays with its key field for the image someone owns; the emptied, owned `data` stays.
+    assert_eq!(
+        v,
+        json!({"data": {}, "spec": {"containers": [{"name": "z", "image": "2"}]}})
     );
-    remove_path(&BuiltIn, &mut v, &[f("spec"), f("containers"), key("y")]);
-    assert_eq!(v, json!({"spec": {"containers": [{"name": "x", "image": "1"}]}}));
 }

@@ -166,11 +166,7 @@ pub(crate) fn apply(
     // Prune: what this manager applied before and nobody owns now.
     if let Some(last) = &last {
         let owned = entries.iter().fold(me.set.clone(), |acc, e| acc.union(&e.set));
-        for path in last.set.difference(&owned).paths() {
-            if !owned.has_below(&path) {
-                merge::remove_path(schema, &mut merged, &path);
-            }
-        }
+        merge::prune(schema, &mut merged, &last.set, &owned);
     }
     let cmp: Comparison = compare(schema, &live_clean, &merged);
     let changed = ownable(kind, writer, &cmp.changed());
