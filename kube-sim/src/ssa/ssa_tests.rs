@@ -261,3 +261,34 @@ fn applied_configurations_are_checked() {
          .spec.ports: duplicate entries for key [port=81,protocol=\"TCP\"]"
     );
 }
+
+#[test]
+fn apply_to_the_status_subresource_owns_only_status() {
+    let k = kind("apps/v1", "Deployment");
+    let live = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "default"},
+                      "spec": {"replicas": 1}, "status": {}});
+    let status_writer = Writer {
+        manager: "ctrl".into(),
+        subresource: Some("status"),
+    };
+    let config = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+                        "spec": {"replicas": 5}, "status": {"replicas": 1}});
+    let applied = apply(k, Some(&live), &config, &status_writer, false).unwrap();
+    let entry = &applied["metadata"]["managedFields"][0];
+    assert_eq!(
+        (&entry["operation"], &entry["subresource"]),
+        (&json!("Apply"), &json!("status"))
+    );
+    assert_eq!(entry["fieldsV1"], json!({"f:status": {"f:replicas": {}}}));
+    // A second status applier changing the value conflicts with the first, named with its subresource.
+    let other = Writer {
+        manager: "ctrl2".into(),
+        subresource: Some("status"),
+    };
+    let config = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "status": {"replicas": 2}});
+    let err = apply(k, Some(&applied), &config, &other, false).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Apply failed with 1 conflict: conflict with \"ctrl\" with subresource \"status\": .status.replicas"
+    );
+}
