@@ -72,6 +72,9 @@ pub enum Error {
     Startup(String),
     #[error("internal error: {0}")]
     Internal(String),
+    /// A 500 the real server sends from a plain Go error: message only, no reason.
+    #[error("{0}")]
+    Unclassified(String),
 }
 
 impl Error {
@@ -99,7 +102,9 @@ impl Error {
             Error::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Error::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Error::Injected(code) => StatusCode::from_u16(*code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-            Error::Startup(_) | Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Error::Startup(_) | Error::Internal(_) | Error::Unclassified(_) => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
         }
     }
 
@@ -118,6 +123,7 @@ impl Error {
             Error::Invalid { .. } => "Invalid",
             Error::Injected(429) => "TooManyRequests",
             Error::Injected(_) | Error::Startup(_) | Error::Internal(_) => "InternalError",
+            Error::Unclassified(_) => "",
         }
     }
 
@@ -188,6 +194,10 @@ impl Error {
         });
         if let Some(details) = self.details() {
             status["details"] = details;
+        }
+        if self.reason().is_empty() {
+            // StatusReasonUnknown is "" and omitted.
+            status.as_object_mut().map(|s| s.remove("reason"));
         }
         if let Error::Expired {
             fresh_continue: Some(token),

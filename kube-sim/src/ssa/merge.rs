@@ -47,43 +47,53 @@ fn item_pes(schema: &dyn Schema, names: &[String], items: &[Value]) -> Result<Ve
     }
 }
 
-fn names_of(path_names: &[String]) -> String {
-    path_names.iter().map(|n| format!(".{n}")).collect()
-}
-
-/// Checks an applied configuration's lists (keys present, no duplicates), as the real server does
-/// before merging.
-pub(crate) fn check_config(schema: &dyn Schema, config: &Value) -> Result<(), String> {
-    fn walk(schema: &dyn Schema, v: &Value, names: &mut Names) -> Result<(), String> {
+/// Checks an applied configuration's lists (keys present, no duplicates), as the real server does before
+/// merging; every problem is reported with its path (`.spec.ports: duplicate entries for key [...]`).
+pub(crate) fn check_config(schema: &dyn Schema, config: &Value) -> Vec<String> {
+    fn walk(schema: &dyn Schema, v: &Value, names: &mut Names, path: &mut Path, errs: &mut Vec<String>) {
         match v {
-            Value::Object(m) if !schema.atomic_object(names) => {
-                for (k, child) in m {
-                    names.push(k.clone());
-                    walk(schema, child, names)?;
-                    names.pop();
-                }
-            }
+            Value::Object(m) if !schema.atomic_object(names) => walk_fields(schema, m, names, path, errs),
             Value::Array(items) if schema.list_type(names) != ListType::Atomic => {
-                let pes = item_pes(schema, names, items).map_err(|e| format!("{}: {e}", names_of(names)))?;
+                let pes = match item_pes(schema, names, items) {
+                    Ok(pes) => pes,
+                    Err(e) => return errs.push(format!("{}: {e}", path_string(path))),
+                };
                 let mut seen = HashSet::new();
-                for pe in &pes {
+                for (pe, item) in pes.iter().zip(items) {
                     if !seen.insert(pe) {
-                        return Err(format!(
+                        errs.push(format!(
                             "{}: duplicate entries for key {}",
-                            names_of(names),
+                            path_string(path),
                             path_string(std::slice::from_ref(pe))
                         ));
+                    } else if let Value::Object(m) = item {
+                        path.push(pe.clone());
+                        walk_fields(schema, m, names, path, errs);
+                        path.pop();
                     }
-                }
-                for item in items {
-                    walk(schema, item, names)?;
                 }
             }
             _ => {}
         }
-        Ok(())
     }
-    walk(schema, config, &mut Vec::new())
+    fn walk_fields(
+        schema: &dyn Schema,
+        m: &Map<String, Value>,
+        names: &mut Names,
+        path: &mut Path,
+        errs: &mut Vec<String>,
+    ) {
+        for (k, child) in m {
+            names.push(k.clone());
+            path.push(Pe::Field(k.clone()));
+            walk(schema, child, names, path, errs);
+            path.pop();
+            names.pop();
+        }
+    }
+    let mut errs = Vec::new();
+    walk(schema, config, &mut Vec::new(), &mut Vec::new(), &mut errs);
+    errs
 }
 
 /// Merges `config` into `live`: objects field by field, lists by their type, everything else replaced.
@@ -399,11 +409,32 @@ fn mark_item(schema: &dyn Schema, item: &Value, names: &mut Names, path: &mut Pa
     }
 }
 
-/// Removes the value at `path`; objects left empty by the removal go too (Go drops empty maps, and a
-/// struct nobody owns any field of is pruned whole).
-pub(crate) fn remove_path(schema: &dyn Schema, v: &mut Value, path: &[Pe]) {
-    fn go(schema: &dyn Schema, v: &mut Value, path: &[Pe], names: &mut Names) -> bool {
-        let Some((first, rest)) = path.split_first() else {
+/// Removes from `merged` what a manager applied before (`last`) and nobody owns now (`owned`): a path
+/// with owned paths below it stays for their sake, as do the key fields of kept list items; objects left
+/// empty go too (Go drops empty maps, and a struct with no owned field is pruned whole) unless owned.
+pub(crate) fn prune(schema: &dyn Schema, merged: &mut Value, last: &Set, owned: &Set) {
+    for path in last.difference(owned).paths() {
+        let key_field = match path.as_slice() {
+            [.., Pe::Key(kv), Pe::Field(f)] => kv.iter().any(|(k, _)| k == f),
+            _ => false,
+        };
+        if !key_field && !owned.has_below(&path) {
+            remove_path(schema, merged, &path, owned);
+        }
+    }
+}
+
+/// Removes the value at `path`, and the objects this leaves empty unless `keep` holds them.
+fn remove_path(schema: &dyn Schema, v: &mut Value, path: &[Pe], keep: &Set) {
+    fn go(
+        schema: &dyn Schema,
+        v: &mut Value,
+        rest: &[Pe],
+        at: &mut Path,
+        names: &mut Names,
+        keep: &Set,
+    ) -> bool {
+        let Some((first, rest)) = rest.split_first() else {
             return false;
         };
         match (first, v) {
@@ -412,11 +443,13 @@ pub(crate) fn remove_path(schema: &dyn Schema, v: &mut Value, path: &[Pe]) {
                     m.remove(f);
                 } else if let Some(child) = m.get_mut(f) {
                     names.push(f.clone());
-                    let emptied = go(schema, child, rest, names);
-                    names.pop();
-                    if emptied {
+                    at.push(first.clone());
+                    let emptied = go(schema, child, rest, at, names, keep);
+                    if emptied && !keep.has(at) {
                         m.remove(f);
                     }
+                    at.pop();
+                    names.pop();
                 }
                 m.is_empty()
             }
@@ -433,14 +466,16 @@ pub(crate) fn remove_path(schema: &dyn Schema, v: &mut Value, path: &[Pe]) {
                 if rest.is_empty() {
                     items.remove(i);
                 } else {
-                    go(schema, &mut items[i], rest, names);
+                    at.push(pe.clone());
+                    go(schema, &mut items[i], rest, at, names, keep);
+                    at.pop();
                 }
                 false
             }
             _ => false,
         }
     }
-    go(schema, v, path, &mut Vec::new());
+    go(schema, v, path, &mut Vec::new(), &mut Vec::new(), keep);
 }
 
 #[cfg(test)]

@@ -123,23 +123,42 @@ pub(crate) fn apply(
             "the applied configuration must be an object".into(),
         ));
     }
-    merge::check_config(schema, config).map_err(|e| {
-        let group = kind.group;
-        Error::BadRequest(format!(
-            "failed to create typed patch object ({group}/{}, Kind={}): {e}",
-            kind.version, kind.kind
-        ))
-    })?;
+    let patch_version = config["apiVersion"].as_str().unwrap_or_default();
+    if patch_version != kind.api_version() {
+        return Err(Error::BadRequest(format!(
+            "Incorrect version specified in apply patch. Specified patch version: {patch_version}, expected: {}",
+            kind.api_version()
+        )));
+    }
+    if !config["metadata"]["managedFields"].is_null() {
+        return Err(Error::BadRequest("metadata.managedFields must be nil".into()));
+    }
+    let errs = merge::check_config(schema, config);
+    if !errs.is_empty() {
+        let meta = &config["metadata"];
+        let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+        let detail = match errs.as_slice() {
+            [one] => one.clone(),
+            many => format!("errors:\n  {}", many.join("\n  ")),
+        };
+        // Not a Status error in the real server: a 500 without a reason.
+        return Err(Error::Unclassified(format!(
+            "failed to create typed patch object ({}/{}; {}/{}, Kind={}): {detail}",
+            text(&meta["namespace"]),
+            text(&meta["name"]),
+            kind.group,
+            kind.version,
+            text(&config["kind"]),
+        )));
+    }
     let mut live_clean = live.cloned().unwrap_or_else(|| Value::Object(Default::default()));
     let mut entries = managed::decode(take_managed(&mut live_clean).as_ref()).unwrap_or_default();
-    let mut config = config.clone();
-    take_managed(&mut config);
-    let mut merged = merge::merge(schema, Some(&live_clean), &config);
+    let mut merged = merge::merge(schema, Some(&live_clean), config);
     let me = entry(
         kind,
         writer,
         Operation::Apply,
-        ownable(kind, writer, &config_set(schema, &config)),
+        ownable(kind, writer, &config_set(schema, config)),
         None,
     );
     let position = entries.iter().position(|e| e.same_manager(&me));
@@ -147,11 +166,7 @@ pub(crate) fn apply(
     // Prune: what this manager applied before and nobody owns now.
     if let Some(last) = &last {
         let owned = entries.iter().fold(me.set.clone(), |acc, e| acc.union(&e.set));
-        for path in last.set.difference(&owned).paths() {
-            if !owned.has_below(&path) {
-                merge::remove_path(schema, &mut merged, &path);
-            }
-        }
+        merge::prune(schema, &mut merged, &last.set, &owned);
     }
     let cmp: Comparison = compare(schema, &live_clean, &merged);
     let changed = ownable(kind, writer, &cmp.changed());
@@ -187,7 +202,7 @@ pub(crate) fn apply(
     entries.push(Entry { time, ..me });
     put_managed(&mut merged, entries);
     if writer.manager == KUBECTL && last_applied(&live_clean).is_some() {
-        sync_last_applied(&mut merged, &config);
+        sync_last_applied(&mut merged, config);
     }
     Ok(merged)
 }

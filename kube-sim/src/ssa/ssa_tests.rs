@@ -147,7 +147,7 @@ fn status_is_tracked_apart() {
     let applied = apply(
         k,
         Some(&live),
-        &json!({"spec": {"replicas": 1}, "status": {"replicas": 9}}),
+        &json!({"apiVersion": "apps/v1", "spec": {"replicas": 1}, "status": {"replicas": 9}}),
         &writer("m"),
         false,
     )
@@ -223,4 +223,72 @@ fn kubectl_server_side_takes_over_from_client_side_apply() {
     let synced: Value = serde_json::from_str(annotation).unwrap();
     assert_eq!(synced["data"]["a"], "2");
     assert!(annotation.ends_with('\n'));
+}
+
+#[test]
+fn applied_configurations_are_checked() {
+    let k = kind("v1", "ConfigMap");
+    let err = |config: Value| {
+        apply(k, None, &config, &writer("m"), false)
+            .unwrap_err()
+            .to_status()
+    };
+    let status = err(json!({"apiVersion": "apps/v1", "kind": "ConfigMap"}));
+    assert_eq!(
+        (status["code"].as_u64(), status["message"].as_str()),
+        (
+            Some(400),
+            Some(
+                "Incorrect version specified in apply patch. Specified patch version: apps/v1, expected: v1"
+            )
+        )
+    );
+    let mut with_fields = cm(json!({}));
+    with_fields["metadata"]["managedFields"] = json!([]);
+    assert_eq!(err(with_fields)["message"], "metadata.managedFields must be nil");
+    let svc = kind("v1", "Service");
+    let config = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s", "namespace": "default"},
+                        "spec": {"ports": [{"port": 80}, {"port": 80}, {"port": 81}, {"port": 81}]}});
+    let status = apply(svc, None, &config, &writer("m"), false)
+        .unwrap_err()
+        .to_status();
+    assert_eq!(status["code"], 500);
+    assert!(status.get("reason").is_none(), "{status}");
+    assert_eq!(
+        status["message"],
+        "failed to create typed patch object (default/s; /v1, Kind=Service): errors:\n  \
+         .spec.ports: duplicate entries for key [port=80,protocol=\"TCP\"]\n  \
+         .spec.ports: duplicate entries for key [port=81,protocol=\"TCP\"]"
+    );
+}
+
+#[test]
+fn apply_to_the_status_subresource_owns_only_status() {
+    let k = kind("apps/v1", "Deployment");
+    let live = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "default"},
+                      "spec": {"replicas": 1}, "status": {}});
+    let status_writer = Writer {
+        manager: "ctrl".into(),
+        subresource: Some("status"),
+    };
+    let config = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+                        "spec": {"replicas": 5}, "status": {"replicas": 1}});
+    let applied = apply(k, Some(&live), &config, &status_writer, false).unwrap();
+    let entry = &applied["metadata"]["managedFields"][0];
+    assert_eq!(
+        (&entry["operation"], &entry["subresource"]),
+        (&json!("Apply"), &json!("status"))
+    );
+    assert_eq!(entry["fieldsV1"], json!({"f:status": {"f:replicas": {}}}));
+    // A second status applier changing the value conflicts with the first, named with its subresource.
+    let other = Writer {
+        manager: "ctrl2".into(),
+        subresource: Some("status"),
+    };
+    let config = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "status": {"replicas": 2}});
+    let err = apply(k, Some(&applied), &config, &other, false).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Apply failed with 1 conflict: conflict with \"ctrl\" with subresource \"status\": .status.replicas"
+    );
 }
