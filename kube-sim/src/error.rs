@@ -35,6 +35,8 @@ pub enum Error {
     },
     #[error("the request body is too large: limit is {0} bytes")]
     TooLarge(usize),
+    #[error("{0}")]
+    NotAcceptable(String),
     #[error("the body of the request was in an unknown format - accepted media types include: {0}")]
     UnsupportedMediaType(String),
     #[error("{kind} \"{name}\" is invalid: {field}: {detail}")]
@@ -73,6 +75,7 @@ impl Error {
             Error::AlreadyExists { .. } | Error::Conflict { .. } => StatusCode::CONFLICT,
             Error::Expired { .. } => StatusCode::GONE,
             Error::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Error::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
             Error::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Error::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Error::Injected(code) => StatusCode::from_u16(*code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
@@ -91,6 +94,7 @@ impl Error {
             Error::Conflict { .. } => "Conflict",
             Error::Expired { .. } => "Expired",
             Error::TooLarge(_) => "RequestEntityTooLarge",
+            Error::NotAcceptable(_) => "NotAcceptable",
             Error::UnsupportedMediaType(_) => "UnsupportedMediaType",
             Error::Invalid { .. } => "Invalid",
             Error::Injected(429) => "TooManyRequests",

@@ -157,7 +157,7 @@ impl Call {
         Ok(Filter {
             namespace: (self.kind.namespaced && !self.namespace.is_empty()).then(|| self.namespace.clone()),
             labels: LabelSelector::parse(self.params.get("labelSelector").unwrap_or_default())?,
-            fields: FieldSelector::parse(self.params.get("fieldSelector").unwrap_or_default())?,
+            fields: FieldSelector::parse(self.kind, self.params.get("fieldSelector").unwrap_or_default())?,
         })
     }
 
@@ -233,6 +233,9 @@ impl Call {
         let mut meta = json!({"resourceVersion": page.rv.to_string()});
         if let Some(next) = &page.next {
             meta["continue"] = json!(encode_continue(page.rv, next));
+        }
+        if let Some(remaining) = page.remaining {
+            meta["remainingItemCount"] = json!(remaining);
         }
         if let Some(include) = self.table_include()? {
             let t = table::table(self.kind, page.items.iter().map(|o| &**o), include, meta);
@@ -377,22 +380,26 @@ const EXPIRED_CONTINUE: &str = "The provided continue parameter is too old to di
     the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that \
     were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
 
-/// `{"apiVersion":…,"kind":"<Kind>List","metadata":…,"items":[…]}` from pre-serialized objects, without
-/// re-parsing them.
+/// `{"kind":"<Kind>List","apiVersion":…,"metadata":…,"items":[…]}` from pre-serialized objects, without
+/// re-parsing them; items carry no `kind` or `apiVersion`, as in the real server's lists.
 fn list_body(kind: &Kind, meta: &Value, items: &[Arc<Obj>]) -> bytes::Bytes {
     let size = items.iter().map(|o| o.raw.len() + 1).sum::<usize>() + 256;
     let mut buf = BytesMut::with_capacity(size);
-    let head =
-        json!({"apiVersion": kind.api_version(), "kind": format!("{}List", kind.kind), "metadata": meta});
-    let head = serde_json::to_vec(&head).unwrap_or_default();
-    // Reopen the head object to append the items array.
-    buf.put_slice(&head[..head.len().saturating_sub(1)]);
-    buf.put_slice(b",\"items\":[");
+    let text = |v: &str| serde_json::to_string(v).unwrap_or_default();
+    let meta = serde_json::to_string(meta).unwrap_or_default();
+    let head = format!(
+        "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{meta},\"items\":[",
+        text(&format!("{}List", kind.kind)),
+        text(&kind.api_version()),
+    );
+    buf.put_slice(head.as_bytes());
     for (i, obj) in items.iter().enumerate() {
         if i > 0 {
             buf.put_u8(b',');
         }
-        buf.put_slice(&obj.raw);
+        for part in obj.item() {
+            buf.put_slice(part);
+        }
     }
     buf.put_slice(b"]}");
     buf.freeze()

@@ -1,5 +1,8 @@
 //! The kind table: every resource the simulator serves is one entry here, and nothing else is kind-specific.
 
+use super::fields::{self, Fields};
+use super::table::{self, Printer};
+
 /// How the server handles writes to a kind: most are stored; reviews are computed and never stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Handling {
@@ -43,8 +46,10 @@ pub(crate) struct Kind {
     pub(crate) status: bool,
     pub(crate) names: NameRule,
     pub(crate) categories: &'static [&'static str],
-    /// Extra Table columns between NAME and AGE: (header, JSON pointer into the object).
-    pub(crate) columns: &'static [(&'static str, &'static str)],
+    /// How `kubectl get` shows it (the server-side Table columns).
+    pub(crate) printer: &'static Printer,
+    /// The field labels `fieldSelector` accepts.
+    pub(crate) fields: &'static Fields,
     pub(crate) subresources: &'static [SubResource],
     pub(crate) handling: Handling,
 }
@@ -75,7 +80,8 @@ const BASE: Kind = Kind {
     status: false,
     names: NameRule::Subdomain,
     categories: &[],
-    columns: &[],
+    printer: &table::DEFAULT,
+    fields: &fields::META,
     subresources: &[],
     handling: Handling::Stored,
 };
@@ -97,7 +103,8 @@ pub(crate) static KINDS: &[Kind] = &[
         namespaced: false,
         status: true,
         names: NameRule::Label,
-        columns: &[("Status", "/status/phase")],
+        printer: &table::NAMESPACE,
+        fields: &fields::NAMESPACE,
         ..BASE
     },
     Kind {
@@ -108,7 +115,8 @@ pub(crate) static KINDS: &[Kind] = &[
         status: true,
         names: NameRule::Label,
         categories: ALL,
-        columns: &[("Type", "/spec/type"), ("Cluster-IP", "/spec/clusterIP")],
+        printer: &table::SERVICE,
+        fields: &fields::SERVICE,
         ..BASE
     },
     Kind {
@@ -118,11 +126,8 @@ pub(crate) static KINDS: &[Kind] = &[
         short_names: &["po"],
         status: true,
         categories: ALL,
-        columns: &[
-            ("Status", "/status/phase"),
-            ("IP", "/status/podIP"),
-            ("Node", "/spec/nodeName"),
-        ],
+        printer: &table::POD,
+        fields: &fields::POD,
         ..BASE
     },
     Kind {
@@ -132,13 +137,16 @@ pub(crate) static KINDS: &[Kind] = &[
         short_names: &["no"],
         namespaced: false,
         status: true,
+        printer: &table::NODE,
+        fields: &fields::NODE,
         ..BASE
     },
     Kind {
         kind: "Secret",
         plural: "secrets",
         singular: "secret",
-        columns: &[("Type", "/type")],
+        printer: &table::SECRET,
+        fields: &fields::SECRET,
         ..BASE
     },
     Kind {
@@ -146,6 +154,7 @@ pub(crate) static KINDS: &[Kind] = &[
         plural: "configmaps",
         singular: "configmap",
         short_names: &["cm"],
+        printer: &table::CONFIG_MAP,
         ..BASE
     },
     Kind {
@@ -154,6 +163,7 @@ pub(crate) static KINDS: &[Kind] = &[
         singular: "serviceaccount",
         short_names: &["sa"],
         subresources: &[TOKEN_REQUEST],
+        printer: &table::SERVICE_ACCOUNT,
         ..BASE
     },
     Kind {
@@ -161,6 +171,7 @@ pub(crate) static KINDS: &[Kind] = &[
         plural: "endpoints",
         singular: "endpoints",
         short_names: &["ep"],
+        printer: &table::ENDPOINTS,
         ..BASE
     },
     Kind {
@@ -168,7 +179,8 @@ pub(crate) static KINDS: &[Kind] = &[
         plural: "events",
         singular: "event",
         short_names: &["ev"],
-        columns: &[("Type", "/type"), ("Reason", "/reason"), ("Message", "/message")],
+        printer: &table::EVENT,
+        fields: &fields::EVENT,
         ..BASE
     },
     Kind {
@@ -176,7 +188,7 @@ pub(crate) static KINDS: &[Kind] = &[
         kind: "EndpointSlice",
         plural: "endpointslices",
         singular: "endpointslice",
-        columns: &[("AddressType", "/addressType")],
+        printer: &table::ENDPOINT_SLICE,
         ..BASE
     },
     Kind {
@@ -204,7 +216,7 @@ pub(crate) static KINDS: &[Kind] = &[
         kind: "Lease",
         plural: "leases",
         singular: "lease",
-        columns: &[("Holder", "/spec/holderIdentity")],
+        printer: &table::LEASE,
         ..BASE
     },
     Kind {
@@ -214,6 +226,7 @@ pub(crate) static KINDS: &[Kind] = &[
         singular: "clusterrole",
         namespaced: false,
         names: NameRule::PathSegment,
+        printer: &table::CLUSTER_ROLE,
         ..BASE
     },
     Kind {
@@ -223,7 +236,7 @@ pub(crate) static KINDS: &[Kind] = &[
         singular: "clusterrolebinding",
         namespaced: false,
         names: NameRule::PathSegment,
-        columns: &[("Role", "/roleRef/name")],
+        printer: &table::ROLE_BINDING,
         ..BASE
     },
     Kind {
@@ -232,6 +245,7 @@ pub(crate) static KINDS: &[Kind] = &[
         plural: "roles",
         singular: "role",
         names: NameRule::PathSegment,
+        printer: &table::CLUSTER_ROLE,
         ..BASE
     },
     Kind {
@@ -240,7 +254,7 @@ pub(crate) static KINDS: &[Kind] = &[
         plural: "rolebindings",
         singular: "rolebinding",
         names: NameRule::PathSegment,
-        columns: &[("Role", "/roleRef/name")],
+        printer: &table::ROLE_BINDING,
         ..BASE
     },
     // Workload kinds, stored only (no controllers act on them), so installers such as the meshd Helm
@@ -253,6 +267,7 @@ pub(crate) static KINDS: &[Kind] = &[
         short_names: &["deploy"],
         status: true,
         categories: &["all"],
+        printer: &table::DEPLOYMENT,
         ..BASE
     },
     Kind {
@@ -262,6 +277,7 @@ pub(crate) static KINDS: &[Kind] = &[
         singular: "poddisruptionbudget",
         short_names: &["pdb"],
         status: true,
+        printer: &table::POD_DISRUPTION_BUDGET,
         ..BASE
     },
     Kind {
@@ -273,6 +289,93 @@ pub(crate) static KINDS: &[Kind] = &[
         short_names: &["hpa"],
         status: true,
         categories: &["all"],
+        printer: &table::HORIZONTAL_POD_AUTOSCALER,
+        ..BASE
+    },
+    // Stored only, so that `kubectl apply --prune` finds every kind on its default allow-list.
+    Kind {
+        kind: "PersistentVolumeClaim",
+        plural: "persistentvolumeclaims",
+        singular: "persistentvolumeclaim",
+        short_names: &["pvc"],
+        status: true,
+        printer: &table::PERSISTENT_VOLUME_CLAIM,
+        ..BASE
+    },
+    Kind {
+        kind: "PersistentVolume",
+        plural: "persistentvolumes",
+        singular: "persistentvolume",
+        short_names: &["pv"],
+        namespaced: false,
+        status: true,
+        printer: &table::PERSISTENT_VOLUME,
+        fields: &fields::PERSISTENT_VOLUME,
+        ..BASE
+    },
+    Kind {
+        kind: "ReplicationController",
+        plural: "replicationcontrollers",
+        singular: "replicationcontroller",
+        short_names: &["rc"],
+        status: true,
+        categories: ALL,
+        printer: &table::REPLICAS,
+        fields: &fields::REPLICAS,
+        ..BASE
+    },
+    Kind {
+        group: "batch",
+        kind: "Job",
+        plural: "jobs",
+        singular: "job",
+        status: true,
+        categories: ALL,
+        printer: &table::JOB,
+        fields: &fields::JOB,
+        ..BASE
+    },
+    Kind {
+        group: "batch",
+        kind: "CronJob",
+        plural: "cronjobs",
+        singular: "cronjob",
+        short_names: &["cj"],
+        status: true,
+        categories: ALL,
+        printer: &table::CRON_JOB,
+        ..BASE
+    },
+    Kind {
+        group: "networking.k8s.io",
+        kind: "Ingress",
+        plural: "ingresses",
+        singular: "ingress",
+        short_names: &["ing"],
+        status: true,
+        printer: &table::INGRESS,
+        ..BASE
+    },
+    Kind {
+        group: "apps",
+        kind: "DaemonSet",
+        plural: "daemonsets",
+        singular: "daemonset",
+        short_names: &["ds"],
+        status: true,
+        categories: ALL,
+        printer: &table::DAEMON_SET,
+        ..BASE
+    },
+    Kind {
+        group: "apps",
+        kind: "StatefulSet",
+        plural: "statefulsets",
+        singular: "statefulset",
+        short_names: &["sts"],
+        status: true,
+        categories: ALL,
+        printer: &table::STATEFUL_SET,
         ..BASE
     },
 ];

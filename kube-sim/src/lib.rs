@@ -12,6 +12,7 @@ mod controllers;
 mod discovery;
 mod error;
 mod faults;
+mod fields;
 mod handlers;
 mod http;
 mod kinds;

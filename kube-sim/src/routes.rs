@@ -96,11 +96,20 @@ async fn dispatch(
         ["apis", g] => Some(discovery::group(g).ok_or(Error::NoRoute)?),
         ["apis", g, v] => Some(discovery::resource_list(g, v).ok_or(Error::NoRoute)?),
         ["openapi", "v3"] => Some(openapi::root()),
+        _ => None,
+    };
+    // The schema documents are generated once and served pre-serialized.
+    let schema_doc = match segments[..] {
+        ["openapi", "v2"] => Some(openapi::v2(accept(req.headers()))?),
         ["openapi", "v3", ref rest @ ..] => {
             Some(openapi::group_version_doc(&rest.join("/")).ok_or(Error::NoRoute)?)
         }
         _ => None,
     };
+    if let Some(body) = schema_doc {
+        get_only(&req)?;
+        return Ok(respond_bytes(StatusCode::OK, "application/json", body));
+    }
     if let Some(doc) = doc {
         get_only(&req)?;
         let ct = if aggregated && segments.len() == 1 {

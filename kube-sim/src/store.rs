@@ -99,7 +99,7 @@ impl Txn<'_> {
     pub(crate) fn put(&mut self, kind: KindId, mut value: Value) -> Result<Arc<Obj>, Error> {
         let rv = self.inner.rv + 1;
         value["metadata"]["resourceVersion"] = Value::String(rv.to_string());
-        let obj = Arc::new(Obj::freeze(&value)?);
+        let obj = Arc::new(Obj::freeze(kinds::by_id(kind), &value)?);
         let prev = self.inner.tables[kind].insert(obj.key.clone(), obj.clone());
         let etype = if prev.is_some() {
             EventType::Modified
@@ -124,7 +124,7 @@ impl Txn<'_> {
         let rv = self.inner.rv + 1;
         let mut last = prev.value();
         last["metadata"]["resourceVersion"] = Value::String(rv.to_string());
-        let obj = Arc::new(Obj::freeze(&last)?);
+        let obj = Arc::new(Obj::freeze(kinds::by_id(kind), &last)?);
         self.record(Event {
             rv,
             kind,
@@ -155,6 +155,8 @@ pub(crate) struct Page {
     pub(crate) rv: u64,
     /// Set when more matching objects follow the last item.
     pub(crate) next: Option<Key>,
+    /// How many objects follow this page, when known (no label or field selector).
+    pub(crate) remaining: Option<u64>,
 }
 
 /// Where a watch starts.
@@ -246,6 +248,7 @@ impl Store {
             items: Vec::new(),
             rv: at,
             next: None,
+            remaining: None,
         };
         loop {
             // Merge the two key-ordered streams; an undo entry overrides the current object.
@@ -265,6 +268,19 @@ impl Store {
             }
             if page.items.len() == limit {
                 page.next = page.items.last().map(|o| o.key.clone());
+                if filter.is_unselective() {
+                    // This object plus the rest of both streams (undo entries replace current ones).
+                    let rest = if undo.is_empty() {
+                        current.count()
+                    } else {
+                        let mut seen: BTreeMap<&Key, bool> = current.map(|(k, _)| (k, true)).collect();
+                        for (k, o) in undone {
+                            seen.insert(k, o.is_some());
+                        }
+                        seen.values().filter(|v| **v).count()
+                    };
+                    page.remaining = Some(1 + rest as u64);
+                }
                 break;
             }
             page.items.push(obj.clone());
