@@ -169,6 +169,7 @@ pub(crate) fn human_age(secs: i64) -> String {
         _ if s < 48 * 3600 => format!("{h}h"),
         _ if s < 8 * 86_400 && h % 24 != 0 => format!("{d}d{}h", h % 24),
         _ if s < 2 * 365 * 86_400 => format!("{d}d"),
+        _ if s < 8 * 365 * 86_400 && d % 365 != 0 => format!("{}y{}d", d / 365, d % 365),
         _ => format!("{}y", d / 365),
     }
 }
@@ -242,6 +243,8 @@ mod tests {
             (3600, "60m"),
             (4 * 3600, "4h"),
             (86_400 * 3, "3d"),
+            (86_400 * 800, "2y70d"),
+            (86_400 * 365 * 9, "9y"),
         ] {
             assert_eq!(human_age(secs), want);
         }

@@ -3,9 +3,9 @@
 //!
 //! PATCH operations declare `fieldValidation`, so kubectl validates server-side (its default) instead of
 //! client-side. They declare no request body, as kubectl would then compute strategic merge patches from
-//! these schemas, which lack the patch merge keys; kubectl falls back to its compiled-in types instead. The v2
-//! document is served as JSON only: clients asking for protobuf alone get 406 and fall back likewise.
+//! these schemas, which lack the patch merge keys; kubectl falls back to its compiled-in types instead.
 
+mod proto_v2;
 mod schemas;
 
 use std::collections::BTreeMap;
@@ -71,31 +71,46 @@ pub(crate) fn group_version_doc(path: &str) -> Option<Bytes> {
     v3_docs().get(path).map(|d| d.body.clone())
 }
 
-/// `/openapi/v2` for a request's `Accept` header: JSON, or 406 when the client takes protobuf only.
-pub(crate) fn v2(accept: &str) -> Result<Bytes, Error> {
-    let json_ok = accept.is_empty()
-        || accept
-            .split(',')
-            .map(|a| a.split(';').next().unwrap_or_default().trim())
-            .any(|a| matches!(a, "application/json" | "application/*" | "*/*"));
-    if !json_ok {
-        return Err(Error::NotAcceptable(
-            "only the following media types are accepted: application/json".into(),
-        ));
+/// The protobuf form of `/openapi/v2`, the only one client-go asks for.
+pub(crate) const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
+
+/// `/openapi/v2` for a request's `Accept` header: protobuf when asked for, else JSON; 406 for anything else.
+pub(crate) fn v2(accept: &str) -> Result<(&'static str, Bytes), Error> {
+    static DOCS: OnceLock<(Bytes, Bytes)> = OnceLock::new();
+    let (json, proto) = DOCS.get_or_init(|| {
+        // No `x-kubernetes-group-version-kind` here: kubectl would look kinds up in this document to compute
+        // strategic merge patches, and these schemas lack the patch merge keys; without it kubectl uses its
+        // compiled-in types. `explain` reads the v3 documents.
+        let definitions = schemas::definitions(Dialect::V2, kinds::KINDS.iter(), false);
+        let doc = json!({
+            "swagger": "2.0",
+            "info": {"title": "Kubernetes", "version": "v1.33.0"},
+            "paths": {},
+            "definitions": definitions,
+        });
+        (
+            Bytes::from(serde_json::to_vec(&doc).unwrap_or_default()),
+            Bytes::from(proto_v2::encode(&doc)),
+        )
+    });
+    let types: Vec<&str> = accept
+        .split(',')
+        .map(|a| a.split(';').next().unwrap_or_default().trim())
+        .collect();
+    if types.contains(&V2_PROTOBUF) {
+        // The real server labels it so: the `@` in the requested type is not valid in a Content-Type.
+        Ok(("application/octet-stream", proto.clone()))
+    } else if accept.is_empty()
+        || types
+            .iter()
+            .any(|a| matches!(*a, "application/json" | "application/*" | "*/*"))
+    {
+        Ok(("application/json", json.clone()))
+    } else {
+        Err(Error::NotAcceptable(format!(
+            "only the following media types are accepted: application/json, {V2_PROTOBUF}"
+        )))
     }
-    static DOC: OnceLock<Bytes> = OnceLock::new();
-    Ok(DOC
-        .get_or_init(|| {
-            let definitions = schemas::definitions(Dialect::V2, kinds::KINDS.iter());
-            let doc = json!({
-                "swagger": "2.0",
-                "info": {"title": "Kubernetes", "version": "v1.33.0"},
-                "paths": {},
-                "definitions": definitions,
-            });
-            Bytes::from(serde_json::to_vec(&doc).unwrap_or_default())
-        })
-        .clone())
 }
 
 /// One group version's document: item paths with a PATCH operation per kind, plus the kinds' schemas.
@@ -133,7 +148,7 @@ fn v3_group_version(g: &str, v: &str) -> Value {
             json!({"patch": patch}),
         );
     }
-    let schemas = schemas::definitions(Dialect::V3, kinds::in_group_version(g, v));
+    let schemas = schemas::definitions(Dialect::V3, kinds::in_group_version(g, v), true);
     json!({
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes", "version": "v1.33.0"},
@@ -167,16 +182,17 @@ mod tests {
         assert!(schemas["io.k8s.api.core.v1.Container"].is_object());
         let text = serde_json::to_string(&doc).unwrap();
         assert!(!text.contains("#/definitions/"));
-        let v2: Value = serde_json::from_slice(&v2("application/json").unwrap()).unwrap();
+        let v2: Value = serde_json::from_slice(&v2("application/json").unwrap().1).unwrap();
         let spec = &v2["definitions"]["io.k8s.api.core.v1.Pod"]["properties"]["spec"]["$ref"];
         assert_eq!(spec, "#/definitions/io.k8s.api.core.v1.PodSpec");
     }
 
     #[test]
-    fn v2_is_json_only() {
-        assert!(v2("application/com.github.proto-openapi.spec.v2@v1.0+protobuf").is_err());
-        assert!(v2("application/com.github.proto-openapi.spec.v2@v1.0+protobuf, application/json").is_ok());
-        assert!(v2("").is_ok());
+    fn v2_media_types() {
+        assert_eq!(v2(V2_PROTOBUF).unwrap().0, "application/octet-stream");
+        assert_eq!(v2("application/json, */*").unwrap().0, "application/json");
+        assert_eq!(v2("").unwrap().0, "application/json");
+        assert!(v2("application/yaml").is_err());
     }
 
     #[test]

@@ -80,10 +80,11 @@ pub(crate) enum Dialect {
     V3,
 }
 
-/// The schemas of `kinds` and everything they reference, by name.
+/// The schemas of `kinds` and everything they reference, by name; `gvk` marks the kinds' own schemas.
 pub(crate) fn definitions<'a>(
     dialect: Dialect,
     kinds: impl IntoIterator<Item = &'a Kind>,
+    gvk: bool,
 ) -> Map<String, Value> {
     let settings = match dialect {
         Dialect::V3 => SchemaSettings::openapi3(),
@@ -103,8 +104,17 @@ pub(crate) fn definitions<'a>(
         }
     }
     let mut defs = generator.take_definitions(true);
+    // k8s-openapi requires `metadata` (a non-optional Rust field); the real schemas do not.
+    for r in &named {
+        if let Some(Value::Array(required)) = defs
+            .get_mut((r.name)().as_ref())
+            .and_then(|s| s.get_mut("required"))
+        {
+            required.retain(|f| f != "metadata");
+        }
+    }
     // A type named by several served kinds (none today) would carry each group/version/kind, as on a real server.
-    for r in named {
+    for r in named.into_iter().filter(|_| gvk) {
         if let Some(schema) = defs.get_mut((r.name)().as_ref()) {
             let gvk = json!({"group": r.group, "version": r.version, "kind": r.kind});
             match &mut schema["x-kubernetes-group-version-kind"] {
