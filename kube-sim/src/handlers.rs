@@ -115,14 +115,18 @@ struct ContinueToken {
     rv: u64,
     ns: String,
     name: String,
+    /// Objects after the last key in the list's snapshot (`remainingItemCount`), counted on the first page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    left: Option<u64>,
 }
 
-fn encode_continue(rv: u64, key: &Key) -> String {
+fn encode_continue(rv: u64, key: &Key, left: Option<u64>) -> String {
     let token = ContinueToken {
         v: "meta.k8s.io/v1".into(),
         rv,
         ns: key.0.clone(),
         name: key.1.clone(),
+        left,
     };
     B64URL.encode(serde_json::to_vec(&token).unwrap_or_default())
 }
@@ -206,23 +210,28 @@ impl Call {
         let filter = self.filter()?;
         let limit = self.params.number::<usize>("limit")?;
         let store = &self.ctx.store;
-        let (at, after) = match self.params.get("continue") {
+        let (at, after, left) = match self.params.get("continue") {
             Some(token) => {
                 let t = decode_continue(token)?;
-                (Some(t.rv), Some((t.ns, t.name)))
+                (Some(t.rv), Some((t.ns, t.name)), t.left)
             }
             None => match (
                 self.params.get("resourceVersionMatch"),
                 self.params.number::<u64>("resourceVersion")?,
             ) {
-                (Some("Exact"), Some(rv)) => (Some(rv), None),
-                _ => (None, None),
+                (Some("Exact"), Some(rv)) => (Some(rv), None, None),
+                _ => (None, None, None),
             },
         };
-        let page = match store.list_page(self.kind.id(), &filter, after.as_ref(), limit, at) {
+        // A continued list knows how many objects were left; the page's own count follows from it.
+        let page = match left {
+            Some(_) => store.list_page(self.kind.id(), &filter, after.as_ref(), limit, at),
+            None => store.list_page_counted(self.kind.id(), &filter, after.as_ref(), limit, at),
+        };
+        let mut page = match page {
             Err(Error::Expired { .. }) if after.is_some() => {
                 // As the real server: 410 with a token that continues (inconsistently) from the same key.
-                let fresh = after.as_ref().map(|k| encode_continue(store.revision(), k));
+                let fresh = after.as_ref().map(|k| encode_continue(store.revision(), k, None));
                 return Err(Error::Expired {
                     message: EXPIRED_CONTINUE.into(),
                     fresh_continue: fresh,
@@ -231,8 +240,11 @@ impl Call {
             other => other?,
         };
         let mut meta = json!({"resourceVersion": page.rv.to_string()});
+        if let (Some(left), Some(_)) = (left, &page.next) {
+            page.remaining = Some(left.saturating_sub(page.items.len() as u64));
+        }
         if let Some(next) = &page.next {
-            meta["continue"] = json!(encode_continue(page.rv, next));
+            meta["continue"] = json!(encode_continue(page.rv, next, page.remaining));
         }
         if let Some(remaining) = page.remaining {
             meta["remainingItemCount"] = json!(remaining);

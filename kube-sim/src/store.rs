@@ -221,6 +221,31 @@ impl Store {
         limit: Option<usize>,
         at: Option<u64>,
     ) -> Result<Page, Error> {
+        self.page(kind, filter, after, limit, at, false)
+    }
+
+    /// [`Store::list_page`], also counting the objects after a full page when no selector narrows the list
+    /// (O(objects): clients carry the count forward in the `continue` token).
+    pub(crate) fn list_page_counted(
+        &self,
+        kind: KindId,
+        filter: &Filter,
+        after: Option<&Key>,
+        limit: Option<usize>,
+        at: Option<u64>,
+    ) -> Result<Page, Error> {
+        self.page(kind, filter, after, limit, at, filter.is_unselective())
+    }
+
+    fn page(
+        &self,
+        kind: KindId,
+        filter: &Filter,
+        after: Option<&Key>,
+        limit: Option<usize>,
+        at: Option<u64>,
+        count: bool,
+    ) -> Result<Page, Error> {
         let inner = self.inner.read();
         let at = at.unwrap_or(inner.rv).min(inner.rv);
         if at < inner.compacted {
@@ -268,7 +293,7 @@ impl Store {
             }
             if page.items.len() == limit {
                 page.next = page.items.last().map(|o| o.key.clone());
-                if filter.is_unselective() {
+                if count {
                     // This object plus the rest of both streams (undo entries replace current ones).
                     let rest = if undo.is_empty() {
                         current.count()
