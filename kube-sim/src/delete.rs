@@ -227,7 +227,7 @@ fn mark(
         return Ok(Outcome::Pending(current.clone()));
     }
     if dry_run {
-        return Obj::freeze(&obj).map(|o| Outcome::Pending(Arc::new(o)));
+        return Obj::freeze(kind, &obj).map(|o| Outcome::Pending(Arc::new(o)));
     }
     let stored = txn.put(kind.id(), obj)?;
     queue.push_back(Work::Marked(kind, stored.key.clone()));

@@ -56,6 +56,8 @@ pub enum Error {
     },
     #[error("the request body is too large: limit is {0} bytes")]
     TooLarge(usize),
+    #[error("{0}")]
+    NotAcceptable(String),
     #[error("the body of the request was in an unknown format - accepted media types include: {0}")]
     UnsupportedMediaType(String),
     #[error("{kind} \"{name}\" is invalid: {field}: {detail}")]
@@ -99,6 +101,7 @@ impl Error {
             }
             Error::Expired { .. } => StatusCode::GONE,
             Error::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Error::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
             Error::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Error::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Error::Injected(code) => StatusCode::from_u16(*code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
@@ -119,6 +122,7 @@ impl Error {
             Error::Conflict { .. } | Error::ApplyConflict { .. } => "Conflict",
             Error::Expired { .. } => "Expired",
             Error::TooLarge(_) => "RequestEntityTooLarge",
+            Error::NotAcceptable(_) => "NotAcceptable",
             Error::UnsupportedMediaType(_) => "UnsupportedMediaType",
             Error::Invalid { .. } => "Invalid",
             Error::Injected(429) => "TooManyRequests",

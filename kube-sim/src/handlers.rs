@@ -120,14 +120,18 @@ struct ContinueToken {
     rv: u64,
     ns: String,
     name: String,
+    /// Objects after the last key in the list's snapshot (`remainingItemCount`), counted on the first page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    left: Option<u64>,
 }
 
-fn encode_continue(rv: u64, key: &Key) -> String {
+fn encode_continue(rv: u64, key: &Key, left: Option<u64>) -> String {
     let token = ContinueToken {
         v: "meta.k8s.io/v1".into(),
         rv,
         ns: key.0.clone(),
         name: key.1.clone(),
+        left,
     };
     B64URL.encode(serde_json::to_vec(&token).unwrap_or_default())
 }
@@ -209,7 +213,7 @@ impl Call {
         Ok(Filter {
             namespace: (self.kind.namespaced && !self.namespace.is_empty()).then(|| self.namespace.clone()),
             labels: LabelSelector::parse(self.params.get("labelSelector").unwrap_or_default())?,
-            fields: FieldSelector::parse(self.params.get("fieldSelector").unwrap_or_default())?,
+            fields: FieldSelector::parse(self.kind, self.params.get("fieldSelector").unwrap_or_default())?,
         })
     }
 
@@ -258,23 +262,28 @@ impl Call {
         let filter = self.filter()?;
         let limit = self.params.number::<usize>("limit")?;
         let store = &self.ctx.store;
-        let (at, after) = match self.params.get("continue") {
+        let (at, after, left) = match self.params.get("continue") {
             Some(token) => {
                 let t = decode_continue(token)?;
-                (Some(t.rv), Some((t.ns, t.name)))
+                (Some(t.rv), Some((t.ns, t.name)), t.left)
             }
             None => match (
                 self.params.get("resourceVersionMatch"),
                 self.params.number::<u64>("resourceVersion")?,
             ) {
-                (Some("Exact"), Some(rv)) => (Some(rv), None),
-                _ => (None, None),
+                (Some("Exact"), Some(rv)) => (Some(rv), None, None),
+                _ => (None, None, None),
             },
         };
-        let page = match store.list_page(self.kind.id(), &filter, after.as_ref(), limit, at) {
+        // A continued list knows how many objects were left; the page's own count follows from it.
+        let page = match left {
+            Some(_) => store.list_page(self.kind.id(), &filter, after.as_ref(), limit, at),
+            None => store.list_page_counted(self.kind.id(), &filter, after.as_ref(), limit, at),
+        };
+        let mut page = match page {
             Err(Error::Expired { .. }) if after.is_some() => {
                 // As the real server: 410 with a token that continues (inconsistently) from the same key.
-                let fresh = after.as_ref().map(|k| encode_continue(store.revision(), k));
+                let fresh = after.as_ref().map(|k| encode_continue(store.revision(), k, None));
                 return Err(Error::Expired {
                     message: EXPIRED_CONTINUE.into(),
                     fresh_continue: fresh,
@@ -283,8 +292,14 @@ impl Call {
             other => other?,
         };
         let mut meta = json!({"resourceVersion": page.rv.to_string()});
+        if let (Some(left), Some(_)) = (left, &page.next) {
+            page.remaining = Some(left.saturating_sub(page.items.len() as u64));
+        }
         if let Some(next) = &page.next {
-            meta["continue"] = json!(encode_continue(page.rv, next));
+            meta["continue"] = json!(encode_continue(page.rv, next, page.remaining));
+        }
+        if let Some(remaining) = page.remaining {
+            meta["remainingItemCount"] = json!(remaining);
         }
         if let Some(include) = self.table_include()? {
             let t = table::table(self.kind, page.items.iter().map(|o| &**o), include, meta);
@@ -510,22 +525,26 @@ const EXPIRED_CONTINUE: &str = "The provided continue parameter is too old to di
     the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that \
     were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
 
-/// `{"apiVersion":…,"kind":"<Kind>List","metadata":…,"items":[…]}` from pre-serialized objects, without
-/// re-parsing them.
+/// `{"kind":"<Kind>List","apiVersion":…,"metadata":…,"items":[…]}` from pre-serialized objects, without
+/// re-parsing them; items carry no `kind` or `apiVersion`, as in the real server's lists.
 fn list_body(kind: &Kind, meta: &Value, items: &[Arc<Obj>]) -> bytes::Bytes {
     let size = items.iter().map(|o| o.raw.len() + 1).sum::<usize>() + 256;
     let mut buf = BytesMut::with_capacity(size);
-    let head =
-        json!({"apiVersion": kind.api_version(), "kind": format!("{}List", kind.kind), "metadata": meta});
-    let head = serde_json::to_vec(&head).unwrap_or_default();
-    // Reopen the head object to append the items array.
-    buf.put_slice(&head[..head.len().saturating_sub(1)]);
-    buf.put_slice(b",\"items\":[");
+    let text = |v: &str| serde_json::to_string(v).unwrap_or_default();
+    let meta = serde_json::to_string(meta).unwrap_or_default();
+    let head = format!(
+        "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{meta},\"items\":[",
+        text(&format!("{}List", kind.kind)),
+        text(&kind.api_version()),
+    );
+    buf.put_slice(head.as_bytes());
     for (i, obj) in items.iter().enumerate() {
         if i > 0 {
             buf.put_u8(b',');
         }
-        buf.put_slice(&obj.raw);
+        for part in obj.item() {
+            buf.put_slice(part);
+        }
     }
     buf.put_slice(b"]}");
     buf.freeze()

@@ -1,5 +1,8 @@
 //! The kind table: every resource the simulator serves is one entry here, and nothing else is kind-specific.
 
+use super::fields::{self, Fields};
+use super::table::{self, Printer};
+
 /// How the server handles writes to a kind: most are stored; reviews are computed and never stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Handling {
@@ -46,8 +49,10 @@ pub(crate) struct Kind {
     pub(crate) status: bool,
     pub(crate) names: NameRule,
     pub(crate) categories: &'static [&'static str],
-    /// Extra Table columns between NAME and AGE: (header, JSON pointer into the object).
-    pub(crate) columns: &'static [(&'static str, &'static str)],
+    /// How `kubectl get` shows it (the server-side Table columns).
+    pub(crate) printer: &'static Printer,
+    /// The field labels `fieldSelector` accepts.
+    pub(crate) fields: &'static Fields,
     pub(crate) subresources: &'static [SubResource],
     pub(crate) handling: Handling,
     /// An immediate delete answers with the object instead of a `Status` (the registry's `ReturnDeletedObject`).
@@ -80,7 +85,8 @@ const BASE: Kind = Kind {
     status: false,
     names: NameRule::Subdomain,
     categories: &[],
-    columns: &[],
+    printer: &table::DEFAULT,
+    fields: &fields::META,
     subresources: &[],
     handling: Handling::Stored,
     returns_deleted: false,
@@ -103,8 +109,9 @@ pub(crate) static KINDS: &[Kind] = &[
         namespaced: false,
         status: true,
         names: NameRule::Label,
-        columns: &[("Status", "/status/phase")],
         returns_deleted: true,
+        printer: &table::NAMESPACE,
+        fields: &fields::NAMESPACE,
         ..BASE
     },
     Kind {
@@ -115,8 +122,9 @@ pub(crate) static KINDS: &[Kind] = &[
         status: true,
         names: NameRule::Label,
         categories: ALL,
-        columns: &[("Type", "/spec/type"), ("Cluster-IP", "/spec/clusterIP")],
         returns_deleted: true,
+        printer: &table::SERVICE,
+        fields: &fields::SERVICE,
         ..BASE
     },
     Kind {
@@ -126,12 +134,9 @@ pub(crate) static KINDS: &[Kind] = &[
         short_names: &["po"],
         status: true,
         categories: ALL,
-        columns: &[
-            ("Status", "/status/phase"),
-            ("IP", "/status/podIP"),
-            ("Node", "/spec/nodeName"),
-        ],
         returns_deleted: true,
+        printer: &table::POD,
+        fields: &fields::POD,
         ..BASE
     },
     Kind {
@@ -141,13 +146,16 @@ pub(crate) static KINDS: &[Kind] = &[
         short_names: &["no"],
         namespaced: false,
         status: true,
+        printer: &table::NODE,
+        fields: &fields::NODE,
         ..BASE
     },
     Kind {
         kind: "Secret",
         plural: "secrets",
         singular: "secret",
-        columns: &[("Type", "/type")],
+        printer: &table::SECRET,
+        fields: &fields::SECRET,
         ..BASE
     },
     Kind {
@@ -155,6 +163,7 @@ pub(crate) static KINDS: &[Kind] = &[
         plural: "configmaps",
         singular: "configmap",
         short_names: &["cm"],
+        printer: &table::CONFIG_MAP,
         ..BASE
     },
     Kind {
@@ -164,6 +173,7 @@ pub(crate) static KINDS: &[Kind] = &[
         short_names: &["sa"],
         subresources: &[TOKEN_REQUEST],
         returns_deleted: true,
+        printer: &table::SERVICE_ACCOUNT,
         ..BASE
     },
     Kind {
@@ -171,6 +181,7 @@ pub(crate) static KINDS: &[Kind] = &[
         plural: "endpoints",
         singular: "endpoints",
         short_names: &["ep"],
+        printer: &table::ENDPOINTS,
         ..BASE
     },
     Kind {
@@ -178,7 +189,8 @@ pub(crate) static KINDS: &[Kind] = &[
         plural: "events",
         singular: "event",
         short_names: &["ev"],
-        columns: &[("Type", "/type"), ("Reason", "/reason"), ("Message", "/message")],
+        printer: &table::EVENT,
+        fields: &fields::EVENT,
         ..BASE
     },
     Kind {
@@ -186,7 +198,7 @@ pub(crate) static KINDS: &[Kind] = &[
         kind: "EndpointSlice",
         plural: "endpointslices",
         singular: "endpointslice",
-        columns: &[("AddressType", "/addressType")],
+        printer: &table::ENDPOINT_SLICE,
         ..BASE
     },
     Kind {
@@ -214,7 +226,7 @@ pub(crate) static KINDS: &[Kind] = &[
         kind: "Lease",
         plural: "leases",
         singular: "lease",
-        columns: &[("Holder", "/spec/holderIdentity")],
+        printer: &table::LEASE,
         ..BASE
     },
     Kind {
@@ -224,6 +236,7 @@ pub(crate) static KINDS: &[Kind] = &[
         singular: "clusterrole",
         namespaced: false,
         names: NameRule::PathSegment,
+        printer: &table::CLUSTER_ROLE,
         ..BASE
     },
     Kind {
@@ -233,7 +246,7 @@ pub(crate) static KINDS: &[Kind] = &[
         singular: "clusterrolebinding",
         namespaced: false,
         names: NameRule::PathSegment,
-        columns: &[("Role", "/roleRef/name")],
+        printer: &table::ROLE_BINDING,
         ..BASE
     },
     Kind {
@@ -242,6 +255,7 @@ pub(crate) static KINDS: &[Kind] = &[
         plural: "roles",
         singular: "role",
         names: NameRule::PathSegment,
+        printer: &table::CLUSTER_ROLE,
         ..BASE
     },
     Kind {
@@ -250,7 +264,7 @@ pub(crate) static KINDS: &[Kind] = &[
         plural: "rolebindings",
         singular: "rolebinding",
         names: NameRule::PathSegment,
-        columns: &[("Role", "/roleRef/name")],
+        printer: &table::ROLE_BINDING,
         ..BASE
     },
     // Workload kinds, stored only (no controllers act on them), so installers such as the meshd Helm
@@ -263,6 +277,7 @@ pub(crate) static KINDS: &[Kind] = &[
         short_names: &["deploy"],
         status: true,
         categories: &["all"],
+        printer: &table::DEPLOYMENT,
         ..BASE
     },
     Kind {
@@ -272,6 +287,7 @@ pub(crate) static KINDS: &[Kind] = &[
         singular: "poddisruptionbudget",
         short_names: &["pdb"],
         status: true,
+        printer: &table::POD_DISRUPTION_BUDGET,
         ..BASE
     },
     Kind {
@@ -283,6 +299,93 @@ pub(crate) static KINDS: &[Kind] = &[
         short_names: &["hpa"],
         status: true,
         categories: &["all"],
+        printer: &table::HORIZONTAL_POD_AUTOSCALER,
+        ..BASE
+    },
+    // Stored only, so that `kubectl apply --prune` finds every kind on its default allow-list.
+    Kind {
+        kind: "PersistentVolumeClaim",
+        plural: "persistentvolumeclaims",
+        singular: "persistentvolumeclaim",
+        short_names: &["pvc"],
+        status: true,
+        printer: &table::PERSISTENT_VOLUME_CLAIM,
+        ..BASE
+    },
+    Kind {
+        kind: "PersistentVolume",
+        plural: "persistentvolumes",
+        singular: "persistentvolume",
+        short_names: &["pv"],
+        namespaced: false,
+        status: true,
+        printer: &table::PERSISTENT_VOLUME,
+        fields: &fields::PERSISTENT_VOLUME,
+        ..BASE
+    },
+    Kind {
+        kind: "ReplicationController",
+        plural: "replicationcontrollers",
+        singular: "replicationcontroller",
+        short_names: &["rc"],
+        status: true,
+        categories: ALL,
+        printer: &table::REPLICAS,
+        fields: &fields::REPLICAS,
+        ..BASE
+    },
+    Kind {
+        group: "batch",
+        kind: "Job",
+        plural: "jobs",
+        singular: "job",
+        status: true,
+        categories: ALL,
+        printer: &table::JOB,
+        fields: &fields::JOB,
+        ..BASE
+    },
+    Kind {
+        group: "batch",
+        kind: "CronJob",
+        plural: "cronjobs",
+        singular: "cronjob",
+        short_names: &["cj"],
+        status: true,
+        categories: ALL,
+        printer: &table::CRON_JOB,
+        ..BASE
+    },
+    Kind {
+        group: "networking.k8s.io",
+        kind: "Ingress",
+        plural: "ingresses",
+        singular: "ingress",
+        short_names: &["ing"],
+        status: true,
+        printer: &table::INGRESS,
+        ..BASE
+    },
+    Kind {
+        group: "apps",
+        kind: "DaemonSet",
+        plural: "daemonsets",
+        singular: "daemonset",
+        short_names: &["ds"],
+        status: true,
+        categories: ALL,
+        printer: &table::DAEMON_SET,
+        ..BASE
+    },
+    Kind {
+        group: "apps",
+        kind: "StatefulSet",
+        plural: "statefulsets",
+        singular: "statefulset",
+        short_names: &["sts"],
+        status: true,
+        categories: ALL,
+        printer: &table::STATEFUL_SET,
         ..BASE
     },
     // authorization.k8s.io reviews: computed from RBAC, never stored.

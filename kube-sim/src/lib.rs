@@ -16,6 +16,7 @@ mod discovery;
 mod error;
 mod escalation;
 mod faults;
+mod fields;
 mod handlers;
 mod http;
 mod impersonation;

@@ -4,7 +4,8 @@ use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use serde_json::Value;
+use serde::ser::{Serialize, SerializeMap, Serializer};
+use serde_json::{Map, Value};
 
 use super::error::Error;
 use super::kinds::{Kind, NameRule};
@@ -20,18 +21,48 @@ pub(crate) struct Obj {
     pub(crate) rv: u64,
     pub(crate) uid: String,
     pub(crate) labels: BTreeMap<String, String>,
-    pub(crate) phase: Option<String>,
-    pub(crate) node_name: Option<String>,
+    /// The kind's selectable field values (see `Kind::fields`), in its order.
+    pub(crate) fields: Box<[String]>,
     /// A Service's `spec.clusterIP` (the allocator's view of what is taken).
     pub(crate) cluster_ip: Option<std::net::IpAddr>,
     /// The uids in `metadata.ownerReferences` (the garbage collector's index of dependents).
     pub(crate) owners: Vec<String>,
+    /// The object, `kind` and `apiVersion` first as the real server writes them.
     pub(crate) raw: Bytes,
+    /// Length of the `"kind":…,"apiVersion":…,` run after the opening brace, which list items leave out.
+    type_len: usize,
+}
+
+/// Serializes an object's members with `kind` and `apiVersion` first (Go's TypeMeta order), or only those.
+struct TypeFirst<'a> {
+    map: &'a Map<String, Value>,
+    rest: bool,
+}
+
+impl Serialize for TypeFirst<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut out = s.serialize_map(None)?;
+        for key in ["kind", "apiVersion"] {
+            if let Some(v) = self.map.get(key) {
+                out.serialize_entry(key, v)?;
+            }
+        }
+        if self.rest {
+            for (k, v) in self
+                .map
+                .iter()
+                .filter(|(k, _)| *k != "kind" && *k != "apiVersion")
+            {
+                out.serialize_entry(k, v)?;
+            }
+        }
+        out.end()
+    }
 }
 
 impl Obj {
     /// Freezes a complete object (metadata already filled by the store).
-    pub(crate) fn freeze(value: &Value) -> Result<Obj, Error> {
+    pub(crate) fn freeze(kind: &Kind, value: &Value) -> Result<Obj, Error> {
         let meta = &value["metadata"];
         let text = |v: &Value| v.as_str().map(str::to_string);
         let labels = meta["labels"]
@@ -42,6 +73,18 @@ impl Obj {
                     .collect()
             })
             .unwrap_or_default();
+        let internal = |e: serde_json::Error| Error::Internal(e.to_string());
+        let empty = Map::new();
+        let map = value.as_object().unwrap_or(&empty);
+        let raw = serde_json::to_vec(&TypeFirst { map, rest: true }).map_err(internal)?;
+        let head = serde_json::to_vec(&TypeFirst { map, rest: false }).map_err(internal)?;
+        // `{"kind":…,"apiVersion":…}` → the members plus their trailing comma, when other members follow.
+        let members = head.len().saturating_sub(2);
+        let type_len = if members > 0 && raw.get(members + 1) == Some(&b',') {
+            members + 1
+        } else {
+            0
+        };
         Ok(Obj {
             key: (
                 text(&meta["namespace"]).unwrap_or_default(),
@@ -53,20 +96,28 @@ impl Obj {
                 .unwrap_or_default(),
             uid: text(&meta["uid"]).unwrap_or_default(),
             labels,
-            phase: text(&value["status"]["phase"]),
-            node_name: text(&value["spec"]["nodeName"]),
+            fields: kind.fields.extract(value),
             cluster_ip: value["spec"]["clusterIP"].as_str().and_then(|s| s.parse().ok()),
             owners: meta["ownerReferences"]
                 .as_array()
                 .map(|refs| refs.iter().filter_map(|r| text(&r["uid"])).collect())
                 .unwrap_or_default(),
-            raw: Bytes::from(serde_json::to_vec(value).map_err(|e| Error::Internal(e.to_string()))?),
+            raw: Bytes::from(raw),
+            type_len,
         })
     }
 
     /// The object as a JSON value, for writes and per-object rendering.
     pub(crate) fn value(&self) -> Value {
         serde_json::from_slice(&self.raw).unwrap_or(Value::Null)
+    }
+
+    /// The object as a list item: without `kind` and `apiVersion`, as the real server's lists carry them.
+    pub(crate) fn item(&self) -> [&[u8]; 2] {
+        match self.type_len {
+            0 => [&self.raw, b""],
+            n => [b"{", self.raw.get(1 + n..).unwrap_or_default()],
+        }
     }
 }
 
@@ -124,6 +175,7 @@ pub(crate) fn human_age(secs: i64) -> String {
         _ if s < 48 * 3600 => format!("{h}h"),
         _ if s < 8 * 86_400 && h % 24 != 0 => format!("{d}d{}h", h % 24),
         _ if s < 2 * 365 * 86_400 => format!("{d}d"),
+        _ if s < 8 * 365 * 86_400 && d % 365 != 0 => format!("{}y{}d", d / 365, d % 365),
         _ => format!("{}y", d / 365),
     }
 }
@@ -178,6 +230,17 @@ mod tests {
     }
 
     #[test]
+    fn list_items_leave_out_the_type() {
+        let kind = crate::kinds::by_resource("", "v1", "configmaps").unwrap();
+        let cm = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {}});
+        let obj = Obj::freeze(kind, &cm).unwrap();
+        assert!(obj.raw.starts_with(br#"{"kind":"ConfigMap","apiVersion":"v1","#));
+        assert_eq!(obj.item().concat(), br#"{"data":{},"metadata":{"name":"c"}}"#);
+        let bare = Obj::freeze(kind, &serde_json::json!({"metadata": {"name": "c"}})).unwrap();
+        assert_eq!(bare.item().concat(), &bare.raw[..]);
+    }
+
+    #[test]
     fn ages_read_like_kubectl() {
         for (secs, want) in [
             (5, "5s"),
@@ -186,6 +249,8 @@ mod tests {
             (3600, "60m"),
             (4 * 3600, "4h"),
             (86_400 * 3, "3d"),
+            (86_400 * 800, "2y70d"),
+            (86_400 * 365 * 9, "9y"),
         ] {
             assert_eq!(human_age(secs), want);
         }

@@ -98,11 +98,21 @@ async fn dispatch(
         ["apis", g] => Some(discovery::group(g).ok_or(Error::NoRoute)?),
         ["apis", g, v] => Some(discovery::resource_list(g, v).ok_or(Error::NoRoute)?),
         ["openapi", "v3"] => Some(openapi::root()),
-        ["openapi", "v3", ref rest @ ..] => {
-            Some(openapi::group_version_doc(&rest.join("/")).ok_or(Error::NoRoute)?)
-        }
         _ => None,
     };
+    // The schema documents are generated once and served pre-serialized.
+    let schema_doc = match segments[..] {
+        ["openapi", "v2"] => Some(openapi::v2(accept(req.headers()))?),
+        ["openapi", "v3", ref rest @ ..] if !rest.is_empty() => Some((
+            "application/json",
+            openapi::group_version_doc(&rest.join("/")).ok_or(Error::NoRoute)?,
+        )),
+        _ => None,
+    };
+    if let Some((content_type, body)) = schema_doc {
+        get_only(&req)?;
+        return Ok(respond_bytes(StatusCode::OK, content_type, body));
+    }
     if let Some(doc) = doc {
         if ctx.cfg.enforce_rbac {
             let verb = req.method().as_str().to_ascii_lowercase();

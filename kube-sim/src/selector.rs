@@ -3,6 +3,8 @@
 use std::collections::BTreeMap;
 
 use super::error::Error;
+use super::fields::Field;
+use super::kinds::Kind;
 use super::object::Obj;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -133,20 +135,12 @@ fn label_value(v: &str) -> Result<String, String> {
     }
 }
 
-/// The fields every kind can be filtered on (the subset of real field labels the mesh uses).
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Field {
-    Name,
-    Namespace,
-    Phase,
-    NodeName,
-}
-
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct FieldSelector(Vec<(Field, bool, String)>);
 
 impl FieldSelector {
-    pub(crate) fn parse(s: &str) -> Result<FieldSelector, Error> {
+    /// Parses a selector over the field labels `kind` supports.
+    pub(crate) fn parse(kind: &Kind, s: &str) -> Result<FieldSelector, Error> {
         let mut reqs = Vec::new();
         for req in s.split(',').map(str::trim).filter(|r| !r.is_empty()) {
             let (field, equal, value) = if let Some((f, v)) = req.split_once("!=") {
@@ -158,13 +152,7 @@ impl FieldSelector {
                     "invalid field selector: {req:?}: expected an operator"
                 )));
             };
-            let field = match field.trim() {
-                "metadata.name" => Field::Name,
-                "metadata.namespace" => Field::Namespace,
-                "status.phase" => Field::Phase,
-                "spec.nodeName" => Field::NodeName,
-                other => return Err(Error::BadRequest(format!("field label not supported: {other}"))),
-            };
+            let field = kind.fields.resolve(field.trim())?;
             reqs.push((field, equal, value.trim().to_string()));
         }
         Ok(FieldSelector(reqs))
@@ -175,8 +163,7 @@ impl FieldSelector {
             let have = match field {
                 Field::Name => obj.key.1.as_str(),
                 Field::Namespace => obj.key.0.as_str(),
-                Field::Phase => obj.phase.as_deref().unwrap_or(""),
-                Field::NodeName => obj.node_name.as_deref().unwrap_or(""),
+                Field::Extra(i) => obj.fields.get(*i).map_or("", String::as_str),
             };
             (have == want) == *equal
         })
@@ -192,6 +179,11 @@ pub(crate) struct Filter {
 }
 
 impl Filter {
+    /// Whether only the namespace narrows the list (the real server then reports `remainingItemCount`).
+    pub(crate) fn is_unselective(&self) -> bool {
+        self.labels.0.is_empty() && self.fields.0.is_empty()
+    }
+
     pub(crate) fn matches(&self, obj: &Obj) -> bool {
         self.namespace.as_ref().is_none_or(|ns| *ns == obj.key.0)
             && self.labels.matches(&obj.labels)
@@ -237,8 +229,9 @@ mod tests {
         for sel in ["app in web", "a b c", "=x", "app=(x"] {
             assert!(LabelSelector::parse(sel).is_err(), "{sel}");
         }
+        let pods = crate::kinds::by_resource("", "v1", "pods").unwrap();
         for sel in ["spec.foo=x", "metadata.name"] {
-            assert!(FieldSelector::parse(sel).is_err(), "{sel}");
+            assert!(FieldSelector::parse(pods, sel).is_err(), "{sel}");
         }
     }
 }

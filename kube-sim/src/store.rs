@@ -134,7 +134,7 @@ impl Txn<'_> {
     pub(crate) fn put(&mut self, kind: KindId, mut value: Value) -> Result<Arc<Obj>, Error> {
         let rv = self.inner.rv + 1;
         value["metadata"]["resourceVersion"] = Value::String(rv.to_string());
-        let obj = Arc::new(Obj::freeze(&value)?);
+        let obj = Arc::new(Obj::freeze(kinds::by_id(kind), &value)?);
         let prev = self.inner.tables[kind].insert(obj.key.clone(), obj.clone());
         if let Some(p) = &prev {
             self.inner.index_owners(kind, p, false);
@@ -164,7 +164,7 @@ impl Txn<'_> {
         let rv = self.inner.rv + 1;
         let mut last = prev.value();
         last["metadata"]["resourceVersion"] = Value::String(rv.to_string());
-        let obj = Arc::new(Obj::freeze(&last)?);
+        let obj = Arc::new(Obj::freeze(kinds::by_id(kind), &last)?);
         self.record(Event {
             rv,
             kind,
@@ -195,6 +195,8 @@ pub(crate) struct Page {
     pub(crate) rv: u64,
     /// Set when more matching objects follow the last item.
     pub(crate) next: Option<Key>,
+    /// How many objects follow this page, when known (no label or field selector).
+    pub(crate) remaining: Option<u64>,
 }
 
 /// Where a watch starts.
@@ -261,6 +263,31 @@ impl Store {
         limit: Option<usize>,
         at: Option<u64>,
     ) -> Result<Page, Error> {
+        self.page(kind, filter, after, limit, at, false)
+    }
+
+    /// [`Store::list_page`], also counting the objects after a full page when no selector narrows the list
+    /// (O(objects): clients carry the count forward in the `continue` token).
+    pub(crate) fn list_page_counted(
+        &self,
+        kind: KindId,
+        filter: &Filter,
+        after: Option<&Key>,
+        limit: Option<usize>,
+        at: Option<u64>,
+    ) -> Result<Page, Error> {
+        self.page(kind, filter, after, limit, at, filter.is_unselective())
+    }
+
+    fn page(
+        &self,
+        kind: KindId,
+        filter: &Filter,
+        after: Option<&Key>,
+        limit: Option<usize>,
+        at: Option<u64>,
+        count: bool,
+    ) -> Result<Page, Error> {
         let inner = self.inner.read();
         let at = at.unwrap_or(inner.rv).min(inner.rv);
         if at < inner.compacted {
@@ -288,6 +315,7 @@ impl Store {
             items: Vec::new(),
             rv: at,
             next: None,
+            remaining: None,
         };
         loop {
             // Merge the two key-ordered streams; an undo entry overrides the current object.
@@ -307,6 +335,19 @@ impl Store {
             }
             if page.items.len() == limit {
                 page.next = page.items.last().map(|o| o.key.clone());
+                if count {
+                    // This object plus the rest of both streams (undo entries replace current ones).
+                    let rest = if undo.is_empty() {
+                        current.count()
+                    } else {
+                        let mut seen: BTreeMap<&Key, bool> = current.map(|(k, _)| (k, true)).collect();
+                        for (k, o) in undone {
+                            seen.insert(k, o.is_some());
+                        }
+                        seen.values().filter(|v| **v).count()
+                    };
+                    page.remaining = Some(1 + rest as u64);
+                }
                 break;
             }
             page.items.push(obj.clone());

@@ -147,7 +147,7 @@ pub(crate) fn create_in(
     controllers::defaults(txn, kind, &mut obj, None)?;
     controllers::admit(txn, kind, &mut obj);
     if opts.dry_run {
-        return Obj::freeze(&obj).map(Arc::new);
+        return Obj::freeze(kind, &obj).map(Arc::new);
     }
     let stored = txn.put(kind.id(), obj)?;
     controllers::after_create(txn, kind, &stored)?;
@@ -250,7 +250,7 @@ fn update_in(
         return if new == cur {
             Ok(current.clone())
         } else {
-            Obj::freeze(&new).map(Arc::new)
+            Obj::freeze(kind, &new).map(Arc::new)
         };
     }
     if let Some(removed) = delete::release(txn, kind, current, &new, opts.dry_run)? {

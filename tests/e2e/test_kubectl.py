@@ -153,7 +153,7 @@ def test_strategic_patch_merges_lists_by_key(kc, tmp_path):
     containers = get_json(kc, "pod", "smp")["spec"]["containers"]
     assert [(c["name"], c["image"]) for c in containers] == [("app", "app:1"), ("proxy", "proxy:2")]
     table = kc("get", "pod", "smp")
-    assert re.search(r"^smp\s+Pending\s", table, re.M), table
+    assert re.search(r"^smp\s+0/2\s+Pending\s+0\s", table, re.M), table
 
 
 def test_selectors_all_namespaces_and_output_formats(kc):
@@ -170,7 +170,7 @@ def test_selectors_all_namespaces_and_output_formats(kc):
     everywhere = get_json(kc, "cm", "-A")
     assert {("sel", "s1"), ("sel", "s2")} <= {(i["metadata"]["namespace"], i["metadata"]["name"]) for i in everywhere["items"]}
     wide = kc("get", "cm", "-A")
-    assert re.search(r"^sel\s+s1\s+\d+s", wide, re.M), wide
+    assert re.search(r"^sel\s+s1\s+0\s+\d+s", wide, re.M), wide
     assert "name: s1" in kc("get", "cm", "s1", "-n", "sel", "-o", "yaml")
     bad = kc("get", "cm", "-l", "app in web", check=False)
     assert bad.returncode != 0 and ("BadRequest" in bad.stderr or "unable to parse" in bad.stderr), bad.stderr

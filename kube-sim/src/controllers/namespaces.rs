@@ -52,7 +52,7 @@ fn set_spec_finalizers(obj: &mut Value, finalizers: Vec<String>) {
 pub(super) fn admit_create(txn: &Txn<'_>, kind: &Kind, ns: &str, obj: &Value) -> Result<(), Error> {
     let terminating = txn
         .get(namespace_kind(), &(String::new(), ns.to_string()))
-        .is_some_and(|n| n.phase.as_deref() == Some(TERMINATING));
+        .is_some_and(|n| n.value()["status"]["phase"] == TERMINATING);
     if !terminating {
         return Ok(());
     }
@@ -213,7 +213,7 @@ pub(super) fn content_removed(txn: &Txn<'_>, ns: &str, queue: &mut Queue) {
     let ns_kind = kinds::by_id(namespace_kind());
     let terminating = txn
         .get(ns_kind.id(), &(String::new(), ns.to_string()))
-        .is_some_and(|n| n.phase.as_deref() == Some(TERMINATING));
+        .is_some_and(|n| n.value()["status"]["phase"] == TERMINATING);
     if terminating && !stored_namespaced().any(|k| txn.any_in(k.id(), ns)) {
         queue.push_back(super::Work::Marked(ns_kind, (String::new(), ns.to_string())));
     }

@@ -41,7 +41,7 @@ pub(super) fn is_root_ca(kind: &Kind, obj: &Obj) -> bool {
 pub(super) fn republish(txn: &mut Txn<'_>, ns: &str) -> Result<(), Error> {
     let active = txn
         .get(namespace_kind(), &(String::new(), ns.to_string()))
-        .is_some_and(|n| n.phase.as_deref() != Some("Terminating"));
+        .is_some_and(|n| n.value()["status"]["phase"] != "Terminating");
     if active { publish(txn, ns) } else { Ok(()) }
 }
 
