@@ -6,44 +6,113 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 
 /// The kinds decoded from protobuf: (apiVersion, kind, k8s-pb type).
-const ROOTS: &[(&str, &str, &str)] = &[
+pub(super) const ROOTS: &[(&str, &str, &str)] = &[
     ("v1", "ConfigMap", "api::core::v1::ConfigMap"),
     ("v1", "Endpoints", "api::core::v1::Endpoints"),
     ("v1", "Event", "api::core::v1::Event"),
     ("v1", "Namespace", "api::core::v1::Namespace"),
     ("v1", "Node", "api::core::v1::Node"),
     ("v1", "PersistentVolume", "api::core::v1::PersistentVolume"),
-    ("v1", "PersistentVolumeClaim", "api::core::v1::PersistentVolumeClaim"),
+    (
+        "v1",
+        "PersistentVolumeClaim",
+        "api::core::v1::PersistentVolumeClaim",
+    ),
     ("v1", "Pod", "api::core::v1::Pod"),
-    ("v1", "ReplicationController", "api::core::v1::ReplicationController"),
+    (
+        "v1",
+        "ReplicationController",
+        "api::core::v1::ReplicationController",
+    ),
     ("v1", "Secret", "api::core::v1::Secret"),
     ("v1", "Service", "api::core::v1::Service"),
     ("v1", "ServiceAccount", "api::core::v1::ServiceAccount"),
+    (
+        "apps/v1",
+        "ControllerRevision",
+        "api::apps::v1::ControllerRevision",
+    ),
     ("apps/v1", "DaemonSet", "api::apps::v1::DaemonSet"),
     ("apps/v1", "Deployment", "api::apps::v1::Deployment"),
     ("apps/v1", "ReplicaSet", "api::apps::v1::ReplicaSet"),
     ("apps/v1", "StatefulSet", "api::apps::v1::StatefulSet"),
-    ("authentication.k8s.io/v1", "SelfSubjectReview", "api::authentication::v1::SelfSubjectReview"),
-    ("authentication.k8s.io/v1", "TokenRequest", "api::authentication::v1::TokenRequest"),
-    ("authentication.k8s.io/v1", "TokenReview", "api::authentication::v1::TokenReview"),
-    ("authorization.k8s.io/v1", "LocalSubjectAccessReview", "api::authorization::v1::LocalSubjectAccessReview"),
-    ("authorization.k8s.io/v1", "SelfSubjectAccessReview", "api::authorization::v1::SelfSubjectAccessReview"),
-    ("authorization.k8s.io/v1", "SelfSubjectRulesReview", "api::authorization::v1::SelfSubjectRulesReview"),
-    ("authorization.k8s.io/v1", "SubjectAccessReview", "api::authorization::v1::SubjectAccessReview"),
+    (
+        "authentication.k8s.io/v1",
+        "SelfSubjectReview",
+        "api::authentication::v1::SelfSubjectReview",
+    ),
+    (
+        "authentication.k8s.io/v1",
+        "TokenRequest",
+        "api::authentication::v1::TokenRequest",
+    ),
+    (
+        "authentication.k8s.io/v1",
+        "TokenReview",
+        "api::authentication::v1::TokenReview",
+    ),
+    (
+        "authorization.k8s.io/v1",
+        "LocalSubjectAccessReview",
+        "api::authorization::v1::LocalSubjectAccessReview",
+    ),
+    (
+        "authorization.k8s.io/v1",
+        "SelfSubjectAccessReview",
+        "api::authorization::v1::SelfSubjectAccessReview",
+    ),
+    (
+        "authorization.k8s.io/v1",
+        "SelfSubjectRulesReview",
+        "api::authorization::v1::SelfSubjectRulesReview",
+    ),
+    (
+        "authorization.k8s.io/v1",
+        "SubjectAccessReview",
+        "api::authorization::v1::SubjectAccessReview",
+    ),
     ("autoscaling/v1", "Scale", "api::autoscaling::v1::Scale"),
-    ("autoscaling/v2", "HorizontalPodAutoscaler", "api::autoscaling::v2::HorizontalPodAutoscaler"),
+    (
+        "autoscaling/v2",
+        "HorizontalPodAutoscaler",
+        "api::autoscaling::v2::HorizontalPodAutoscaler",
+    ),
     ("batch/v1", "CronJob", "api::batch::v1::CronJob"),
     ("batch/v1", "Job", "api::batch::v1::Job"),
     ("coordination.k8s.io/v1", "Lease", "api::coordination::v1::Lease"),
-    ("discovery.k8s.io/v1", "EndpointSlice", "api::discovery::v1::EndpointSlice"),
-    ("meta.k8s.io/v1", "DeleteOptions", "apimachinery::pkg::apis::meta::v1::DeleteOptions"),
+    (
+        "discovery.k8s.io/v1",
+        "EndpointSlice",
+        "api::discovery::v1::EndpointSlice",
+    ),
+    (
+        "meta.k8s.io/v1",
+        "DeleteOptions",
+        "apimachinery::pkg::apis::meta::v1::DeleteOptions",
+    ),
     ("networking.k8s.io/v1", "Ingress", "api::networking::v1::Ingress"),
     ("policy/v1", "Eviction", "api::policy::v1::Eviction"),
-    ("policy/v1", "PodDisruptionBudget", "api::policy::v1::PodDisruptionBudget"),
-    ("rbac.authorization.k8s.io/v1", "ClusterRole", "api::rbac::v1::ClusterRole"),
-    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "api::rbac::v1::ClusterRoleBinding"),
+    (
+        "policy/v1",
+        "PodDisruptionBudget",
+        "api::policy::v1::PodDisruptionBudget",
+    ),
+    (
+        "rbac.authorization.k8s.io/v1",
+        "ClusterRole",
+        "api::rbac::v1::ClusterRole",
+    ),
+    (
+        "rbac.authorization.k8s.io/v1",
+        "ClusterRoleBinding",
+        "api::rbac::v1::ClusterRoleBinding",
+    ),
     ("rbac.authorization.k8s.io/v1", "Role", "api::rbac::v1::Role"),
-    ("rbac.authorization.k8s.io/v1", "RoleBinding", "api::rbac::v1::RoleBinding"),
+    (
+        "rbac.authorization.k8s.io/v1",
+        "RoleBinding",
+        "api::rbac::v1::RoleBinding",
+    ),
 ];
 
 /// Types with a hand-written JSON form in json.rs; the walk stops there.
@@ -63,37 +132,96 @@ const WELL_KNOWN: &[&str] = &[
 const POINTERS: &[(&str, &[&str])] = &[
     ("api::apps::v1::DaemonSetSpec", &["revisionHistoryLimit"]),
     ("api::apps::v1::DaemonSetStatus", &["collisionCount"]),
-    ("api::apps::v1::DeploymentSpec", &["replicas", "revisionHistoryLimit", "progressDeadlineSeconds"]),
-    ("api::apps::v1::DeploymentStatus", &["collisionCount", "terminatingReplicas"]),
+    (
+        "api::apps::v1::DeploymentSpec",
+        &["replicas", "revisionHistoryLimit", "progressDeadlineSeconds"],
+    ),
+    (
+        "api::apps::v1::DeploymentStatus",
+        &["collisionCount", "terminatingReplicas"],
+    ),
     ("api::apps::v1::ReplicaSetSpec", &["replicas"]),
     ("api::apps::v1::ReplicaSetStatus", &["terminatingReplicas"]),
     ("api::apps::v1::RollingUpdateStatefulSetStrategy", &["partition"]),
-    ("api::apps::v1::StatefulSetSpec", &["replicas", "revisionHistoryLimit"]),
+    (
+        "api::apps::v1::StatefulSetSpec",
+        &["replicas", "revisionHistoryLimit"],
+    ),
     ("api::apps::v1::StatefulSetStatus", &["collisionCount"]),
-    ("api::authentication::v1::TokenRequestSpec", &["expirationSeconds"]),
-    ("api::autoscaling::v2::HPAScalingRules", &["stabilizationWindowSeconds", "selectPolicy"]),
-    ("api::autoscaling::v2::HorizontalPodAutoscalerSpec", &["minReplicas"]),
-    ("api::autoscaling::v2::HorizontalPodAutoscalerStatus", &["observedGeneration"]),
-    ("api::batch::v1::CronJobSpec", &[
-        "timeZone", "startingDeadlineSeconds", "suspend", "successfulJobsHistoryLimit", "failedJobsHistoryLimit",
-    ]),
-    ("api::batch::v1::JobSpec", &[
-        "parallelism", "completions", "activeDeadlineSeconds", "backoffLimit",
-        "backoffLimitPerIndex", "maxFailedIndexes", "ttlSecondsAfterFinished", "manualSelector", "suspend",
-        "completionMode", "podReplacementPolicy", "managedBy",
-    ]),
-    ("api::batch::v1::JobStatus", &["failedIndexes", "ready", "terminating"]),
-    ("api::batch::v1::PodFailurePolicyOnExitCodesRequirement", &["containerName"]),
-    ("api::batch::v1::SuccessPolicyRule", &["succeededIndexes", "succeededCount"]),
-    ("api::coordination::v1::LeaseSpec", &[
-        "holderIdentity", "leaseDurationSeconds", "leaseTransitions", "strategy", "preferredHolder",
-    ]),
+    (
+        "api::authentication::v1::TokenRequestSpec",
+        &["expirationSeconds"],
+    ),
+    (
+        "api::autoscaling::v2::HPAScalingRules",
+        &["stabilizationWindowSeconds", "selectPolicy"],
+    ),
+    (
+        "api::autoscaling::v2::HorizontalPodAutoscalerSpec",
+        &["minReplicas"],
+    ),
+    (
+        "api::autoscaling::v2::HorizontalPodAutoscalerStatus",
+        &["observedGeneration"],
+    ),
+    (
+        "api::batch::v1::CronJobSpec",
+        &[
+            "timeZone",
+            "startingDeadlineSeconds",
+            "suspend",
+            "successfulJobsHistoryLimit",
+            "failedJobsHistoryLimit",
+        ],
+    ),
+    (
+        "api::batch::v1::JobSpec",
+        &[
+            "parallelism",
+            "completions",
+            "activeDeadlineSeconds",
+            "backoffLimit",
+            "backoffLimitPerIndex",
+            "maxFailedIndexes",
+            "ttlSecondsAfterFinished",
+            "manualSelector",
+            "suspend",
+            "completionMode",
+            "podReplacementPolicy",
+            "managedBy",
+        ],
+    ),
+    (
+        "api::batch::v1::JobStatus",
+        &["failedIndexes", "ready", "terminating"],
+    ),
+    (
+        "api::batch::v1::PodFailurePolicyOnExitCodesRequirement",
+        &["containerName"],
+    ),
+    (
+        "api::batch::v1::SuccessPolicyRule",
+        &["succeededIndexes", "succeededCount"],
+    ),
+    (
+        "api::coordination::v1::LeaseSpec",
+        &[
+            "holderIdentity",
+            "leaseDurationSeconds",
+            "leaseTransitions",
+            "strategy",
+            "preferredHolder",
+        ],
+    ),
     ("api::core::v1::ClientIPConfig", &["timeoutSeconds"]),
     ("api::core::v1::ConfigMap", &["immutable"]),
     ("api::core::v1::ConfigMapEnvSource", &["optional"]),
     ("api::core::v1::ConfigMapKeySelector", &["optional"]),
     ("api::core::v1::ConfigMapProjection", &["optional"]),
-    ("api::core::v1::ConfigMapVolumeSource", &["defaultMode", "optional"]),
+    (
+        "api::core::v1::ConfigMapVolumeSource",
+        &["defaultMode", "optional"],
+    ),
     ("api::core::v1::Container", &["restartPolicy"]),
     ("api::core::v1::CSIVolumeSource", &["readOnly", "fsType"]),
     ("api::core::v1::DownwardAPIVolumeFile", &["mode"]),
@@ -105,18 +233,42 @@ const POINTERS: &[(&str, &[&str])] = &[
     ("api::core::v1::HostPathVolumeSource", &["type"]),
     ("api::core::v1::KeyToPath", &["mode"]),
     ("api::core::v1::LoadBalancerIngress", &["ipMode"]),
-    ("api::core::v1::PersistentVolumeClaimSpec", &["storageClassName", "volumeMode", "volumeAttributesClassName"]),
-    ("api::core::v1::PersistentVolumeSpec", &["volumeMode", "volumeAttributesClassName"]),
+    (
+        "api::core::v1::PersistentVolumeClaimSpec",
+        &["storageClassName", "volumeMode", "volumeAttributesClassName"],
+    ),
+    (
+        "api::core::v1::PersistentVolumeSpec",
+        &["volumeMode", "volumeAttributesClassName"],
+    ),
     ("api::core::v1::PodDNSConfigOption", &["value"]),
-    ("api::core::v1::PodSecurityContext", &[
-        "runAsUser", "runAsGroup", "runAsNonRoot", "fsGroup", "fsGroupChangePolicy", "supplementalGroupsPolicy",
-        "seLinuxChangePolicy",
-    ]),
-    ("api::core::v1::PodSpec", &[
-        "terminationGracePeriodSeconds", "activeDeadlineSeconds", "automountServiceAccountToken",
-        "shareProcessNamespace", "priority", "runtimeClassName", "enableServiceLinks", "preemptionPolicy",
-        "setHostnameAsFQDN", "hostUsers",
-    ]),
+    (
+        "api::core::v1::PodSecurityContext",
+        &[
+            "runAsUser",
+            "runAsGroup",
+            "runAsNonRoot",
+            "fsGroup",
+            "fsGroupChangePolicy",
+            "supplementalGroupsPolicy",
+            "seLinuxChangePolicy",
+        ],
+    ),
+    (
+        "api::core::v1::PodSpec",
+        &[
+            "terminationGracePeriodSeconds",
+            "activeDeadlineSeconds",
+            "automountServiceAccountToken",
+            "shareProcessNamespace",
+            "priority",
+            "runtimeClassName",
+            "enableServiceLinks",
+            "preemptionPolicy",
+            "setHostnameAsFQDN",
+            "hostUsers",
+        ],
+    ),
     ("api::core::v1::Probe", &["terminationGracePeriodSeconds"]),
     ("api::core::v1::ProjectedVolumeSource", &["defaultMode"]),
     ("api::core::v1::ReplicationControllerSpec", &["replicas"]),
@@ -127,36 +279,91 @@ const POINTERS: &[(&str, &[&str])] = &[
     ("api::core::v1::SecretKeySelector", &["optional"]),
     ("api::core::v1::SecretProjection", &["optional"]),
     ("api::core::v1::SecretVolumeSource", &["defaultMode", "optional"]),
-    ("api::core::v1::SecurityContext", &[
-        "privileged", "runAsUser", "runAsGroup", "runAsNonRoot", "readOnlyRootFilesystem",
-        "allowPrivilegeEscalation", "procMount",
-    ]),
+    (
+        "api::core::v1::SecurityContext",
+        &[
+            "privileged",
+            "runAsUser",
+            "runAsGroup",
+            "runAsNonRoot",
+            "readOnlyRootFilesystem",
+            "allowPrivilegeEscalation",
+            "procMount",
+        ],
+    ),
     ("api::core::v1::ServiceAccount", &["automountServiceAccountToken"]),
-    ("api::core::v1::ServiceAccountTokenProjection", &["expirationSeconds"]),
+    (
+        "api::core::v1::ServiceAccountTokenProjection",
+        &["expirationSeconds"],
+    ),
     ("api::core::v1::ServicePort", &["appProtocol"]),
-    ("api::core::v1::ServiceSpec", &[
-        "allocateLoadBalancerNodePorts", "loadBalancerClass", "internalTrafficPolicy", "ipFamilyPolicy",
-        "trafficDistribution",
-    ]),
+    (
+        "api::core::v1::ServiceSpec",
+        &[
+            "allocateLoadBalancerNodePorts",
+            "loadBalancerClass",
+            "internalTrafficPolicy",
+            "ipFamilyPolicy",
+            "trafficDistribution",
+        ],
+    ),
     ("api::core::v1::Toleration", &["tolerationSeconds"]),
-    ("api::core::v1::TopologySpreadConstraint", &["minDomains", "nodeAffinityPolicy", "nodeTaintsPolicy"]),
+    (
+        "api::core::v1::TopologySpreadConstraint",
+        &["minDomains", "nodeAffinityPolicy", "nodeTaintsPolicy"],
+    ),
     ("api::core::v1::TypedLocalObjectReference", &["apiGroup"]),
     ("api::core::v1::TypedObjectReference", &["apiGroup", "namespace"]),
-    ("api::core::v1::VolumeMount", &["mountPropagation", "recursiveReadOnly"]),
-    ("api::core::v1::WindowsSecurityContextOptions", &[
-        "gmsaCredentialSpecName", "gmsaCredentialSpec", "runAsUserName", "hostProcess",
-    ]),
+    (
+        "api::core::v1::VolumeMount",
+        &["mountPropagation", "recursiveReadOnly"],
+    ),
+    (
+        "api::core::v1::WindowsSecurityContextOptions",
+        &[
+            "gmsaCredentialSpecName",
+            "gmsaCredentialSpec",
+            "runAsUserName",
+            "hostProcess",
+        ],
+    ),
     ("api::discovery::v1::Endpoint", &["hostname", "nodeName", "zone"]),
-    ("api::discovery::v1::EndpointConditions", &["ready", "serving", "terminating"]),
-    ("api::discovery::v1::EndpointPort", &["name", "protocol", "port", "appProtocol"]),
+    (
+        "api::discovery::v1::EndpointConditions",
+        &["ready", "serving", "terminating"],
+    ),
+    (
+        "api::discovery::v1::EndpointPort",
+        &["name", "protocol", "port", "appProtocol"],
+    ),
     ("api::networking::v1::HTTPIngressPath", &["pathType"]),
     ("api::networking::v1::IngressPortStatus", &["error"]),
     ("api::networking::v1::IngressSpec", &["ingressClassName"]),
-    ("api::policy::v1::PodDisruptionBudgetSpec", &["unhealthyPodEvictionPolicy"]),
-    ("apimachinery::pkg::apis::meta::v1::DeleteOptions", &["gracePeriodSeconds", "orphanDependents", "propagationPolicy", "ignoreStoreReadErrorWithClusterBreakingPotential"]),
-    ("apimachinery::pkg::apis::meta::v1::ObjectMeta", &["deletionGracePeriodSeconds"]),
-    ("apimachinery::pkg::apis::meta::v1::OwnerReference", &["controller", "blockOwnerDeletion"]),
-    ("apimachinery::pkg::apis::meta::v1::Preconditions", &["uid", "resourceVersion"]),
+    (
+        "api::policy::v1::PodDisruptionBudgetSpec",
+        &["unhealthyPodEvictionPolicy"],
+    ),
+    (
+        "apimachinery::pkg::apis::meta::v1::DeleteOptions",
+        &[
+            "gracePeriodSeconds",
+            "orphanDependents",
+            "propagationPolicy",
+            "ignoreStoreReadErrorWithClusterBreakingPotential",
+        ],
+    ),
+    (
+        "apimachinery::pkg::apis::meta::v1::ObjectMeta",
+        &["deletionGracePeriodSeconds"],
+    ),
+    (
+        "apimachinery::pkg::apis::meta::v1::OwnerReference",
+        &["controller", "blockOwnerDeletion"],
+    ),
+    (
+        "apimachinery::pkg::apis::meta::v1::Preconditions",
+        &["uid", "resourceVersion"],
+    ),
 ];
 
 /// A k8s-pb message field.
@@ -174,7 +381,13 @@ type OpenApiField = (String, bool);
 
 fn crate_dir(name: &str) -> PathBuf {
     let out = std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(["metadata", "--format-version", "1", "--offline", "--manifest-path"])
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--offline",
+            "--manifest-path",
+        ])
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
         .output()
         .expect("cargo metadata runs");
@@ -213,7 +426,10 @@ fn pb_module(root: &Path, module: &[&str]) -> BTreeMap<String, Vec<PbField>> {
     let mut out = BTreeMap::new();
     let mut lines = text.lines();
     while let Some(line) = lines.next() {
-        let Some(name) = line.strip_prefix("pub struct ").and_then(|l| l.strip_suffix(" {")) else {
+        let Some(name) = line
+            .strip_prefix("pub struct ")
+            .and_then(|l| l.strip_suffix(" {"))
+        else {
             continue;
         };
         let mut fields = Vec::new();
@@ -231,7 +447,8 @@ fn pb_module(root: &Path, module: &[&str]) -> BTreeMap<String, Vec<PbField>> {
                 if decl.ends_with(',') && decl.matches('<').count() == decl.matches('>').count() {
                     let (rust, ty) = decl["pub ".len()..].split_once(':').expect("a field declaration");
                     let ty: String = ty.chars().filter(|c| !c.is_whitespace()).collect();
-                    let is_message = attr.starts_with("#[prost(message") || attr.contains("\"string, message\"");
+                    let is_message =
+                        attr.starts_with("#[prost(message") || attr.contains("\"string, message\"");
                     let message = is_message.then(|| {
                         let inner = ty
                             .split(['<', '>', ','])
@@ -240,7 +457,11 @@ fn pb_module(root: &Path, module: &[&str]) -> BTreeMap<String, Vec<PbField>> {
                         resolve(module, inner)
                     });
                     let scalar = !is_message && attr.contains("optional") && !attr.contains("bytes");
-                    fields.push(PbField { rust: rust.to_string(), message, scalar });
+                    fields.push(PbField {
+                        rust: rust.to_string(),
+                        message,
+                        scalar,
+                    });
                     decl.clear();
                 }
             }
@@ -259,9 +480,13 @@ fn openapi_module(root: &Path, module: &[&str]) -> BTreeMap<String, BTreeMap<Str
     };
     for entry in entries.flatten() {
         let text = std::fs::read_to_string(entry.path()).expect("a readable k8s-openapi file");
-        let Some(start) = text.find("pub struct ") else { continue };
+        let Some(start) = text.find("pub struct ") else {
+            continue;
+        };
         let rest = &text[start + "pub struct ".len()..];
-        let Some(name) = rest.split([' ', '(', ';']).next() else { continue };
+        let Some(name) = rest.split([' ', '(', ';']).next() else {
+            continue;
+        };
         let body = rest.split_once("\n}").map_or("", |(b, _)| b);
         let required: BTreeSet<String> = body
             .lines()
@@ -295,14 +520,25 @@ type OpenApiCache = BTreeMap<String, BTreeMap<String, BTreeMap<String, OpenApiFi
 fn pb_struct(cache: &mut PbCache, root: &Path, path: &str) -> Vec<PbField> {
     let (module, name) = path.rsplit_once("::").expect("a type path");
     let segments: Vec<&str> = module.split("::").collect();
-    let structs = cache.entry(module.to_string()).or_insert_with(|| pb_module(root, &segments));
-    structs.get(name).cloned().unwrap_or_else(|| panic!("k8s-pb has no {path}"))
+    let structs = cache
+        .entry(module.to_string())
+        .or_insert_with(|| pb_module(root, &segments));
+    structs
+        .get(name)
+        .cloned()
+        .unwrap_or_else(|| panic!("k8s-pb has no {path}"))
 }
 
-fn openapi_struct(cache: &mut OpenApiCache, root: &Path, path: &str) -> Option<BTreeMap<String, OpenApiField>> {
+fn openapi_struct(
+    cache: &mut OpenApiCache,
+    root: &Path,
+    path: &str,
+) -> Option<BTreeMap<String, OpenApiField>> {
     let (module, name) = path.rsplit_once("::").expect("a type path");
     let segments: Vec<&str> = module.split("::").collect();
-    let structs = cache.entry(module.to_string()).or_insert_with(|| openapi_module(root, &segments));
+    let structs = cache
+        .entry(module.to_string())
+        .or_insert_with(|| openapi_module(root, &segments));
     // Type names differ in case only (k8s-pb `PodDnsConfig`, k8s-openapi `PodDNSConfig`).
     structs.get(&name.to_lowercase()).cloned()
 }
@@ -317,11 +553,17 @@ fn generate() -> String {
     let mut openapi_cache = OpenApiCache::new();
     let mut used_pointers = BTreeSet::new();
     let mut seen = BTreeSet::new();
+    let mut well_known = BTreeSet::new();
     // (k8s-pb type, the k8s-openapi type holding its JSON names: itself, or the type it is inlined in).
-    let mut queue: VecDeque<(String, String)> = ROOTS.iter().map(|r| (r.2.to_string(), r.2.to_string())).collect();
+    let mut queue: VecDeque<(String, String)> =
+        ROOTS.iter().map(|r| (r.2.to_string(), r.2.to_string())).collect();
     let mut impls = BTreeMap::new();
     while let Some((path, json_path)) = queue.pop_front() {
-        if WELL_KNOWN.contains(&path.as_str()) || !seen.insert(path.clone()) {
+        if WELL_KNOWN.contains(&path.as_str()) {
+            well_known.insert(path);
+            continue;
+        }
+        if !seen.insert(path.clone()) {
             continue;
         }
         let fields = pb_struct(&mut pb_cache, &pb_root, &path);
@@ -334,7 +576,10 @@ fn generate() -> String {
                 // Go's `json:",inline"` embeds (VolumeSource in Volume): the parent's JSON has their fields.
                 if let Some(inner) = &field.message {
                     let inner_fields = pb_struct(&mut pb_cache, &pb_root, inner);
-                    if inner_fields.iter().any(|f| json_fields.contains_key(&normalize(&f.rust))) {
+                    if inner_fields
+                        .iter()
+                        .any(|f| json_fields.contains_key(&normalize(&f.rust)))
+                    {
                         line.push_str(if first { " " } else { ", " });
                         line.push_str(&format!("{} \"\" inline", field.rust));
                         first = false;
@@ -344,12 +589,21 @@ fn generate() -> String {
                 // Otherwise a field that Kubernetes 1.33 does not know: ignored, as its API server would.
                 continue;
             };
-            let pointer = pointers.get(&path.to_lowercase()).is_some_and(|p| p.contains(&json.as_str()));
+            let pointer = pointers
+                .get(&path.to_lowercase())
+                .is_some_and(|p| p.contains(&json.as_str()));
             if pointer {
-                assert!(field.scalar, "{path}.{json} is listed as a pointer but is not a scalar");
+                assert!(
+                    field.scalar,
+                    "{path}.{json} is listed as a pointer but is not a scalar"
+                );
                 used_pointers.insert((path.to_lowercase(), json.clone()));
             }
-            let keep = if field.scalar && (pointer || *required) { " keep" } else { "" };
+            let keep = if field.scalar && (pointer || *required) {
+                " keep"
+            } else {
+                ""
+            };
             line.push_str(if first { " " } else { ", " });
             line.push_str(&format!("{} {json:?}{keep}", field.rust));
             first = false;
@@ -359,6 +613,9 @@ fn generate() -> String {
         }
         line.push_str(if first { "});" } else { " });" });
         impls.insert(path, line);
+    }
+    for ty in WELL_KNOWN {
+        assert!(well_known.contains(*ty), "{ty} is not part of a decoded message");
     }
     for (ty, names) in POINTERS {
         for name in *names {
@@ -377,7 +634,9 @@ fn generate() -> String {
          Some(match (api_version, kind) {\n",
     );
     for (api_version, kind, path) in ROOTS {
-        out.push_str(&format!("        ({api_version:?}, {kind:?}) => to_json::<k8s_pb::{path}>(raw),\n"));
+        out.push_str(&format!(
+            "        ({api_version:?}, {kind:?}) => to_json::<k8s_pb::{path}>(raw),\n"
+        ));
     }
     out.push_str("        _ => return None,\n    })\n}\n\n");
     for line in impls.values() {

@@ -22,6 +22,7 @@ pub(super) fn decode(api_version: &str, kind: &str, raw: &[u8]) -> Option<Result
         ("v1", "Secret") => to_json::<k8s_pb::api::core::v1::Secret>(raw),
         ("v1", "Service") => to_json::<k8s_pb::api::core::v1::Service>(raw),
         ("v1", "ServiceAccount") => to_json::<k8s_pb::api::core::v1::ServiceAccount>(raw),
+        ("apps/v1", "ControllerRevision") => to_json::<k8s_pb::api::apps::v1::ControllerRevision>(raw),
         ("apps/v1", "DaemonSet") => to_json::<k8s_pb::api::apps::v1::DaemonSet>(raw),
         ("apps/v1", "Deployment") => to_json::<k8s_pb::api::apps::v1::Deployment>(raw),
         ("apps/v1", "ReplicaSet") => to_json::<k8s_pb::api::apps::v1::ReplicaSet>(raw),
@@ -51,6 +52,7 @@ pub(super) fn decode(api_version: &str, kind: &str, raw: &[u8]) -> Option<Result
     })
 }
 
+message!(k8s_pb::api::apps::v1::ControllerRevision { metadata "metadata", data "data", revision "revision" keep });
 message!(k8s_pb::api::apps::v1::DaemonSet { metadata "metadata", spec "spec", status "status" });
 message!(k8s_pb::api::apps::v1::DaemonSetCondition { r#type "type" keep, status "status" keep, last_transition_time "lastTransitionTime", reason "reason", message "message" });
 message!(k8s_pb::api::apps::v1::DaemonSetSpec { selector "selector", template "template", update_strategy "updateStrategy", min_ready_seconds "minReadySeconds", revision_history_limit "revisionHistoryLimit" keep });

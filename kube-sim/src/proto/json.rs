@@ -112,17 +112,6 @@ macro_rules! numbers {
 }
 numbers!(i32, i64, bool);
 
-impl ToJson for f64 {
-    fn to_json(&self) -> Result<Value, Error> {
-        serde_json::Number::from_f64(*self)
-            .map(Value::Number)
-            .ok_or_else(|| malformed("a number is not finite"))
-    }
-    fn is_zero(&self) -> bool {
-        *self == 0.0
-    }
-}
-
 /// Bytes are base64 in JSON.
 impl ToJson for Vec<u8> {
     fn to_json(&self) -> Result<Value, Error> {
@@ -130,12 +119,6 @@ impl ToJson for Vec<u8> {
     }
     fn is_zero(&self) -> bool {
         self.is_empty()
-    }
-}
-
-impl<T: ToJson> ToJson for Box<T> {
-    fn to_json(&self) -> Result<Value, Error> {
-        (**self).to_json()
     }
 }
 
@@ -195,8 +178,9 @@ impl ToJson for MicroTime {
 fn raw_json(raw: Option<&Vec<u8>>, what: &str) -> Result<Value, Error> {
     match raw {
         None => Ok(Value::Null),
-        Some(bytes) => serde_json::from_slice(bytes)
-            .map_err(|e| malformed(&format!("{what} is not JSON: {e}"))),
+        Some(bytes) => {
+            serde_json::from_slice(bytes).map_err(|e| malformed(&format!("{what} is not JSON: {e}")))
+        }
     }
 }
 
