@@ -330,7 +330,7 @@ impl Call {
         let options = if bytes.iter().all(u8::is_ascii_whitespace) {
             json!({})
         } else {
-            decode(&bytes, "application/json")?
+            decode(&bytes, content_type(&self.parts.headers))?
         };
         let pre = &options["preconditions"];
         let preconditions = Preconditions {

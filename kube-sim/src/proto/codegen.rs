@@ -5,7 +5,9 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 
-/// The kinds decoded from protobuf: (apiVersion, kind, k8s-pb type).
+/// The kinds decoded from protobuf: (apiVersion, kind, k8s-pb type); apiVersion `*` matches any (typed
+/// clients send DeleteOptions under their own group version).
+#[rustfmt::skip]
 pub(super) const ROOTS: &[(&str, &str, &str)] = &[
     ("v1", "ConfigMap", "api::core::v1::ConfigMap"),
     ("v1", "Endpoints", "api::core::v1::Endpoints"),
@@ -13,106 +15,40 @@ pub(super) const ROOTS: &[(&str, &str, &str)] = &[
     ("v1", "Namespace", "api::core::v1::Namespace"),
     ("v1", "Node", "api::core::v1::Node"),
     ("v1", "PersistentVolume", "api::core::v1::PersistentVolume"),
-    (
-        "v1",
-        "PersistentVolumeClaim",
-        "api::core::v1::PersistentVolumeClaim",
-    ),
+    ("v1", "PersistentVolumeClaim", "api::core::v1::PersistentVolumeClaim"),
     ("v1", "Pod", "api::core::v1::Pod"),
-    (
-        "v1",
-        "ReplicationController",
-        "api::core::v1::ReplicationController",
-    ),
+    ("v1", "ReplicationController", "api::core::v1::ReplicationController"),
+    ("v1", "ResourceQuota", "api::core::v1::ResourceQuota"),
     ("v1", "Secret", "api::core::v1::Secret"),
     ("v1", "Service", "api::core::v1::Service"),
     ("v1", "ServiceAccount", "api::core::v1::ServiceAccount"),
-    (
-        "apps/v1",
-        "ControllerRevision",
-        "api::apps::v1::ControllerRevision",
-    ),
+    ("*", "DeleteOptions", "apimachinery::pkg::apis::meta::v1::DeleteOptions"),
+    ("apps/v1", "ControllerRevision", "api::apps::v1::ControllerRevision"),
     ("apps/v1", "DaemonSet", "api::apps::v1::DaemonSet"),
     ("apps/v1", "Deployment", "api::apps::v1::Deployment"),
     ("apps/v1", "ReplicaSet", "api::apps::v1::ReplicaSet"),
     ("apps/v1", "StatefulSet", "api::apps::v1::StatefulSet"),
-    (
-        "authentication.k8s.io/v1",
-        "SelfSubjectReview",
-        "api::authentication::v1::SelfSubjectReview",
-    ),
-    (
-        "authentication.k8s.io/v1",
-        "TokenRequest",
-        "api::authentication::v1::TokenRequest",
-    ),
-    (
-        "authentication.k8s.io/v1",
-        "TokenReview",
-        "api::authentication::v1::TokenReview",
-    ),
-    (
-        "authorization.k8s.io/v1",
-        "LocalSubjectAccessReview",
-        "api::authorization::v1::LocalSubjectAccessReview",
-    ),
-    (
-        "authorization.k8s.io/v1",
-        "SelfSubjectAccessReview",
-        "api::authorization::v1::SelfSubjectAccessReview",
-    ),
-    (
-        "authorization.k8s.io/v1",
-        "SelfSubjectRulesReview",
-        "api::authorization::v1::SelfSubjectRulesReview",
-    ),
-    (
-        "authorization.k8s.io/v1",
-        "SubjectAccessReview",
-        "api::authorization::v1::SubjectAccessReview",
-    ),
+    ("authentication.k8s.io/v1", "SelfSubjectReview", "api::authentication::v1::SelfSubjectReview"),
+    ("authentication.k8s.io/v1", "TokenRequest", "api::authentication::v1::TokenRequest"),
+    ("authentication.k8s.io/v1", "TokenReview", "api::authentication::v1::TokenReview"),
+    ("authorization.k8s.io/v1", "LocalSubjectAccessReview", "api::authorization::v1::LocalSubjectAccessReview"),
+    ("authorization.k8s.io/v1", "SelfSubjectAccessReview", "api::authorization::v1::SelfSubjectAccessReview"),
+    ("authorization.k8s.io/v1", "SelfSubjectRulesReview", "api::authorization::v1::SelfSubjectRulesReview"),
+    ("authorization.k8s.io/v1", "SubjectAccessReview", "api::authorization::v1::SubjectAccessReview"),
     ("autoscaling/v1", "Scale", "api::autoscaling::v1::Scale"),
-    (
-        "autoscaling/v2",
-        "HorizontalPodAutoscaler",
-        "api::autoscaling::v2::HorizontalPodAutoscaler",
-    ),
+    ("autoscaling/v2", "HorizontalPodAutoscaler", "api::autoscaling::v2::HorizontalPodAutoscaler"),
     ("batch/v1", "CronJob", "api::batch::v1::CronJob"),
     ("batch/v1", "Job", "api::batch::v1::Job"),
     ("coordination.k8s.io/v1", "Lease", "api::coordination::v1::Lease"),
-    (
-        "discovery.k8s.io/v1",
-        "EndpointSlice",
-        "api::discovery::v1::EndpointSlice",
-    ),
-    (
-        "meta.k8s.io/v1",
-        "DeleteOptions",
-        "apimachinery::pkg::apis::meta::v1::DeleteOptions",
-    ),
+    ("discovery.k8s.io/v1", "EndpointSlice", "api::discovery::v1::EndpointSlice"),
     ("networking.k8s.io/v1", "Ingress", "api::networking::v1::Ingress"),
     ("policy/v1", "Eviction", "api::policy::v1::Eviction"),
-    (
-        "policy/v1",
-        "PodDisruptionBudget",
-        "api::policy::v1::PodDisruptionBudget",
-    ),
-    (
-        "rbac.authorization.k8s.io/v1",
-        "ClusterRole",
-        "api::rbac::v1::ClusterRole",
-    ),
-    (
-        "rbac.authorization.k8s.io/v1",
-        "ClusterRoleBinding",
-        "api::rbac::v1::ClusterRoleBinding",
-    ),
+    ("policy/v1", "PodDisruptionBudget", "api::policy::v1::PodDisruptionBudget"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRole", "api::rbac::v1::ClusterRole"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "api::rbac::v1::ClusterRoleBinding"),
     ("rbac.authorization.k8s.io/v1", "Role", "api::rbac::v1::Role"),
-    (
-        "rbac.authorization.k8s.io/v1",
-        "RoleBinding",
-        "api::rbac::v1::RoleBinding",
-    ),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding", "api::rbac::v1::RoleBinding"),
+    ("scheduling.k8s.io/v1", "PriorityClass", "api::scheduling::v1::PriorityClass"),
 ];
 
 /// Types with a hand-written JSON form in json.rs; the walk stops there.
@@ -129,99 +65,33 @@ const WELL_KNOWN: &[&str] = &[
 
 /// Scalar fields that are Go pointers (from k8s.io/api's types.go): neither crate records pointer-ness,
 /// and for these the zero value is a value (`replicas: 0`, `automountServiceAccountToken: false`).
+#[rustfmt::skip]
 const POINTERS: &[(&str, &[&str])] = &[
     ("api::apps::v1::DaemonSetSpec", &["revisionHistoryLimit"]),
     ("api::apps::v1::DaemonSetStatus", &["collisionCount"]),
-    (
-        "api::apps::v1::DeploymentSpec",
-        &["replicas", "revisionHistoryLimit", "progressDeadlineSeconds"],
-    ),
-    (
-        "api::apps::v1::DeploymentStatus",
-        &["collisionCount", "terminatingReplicas"],
-    ),
+    ("api::apps::v1::DeploymentSpec", &["replicas", "revisionHistoryLimit", "progressDeadlineSeconds"]),
+    ("api::apps::v1::DeploymentStatus", &["collisionCount", "terminatingReplicas"]),
     ("api::apps::v1::ReplicaSetSpec", &["replicas"]),
     ("api::apps::v1::ReplicaSetStatus", &["terminatingReplicas"]),
     ("api::apps::v1::RollingUpdateStatefulSetStrategy", &["partition"]),
-    (
-        "api::apps::v1::StatefulSetSpec",
-        &["replicas", "revisionHistoryLimit"],
-    ),
+    ("api::apps::v1::StatefulSetSpec", &["replicas", "revisionHistoryLimit"]),
     ("api::apps::v1::StatefulSetStatus", &["collisionCount"]),
-    (
-        "api::authentication::v1::TokenRequestSpec",
-        &["expirationSeconds"],
-    ),
-    (
-        "api::autoscaling::v2::HPAScalingRules",
-        &["stabilizationWindowSeconds", "selectPolicy"],
-    ),
-    (
-        "api::autoscaling::v2::HorizontalPodAutoscalerSpec",
-        &["minReplicas"],
-    ),
-    (
-        "api::autoscaling::v2::HorizontalPodAutoscalerStatus",
-        &["observedGeneration"],
-    ),
-    (
-        "api::batch::v1::CronJobSpec",
-        &[
-            "timeZone",
-            "startingDeadlineSeconds",
-            "suspend",
-            "successfulJobsHistoryLimit",
-            "failedJobsHistoryLimit",
-        ],
-    ),
-    (
-        "api::batch::v1::JobSpec",
-        &[
-            "parallelism",
-            "completions",
-            "activeDeadlineSeconds",
-            "backoffLimit",
-            "backoffLimitPerIndex",
-            "maxFailedIndexes",
-            "ttlSecondsAfterFinished",
-            "manualSelector",
-            "suspend",
-            "completionMode",
-            "podReplacementPolicy",
-            "managedBy",
-        ],
-    ),
-    (
-        "api::batch::v1::JobStatus",
-        &["failedIndexes", "ready", "terminating"],
-    ),
-    (
-        "api::batch::v1::PodFailurePolicyOnExitCodesRequirement",
-        &["containerName"],
-    ),
-    (
-        "api::batch::v1::SuccessPolicyRule",
-        &["succeededIndexes", "succeededCount"],
-    ),
-    (
-        "api::coordination::v1::LeaseSpec",
-        &[
-            "holderIdentity",
-            "leaseDurationSeconds",
-            "leaseTransitions",
-            "strategy",
-            "preferredHolder",
-        ],
-    ),
+    ("api::authentication::v1::TokenRequestSpec", &["expirationSeconds"]),
+    ("api::autoscaling::v2::HPAScalingRules", &["stabilizationWindowSeconds", "selectPolicy"]),
+    ("api::autoscaling::v2::HorizontalPodAutoscalerSpec", &["minReplicas"]),
+    ("api::autoscaling::v2::HorizontalPodAutoscalerStatus", &["observedGeneration"]),
+    ("api::batch::v1::CronJobSpec", &["timeZone", "startingDeadlineSeconds", "suspend", "successfulJobsHistoryLimit", "failedJobsHistoryLimit"]),
+    ("api::batch::v1::JobSpec", &["parallelism", "completions", "activeDeadlineSeconds", "backoffLimit", "backoffLimitPerIndex", "maxFailedIndexes", "ttlSecondsAfterFinished", "manualSelector", "suspend", "completionMode", "podReplacementPolicy", "managedBy"]),
+    ("api::batch::v1::JobStatus", &["failedIndexes", "ready", "terminating"]),
+    ("api::batch::v1::PodFailurePolicyOnExitCodesRequirement", &["containerName"]),
+    ("api::batch::v1::SuccessPolicyRule", &["succeededIndexes", "succeededCount"]),
+    ("api::coordination::v1::LeaseSpec", &["holderIdentity", "leaseDurationSeconds", "leaseTransitions", "strategy", "preferredHolder"]),
     ("api::core::v1::ClientIPConfig", &["timeoutSeconds"]),
     ("api::core::v1::ConfigMap", &["immutable"]),
     ("api::core::v1::ConfigMapEnvSource", &["optional"]),
     ("api::core::v1::ConfigMapKeySelector", &["optional"]),
     ("api::core::v1::ConfigMapProjection", &["optional"]),
-    (
-        "api::core::v1::ConfigMapVolumeSource",
-        &["defaultMode", "optional"],
-    ),
+    ("api::core::v1::ConfigMapVolumeSource", &["defaultMode", "optional"]),
     ("api::core::v1::Container", &["restartPolicy"]),
     ("api::core::v1::CSIVolumeSource", &["readOnly", "fsType"]),
     ("api::core::v1::DownwardAPIVolumeFile", &["mode"]),
@@ -233,42 +103,11 @@ const POINTERS: &[(&str, &[&str])] = &[
     ("api::core::v1::HostPathVolumeSource", &["type"]),
     ("api::core::v1::KeyToPath", &["mode"]),
     ("api::core::v1::LoadBalancerIngress", &["ipMode"]),
-    (
-        "api::core::v1::PersistentVolumeClaimSpec",
-        &["storageClassName", "volumeMode", "volumeAttributesClassName"],
-    ),
-    (
-        "api::core::v1::PersistentVolumeSpec",
-        &["volumeMode", "volumeAttributesClassName"],
-    ),
+    ("api::core::v1::PersistentVolumeClaimSpec", &["storageClassName", "volumeMode", "volumeAttributesClassName"]),
+    ("api::core::v1::PersistentVolumeSpec", &["volumeMode", "volumeAttributesClassName"]),
     ("api::core::v1::PodDNSConfigOption", &["value"]),
-    (
-        "api::core::v1::PodSecurityContext",
-        &[
-            "runAsUser",
-            "runAsGroup",
-            "runAsNonRoot",
-            "fsGroup",
-            "fsGroupChangePolicy",
-            "supplementalGroupsPolicy",
-            "seLinuxChangePolicy",
-        ],
-    ),
-    (
-        "api::core::v1::PodSpec",
-        &[
-            "terminationGracePeriodSeconds",
-            "activeDeadlineSeconds",
-            "automountServiceAccountToken",
-            "shareProcessNamespace",
-            "priority",
-            "runtimeClassName",
-            "enableServiceLinks",
-            "preemptionPolicy",
-            "setHostnameAsFQDN",
-            "hostUsers",
-        ],
-    ),
+    ("api::core::v1::PodSecurityContext", &["runAsUser", "runAsGroup", "runAsNonRoot", "fsGroup", "fsGroupChangePolicy", "supplementalGroupsPolicy", "seLinuxChangePolicy"]),
+    ("api::core::v1::PodSpec", &["terminationGracePeriodSeconds", "activeDeadlineSeconds", "automountServiceAccountToken", "shareProcessNamespace", "priority", "runtimeClassName", "enableServiceLinks", "preemptionPolicy", "setHostnameAsFQDN", "hostUsers"]),
     ("api::core::v1::Probe", &["terminationGracePeriodSeconds"]),
     ("api::core::v1::ProjectedVolumeSource", &["defaultMode"]),
     ("api::core::v1::ReplicationControllerSpec", &["replicas"]),
@@ -279,91 +118,29 @@ const POINTERS: &[(&str, &[&str])] = &[
     ("api::core::v1::SecretKeySelector", &["optional"]),
     ("api::core::v1::SecretProjection", &["optional"]),
     ("api::core::v1::SecretVolumeSource", &["defaultMode", "optional"]),
-    (
-        "api::core::v1::SecurityContext",
-        &[
-            "privileged",
-            "runAsUser",
-            "runAsGroup",
-            "runAsNonRoot",
-            "readOnlyRootFilesystem",
-            "allowPrivilegeEscalation",
-            "procMount",
-        ],
-    ),
+    ("api::core::v1::SecurityContext", &["privileged", "runAsUser", "runAsGroup", "runAsNonRoot", "readOnlyRootFilesystem", "allowPrivilegeEscalation", "procMount"]),
     ("api::core::v1::ServiceAccount", &["automountServiceAccountToken"]),
-    (
-        "api::core::v1::ServiceAccountTokenProjection",
-        &["expirationSeconds"],
-    ),
+    ("api::core::v1::ServiceAccountTokenProjection", &["expirationSeconds"]),
     ("api::core::v1::ServicePort", &["appProtocol"]),
-    (
-        "api::core::v1::ServiceSpec",
-        &[
-            "allocateLoadBalancerNodePorts",
-            "loadBalancerClass",
-            "internalTrafficPolicy",
-            "ipFamilyPolicy",
-            "trafficDistribution",
-        ],
-    ),
+    ("api::core::v1::ServiceSpec", &["allocateLoadBalancerNodePorts", "loadBalancerClass", "internalTrafficPolicy", "ipFamilyPolicy", "trafficDistribution"]),
     ("api::core::v1::Toleration", &["tolerationSeconds"]),
-    (
-        "api::core::v1::TopologySpreadConstraint",
-        &["minDomains", "nodeAffinityPolicy", "nodeTaintsPolicy"],
-    ),
+    ("api::core::v1::TopologySpreadConstraint", &["minDomains", "nodeAffinityPolicy", "nodeTaintsPolicy"]),
     ("api::core::v1::TypedLocalObjectReference", &["apiGroup"]),
     ("api::core::v1::TypedObjectReference", &["apiGroup", "namespace"]),
-    (
-        "api::core::v1::VolumeMount",
-        &["mountPropagation", "recursiveReadOnly"],
-    ),
-    (
-        "api::core::v1::WindowsSecurityContextOptions",
-        &[
-            "gmsaCredentialSpecName",
-            "gmsaCredentialSpec",
-            "runAsUserName",
-            "hostProcess",
-        ],
-    ),
+    ("api::core::v1::VolumeMount", &["mountPropagation", "recursiveReadOnly"]),
+    ("api::core::v1::WindowsSecurityContextOptions", &["gmsaCredentialSpecName", "gmsaCredentialSpec", "runAsUserName", "hostProcess"]),
     ("api::discovery::v1::Endpoint", &["hostname", "nodeName", "zone"]),
-    (
-        "api::discovery::v1::EndpointConditions",
-        &["ready", "serving", "terminating"],
-    ),
-    (
-        "api::discovery::v1::EndpointPort",
-        &["name", "protocol", "port", "appProtocol"],
-    ),
+    ("api::discovery::v1::EndpointConditions", &["ready", "serving", "terminating"]),
+    ("api::discovery::v1::EndpointPort", &["name", "protocol", "port", "appProtocol"]),
     ("api::networking::v1::HTTPIngressPath", &["pathType"]),
     ("api::networking::v1::IngressPortStatus", &["error"]),
     ("api::networking::v1::IngressSpec", &["ingressClassName"]),
-    (
-        "api::policy::v1::PodDisruptionBudgetSpec",
-        &["unhealthyPodEvictionPolicy"],
-    ),
-    (
-        "apimachinery::pkg::apis::meta::v1::DeleteOptions",
-        &[
-            "gracePeriodSeconds",
-            "orphanDependents",
-            "propagationPolicy",
-            "ignoreStoreReadErrorWithClusterBreakingPotential",
-        ],
-    ),
-    (
-        "apimachinery::pkg::apis::meta::v1::ObjectMeta",
-        &["deletionGracePeriodSeconds"],
-    ),
-    (
-        "apimachinery::pkg::apis::meta::v1::OwnerReference",
-        &["controller", "blockOwnerDeletion"],
-    ),
-    (
-        "apimachinery::pkg::apis::meta::v1::Preconditions",
-        &["uid", "resourceVersion"],
-    ),
+    ("api::policy::v1::PodDisruptionBudgetSpec", &["unhealthyPodEvictionPolicy"]),
+    ("apimachinery::pkg::apis::meta::v1::DeleteOptions", &["gracePeriodSeconds", "orphanDependents", "propagationPolicy", "ignoreStoreReadErrorWithClusterBreakingPotential"]),
+    ("apimachinery::pkg::apis::meta::v1::ObjectMeta", &["deletionGracePeriodSeconds"]),
+    ("apimachinery::pkg::apis::meta::v1::OwnerReference", &["controller", "blockOwnerDeletion"]),
+    ("apimachinery::pkg::apis::meta::v1::Preconditions", &["uid", "resourceVersion"]),
+    ("api::scheduling::v1::PriorityClass", &["preemptionPolicy"]),
 ];
 
 /// A k8s-pb message field.
@@ -634,8 +411,12 @@ fn generate() -> String {
          Some(match (api_version, kind) {\n",
     );
     for (api_version, kind, path) in ROOTS {
+        let api_version = match *api_version {
+            "*" => "_".to_string(),
+            v => format!("{v:?}"),
+        };
         out.push_str(&format!(
-            "        ({api_version:?}, {kind:?}) => to_json::<k8s_pb::{path}>(raw),\n"
+            "        ({api_version}, {kind:?}) => to_json::<k8s_pb::{path}>(raw),\n"
         ));
     }
     out.push_str("        _ => return None,\n    })\n}\n\n");

@@ -19,9 +19,11 @@ pub(super) fn decode(api_version: &str, kind: &str, raw: &[u8]) -> Option<Result
         ("v1", "PersistentVolumeClaim") => to_json::<k8s_pb::api::core::v1::PersistentVolumeClaim>(raw),
         ("v1", "Pod") => to_json::<k8s_pb::api::core::v1::Pod>(raw),
         ("v1", "ReplicationController") => to_json::<k8s_pb::api::core::v1::ReplicationController>(raw),
+        ("v1", "ResourceQuota") => to_json::<k8s_pb::api::core::v1::ResourceQuota>(raw),
         ("v1", "Secret") => to_json::<k8s_pb::api::core::v1::Secret>(raw),
         ("v1", "Service") => to_json::<k8s_pb::api::core::v1::Service>(raw),
         ("v1", "ServiceAccount") => to_json::<k8s_pb::api::core::v1::ServiceAccount>(raw),
+        (_, "DeleteOptions") => to_json::<k8s_pb::apimachinery::pkg::apis::meta::v1::DeleteOptions>(raw),
         ("apps/v1", "ControllerRevision") => to_json::<k8s_pb::api::apps::v1::ControllerRevision>(raw),
         ("apps/v1", "DaemonSet") => to_json::<k8s_pb::api::apps::v1::DaemonSet>(raw),
         ("apps/v1", "Deployment") => to_json::<k8s_pb::api::apps::v1::Deployment>(raw),
@@ -40,7 +42,6 @@ pub(super) fn decode(api_version: &str, kind: &str, raw: &[u8]) -> Option<Result
         ("batch/v1", "Job") => to_json::<k8s_pb::api::batch::v1::Job>(raw),
         ("coordination.k8s.io/v1", "Lease") => to_json::<k8s_pb::api::coordination::v1::Lease>(raw),
         ("discovery.k8s.io/v1", "EndpointSlice") => to_json::<k8s_pb::api::discovery::v1::EndpointSlice>(raw),
-        ("meta.k8s.io/v1", "DeleteOptions") => to_json::<k8s_pb::apimachinery::pkg::apis::meta::v1::DeleteOptions>(raw),
         ("networking.k8s.io/v1", "Ingress") => to_json::<k8s_pb::api::networking::v1::Ingress>(raw),
         ("policy/v1", "Eviction") => to_json::<k8s_pb::api::policy::v1::Eviction>(raw),
         ("policy/v1", "PodDisruptionBudget") => to_json::<k8s_pb::api::policy::v1::PodDisruptionBudget>(raw),
@@ -48,6 +49,7 @@ pub(super) fn decode(api_version: &str, kind: &str, raw: &[u8]) -> Option<Result
         ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => to_json::<k8s_pb::api::rbac::v1::ClusterRoleBinding>(raw),
         ("rbac.authorization.k8s.io/v1", "Role") => to_json::<k8s_pb::api::rbac::v1::Role>(raw),
         ("rbac.authorization.k8s.io/v1", "RoleBinding") => to_json::<k8s_pb::api::rbac::v1::RoleBinding>(raw),
+        ("scheduling.k8s.io/v1", "PriorityClass") => to_json::<k8s_pb::api::scheduling::v1::PriorityClass>(raw),
         _ => return None,
     })
 }
@@ -290,10 +292,15 @@ message!(k8s_pb::api::core::v1::ReplicationControllerStatus { replicas "replicas
 message!(k8s_pb::api::core::v1::ResourceClaim { name "name" keep, request "request" });
 message!(k8s_pb::api::core::v1::ResourceFieldSelector { container_name "containerName", resource "resource" keep, divisor "divisor" });
 message!(k8s_pb::api::core::v1::ResourceHealth { resource_id "resourceID" keep, health "health" });
+message!(k8s_pb::api::core::v1::ResourceQuota { metadata "metadata", spec "spec", status "status" });
+message!(k8s_pb::api::core::v1::ResourceQuotaSpec { hard "hard", scopes "scopes", scope_selector "scopeSelector" });
+message!(k8s_pb::api::core::v1::ResourceQuotaStatus { hard "hard", used "used" });
 message!(k8s_pb::api::core::v1::ResourceRequirements { limits "limits", requests "requests", claims "claims" });
 message!(k8s_pb::api::core::v1::ResourceStatus { name "name" keep, resources "resources" });
 message!(k8s_pb::api::core::v1::ScaleIoPersistentVolumeSource { gateway "gateway" keep, system "system" keep, secret_ref "secretRef", ssl_enabled "sslEnabled", protection_domain "protectionDomain", storage_pool "storagePool", storage_mode "storageMode", volume_name "volumeName", fs_type "fsType", read_only "readOnly" });
 message!(k8s_pb::api::core::v1::ScaleIoVolumeSource { gateway "gateway" keep, system "system" keep, secret_ref "secretRef", ssl_enabled "sslEnabled", protection_domain "protectionDomain", storage_pool "storagePool", storage_mode "storageMode", volume_name "volumeName", fs_type "fsType", read_only "readOnly" });
+message!(k8s_pb::api::core::v1::ScopeSelector { match_expressions "matchExpressions" });
+message!(k8s_pb::api::core::v1::ScopedResourceSelectorRequirement { scope_name "scopeName" keep, operator "operator" keep, values "values" });
 message!(k8s_pb::api::core::v1::SeLinuxOptions { user "user", role "role", r#type "type", level "level" });
 message!(k8s_pb::api::core::v1::SeccompProfile { r#type "type" keep, localhost_profile "localhostProfile" keep });
 message!(k8s_pb::api::core::v1::Secret { metadata "metadata", immutable "immutable" keep, data "data", string_data "stringData", r#type "type" });
@@ -364,6 +371,7 @@ message!(k8s_pb::api::rbac::v1::Role { metadata "metadata", rules "rules" });
 message!(k8s_pb::api::rbac::v1::RoleBinding { metadata "metadata", subjects "subjects", role_ref "roleRef" });
 message!(k8s_pb::api::rbac::v1::RoleRef { api_group "apiGroup" keep, kind "kind" keep, name "name" keep });
 message!(k8s_pb::api::rbac::v1::Subject { kind "kind" keep, api_group "apiGroup", name "name" keep, namespace "namespace" });
+message!(k8s_pb::api::scheduling::v1::PriorityClass { metadata "metadata", value "value" keep, global_default "globalDefault", description "description", preemption_policy "preemptionPolicy" keep });
 message!(k8s_pb::apimachinery::pkg::apis::meta::v1::Condition { r#type "type" keep, status "status" keep, observed_generation "observedGeneration", last_transition_time "lastTransitionTime", reason "reason" keep, message "message" keep });
 message!(k8s_pb::apimachinery::pkg::apis::meta::v1::DeleteOptions { grace_period_seconds "gracePeriodSeconds" keep, preconditions "preconditions", orphan_dependents "orphanDependents" keep, propagation_policy "propagationPolicy" keep, dry_run "dryRun", ignore_store_read_error_with_cluster_breaking_potential "ignoreStoreReadErrorWithClusterBreakingPotential" keep });
 message!(k8s_pb::apimachinery::pkg::apis::meta::v1::FieldSelectorRequirement { key "key" keep, operator "operator" keep, values "values" });

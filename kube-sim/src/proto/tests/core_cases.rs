@@ -256,5 +256,18 @@ pub(super) fn core_cases() -> Vec<Case> {
             json!({"metadata": meta_json("bot"), "secrets": [{"name": "bot-token"}], "imagePullSecrets": [{"name": "registry"}],
                   "automountServiceAccountToken": false})
         ),
+        case!(
+            "v1",
+            "ResourceQuota",
+            core::ResourceQuota {
+                metadata: meta("q"),
+                spec: Some(core::ResourceQuotaSpec {
+                    hard: map(&[("pods", quantity("2")), ("requests.cpu", quantity("500m"))]),
+                    ..Default::default()
+                }),
+                status: Some(Default::default()),
+            },
+            json!({"metadata": meta_json("q"), "spec": {"hard": {"pods": "2", "requests.cpu": "500m"}}, "status": {}})
+        ),
     ]
 }

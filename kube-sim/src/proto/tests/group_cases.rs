@@ -3,7 +3,7 @@
 use k8s_pb::api::{
     apps::v1 as apps, authentication::v1 as authn, authorization::v1 as authz, autoscaling::v1 as as1,
     autoscaling::v2 as as2, batch::v1 as batch, coordination::v1 as coord, discovery::v1 as disc,
-    networking::v1 as net, policy::v1 as policy, rbac::v1 as rbac,
+    networking::v1 as net, policy::v1 as policy, rbac::v1 as rbac, scheduling::v1 as scheduling,
 };
 use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_pb::apimachinery::pkg::runtime::RawExtension;
@@ -350,7 +350,7 @@ pub(super) fn group_cases() -> Vec<Case> {
                   "ports": [{"name": "", "port": 80}]})
         ),
         case!(
-            "meta.k8s.io/v1",
+            "apps/v1",
             "DeleteOptions",
             meta::DeleteOptions {
                 grace_period_seconds: Some(0),
@@ -491,6 +491,18 @@ pub(super) fn group_cases() -> Vec<Case> {
             },
             json!({"metadata": meta_json("reader"), "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice"}],
                   "roleRef": {"apiGroup": "", "kind": "Role", "name": "reader"}})
+        ),
+        case!(
+            "scheduling.k8s.io/v1",
+            "PriorityClass",
+            scheduling::PriorityClass {
+                metadata: meta("high"),
+                value: Some(0),
+                global_default: Some(false),
+                description: s(""),
+                preemption_policy: None,
+            },
+            json!({"metadata": meta_json("high"), "value": 0})
         ),
     ]
 }
