@@ -353,7 +353,8 @@ fn generate() -> String {
             well_known.insert(path);
             continue;
         }
-        if !seen.insert(path.clone()) {
+        // A type both embedded and used on its own (LocalObjectReference) is checked under each JSON source.
+        if !seen.insert((path.clone(), json_path.clone())) {
             continue;
         }
         let fields = pb_struct(&mut pb_cache, &pb_root, &path);
@@ -402,7 +403,9 @@ fn generate() -> String {
             }
         }
         line.push_str(if first { "});" } else { " });" });
-        impls.insert(path, line);
+        if let Some(other) = impls.insert(path.clone(), line.clone()) {
+            assert_eq!(other, line, "{path} renders differently where it is inlined");
+        }
     }
     for ty in WELL_KNOWN {
         assert!(well_known.contains(*ty), "{ty} is not part of a decoded message");
