@@ -88,6 +88,15 @@ const TOKEN_REQUEST: SubResource = SubResource {
     verbs: CREATE_ONLY,
 };
 
+/// `/scale` (autoscaling/v1 Scale) of the replicated workloads, served by scale.rs.
+const SCALE: SubResource = SubResource {
+    name: "scale",
+    group: "autoscaling",
+    version: "v1",
+    kind: "Scale",
+    verbs: &["get", "patch", "update"],
+};
+
 pub(crate) static KINDS: &[Kind] = &[
     Kind {
         kind: "Namespace",
@@ -243,8 +252,8 @@ pub(crate) static KINDS: &[Kind] = &[
         columns: &[("Role", "/roleRef/name")],
         ..BASE
     },
-    // Workload kinds, stored only (no controllers act on them), so installers such as the meshd Helm
-    // chart can be applied to a simulated cluster.
+    // Workload kinds: Deployments and ReplicaSets are run by controllers/ (pods, rollouts, `/scale`); the
+    // others are stored only, so installers such as the meshd Helm chart can be applied.
     Kind {
         group: "apps",
         kind: "Deployment",
@@ -253,6 +262,18 @@ pub(crate) static KINDS: &[Kind] = &[
         short_names: &["deploy"],
         status: true,
         categories: &["all"],
+        subresources: &[SCALE],
+        ..BASE
+    },
+    Kind {
+        group: "apps",
+        kind: "ReplicaSet",
+        plural: "replicasets",
+        singular: "replicaset",
+        short_names: &["rs"],
+        status: true,
+        categories: &["all"],
+        subresources: &[SCALE],
         ..BASE
     },
     Kind {

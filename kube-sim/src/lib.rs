@@ -23,6 +23,7 @@ mod rbac;
 mod requestlog;
 mod reviews;
 mod routes;
+mod scale;
 mod selector;
 mod store;
 mod strategic;

@@ -191,6 +191,9 @@ impl Store {
                 serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
             )?;
         }
+        for obj in super::controllers::apiserver_service::objects() {
+            store.apply(obj)?;
+        }
         Ok(store)
     }
 

@@ -158,7 +158,8 @@ pub(crate) fn update(
     })
 }
 
-fn update_in(
+/// Updates inside an open transaction (also used by controllers for follow-up writes).
+pub(crate) fn update_in(
     txn: &mut Txn<'_>,
     kind: &'static Kind,
     current: &Arc<Obj>,
@@ -229,7 +230,9 @@ fn update_in(
             Obj::freeze(&new).map(Arc::new)
         };
     }
-    txn.put(kind.id(), new)
+    let stored = txn.put(kind.id(), new)?;
+    controllers::after_update(txn, kind, current, &stored)?;
+    Ok(stored)
 }
 
 /// Store::apply: create-or-replace, creating the namespace implicitly so manifests load in any order.

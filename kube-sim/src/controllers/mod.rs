@@ -1,8 +1,19 @@
 //! The built-in controllers clients rely on (namespace defaults, service-account tokens, deletion cascades),
 //! run synchronously inside the write transaction so their effects are atomic and deterministic.
 
+pub(crate) mod apiserver_service;
+mod cascade;
+mod deployments;
+mod endpoint_slices;
+mod kubelet;
+mod meta;
+mod node_ipam;
+mod node_ports;
+mod replica_sets;
+mod scheduler;
 mod service_ips;
 mod tokens;
+mod workqueue;
 
 use std::sync::Arc;
 
@@ -13,6 +24,7 @@ use super::kinds::{self, KINDS, Kind, KindId};
 use super::object::Obj;
 use super::store::Txn;
 use super::write::{self, StatusMode, WriteOpts};
+use workqueue::Work;
 
 pub(crate) const SA_TOKEN_TYPE: &str = "kubernetes.io/service-account-token";
 pub(crate) const SA_NAME_ANNOTATION: &str = "kubernetes.io/service-account.name";
@@ -33,6 +45,32 @@ pub(crate) fn secret_kind() -> KindId {
     core_kind("Secret")
 }
 
+/// The kind `group`/`kind` of the table (every kind the controllers name is in it).
+fn kind_named(group: &str, kind: &str) -> &'static Kind {
+    KINDS
+        .iter()
+        .find(|k| k.group == group && k.kind == kind)
+        .unwrap_or(&KINDS[0])
+}
+
+fn pod_kind() -> KindId {
+    core_kind("Pod")
+}
+
+fn node_kind() -> KindId {
+    core_kind("Node")
+}
+
+fn slice_kind() -> KindId {
+    kind_named("discovery.k8s.io", "EndpointSlice").id()
+}
+
+/// Controllers create nothing in a namespace that is gone or terminating.
+fn namespace_active(txn: &Txn<'_>, ns: &str) -> bool {
+    txn.get(namespace_kind(), &(String::new(), ns.to_string()))
+        .is_some_and(|n| n.phase.as_deref() != Some("Terminating"))
+}
+
 fn is_core(kind: &Kind, name: &str) -> bool {
     kind.group.is_empty() && kind.kind == name
 }
@@ -43,6 +81,14 @@ pub(crate) fn initial_status(kind: &Kind, obj: &mut Value) {
         "Namespace" if kind.group.is_empty() => Some(json!({"phase": "Active"})),
         "Pod" if kind.group.is_empty() => Some(json!({"phase": "Pending"})),
         "Service" if kind.group.is_empty() => Some(json!({"loadBalancer": {}})),
+        // The kubelet stand-in reports a new node Ready at once.
+        "Node" if kind.group.is_empty() => {
+            let now = crate::object::rfc3339(crate::object::now_secs());
+            Some(
+                json!({"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                "message": "kubelet is posting ready status", "lastHeartbeatTime": now, "lastTransitionTime": now}]}),
+            )
+        }
         _ => None,
     };
     if let (Some(status), Some(o)) = (status, obj.as_object_mut()) {
@@ -61,6 +107,11 @@ pub(crate) fn defaults(
 ) -> Result<(), Error> {
     if is_core(kind, "Service") {
         service_ips::allocate(txn, obj, prev)?;
+        node_ports::allocate(txn, obj, prev)?;
+    } else if is_core(kind, "Node") {
+        node_ipam::assign(txn, obj, prev);
+    } else if kind.group == "apps" && obj["spec"].is_object() && obj["spec"]["replicas"].is_null() {
+        obj["spec"]["replicas"] = json!(1);
     }
     Ok(())
 }
@@ -74,6 +125,17 @@ pub(crate) fn admit(txn: &Txn<'_>, kind: &Kind, obj: &mut Value) {
 
 /// Every namespace gets a `default` ServiceAccount.
 pub(crate) fn after_create(txn: &mut Txn<'_>, kind: &'static Kind, obj: &Arc<Obj>) -> Result<(), Error> {
+    workqueue::defer(
+        txn,
+        |txn| {
+            workqueue::enqueue(work_for(txn, kind, None, Some(obj)));
+            default_service_account(txn, kind, obj)
+        },
+        sync,
+    )
+}
+
+fn default_service_account(txn: &mut Txn<'_>, kind: &'static Kind, obj: &Arc<Obj>) -> Result<(), Error> {
     if is_core(kind, "Namespace") {
         let ns = obj.key.1.clone();
         let sa = kinds::by_id(service_account_kind());
@@ -90,6 +152,107 @@ pub(crate) fn after_create(txn: &mut Txn<'_>, kind: &'static Kind, obj: &Arc<Obj
 
 /// Deleting a namespace deletes its contents; deleting a ServiceAccount deletes its token Secrets.
 pub(crate) fn after_delete(txn: &mut Txn<'_>, kind: &'static Kind, obj: &Arc<Obj>) -> Result<(), Error> {
+    workqueue::defer(
+        txn,
+        |txn| {
+            workqueue::enqueue(work_for(txn, kind, Some(obj), None));
+            cascade::delete_dependents(txn, kind, obj)?;
+            delete_contents(txn, kind, obj)
+        },
+        sync,
+    )
+}
+
+/// A changed object's effects on the workload controllers.
+pub(crate) fn after_update(
+    txn: &mut Txn<'_>,
+    kind: &'static Kind,
+    prev: &Arc<Obj>,
+    obj: &Arc<Obj>,
+) -> Result<(), Error> {
+    workqueue::defer(
+        txn,
+        |txn| {
+            workqueue::enqueue(work_for(txn, kind, Some(prev), Some(obj)));
+            Ok(())
+        },
+        sync,
+    )
+}
+
+/// What the controllers must look at after `kind` changed from `prev` to `cur` (`None`: absent).
+fn work_for(txn: &Txn<'_>, kind: &Kind, prev: Option<&Arc<Obj>>, cur: Option<&Arc<Obj>>) -> Vec<Work> {
+    let Some(any) = cur.or(prev) else {
+        return Vec::new();
+    };
+    let key = any.key.clone();
+    let value = any.value();
+    let owner = |owner_kind: &str| {
+        meta::controller_of(&value)
+            .filter(|(k, _, _)| *k == owner_kind)
+            .map(|(_, name, _)| (key.0.clone(), name.to_string()))
+    };
+    let mut work = Vec::new();
+    match (kind.group, kind.kind) {
+        ("apps", "Deployment") => work.push(Work::Deployment(key)),
+        ("apps", "ReplicaSet") => {
+            if cur.is_some() {
+                work.push(Work::ReplicaSet(key.clone()));
+            }
+            work.extend(owner("Deployment").map(Work::Deployment));
+        }
+        ("", "Pod") => {
+            if cur.is_some() {
+                work.push(Work::Pod(key.clone()));
+            }
+            work.extend(owner("ReplicaSet").map(Work::ReplicaSet));
+            let services = kinds::by_id(core_kind("Service"));
+            for skey in txn.keys(services.id(), &key.0) {
+                let Some(svc) = txn.get(services.id(), &skey).map(|s| s.value()) else {
+                    continue;
+                };
+                let selects = |o: Option<&Arc<Obj>>| {
+                    o.is_some_and(|o| {
+                        meta::map_selector_matches(&svc["spec"]["selector"], &o.labels) == Some(true)
+                    })
+                };
+                if selects(prev) || selects(cur) {
+                    work.push(Work::Slices(skey));
+                }
+            }
+        }
+        ("", "Service") => work.push(Work::Slices(key)),
+        ("", "Node") => work.push(Work::PendingPods),
+        ("discovery.k8s.io", "EndpointSlice")
+            if cur.is_none() || endpoint_slices::concerns_controller(&value) =>
+        {
+            if let Some(svc) = any.labels.get(endpoint_slices::SERVICE_NAME) {
+                work.push(Work::Slices((key.0, svc.clone())));
+            }
+        }
+        _ => {}
+    }
+    work
+}
+
+/// Runs one item of controller work.
+fn sync(txn: &mut Txn<'_>, work: &Work) -> Result<(), Error> {
+    match work {
+        Work::Deployment(key) => deployments::sync(txn, key),
+        Work::ReplicaSet(key) => replica_sets::sync(txn, key),
+        Work::Pod(key) => {
+            scheduler::schedule(txn, key)?;
+            kubelet::sync(txn, key)
+        }
+        Work::Slices(key) => endpoint_slices::sync(txn, key),
+        Work::PendingPods => {
+            workqueue::enqueue(scheduler::pending_pods(txn).into_iter().map(Work::Pod));
+            Ok(())
+        }
+    }
+}
+
+fn delete_contents(txn: &mut Txn<'_>, kind: &'static Kind, obj: &Arc<Obj>) -> Result<(), Error> {
     if is_core(kind, "Namespace") {
         for k in KINDS.iter().filter(|k| k.namespaced) {
             for key in txn.keys(k.id(), &obj.key.1) {
