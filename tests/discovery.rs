@@ -460,14 +460,15 @@ async fn load_many_clusters_converge() {
     for c in 0..clusters {
         let s = sim(&format!("c{}", c + 1)).await;
         for i in 0..services {
-            // Unique per cluster: 10.<cluster>.<service / 16>.<(service % 16) * endpoints + endpoint>.
+            // Unique per cluster: 10.<cluster>.<service / 16>.<(service % 16) * endpoints + endpoint>;
+            // VIPs from 10.96.0.2 (10.96.0.1 is the `kubernetes` Service every cluster has).
             let ips: Vec<String> = (0..per)
                 .map(|e| format!("10.{c}.{}.{}", i / 16, (i % 16) * per + e + 1))
                 .collect();
             let ips: Vec<&str> = ips.iter().map(String::as_str).collect();
             s.service(
                 &format!("svc-{i}"),
-                &format!("10.96.{}.{}", i / 250, i % 250 + 1),
+                &format!("10.96.{}.{}", i / 250, i % 250 + 2),
                 &ips,
             );
         }
