@@ -124,9 +124,7 @@ fn revision(rs: &Value) -> u64 {
 fn owned_replica_sets(txn: &Txn<'_>, deploy: &Value, ns: &str) -> Vec<(Arc<Obj>, Value)> {
     let uid = deploy["metadata"]["uid"].as_str().unwrap_or_default();
     let kind = kind_named("apps", "ReplicaSet").id();
-    txn.keys(kind, ns)
-        .iter()
-        .filter_map(|k| txn.get(kind, k))
+    txn.in_namespace(kind, ns)
         .map(|o| (o.clone(), o.value()))
         .filter(|(_, rs)| controlled_by(rs, uid))
         .collect()

@@ -61,9 +61,7 @@ pub(super) fn sync(txn: &mut Txn<'_>, key: &Key) -> Result<(), Error> {
         .unwrap_or_default()
         .to_string();
     let slices: Vec<(Arc<Obj>, Value)> = txn
-        .keys(slice_kind(), &key.0)
-        .iter()
-        .filter_map(|k| txn.get(slice_kind(), k))
+        .in_namespace(slice_kind(), &key.0)
         .filter(|o| o.labels.get(SERVICE_NAME) == Some(&key.1))
         .map(|o| (o.clone(), o.value()))
         .collect();
@@ -101,10 +99,7 @@ fn desired_slices(txn: &Txn<'_>, service: &Value) -> Vec<(Vec<Value>, Vec<Value>
     let ns = service["metadata"]["namespace"].as_str().unwrap_or_default();
     let publish_not_ready = service["spec"]["publishNotReadyAddresses"] == true;
     let mut groups: BTreeMap<String, (Vec<Value>, Vec<Value>)> = BTreeMap::new();
-    for key in txn.keys(pod_kind(), ns) {
-        let Some(obj) = txn.get(pod_kind(), &key) else {
-            continue;
-        };
+    for obj in txn.in_namespace(pod_kind(), ns) {
         if map_selector_matches(&service["spec"]["selector"], &obj.labels) != Some(true) {
             continue;
         }

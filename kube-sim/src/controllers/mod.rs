@@ -206,18 +206,15 @@ fn work_for(txn: &Txn<'_>, kind: &Kind, prev: Option<&Arc<Obj>>, cur: Option<&Ar
                 work.push(Work::Pod(key.clone()));
             }
             work.extend(owner("ReplicaSet").map(Work::ReplicaSet));
-            let services = kinds::by_id(core_kind("Service"));
-            for skey in txn.keys(services.id(), &key.0) {
-                let Some(svc) = txn.get(services.id(), &skey).map(|s| s.value()) else {
-                    continue;
-                };
-                let selects = |o: Option<&Arc<Obj>>| {
-                    o.is_some_and(|o| {
-                        meta::map_selector_matches(&svc["spec"]["selector"], &o.labels) == Some(true)
-                    })
-                };
-                if selects(prev) || selects(cur) {
-                    work.push(Work::Slices(skey));
+            let selects = |svc: &Obj, o: Option<&Arc<Obj>>| {
+                svc.selector
+                    .as_ref()
+                    .zip(o)
+                    .is_some_and(|(sel, o)| sel.iter().all(|(k, v)| o.labels.get(k) == Some(v)))
+            };
+            for svc in txn.in_namespace(core_kind("Service"), &key.0) {
+                if selects(svc, prev) || selects(svc, cur) {
+                    work.push(Work::Slices(svc.key.clone()));
                 }
             }
         }

@@ -84,9 +84,7 @@ pub(super) fn is_ready(pod: &Value) -> bool {
 fn owned_pods(txn: &Txn<'_>, rs: &Value, ns: &str) -> Vec<(Arc<Obj>, Value)> {
     let uid = rs["metadata"]["uid"].as_str().unwrap_or_default();
     let pods = pod_kind();
-    txn.keys(pods, ns)
-        .iter()
-        .filter_map(|k| txn.get(pods, k))
+    txn.in_namespace(pods, ns)
         .filter(|o| selector_matches(&rs["spec"]["selector"], &o.labels))
         .map(|o| (o.clone(), o.value()))
         .filter(|(_, p)| controlled_by(p, uid) && p["metadata"]["deletionTimestamp"].is_null())
