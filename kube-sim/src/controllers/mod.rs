@@ -186,9 +186,9 @@ fn work_for(txn: &Txn<'_>, kind: &Kind, prev: Option<&Arc<Obj>>, cur: Option<&Ar
         return Vec::new();
     };
     let key = any.key.clone();
-    let value = any.value();
+    // Parsed only for the kinds that need more than the extracted fields.
     let owner = |owner_kind: &str| {
-        meta::controller_of(&value)
+        meta::controller_of(&any.value())
             .filter(|(k, _, _)| *k == owner_kind)
             .map(|(_, name, _)| (key.0.clone(), name.to_string()))
     };
@@ -221,7 +221,7 @@ fn work_for(txn: &Txn<'_>, kind: &Kind, prev: Option<&Arc<Obj>>, cur: Option<&Ar
         ("", "Service") => work.push(Work::Slices(key)),
         ("", "Node") => work.push(Work::PendingPods),
         ("discovery.k8s.io", "EndpointSlice")
-            if cur.is_none() || endpoint_slices::concerns_controller(&value) =>
+            if cur.is_none() || endpoint_slices::concerns_controller(&any.value()) =>
         {
             if let Some(svc) = any.labels.get(endpoint_slices::SERVICE_NAME) {
                 work.push(Work::Slices((key.0, svc.clone())));
