@@ -396,3 +396,58 @@ async fn every_cluster_has_the_kubernetes_service_and_scale_discovery() {
         assert!(names.contains(want), "{want}: {names:?}");
     }
 }
+
+#[tokio::test]
+async fn hand_written_slices_make_a_service_user_managed() {
+    let sim = start().await;
+    let store = sim.server.store();
+    // Loaded as the embedded topology is: the Service, its running pod, then a slice imitating the
+    // controller's (same labels, no owner).
+    let labels = json!({"kubernetes.io/service-name": "hw", "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io"});
+    for obj in [
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "hw", "namespace": "default"},
+               "spec": {"selector": {"app": "hw"}, "ports": [{"name": "http", "port": 80}]}}),
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "hw-1", "namespace": "default", "labels": {"app": "hw"}},
+               "spec": {"nodeName": "elsewhere", "containers": [{"name": "c", "image": "x"}]},
+               "status": {"phase": "Running", "podIP": "10.1.0.7"}}),
+        json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+               "metadata": {"name": "hw-abcde", "namespace": "default", "labels": labels},
+               "addressType": "IPv4", "endpoints": [{"addresses": ["10.1.0.7"]}]}),
+    ] {
+        store.apply(obj).unwrap();
+    }
+    let names = |store: &kube_sim::Store| -> Vec<String> {
+        store
+            .list("discovery.k8s.io/v1", "EndpointSlice", Some("default"))
+            .iter()
+            .filter(|s| s["metadata"]["labels"]["kubernetes.io/service-name"] == "hw")
+            .map(|s| s["metadata"]["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(names(store), ["hw-abcde"]);
+    // The manifest's pod keeps its status; a new pod does not bring managed slices back.
+    assert_eq!(
+        store.get("v1", "Pod", Some("default"), "hw-1").unwrap()["status"]["podIP"],
+        "10.1.0.7"
+    );
+    store
+        .apply(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "hw-2", "namespace": "default", "labels": {"app": "hw"}},
+                      "spec": {"containers": [{"name": "c", "image": "x"}]}}))
+        .unwrap();
+    assert_eq!(names(store), ["hw-abcde"]);
+    // Without the hand-written slice, the controller takes over.
+    store
+        .delete(
+            "discovery.k8s.io/v1",
+            "EndpointSlice",
+            Some("default"),
+            "hw-abcde",
+        )
+        .unwrap();
+    let managed = names(store);
+    assert_eq!(managed.len(), 1);
+    assert!(
+        managed[0].starts_with("hw-") && managed[0] != "hw-abcde",
+        "{managed:?}"
+    );
+}

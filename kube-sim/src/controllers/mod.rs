@@ -110,7 +110,11 @@ pub(crate) fn defaults(
         node_ports::allocate(txn, obj, prev)?;
     } else if is_core(kind, "Node") {
         node_ipam::assign(txn, obj, prev);
-    } else if kind.group == "apps" && obj["spec"].is_object() && obj["spec"]["replicas"].is_null() {
+    } else if kind.group == "apps"
+        && matches!(kind.kind, "Deployment" | "ReplicaSet")
+        && obj["spec"].is_object()
+        && obj["spec"]["replicas"].is_null()
+    {
         obj["spec"]["replicas"] = json!(1);
     }
     Ok(())
