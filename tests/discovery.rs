@@ -463,14 +463,15 @@ async fn load_many_clusters_converge() {
     for c in 0..clusters {
         let s = sim(&format!("c{}", c + 1)).await;
         for i in 0..services {
-            // Unique per cluster: 10.<cluster>.<service / 16>.<(service % 16) * endpoints + endpoint>.
+            // Unique per cluster: 10.<cluster>.<service / 16>.<(service % 16) * endpoints + endpoint>;
+            // VIPs from 10.96.0.2 (10.96.0.1 is the `kubernetes` Service every cluster has).
             let ips: Vec<String> = (0..per)
                 .map(|e| format!("10.{c}.{}.{}", i / 16, (i % 16) * per + e + 1))
                 .collect();
             let ips: Vec<&str> = ips.iter().map(String::as_str).collect();
             s.service(
                 &format!("svc-{i}"),
-                &format!("10.96.{}.{}", i / 250, i % 250 + 1),
+                &format!("10.96.{}.{}", i / 250, i % 250 + 2),
                 &ips,
             );
         }
@@ -486,7 +487,8 @@ async fn load_many_clusters_converge() {
             &[(&name, &s.kubeconfig(s.server.admin_token()))],
         ));
     }
-    let want = clusters * services * per;
+    // Every simulated cluster also has the `kubernetes` Service with one endpoint (merged into one service).
+    let want = clusters * services * per + clusters;
     let snaps = meshd.view.snapshots.clone();
     eventually("load converged", Duration::from_secs(600), || {
         let s = snaps.load();
@@ -498,7 +500,11 @@ async fn load_many_clusters_converge() {
         .await
         .expect("ready");
     let snap = snaps.load();
-    assert_eq!(snap.services.len(), services, "one merged service per hostname");
+    assert_eq!(
+        snap.services.len(),
+        services + 1,
+        "one merged service per hostname"
+    );
     eprintln!(
         "load {clusters} clusters x {services} services x {per} endpoints = {want}: synced in {:.2?}, \
          RSS {:.0} MiB (+{:.0} MiB for meshd's discovery; simulators share the process)",

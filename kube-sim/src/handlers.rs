@@ -24,6 +24,7 @@ use super::object::{Key, Obj};
 use super::patch::{self, PatchType};
 use super::reviews;
 use super::routes::Target;
+use super::scale;
 use super::selector::{FieldSelector, Filter, LabelSelector};
 use super::ssa::{self, Writer};
 use super::store::WatchFrom;
@@ -72,13 +73,14 @@ pub(crate) async fn resource(
         (Some(_), None, &Method::PATCH) => "patch",
         (Some(_), None, &Method::DELETE) => "delete",
         (Some(_), Some("status"), _) if kind.status => "status",
+        (Some(_), Some("scale"), _) if kind.subresources.iter().any(|s| s.name == "scale") => "scale",
         (Some(_), Some(sub), &Method::POST) if kind.subresources.iter().any(|s| s.name == sub) => {
             "subresource"
         }
         (Some(_), Some(_), _) => return Err(Error::NoRoute),
         _ => return Err(Error::MethodNotAllowed),
     };
-    if !matches!(verb, "status" | "subresource") && !kind.supports(verb) {
+    if !matches!(verb, "status" | "scale" | "subresource") && !kind.supports(verb) {
         return Err(Error::MethodNotAllowed);
     }
     // Only list, watch and deletecollection may span all namespaces.
@@ -99,6 +101,7 @@ pub(crate) async fn resource(
         "update" => call.update(&name, body, StatusMode::Ignore).await,
         "patch" => call.patch(&name, body, StatusMode::Ignore).await,
         "delete" => call.delete(&name, body).await,
+        "scale" => call.scale(&name, body, method).await,
         "status" => match method {
             Method::GET => call.get(&name),
             Method::PUT => call.update(&name, body, StatusMode::Only).await,
@@ -417,6 +420,35 @@ impl Call {
             patch::apply(kind.kind, name, ptype, cur, &p)
         })?;
         self.respond_obj(StatusCode::OK, &stored)
+    }
+
+    /// GET, PUT or PATCH of `/scale`.
+    async fn scale(self, name: &str, body: Incoming, method: Method) -> Result<Response<Body>, Error> {
+        let (store, key) = (&self.ctx.store, self.key(name));
+        let dry_run = self.params.dry_run()?;
+        let scale = match method {
+            Method::GET => {
+                let obj = store
+                    .get_obj(self.kind.id(), &key)
+                    .ok_or_else(|| Error::NotFound {
+                        resource: self.kind.qualified_plural(),
+                        name: name.to_string(),
+                    })?;
+                scale::scale_of(&obj.value())
+            }
+            Method::PUT => {
+                let body = self.body(body).await?;
+                scale::write(store, self.kind, &key, &body, None, dry_run)?
+            }
+            Method::PATCH => {
+                let ptype = PatchType::from_content_type(content_type(&self.parts.headers))?;
+                let bytes = read_body(body, &self.parts.headers, self.ctx.cfg.max_body_bytes).await?;
+                let p = patch::decode_patch(ptype, &bytes)?;
+                scale::write(store, self.kind, &key, &p, Some(ptype), dry_run)?
+            }
+            _ => return Err(Error::MethodNotAllowed),
+        };
+        Ok(respond_json(StatusCode::OK, &scale))
     }
 
     /// Server-side apply: creates a missing object (201) or merges into the live one with field ownership.

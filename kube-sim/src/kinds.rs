@@ -100,6 +100,15 @@ const TOKEN_REQUEST: SubResource = SubResource {
     verbs: CREATE_ONLY,
 };
 
+/// `/scale` (autoscaling/v1 Scale) of the replicated workloads, served by scale.rs.
+const SCALE: SubResource = SubResource {
+    name: "scale",
+    group: "autoscaling",
+    version: "v1",
+    kind: "Scale",
+    verbs: &["get", "patch", "update"],
+};
+
 pub(crate) static KINDS: &[Kind] = &[
     Kind {
         kind: "Namespace",
@@ -267,8 +276,8 @@ pub(crate) static KINDS: &[Kind] = &[
         printer: &table::ROLE_BINDING,
         ..BASE
     },
-    // Workload kinds, stored only (no controllers act on them), so installers such as the meshd Helm
-    // chart can be applied to a simulated cluster.
+    // Workload kinds: Deployments and ReplicaSets are run by controllers/ (pods, rollouts, `/scale`); the
+    // others are stored only, so installers such as the meshd Helm chart can be applied.
     Kind {
         group: "apps",
         kind: "Deployment",
@@ -278,6 +287,20 @@ pub(crate) static KINDS: &[Kind] = &[
         status: true,
         categories: &["all"],
         printer: &table::DEPLOYMENT,
+        subresources: &[SCALE],
+        ..BASE
+    },
+    Kind {
+        group: "apps",
+        kind: "ReplicaSet",
+        plural: "replicasets",
+        singular: "replicaset",
+        short_names: &["rs"],
+        status: true,
+        categories: &["all"],
+        printer: &table::REPLICAS,
+        fields: &fields::REPLICAS,
+        subresources: &[SCALE],
         ..BASE
     },
     Kind {

@@ -29,6 +29,7 @@ mod rbac;
 mod requestlog;
 mod reviews;
 mod routes;
+mod scale;
 mod selector;
 mod ssa;
 mod store;

@@ -23,8 +23,13 @@ pub(crate) struct Obj {
     pub(crate) labels: BTreeMap<String, String>,
     /// The kind's selectable field values (see `Kind::fields`), in its order.
     pub(crate) fields: Box<[String]>,
+    /// `status.phase` and a Pod's `spec.nodeName`, which the scheduler and namespace lifecycle read.
+    pub(crate) phase: Option<String>,
+    pub(crate) node_name: Option<String>,
     /// A Service's `spec.clusterIP` (the allocator's view of what is taken).
     pub(crate) cluster_ip: Option<std::net::IpAddr>,
+    /// A plain-map `spec.selector` (Services): which pods it selects, without re-parsing.
+    pub(crate) selector: Option<BTreeMap<String, String>>,
     /// The uids in `metadata.ownerReferences` (the garbage collector's index of dependents).
     pub(crate) owners: Vec<String>,
     /// The object, `kind` and `apiVersion` first as the real server writes them.
@@ -97,7 +102,13 @@ impl Obj {
             uid: text(&meta["uid"]).unwrap_or_default(),
             labels,
             fields: kind.fields.extract(value),
+            phase: text(&value["status"]["phase"]),
+            node_name: text(&value["spec"]["nodeName"]),
             cluster_ip: value["spec"]["clusterIP"].as_str().and_then(|s| s.parse().ok()),
+            selector: value["spec"]["selector"]
+                .as_object()
+                .filter(|m| !m.is_empty())
+                .and_then(|m| m.iter().map(|(k, v)| Some((k.clone(), text(v)?))).collect()),
             owners: meta["ownerReferences"]
                 .as_array()
                 .map(|refs| refs.iter().filter_map(|r| text(&r["uid"])).collect())

@@ -124,6 +124,15 @@ impl Txn<'_> {
             .is_some()
     }
 
+    /// The stored objects of `kind` in one namespace, in name order.
+    pub(crate) fn in_namespace<'s>(
+        &'s self,
+        kind: KindId,
+        namespace: &'s str,
+    ) -> impl Iterator<Item = &'s Arc<Obj>> + 's {
+        range(&self.inner.tables[kind], Some(namespace), None).map(|(_, o)| o)
+    }
+
     pub(crate) fn keys(&self, kind: KindId, namespace: &str) -> Vec<Key> {
         range(&self.inner.tables[kind], Some(namespace), None)
             .map(|(k, _)| k.clone())
@@ -235,6 +244,9 @@ impl Store {
             )?;
         }
         super::controllers::bootstrap_rbac(&store)?;
+        for obj in super::controllers::apiserver_service::objects() {
+            store.apply(obj)?;
+        }
         Ok(store)
     }
 

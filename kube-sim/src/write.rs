@@ -171,7 +171,8 @@ pub(crate) fn update(
     })
 }
 
-fn update_in(
+/// Updates inside an open transaction (also used by controllers for follow-up writes).
+pub(crate) fn update_in(
     txn: &mut Txn<'_>,
     kind: &'static Kind,
     current: &Arc<Obj>,
@@ -257,7 +258,7 @@ fn update_in(
         return Ok(removed);
     }
     let stored = txn.put(kind.id(), new)?;
-    controllers::after_update(txn, kind)?;
+    controllers::after_update(txn, kind, current, &stored)?;
     Ok(stored)
 }
 

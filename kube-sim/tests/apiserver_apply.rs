@@ -182,7 +182,8 @@ async fn updates_own_what_they_change() {
                 field_manager: Some("ctrl".into()),
                 ..PatchParams::default()
             },
-            &Patch::Merge(json!({"status": {"replicas": 1}})),
+            // A field the deployment controller does not write, so the patch is not a no-op.
+            &Patch::Merge(json!({"status": {"collisionCount": 1}})),
         )
         .await
         .unwrap();
@@ -196,7 +197,7 @@ async fn updates_own_what_they_change() {
     assert_eq!(ctrl.subresource.as_deref(), Some("status"));
     assert_eq!(
         serde_json::to_value(&ctrl.fields_v1).unwrap(),
-        json!({"f:status": {"f:replicas": {}}})
+        json!({"f:status": {"f:collisionCount": {}}})
     );
 }
 

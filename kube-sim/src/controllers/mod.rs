@@ -4,13 +4,23 @@
 //! the request returns.
 
 mod aggregation;
+pub(crate) mod apiserver_service;
 mod bootstrap_policy;
+mod deployments;
+mod endpoint_slices;
 mod gc;
+mod kubelet;
+mod meta;
 mod namespaces;
+mod node_ipam;
+mod node_ports;
+mod replica_sets;
 mod root_ca;
+mod scheduler;
 mod service_accounts;
 mod service_ips;
 mod tokens;
+mod workqueue;
 
 use std::collections::VecDeque;
 
@@ -20,10 +30,11 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::error::Error;
-use super::kinds::{self, Kind, KindId};
+use super::kinds::{self, KINDS, Kind, KindId};
 use super::object::{Key, Obj};
 use super::store::Txn;
 use super::write::{self, StatusMode, Track, WriteOpts};
+use workqueue::Work as Sync;
 
 pub(crate) const SA_TOKEN_TYPE: &str = "kubernetes.io/service-account-token";
 pub(crate) const SA_NAME_ANNOTATION: &str = "kubernetes.io/service-account.name";
@@ -44,6 +55,32 @@ pub(crate) fn secret_kind() -> KindId {
     core_kind("Secret")
 }
 
+/// The kind `group`/`kind` of the table (every kind the controllers name is in it).
+fn kind_named(group: &str, kind: &str) -> &'static Kind {
+    KINDS
+        .iter()
+        .find(|k| k.group == group && k.kind == kind)
+        .unwrap_or(&KINDS[0])
+}
+
+fn pod_kind() -> KindId {
+    core_kind("Pod")
+}
+
+fn node_kind() -> KindId {
+    core_kind("Node")
+}
+
+fn slice_kind() -> KindId {
+    kind_named("discovery.k8s.io", "EndpointSlice").id()
+}
+
+/// Controllers create nothing in a namespace that is gone or terminating.
+fn namespace_active(txn: &Txn<'_>, ns: &str) -> bool {
+    txn.get(namespace_kind(), &(String::new(), ns.to_string()))
+        .is_some_and(|n| n.phase.as_deref() != Some("Terminating"))
+}
+
 fn is_core(kind: &Kind, name: &str) -> bool {
     kind.group.is_empty() && kind.kind == name
 }
@@ -54,6 +91,14 @@ pub(crate) fn initial_status(kind: &Kind, obj: &mut Value) {
         "Namespace" if kind.group.is_empty() => Some(json!({"phase": "Active"})),
         "Pod" if kind.group.is_empty() => Some(json!({"phase": "Pending"})),
         "Service" if kind.group.is_empty() => Some(json!({"loadBalancer": {}})),
+        // The kubelet stand-in reports a new node Ready at once.
+        "Node" if kind.group.is_empty() => {
+            let now = crate::object::rfc3339(crate::object::now_secs());
+            Some(
+                json!({"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                "message": "kubelet is posting ready status", "lastHeartbeatTime": now, "lastTransitionTime": now}]}),
+            )
+        }
         _ => None,
     };
     if let (Some(status), Some(o)) = (status, obj.as_object_mut()) {
@@ -72,6 +117,15 @@ pub(crate) fn defaults(
 ) -> Result<(), Error> {
     if is_core(kind, "Service") {
         service_ips::allocate(txn, obj, prev)?;
+        node_ports::allocate(txn, obj, prev)?;
+    } else if is_core(kind, "Node") {
+        node_ipam::assign(txn, obj, prev);
+    } else if kind.group == "apps"
+        && matches!(kind.kind, "Deployment" | "ReplicaSet")
+        && obj["spec"].is_object()
+        && obj["spec"]["replicas"].is_null()
+    {
+        obj["spec"]["replicas"] = json!(1);
     }
     if is_namespace(kind) {
         namespaces::spec_finalizers(obj, prev);
@@ -86,20 +140,44 @@ pub(crate) fn admit(txn: &Txn<'_>, kind: &Kind, obj: &mut Value) {
     }
 }
 
-/// After an update: aggregated ClusterRoles follow the roles they gather.
-pub(crate) fn after_update(txn: &mut Txn<'_>, kind: &'static Kind) -> Result<(), Error> {
-    if aggregation::is_cluster_role(kind) {
-        aggregation::reconcile(txn)?;
-    }
-    Ok(())
+/// After an update: aggregated ClusterRoles follow the roles they gather; the workload controllers look
+/// at what changed.
+pub(crate) fn after_update(
+    txn: &mut Txn<'_>,
+    kind: &'static Kind,
+    prev: &Arc<Obj>,
+    obj: &Arc<Obj>,
+) -> Result<(), Error> {
+    workqueue::defer(
+        txn,
+        |txn| {
+            workqueue::enqueue(work_for(txn, kind, Some(prev), Some(obj)));
+            if aggregation::is_cluster_role(kind) {
+                aggregation::reconcile(txn)?;
+            }
+            Ok(())
+        },
+        sync,
+    )
 }
 
 /// Every namespace gets a `default` ServiceAccount and the `kube-root-ca.crt` ConfigMap; aggregated
 /// ClusterRoles follow new roles.
 pub(crate) fn after_create(txn: &mut Txn<'_>, kind: &'static Kind, obj: &Arc<Obj>) -> Result<(), Error> {
-    if aggregation::is_cluster_role(kind) {
-        aggregation::reconcile(txn)?;
-    }
+    workqueue::defer(
+        txn,
+        |txn| {
+            workqueue::enqueue(work_for(txn, kind, None, Some(obj)));
+            if aggregation::is_cluster_role(kind) {
+                aggregation::reconcile(txn)?;
+            }
+            namespace_defaults(txn, kind, obj)
+        },
+        sync,
+    )
+}
+
+fn namespace_defaults(txn: &mut Txn<'_>, kind: &'static Kind, obj: &Arc<Obj>) -> Result<(), Error> {
     if is_namespace(kind) {
         let ns = obj.key.1.clone();
         let sa = kinds::by_id(service_account_kind());
@@ -160,7 +238,11 @@ pub(crate) type Queue = VecDeque<Work>;
 const MAX_STEPS: usize = 10_000_000;
 
 /// Runs the controllers until no work is left, inside the write transaction.
-pub(crate) fn settle(txn: &mut Txn<'_>, mut queue: Queue) -> Result<(), Error> {
+pub(crate) fn settle(txn: &mut Txn<'_>, queue: Queue) -> Result<(), Error> {
+    workqueue::defer(txn, |txn| settle_deletions(txn, queue), sync)
+}
+
+fn settle_deletions(txn: &mut Txn<'_>, mut queue: Queue) -> Result<(), Error> {
     let mut steps = 0usize;
     while let Some(work) = queue.pop_front() {
         steps += 1;
@@ -169,6 +251,7 @@ pub(crate) fn settle(txn: &mut Txn<'_>, mut queue: Queue) -> Result<(), Error> {
         }
         match work {
             Work::Removed(kind, obj) => {
+                workqueue::enqueue(work_for(txn, kind, Some(&obj), None));
                 if is_core(kind, "ServiceAccount") {
                     tokens::revoke(txn, &obj, &mut queue)?;
                 }
@@ -200,4 +283,73 @@ pub(crate) fn settle(txn: &mut Txn<'_>, mut queue: Queue) -> Result<(), Error> {
 pub(crate) fn test_store() -> crate::store::Store {
     let authority = crate::auth::Authority::new("test").expect("authority");
     crate::store::Store::new(1000, Arc::new(authority)).expect("store")
+}
+
+/// What the controllers must look at after `kind` changed from `prev` to `cur` (`None`: absent).
+fn work_for(txn: &Txn<'_>, kind: &Kind, prev: Option<&Arc<Obj>>, cur: Option<&Arc<Obj>>) -> Vec<Sync> {
+    let Some(any) = cur.or(prev) else {
+        return Vec::new();
+    };
+    let key = any.key.clone();
+    // Parsed only for the kinds that need more than the extracted fields.
+    let owner = |owner_kind: &str| {
+        meta::controller_of(&any.value())
+            .filter(|(k, _, _)| *k == owner_kind)
+            .map(|(_, name, _)| (key.0.clone(), name.to_string()))
+    };
+    let mut work = Vec::new();
+    match (kind.group, kind.kind) {
+        ("apps", "Deployment") => work.push(Sync::Deployment(key)),
+        ("apps", "ReplicaSet") => {
+            if cur.is_some() {
+                work.push(Sync::ReplicaSet(key.clone()));
+            }
+            work.extend(owner("Deployment").map(Sync::Deployment));
+        }
+        ("", "Pod") => {
+            if cur.is_some() {
+                work.push(Sync::Pod(key.clone()));
+            }
+            work.extend(owner("ReplicaSet").map(Sync::ReplicaSet));
+            let selects = |svc: &Obj, o: Option<&Arc<Obj>>| {
+                svc.selector
+                    .as_ref()
+                    .zip(o)
+                    .is_some_and(|(sel, o)| sel.iter().all(|(k, v)| o.labels.get(k) == Some(v)))
+            };
+            for svc in txn.in_namespace(core_kind("Service"), &key.0) {
+                if selects(svc, prev) || selects(svc, cur) {
+                    work.push(Sync::Slices(svc.key.clone()));
+                }
+            }
+        }
+        ("", "Service") => work.push(Sync::Slices(key)),
+        ("", "Node") => work.push(Sync::PendingPods),
+        ("discovery.k8s.io", "EndpointSlice")
+            if cur.is_none() || endpoint_slices::concerns_controller(&any.value()) =>
+        {
+            if let Some(svc) = any.labels.get(endpoint_slices::SERVICE_NAME) {
+                work.push(Sync::Slices((key.0, svc.clone())));
+            }
+        }
+        _ => {}
+    }
+    work
+}
+
+/// Runs one item of controller work.
+fn sync(txn: &mut Txn<'_>, work: &Sync) -> Result<(), Error> {
+    match work {
+        Sync::Deployment(key) => deployments::sync(txn, key),
+        Sync::ReplicaSet(key) => replica_sets::sync(txn, key),
+        Sync::Pod(key) => {
+            scheduler::schedule(txn, key)?;
+            kubelet::sync(txn, key)
+        }
+        Sync::Slices(key) => endpoint_slices::sync(txn, key),
+        Sync::PendingPods => {
+            workqueue::enqueue(scheduler::pending_pods(txn).into_iter().map(Sync::Pod));
+            Ok(())
+        }
+    }
 }

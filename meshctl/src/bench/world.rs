@@ -186,10 +186,11 @@ fn service_account(s: usize) -> Value {
         "metadata": {"name": format!("svc-{s}"), "namespace": NAMESPACE}})
 }
 
+/// VIPs from 10.96.0.2: 10.96.0.1 is the `kubernetes` Service every cluster has.
 fn service(s: usize) -> Value {
     json!({"apiVersion": "v1", "kind": "Service",
         "metadata": {"name": format!("svc-{s}"), "namespace": NAMESPACE},
-        "spec": {"clusterIP": format!("10.96.{}.{}", s / 250, s % 250 + 1),
+        "spec": {"clusterIP": format!("10.96.{}.{}", s / 250, s % 250 + 2),
                  "selector": {"app": format!("svc-{s}")},
                  "ports": [{"name": "http", "port": SERVICE_PORT, "targetPort": TARGET_PORT}]}})
 }
