@@ -10,9 +10,24 @@ pub enum Error {
     BadRequest(String),
     #[error("Unauthorized")]
     Unauthorized,
-    /// 403 from the opt-in RBAC authorizer; the message is the real API server's.
-    #[error("{0}")]
-    Forbidden(String),
+    /// 403 (authorization, impersonation, RBAC escalation), worded as the API server's `NewForbidden`:
+    /// `{resource.group} "{name}" is forbidden: {detail}`.
+    #[error("{}", forbidden_message(group, resource, name, detail))]
+    Forbidden {
+        group: String,
+        resource: String,
+        name: String,
+        detail: String,
+    },
+    /// 403 from admission (namespace lifecycle, service accounts): the real server's `NewForbidden` for an object.
+    #[error("{}", denied_message(.resource, .name, .detail))]
+    Denied {
+        resource: String,
+        name: String,
+        detail: String,
+        /// `details.causes` entries (e.g. `NamespaceTerminating`).
+        causes: Vec<Value>,
+    },
     #[error("{resource} \"{name}\" not found")]
     NotFound { resource: String, name: String },
     #[error("the server could not find the requested resource")]
@@ -26,6 +41,12 @@ pub enum Error {
         resource: String,
         name: String,
         detail: String,
+    },
+    /// 409 from server-side apply: fields owned by other managers; causes are (message, field).
+    #[error("{message}")]
+    ApplyConflict {
+        message: String,
+        causes: Vec<(String, String)>,
     },
     /// 410: a resourceVersion or continue token older than the kept history.
     #[error("{message}")]
@@ -53,6 +74,9 @@ pub enum Error {
     Startup(String),
     #[error("internal error: {0}")]
     Internal(String),
+    /// A 500 the real server sends from a plain Go error: message only, no reason.
+    #[error("{0}")]
+    Unclassified(String),
 }
 
 impl Error {
@@ -69,17 +93,21 @@ impl Error {
         match self {
             Error::BadRequest(_) => StatusCode::BAD_REQUEST,
             Error::Unauthorized => StatusCode::UNAUTHORIZED,
-            Error::Forbidden(_) => StatusCode::FORBIDDEN,
+            Error::Forbidden { .. } | Error::Denied { .. } => StatusCode::FORBIDDEN,
             Error::NotFound { .. } | Error::NoRoute => StatusCode::NOT_FOUND,
             Error::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            Error::AlreadyExists { .. } | Error::Conflict { .. } => StatusCode::CONFLICT,
+            Error::AlreadyExists { .. } | Error::Conflict { .. } | Error::ApplyConflict { .. } => {
+                StatusCode::CONFLICT
+            }
             Error::Expired { .. } => StatusCode::GONE,
             Error::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Error::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
             Error::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Error::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Error::Injected(code) => StatusCode::from_u16(*code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-            Error::Startup(_) | Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Error::Startup(_) | Error::Internal(_) | Error::Unclassified(_) => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
         }
     }
 
@@ -87,11 +115,11 @@ impl Error {
         match self {
             Error::BadRequest(_) => "BadRequest",
             Error::Unauthorized => "Unauthorized",
-            Error::Forbidden(_) => "Forbidden",
+            Error::Forbidden { .. } | Error::Denied { .. } => "Forbidden",
             Error::NotFound { .. } | Error::NoRoute => "NotFound",
             Error::MethodNotAllowed => "MethodNotAllowed",
             Error::AlreadyExists { .. } => "AlreadyExists",
-            Error::Conflict { .. } => "Conflict",
+            Error::Conflict { .. } | Error::ApplyConflict { .. } => "Conflict",
             Error::Expired { .. } => "Expired",
             Error::TooLarge(_) => "RequestEntityTooLarge",
             Error::NotAcceptable(_) => "NotAcceptable",
@@ -99,6 +127,7 @@ impl Error {
             Error::Invalid { .. } => "Invalid",
             Error::Injected(429) => "TooManyRequests",
             Error::Injected(_) | Error::Startup(_) | Error::Internal(_) => "InternalError",
+            Error::Unclassified(_) => "",
         }
     }
 
@@ -113,10 +142,49 @@ impl Error {
                 name,
                 field,
                 detail,
-            } => Some(json!({
-                "name": name, "kind": kind,
-                "causes": [{"reason": "FieldValueInvalid", "message": detail, "field": field}],
+            } => {
+                // `PatchOptions.meta.k8s.io` names a kind in a group: details split them.
+                let mut details = json!({
+                    "name": name, "kind": kind,
+                    "causes": [{"reason": cause_reason(detail), "message": detail, "field": field}],
+                });
+                if let Some((kind, group)) = kind.split_once('.') {
+                    details["kind"] = json!(kind);
+                    details["group"] = json!(group);
+                }
+                Some(details)
+            }
+            Error::ApplyConflict { causes, .. } => Some(json!({
+                "causes": causes.iter().map(|(message, field)| json!({
+                    "type": "FieldManagerConflict", "message": message, "field": field,
+                })).collect::<Vec<_>>(),
             })),
+            Error::Forbidden {
+                group,
+                resource,
+                name,
+                ..
+            } => {
+                let mut d = json!({});
+                for (field, v) in [("name", name), ("group", group), ("kind", resource)] {
+                    if !v.is_empty() {
+                        d[field] = json!(v);
+                    }
+                }
+                Some(d)
+            }
+            Error::Denied {
+                resource,
+                name,
+                causes,
+                ..
+            } => {
+                let mut details = resource_details(resource, name);
+                if !causes.is_empty() {
+                    details["causes"] = json!(causes);
+                }
+                Some(details)
+            }
             Error::Injected(429) => Some(json!({"retryAfterSeconds": 1})),
             _ => None,
         }
@@ -131,6 +199,10 @@ impl Error {
         if let Some(details) = self.details() {
             status["details"] = details;
         }
+        if self.reason().is_empty() {
+            // StatusReasonUnknown is "" and omitted.
+            status.as_object_mut().map(|s| s.remove("reason"));
+        }
         if let Error::Expired {
             fresh_continue: Some(token),
             ..
@@ -142,10 +214,47 @@ impl Error {
     }
 }
 
+fn forbidden_message(group: &str, resource: &str, name: &str, detail: &str) -> String {
+    let qualified = match group {
+        "" => resource.to_owned(),
+        g => format!("{resource}.{g}"),
+    };
+    match (resource, name) {
+        ("", _) => format!("forbidden: {detail}"),
+        (_, "") => format!("{qualified} is forbidden: {detail}"),
+        _ => format!("{qualified} {name:?} is forbidden: {detail}"),
+    }
+}
+
+fn denied_message(resource: &str, name: &str, detail: &str) -> String {
+    if name.is_empty() {
+        format!("{resource} is forbidden: {detail}")
+    } else {
+        format!("{resource} \"{name}\" is forbidden: {detail}")
+    }
+}
+
+/// The field error type behind a validation message, named as `field.ErrorType` serializes it.
+fn cause_reason(detail: &str) -> &'static str {
+    [
+        ("Forbidden:", "FieldValueForbidden"),
+        ("Required value", "FieldValueRequired"),
+        ("Unsupported value", "FieldValueNotSupported"),
+        ("Duplicate value", "FieldValueDuplicate"),
+    ]
+    .iter()
+    .find(|(prefix, _)| detail.starts_with(prefix))
+    .map_or("FieldValueInvalid", |(_, reason)| reason)
+}
+
 /// Splits `leases.coordination.k8s.io` into Status details `{kind: leases, group: coordination.k8s.io}`.
 fn resource_details(resource: &str, name: &str) -> Value {
-    match resource.split_once('.') {
+    let mut details = match resource.split_once('.') {
         Some((plural, group)) => json!({"name": name, "group": group, "kind": plural}),
         None => json!({"name": name, "kind": resource}),
+    };
+    if name.is_empty() {
+        details.as_object_mut().map(|d| d.remove("name"));
     }
+    details
 }

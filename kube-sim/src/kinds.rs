@@ -9,6 +9,9 @@ pub(crate) enum Handling {
     Stored,
     TokenReview,
     SelfSubjectReview,
+    /// SelfSubjectAccessReview, SubjectAccessReview, LocalSubjectAccessReview.
+    AccessReview,
+    SelfSubjectRulesReview,
 }
 
 /// Which name syntax the real API server enforces for a kind.
@@ -52,6 +55,8 @@ pub(crate) struct Kind {
     pub(crate) fields: &'static Fields,
     pub(crate) subresources: &'static [SubResource],
     pub(crate) handling: Handling,
+    /// An immediate delete answers with the object instead of a `Status` (the registry's `ReturnDeletedObject`).
+    pub(crate) returns_deleted: bool,
 }
 
 const CRUD: &[&str] = &[
@@ -84,6 +89,7 @@ const BASE: Kind = Kind {
     fields: &fields::META,
     subresources: &[],
     handling: Handling::Stored,
+    returns_deleted: false,
 };
 
 const TOKEN_REQUEST: SubResource = SubResource {
@@ -103,6 +109,7 @@ pub(crate) static KINDS: &[Kind] = &[
         namespaced: false,
         status: true,
         names: NameRule::Label,
+        returns_deleted: true,
         printer: &table::NAMESPACE,
         fields: &fields::NAMESPACE,
         ..BASE
@@ -115,6 +122,7 @@ pub(crate) static KINDS: &[Kind] = &[
         status: true,
         names: NameRule::Label,
         categories: ALL,
+        returns_deleted: true,
         printer: &table::SERVICE,
         fields: &fields::SERVICE,
         ..BASE
@@ -126,6 +134,7 @@ pub(crate) static KINDS: &[Kind] = &[
         short_names: &["po"],
         status: true,
         categories: ALL,
+        returns_deleted: true,
         printer: &table::POD,
         fields: &fields::POD,
         ..BASE
@@ -163,6 +172,7 @@ pub(crate) static KINDS: &[Kind] = &[
         singular: "serviceaccount",
         short_names: &["sa"],
         subresources: &[TOKEN_REQUEST],
+        returns_deleted: true,
         printer: &table::SERVICE_ACCOUNT,
         ..BASE
     },
@@ -376,6 +386,46 @@ pub(crate) static KINDS: &[Kind] = &[
         status: true,
         categories: ALL,
         printer: &table::STATEFUL_SET,
+        ..BASE
+    },
+    // authorization.k8s.io reviews: computed from RBAC, never stored.
+    Kind {
+        group: "authorization.k8s.io",
+        kind: "SelfSubjectAccessReview",
+        plural: "selfsubjectaccessreviews",
+        singular: "selfsubjectaccessreview",
+        namespaced: false,
+        verbs: CREATE_ONLY,
+        handling: Handling::AccessReview,
+        ..BASE
+    },
+    Kind {
+        group: "authorization.k8s.io",
+        kind: "SubjectAccessReview",
+        plural: "subjectaccessreviews",
+        singular: "subjectaccessreview",
+        namespaced: false,
+        verbs: CREATE_ONLY,
+        handling: Handling::AccessReview,
+        ..BASE
+    },
+    Kind {
+        group: "authorization.k8s.io",
+        kind: "LocalSubjectAccessReview",
+        plural: "localsubjectaccessreviews",
+        singular: "localsubjectaccessreview",
+        verbs: CREATE_ONLY,
+        handling: Handling::AccessReview,
+        ..BASE
+    },
+    Kind {
+        group: "authorization.k8s.io",
+        kind: "SelfSubjectRulesReview",
+        plural: "selfsubjectrulesreviews",
+        singular: "selfsubjectrulesreview",
+        namespaced: false,
+        verbs: CREATE_ONLY,
+        handling: Handling::SelfSubjectRulesReview,
         ..BASE
     },
 ];

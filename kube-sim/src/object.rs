@@ -25,6 +25,8 @@ pub(crate) struct Obj {
     pub(crate) fields: Box<[String]>,
     /// A Service's `spec.clusterIP` (the allocator's view of what is taken).
     pub(crate) cluster_ip: Option<std::net::IpAddr>,
+    /// The uids in `metadata.ownerReferences` (the garbage collector's index of dependents).
+    pub(crate) owners: Vec<String>,
     /// The object, `kind` and `apiVersion` first as the real server writes them.
     pub(crate) raw: Bytes,
     /// Length of the `"kind":…,"apiVersion":…,` run after the opening brace, which list items leave out.
@@ -96,6 +98,10 @@ impl Obj {
             labels,
             fields: kind.fields.extract(value),
             cluster_ip: value["spec"]["clusterIP"].as_str().and_then(|s| s.parse().ok()),
+            owners: meta["ownerReferences"]
+                .as_array()
+                .map(|refs| refs.iter().filter_map(|r| text(&r["uid"])).collect())
+                .unwrap_or_default(),
             raw: Bytes::from(raw),
             type_len,
         })
