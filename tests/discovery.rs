@@ -39,6 +39,9 @@ impl Cluster for Sim {
     }
 
     fn endpoints(&self, name: &str, ips: &[&str]) {
+        // The API server refuses pods whose ServiceAccount is missing.
+        self.apply(json!({"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": name, "namespace": "default"}}));
         for ip in ips {
             self.apply(json!({"apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": pod_name(ip), "namespace": "default", "labels": {"app": name}},

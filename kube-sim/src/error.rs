@@ -10,9 +10,24 @@ pub enum Error {
     BadRequest(String),
     #[error("Unauthorized")]
     Unauthorized,
-    /// 403 from the opt-in RBAC authorizer; the message is the real API server's.
-    #[error("{0}")]
-    Forbidden(String),
+    /// 403 (authorization, impersonation, RBAC escalation), worded as the API server's `NewForbidden`:
+    /// `{resource.group} "{name}" is forbidden: {detail}`.
+    #[error("{}", forbidden_message(group, resource, name, detail))]
+    Forbidden {
+        group: String,
+        resource: String,
+        name: String,
+        detail: String,
+    },
+    /// 403 from admission (namespace lifecycle, service accounts): the real server's `NewForbidden` for an object.
+    #[error("{}", denied_message(.resource, .name, .detail))]
+    Denied {
+        resource: String,
+        name: String,
+        detail: String,
+        /// `details.causes` entries (e.g. `NamespaceTerminating`).
+        causes: Vec<Value>,
+    },
     #[error("{resource} \"{name}\" not found")]
     NotFound { resource: String, name: String },
     #[error("the server could not find the requested resource")]
@@ -26,6 +41,12 @@ pub enum Error {
         resource: String,
         name: String,
         detail: String,
+    },
+    /// 409 from server-side apply: fields owned by other managers; causes are (message, field).
+    #[error("{message}")]
+    ApplyConflict {
+        message: String,
+        causes: Vec<(String, String)>,
     },
     /// 410: a resourceVersion or continue token older than the kept history.
     #[error("{message}")]
@@ -67,10 +88,12 @@ impl Error {
         match self {
             Error::BadRequest(_) => StatusCode::BAD_REQUEST,
             Error::Unauthorized => StatusCode::UNAUTHORIZED,
-            Error::Forbidden(_) => StatusCode::FORBIDDEN,
+            Error::Forbidden { .. } | Error::Denied { .. } => StatusCode::FORBIDDEN,
             Error::NotFound { .. } | Error::NoRoute => StatusCode::NOT_FOUND,
             Error::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            Error::AlreadyExists { .. } | Error::Conflict { .. } => StatusCode::CONFLICT,
+            Error::AlreadyExists { .. } | Error::Conflict { .. } | Error::ApplyConflict { .. } => {
+                StatusCode::CONFLICT
+            }
             Error::Expired { .. } => StatusCode::GONE,
             Error::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Error::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -84,11 +107,11 @@ impl Error {
         match self {
             Error::BadRequest(_) => "BadRequest",
             Error::Unauthorized => "Unauthorized",
-            Error::Forbidden(_) => "Forbidden",
+            Error::Forbidden { .. } | Error::Denied { .. } => "Forbidden",
             Error::NotFound { .. } | Error::NoRoute => "NotFound",
             Error::MethodNotAllowed => "MethodNotAllowed",
             Error::AlreadyExists { .. } => "AlreadyExists",
-            Error::Conflict { .. } => "Conflict",
+            Error::Conflict { .. } | Error::ApplyConflict { .. } => "Conflict",
             Error::Expired { .. } => "Expired",
             Error::TooLarge(_) => "RequestEntityTooLarge",
             Error::UnsupportedMediaType(_) => "UnsupportedMediaType",
@@ -109,10 +132,49 @@ impl Error {
                 name,
                 field,
                 detail,
-            } => Some(json!({
-                "name": name, "kind": kind,
-                "causes": [{"reason": "FieldValueInvalid", "message": detail, "field": field}],
+            } => {
+                // `PatchOptions.meta.k8s.io` names a kind in a group: details split them.
+                let mut details = json!({
+                    "name": name, "kind": kind,
+                    "causes": [{"reason": cause_reason(detail), "message": detail, "field": field}],
+                });
+                if let Some((kind, group)) = kind.split_once('.') {
+                    details["kind"] = json!(kind);
+                    details["group"] = json!(group);
+                }
+                Some(details)
+            }
+            Error::ApplyConflict { causes, .. } => Some(json!({
+                "causes": causes.iter().map(|(message, field)| json!({
+                    "type": "FieldManagerConflict", "message": message, "field": field,
+                })).collect::<Vec<_>>(),
             })),
+            Error::Forbidden {
+                group,
+                resource,
+                name,
+                ..
+            } => {
+                let mut d = json!({});
+                for (field, v) in [("name", name), ("group", group), ("kind", resource)] {
+                    if !v.is_empty() {
+                        d[field] = json!(v);
+                    }
+                }
+                Some(d)
+            }
+            Error::Denied {
+                resource,
+                name,
+                causes,
+                ..
+            } => {
+                let mut details = resource_details(resource, name);
+                if !causes.is_empty() {
+                    details["causes"] = json!(causes);
+                }
+                Some(details)
+            }
             Error::Injected(429) => Some(json!({"retryAfterSeconds": 1})),
             _ => None,
         }
@@ -138,10 +200,47 @@ impl Error {
     }
 }
 
+fn forbidden_message(group: &str, resource: &str, name: &str, detail: &str) -> String {
+    let qualified = match group {
+        "" => resource.to_owned(),
+        g => format!("{resource}.{g}"),
+    };
+    match (resource, name) {
+        ("", _) => format!("forbidden: {detail}"),
+        (_, "") => format!("{qualified} is forbidden: {detail}"),
+        _ => format!("{qualified} {name:?} is forbidden: {detail}"),
+    }
+}
+
+fn denied_message(resource: &str, name: &str, detail: &str) -> String {
+    if name.is_empty() {
+        format!("{resource} is forbidden: {detail}")
+    } else {
+        format!("{resource} \"{name}\" is forbidden: {detail}")
+    }
+}
+
+/// The field error type behind a validation message, named as `field.ErrorType` serializes it.
+fn cause_reason(detail: &str) -> &'static str {
+    [
+        ("Forbidden:", "FieldValueForbidden"),
+        ("Required value", "FieldValueRequired"),
+        ("Unsupported value", "FieldValueNotSupported"),
+        ("Duplicate value", "FieldValueDuplicate"),
+    ]
+    .iter()
+    .find(|(prefix, _)| detail.starts_with(prefix))
+    .map_or("FieldValueInvalid", |(_, reason)| reason)
+}
+
 /// Splits `leases.coordination.k8s.io` into Status details `{kind: leases, group: coordination.k8s.io}`.
 fn resource_details(resource: &str, name: &str) -> Value {
-    match resource.split_once('.') {
+    let mut details = match resource.split_once('.') {
         Some((plural, group)) => json!({"name": name, "group": group, "kind": plural}),
         None => json!({"name": name, "kind": resource}),
+    };
+    if name.is_empty() {
+        details.as_object_mut().map(|d| d.remove("name"));
     }
+    details
 }

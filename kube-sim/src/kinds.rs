@@ -6,6 +6,9 @@ pub(crate) enum Handling {
     Stored,
     TokenReview,
     SelfSubjectReview,
+    /// SelfSubjectAccessReview, SubjectAccessReview, LocalSubjectAccessReview.
+    AccessReview,
+    SelfSubjectRulesReview,
 }
 
 /// Which name syntax the real API server enforces for a kind.
@@ -47,6 +50,8 @@ pub(crate) struct Kind {
     pub(crate) columns: &'static [(&'static str, &'static str)],
     pub(crate) subresources: &'static [SubResource],
     pub(crate) handling: Handling,
+    /// An immediate delete answers with the object instead of a `Status` (the registry's `ReturnDeletedObject`).
+    pub(crate) returns_deleted: bool,
 }
 
 const CRUD: &[&str] = &[
@@ -78,6 +83,7 @@ const BASE: Kind = Kind {
     columns: &[],
     subresources: &[],
     handling: Handling::Stored,
+    returns_deleted: false,
 };
 
 const TOKEN_REQUEST: SubResource = SubResource {
@@ -107,6 +113,7 @@ pub(crate) static KINDS: &[Kind] = &[
         status: true,
         names: NameRule::Label,
         columns: &[("Status", "/status/phase")],
+        returns_deleted: true,
         ..BASE
     },
     Kind {
@@ -118,6 +125,7 @@ pub(crate) static KINDS: &[Kind] = &[
         names: NameRule::Label,
         categories: ALL,
         columns: &[("Type", "/spec/type"), ("Cluster-IP", "/spec/clusterIP")],
+        returns_deleted: true,
         ..BASE
     },
     Kind {
@@ -132,6 +140,7 @@ pub(crate) static KINDS: &[Kind] = &[
             ("IP", "/status/podIP"),
             ("Node", "/spec/nodeName"),
         ],
+        returns_deleted: true,
         ..BASE
     },
     Kind {
@@ -163,6 +172,7 @@ pub(crate) static KINDS: &[Kind] = &[
         singular: "serviceaccount",
         short_names: &["sa"],
         subresources: &[TOKEN_REQUEST],
+        returns_deleted: true,
         ..BASE
     },
     Kind {
@@ -294,6 +304,46 @@ pub(crate) static KINDS: &[Kind] = &[
         short_names: &["hpa"],
         status: true,
         categories: &["all"],
+        ..BASE
+    },
+    // authorization.k8s.io reviews: computed from RBAC, never stored.
+    Kind {
+        group: "authorization.k8s.io",
+        kind: "SelfSubjectAccessReview",
+        plural: "selfsubjectaccessreviews",
+        singular: "selfsubjectaccessreview",
+        namespaced: false,
+        verbs: CREATE_ONLY,
+        handling: Handling::AccessReview,
+        ..BASE
+    },
+    Kind {
+        group: "authorization.k8s.io",
+        kind: "SubjectAccessReview",
+        plural: "subjectaccessreviews",
+        singular: "subjectaccessreview",
+        namespaced: false,
+        verbs: CREATE_ONLY,
+        handling: Handling::AccessReview,
+        ..BASE
+    },
+    Kind {
+        group: "authorization.k8s.io",
+        kind: "LocalSubjectAccessReview",
+        plural: "localsubjectaccessreviews",
+        singular: "localsubjectaccessreview",
+        verbs: CREATE_ONLY,
+        handling: Handling::AccessReview,
+        ..BASE
+    },
+    Kind {
+        group: "authorization.k8s.io",
+        kind: "SelfSubjectRulesReview",
+        plural: "selfsubjectrulesreviews",
+        singular: "selfsubjectrulesreview",
+        namespaced: false,
+        verbs: CREATE_ONLY,
+        handling: Handling::SelfSubjectRulesReview,
         ..BASE
     },
 ];

@@ -24,6 +24,8 @@ pub(crate) struct Obj {
     pub(crate) node_name: Option<String>,
     /// A Service's `spec.clusterIP` (the allocator's view of what is taken).
     pub(crate) cluster_ip: Option<std::net::IpAddr>,
+    /// The uids in `metadata.ownerReferences` (the garbage collector's index of dependents).
+    pub(crate) owners: Vec<String>,
     /// A plain-map `spec.selector` (Services): which pods it selects, without re-parsing.
     pub(crate) selector: Option<BTreeMap<String, String>>,
     pub(crate) raw: Bytes,
@@ -56,6 +58,10 @@ impl Obj {
             phase: text(&value["status"]["phase"]),
             node_name: text(&value["spec"]["nodeName"]),
             cluster_ip: value["spec"]["clusterIP"].as_str().and_then(|s| s.parse().ok()),
+            owners: meta["ownerReferences"]
+                .as_array()
+                .map(|refs| refs.iter().filter_map(|r| text(&r["uid"])).collect())
+                .unwrap_or_default(),
             selector: value["spec"]["selector"]
                 .as_object()
                 .filter(|m| !m.is_empty())

@@ -3,7 +3,7 @@
 //! All writes go through one short `parking_lot` write lock ([`Txn`]); watchers get events over a
 //! bounded broadcast channel, so a slow watcher lags (and is closed) instead of blocking writers.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -12,11 +12,12 @@ use serde_json::Value;
 use tokio::sync::broadcast;
 
 use super::auth::Authority;
+use super::delete;
 use super::error::Error;
 use super::kinds::{self, KINDS, KindId};
 use super::object::{Key, Obj};
 use super::selector::Filter;
-use super::write::{self, StatusMode, WriteOpts};
+use super::write::{self, StatusMode, Track, WriteOpts};
 
 /// Events a watcher may fall behind by before it is closed (the client then re-watches or relists).
 const WATCH_BUFFER: usize = 8192;
@@ -55,6 +56,24 @@ struct Inner {
     history: VecDeque<Arc<Event>>,
     /// History holds every event after this revision; older watches and continue tokens are expired.
     compacted: u64,
+    /// Owner uid → the objects whose ownerReferences name it, for the garbage collector.
+    dependents: HashMap<String, BTreeSet<(KindId, Key)>>,
+}
+
+impl Inner {
+    fn index_owners(&mut self, kind: KindId, obj: &Obj, add: bool) {
+        for owner in &obj.owners {
+            let entry = (kind, obj.key.clone());
+            if add {
+                self.dependents.entry(owner.clone()).or_default().insert(entry);
+            } else if let Some(set) = self.dependents.get_mut(owner) {
+                set.remove(&entry);
+                if set.is_empty() {
+                    self.dependents.remove(owner);
+                }
+            }
+        }
+    }
 }
 
 /// The simulated cluster's state (etcd plus the few controllers clients rely on).
@@ -98,6 +117,22 @@ impl Txn<'_> {
         range(&self.inner.tables[kind], Some(namespace), None).map(|(_, o)| o)
     }
 
+    /// The objects whose ownerReferences name `owner_uid`.
+    pub(crate) fn dependents(&self, owner_uid: &str) -> Vec<(KindId, Key)> {
+        self.inner
+            .dependents
+            .get(owner_uid)
+            .map(|set| set.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Whether any object of `kind` is stored in `namespace`.
+    pub(crate) fn any_in(&self, kind: KindId, namespace: &str) -> bool {
+        range(&self.inner.tables[kind], Some(namespace), None)
+            .next()
+            .is_some()
+    }
+
     pub(crate) fn keys(&self, kind: KindId, namespace: &str) -> Vec<Key> {
         range(&self.inner.tables[kind], Some(namespace), None)
             .map(|(k, _)| k.clone())
@@ -110,6 +145,10 @@ impl Txn<'_> {
         value["metadata"]["resourceVersion"] = Value::String(rv.to_string());
         let obj = Arc::new(Obj::freeze(&value)?);
         let prev = self.inner.tables[kind].insert(obj.key.clone(), obj.clone());
+        if let Some(p) = &prev {
+            self.inner.index_owners(kind, p, false);
+        }
+        self.inner.index_owners(kind, &obj, true);
         let etype = if prev.is_some() {
             EventType::Modified
         } else {
@@ -130,6 +169,7 @@ impl Txn<'_> {
         let Some(prev) = self.inner.tables[kind].remove(key) else {
             return Ok(None);
         };
+        self.inner.index_owners(kind, &prev, false);
         let rv = self.inner.rv + 1;
         let mut last = prev.value();
         last["metadata"]["resourceVersion"] = Value::String(rv.to_string());
@@ -190,6 +230,7 @@ impl Store {
                 tables: KINDS.iter().map(|_| BTreeMap::new()).collect(),
                 history: VecDeque::new(),
                 compacted: 0,
+                dependents: HashMap::new(),
             }),
             events: broadcast::channel(WATCH_BUFFER).0,
             history_limit: history_limit.max(1),
@@ -200,6 +241,7 @@ impl Store {
                 serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
             )?;
         }
+        super::controllers::bootstrap_rbac(&store)?;
         for obj in super::controllers::apiserver_service::objects() {
             store.apply(obj)?;
         }
@@ -356,6 +398,7 @@ impl Store {
         let opts = WriteOpts {
             dry_run: false,
             status: StatusMode::Keep,
+            track: Track::None,
         };
         let stored = write::apply(self, kind, &ns, obj, &opts)?;
         Ok(stored.value())
@@ -387,7 +430,8 @@ impl Store {
             .unwrap_or_default()
     }
 
-    /// Deletes an object (with the same cascades as the API) and returns its last state.
+    /// Deletes an object as the API does (finalizers, garbage collection, namespace termination) and returns
+    /// its last state, or its marked state when finalizers keep it.
     pub fn delete(
         &self,
         api_version: &str,
@@ -406,7 +450,7 @@ impl Store {
             ""
         };
         let key = (ns.to_string(), name.to_string());
-        write::delete(self, k, &key, &write::Preconditions::default(), false).map(|o| o.value())
+        delete::delete(self, k, &key, &delete::DeleteOpts::default()).map(|o| o.obj().value())
     }
 }
 

@@ -9,10 +9,11 @@ use rand::Rng;
 use serde_json::{Map, Value, json};
 
 use super::controllers;
+use super::delete;
 use super::error::Error;
 use super::kinds::{self, Kind};
 use super::object::{Key, Obj, now_secs, rfc3339, validate_name};
-use super::selector::Filter;
+use super::ssa::{self, Writer};
 use super::store::{Store, Txn};
 
 /// Who owns `status` in a write.
@@ -26,17 +27,22 @@ pub(crate) enum StatusMode {
     Keep,
 }
 
-#[derive(Debug, Clone, Copy)]
+/// How a write records field ownership in `metadata.managedFields`.
+#[derive(Debug, Clone)]
+pub(crate) enum Track {
+    /// Not recorded (manifest loading, controllers): an update keeps the managedFields it finds.
+    None,
+    /// A create, update or non-apply patch by this writer.
+    Update(Writer),
+    /// Server-side apply: the body already carries the managedFields [`ssa::apply`] computed.
+    Applied,
+}
+
+#[derive(Debug, Clone)]
 pub(crate) struct WriteOpts {
     pub(crate) dry_run: bool,
     pub(crate) status: StatusMode,
-}
-
-/// `DeleteOptions.preconditions`.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Preconditions {
-    pub(crate) uid: Option<String>,
-    pub(crate) resource_version: Option<String>,
+    pub(crate) track: Track,
 }
 
 fn not_found(kind: &Kind, name: &str) -> Error {
@@ -111,6 +117,7 @@ pub(crate) fn create_in(
             name: ns.to_string(),
         });
     }
+    controllers::admit_create(txn, kind, ns, &mut obj)?;
     let meta = obj["metadata"]
         .as_object_mut()
         .ok_or_else(|| Error::Internal("metadata vanished".into()))?;
@@ -120,16 +127,22 @@ pub(crate) fn create_in(
     for server_owned in [
         "resourceVersion",
         "deletionTimestamp",
-        "managedFields",
+        "deletionGracePeriodSeconds",
         "selfLink",
     ] {
         meta.remove(server_owned);
+    }
+    if matches!(opts.track, Track::None) {
+        meta.remove("managedFields");
     }
     if kind.status {
         meta.insert("generation".into(), json!(1));
     }
     if opts.status != StatusMode::Keep || obj.get("status").is_none() {
         controllers::initial_status(kind, &mut obj);
+    }
+    if let Track::Update(writer) = &opts.track {
+        ssa::track_update(kind, None, &mut obj, writer);
     }
     controllers::defaults(txn, kind, &mut obj, None)?;
     controllers::admit(txn, kind, &mut obj);
@@ -169,6 +182,7 @@ pub(crate) fn update_in(
     let (ns, name) = &current.key;
     let cur = current.value();
     let mut new = normalize(kind, if kind.namespaced { ns } else { "" }, body)?;
+    let applied_fields = new["metadata"].get("managedFields").cloned();
     match new["metadata"]["name"].as_str() {
         Some(n) if n == name => {}
         None | Some("") => new["metadata"]["name"] = json!(name),
@@ -216,6 +230,16 @@ pub(crate) fn update_in(
     for kept in ["uid", "creationTimestamp", "generation", "resourceVersion"] {
         set_or_remove(&mut new["metadata"], kept, cur["metadata"].get(kept));
     }
+    match &opts.track {
+        Track::None => set_or_remove(
+            &mut new["metadata"],
+            "managedFields",
+            cur["metadata"].get("managedFields"),
+        ),
+        Track::Update(writer) => ssa::track_update(kind, Some(&cur), &mut new, writer),
+        Track::Applied => set_or_remove(&mut new["metadata"], "managedFields", applied_fields.as_ref()),
+    }
+    delete::check_update(kind, &cur, &mut new)?;
     if kind.status && spec_of(&new) != spec_of(&cur) {
         let generation = cur["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
         new["metadata"]["generation"] = json!(generation);
@@ -229,6 +253,9 @@ pub(crate) fn update_in(
         } else {
             Obj::freeze(&new).map(Arc::new)
         };
+    }
+    if let Some(removed) = delete::release(txn, kind, current, &new, opts.dry_run)? {
+        return Ok(removed);
     }
     let stored = txn.put(kind.id(), new)?;
     controllers::after_update(txn, kind, current, &stored)?;
@@ -265,60 +292,6 @@ pub(crate) fn apply(
             Some(current) => update_in(txn, kind, &current, body, opts),
             None => create_in(txn, kind, ns, body, opts),
         }
-    })
-}
-
-pub(crate) fn delete(
-    store: &Store,
-    kind: &'static Kind,
-    key: &Key,
-    pre: &Preconditions,
-    dry_run: bool,
-) -> Result<Arc<Obj>, Error> {
-    store.write(|txn| {
-        let current = txn.get(kind.id(), key).cloned().ok_or_else(|| not_found(kind, &key.1))?;
-        if let Some(uid) = pre.uid.as_deref().filter(|u| *u != current.uid) {
-            return Err(conflict(kind, &key.1, format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", current.uid)));
-        }
-        if let Some(rv) = pre.resource_version.as_deref().filter(|rv| *rv != current.rv.to_string()) {
-            return Err(conflict(kind, &key.1, format!("Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}", current.rv)));
-        }
-        if dry_run {
-            return Ok(current);
-        }
-        delete_in(txn, kind, key)?.ok_or_else(|| not_found(kind, &key.1))
-    })
-}
-
-/// Removes an object and runs the deletion cascades (namespace contents, service-account token secrets).
-pub(crate) fn delete_in(
-    txn: &mut Txn<'_>,
-    kind: &'static Kind,
-    key: &Key,
-) -> Result<Option<Arc<Obj>>, Error> {
-    let removed = txn.remove(kind.id(), key)?;
-    if let Some(obj) = &removed {
-        controllers::after_delete(txn, kind, obj)?;
-    }
-    Ok(removed)
-}
-
-pub(crate) fn delete_collection(
-    store: &Store,
-    kind: &'static Kind,
-    filter: &Filter,
-    dry_run: bool,
-) -> Result<Vec<Arc<Obj>>, Error> {
-    let page = store.list_page(kind.id(), filter, None, None, None)?;
-    if dry_run {
-        return Ok(page.items);
-    }
-    store.write(|txn| {
-        let mut deleted = Vec::new();
-        for obj in &page.items {
-            deleted.extend(delete_in(txn, kind, &obj.key)?);
-        }
-        Ok(deleted)
     })
 }
 

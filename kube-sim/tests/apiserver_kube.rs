@@ -502,7 +502,9 @@ async fn pagination_is_a_consistent_snapshot() {
             None => break,
         }
     }
-    let want: Vec<String> = (0..50).map(|i| format!("cm-{i:02}")).collect();
+    // Every namespace also holds the root CA ConfigMap the publisher puts there.
+    let mut want: Vec<String> = (0..50).map(|i| format!("cm-{i:02}")).collect();
+    want.push("kube-root-ca.crt".into());
     assert_eq!(seen, want);
     assert_eq!(pages, 8);
 
@@ -549,12 +551,17 @@ async fn selectors_filter_lists_and_watches() {
     let cases = [
         ("app=web", "", vec!["a"]),
         ("app in (web,api)", "", vec!["a", "b"]),
-        ("app notin (web)", "", vec!["b", "c"]),
-        ("!app", "", vec!["c"]),
+        // kube-root-ca.crt, which every namespace has, carries no labels.
+        ("app notin (web)", "", vec!["b", "c", "kube-root-ca.crt"]),
+        ("!app", "", vec!["c", "kube-root-ca.crt"]),
         ("app,tier!=back", "", vec!["a", "b"]),
         ("app,tier=front", "", vec!["a"]),
         ("", "metadata.name=b", vec!["b"]),
-        ("", "metadata.name!=b,metadata.namespace=default", vec!["a", "c"]),
+        (
+            "",
+            "metadata.name!=b,metadata.namespace=default",
+            vec!["a", "c", "kube-root-ca.crt"],
+        ),
     ];
     for (labels, fields, want) in cases {
         let lp = ListParams::default().labels(labels).fields(fields);
@@ -624,7 +631,7 @@ async fn selectors_filter_lists_and_watches() {
         .unwrap();
     assert_eq!(
         names(api.list(&ListParams::default()).await.unwrap().items),
-        ["c".to_string()].into()
+        ["c".to_string(), "kube-root-ca.crt".to_string()].into()
     );
 }
 

@@ -186,14 +186,15 @@ async fn raw_watch_protocol() {
         bookmark["object"]["metadata"]["resourceVersion"],
         sim.server.store().revision().to_string()
     );
-    assert_eq!(ev.iter().filter(|e| e["type"] == "ADDED").count(), 2);
+    // a, b and the namespace's kube-root-ca.crt.
+    assert_eq!(ev.iter().filter(|e| e["type"] == "ADDED").count(), 3);
 
     // sendInitialEvents: ADDED for each object, then the annotated end marker.
     let query = "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true";
     let ev = read_events(&sim, query, |e| e.iter().any(|e| e["type"] == "BOOKMARK")).await;
-    assert_eq!(ev.len(), 3);
+    assert_eq!(ev.len(), 4);
     assert_eq!(
-        ev[2]["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
+        ev[3]["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
         "true"
     );
 

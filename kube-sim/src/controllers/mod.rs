@@ -1,30 +1,40 @@
-//! The built-in controllers clients rely on (namespace defaults, service-account tokens, deletion cascades),
-//! run synchronously inside the write transaction so their effects are atomic and deterministic.
+//! The built-in controllers and admission plugins clients rely on (namespace lifecycle, service accounts and
+//! their tokens, the root CA publisher, the garbage collector, ClusterRole aggregation), run synchronously
+//! inside the write transaction so their effects are atomic and deterministic: a cascade is complete when
+//! the request returns.
 
+mod aggregation;
 pub(crate) mod apiserver_service;
-mod cascade;
+mod bootstrap_policy;
 mod deployments;
 mod endpoint_slices;
+mod gc;
 mod kubelet;
 mod meta;
+mod namespaces;
 mod node_ipam;
 mod node_ports;
 mod replica_sets;
+mod root_ca;
 mod scheduler;
+mod service_accounts;
 mod service_ips;
 mod tokens;
 mod workqueue;
 
+use std::collections::VecDeque;
+
+pub(crate) use bootstrap_policy::bootstrap as bootstrap_rbac;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 
 use super::error::Error;
 use super::kinds::{self, KINDS, Kind, KindId};
-use super::object::Obj;
+use super::object::{Key, Obj};
 use super::store::Txn;
-use super::write::{self, StatusMode, WriteOpts};
-use workqueue::Work;
+use super::write::{self, StatusMode, Track, WriteOpts};
+use workqueue::Task;
 
 pub(crate) const SA_TOKEN_TYPE: &str = "kubernetes.io/service-account-token";
 pub(crate) const SA_NAME_ANNOTATION: &str = "kubernetes.io/service-account.name";
@@ -69,6 +79,25 @@ fn slice_kind() -> KindId {
 fn namespace_active(txn: &Txn<'_>, ns: &str) -> bool {
     txn.get(namespace_kind(), &(String::new(), ns.to_string()))
         .is_some_and(|n| n.phase.as_deref() != Some("Terminating"))
+}
+
+/// What the controllers write with: no field-ownership tracking, the given status rule.
+fn controller_opts(status: StatusMode) -> WriteOpts {
+    WriteOpts {
+        dry_run: false,
+        status,
+        track: Track::None,
+    }
+}
+
+/// Deletes an object as a controller does (default propagation) and lets the cascades run.
+fn delete_obj(txn: &mut Txn<'_>, kind: &'static Kind, key: &Key) -> Result<(), Error> {
+    let Some(current) = txn.get(kind.id(), key).cloned() else {
+        return Ok(());
+    };
+    let mut queue = Queue::new();
+    super::delete::request(txn, kind, &current, None, false, &mut queue)?;
+    settle(txn, queue)
 }
 
 fn is_core(kind: &Kind, name: &str) -> bool {
@@ -117,6 +146,9 @@ pub(crate) fn defaults(
     {
         obj["spec"]["replicas"] = json!(1);
     }
+    if is_namespace(kind) {
+        namespaces::spec_finalizers(obj, prev);
+    }
     Ok(())
 }
 
@@ -127,65 +159,156 @@ pub(crate) fn admit(txn: &Txn<'_>, kind: &Kind, obj: &mut Value) {
     }
 }
 
-/// Every namespace gets a `default` ServiceAccount.
-pub(crate) fn after_create(txn: &mut Txn<'_>, kind: &'static Kind, obj: &Arc<Obj>) -> Result<(), Error> {
-    workqueue::defer(
-        txn,
-        |txn| {
-            workqueue::enqueue(work_for(txn, kind, None, Some(obj)));
-            default_service_account(txn, kind, obj)
-        },
-        sync,
-    )
-}
-
-fn default_service_account(txn: &mut Txn<'_>, kind: &'static Kind, obj: &Arc<Obj>) -> Result<(), Error> {
-    if is_core(kind, "Namespace") {
-        let ns = obj.key.1.clone();
-        let sa = kinds::by_id(service_account_kind());
-        if txn.get(sa.id(), &(ns.clone(), "default".into())).is_none() {
-            let opts = WriteOpts {
-                dry_run: false,
-                status: StatusMode::Ignore,
-            };
-            write::create_in(txn, sa, &ns, json!({"metadata": {"name": "default"}}), &opts)?;
-        }
-    }
-    Ok(())
-}
-
-/// Deleting a namespace deletes its contents; deleting a ServiceAccount deletes its token Secrets.
-pub(crate) fn after_delete(txn: &mut Txn<'_>, kind: &'static Kind, obj: &Arc<Obj>) -> Result<(), Error> {
-    workqueue::defer(
-        txn,
-        |txn| {
-            workqueue::enqueue(work_for(txn, kind, Some(obj), None));
-            cascade::delete_dependents(txn, kind, obj)?;
-            delete_contents(txn, kind, obj)
-        },
-        sync,
-    )
-}
-
-/// A changed object's effects on the workload controllers.
+/// After an update: aggregated ClusterRoles follow the roles they gather; the workload controllers
+/// look at what changed.
 pub(crate) fn after_update(
     txn: &mut Txn<'_>,
     kind: &'static Kind,
     prev: &Arc<Obj>,
     obj: &Arc<Obj>,
 ) -> Result<(), Error> {
+    if aggregation::is_cluster_role(kind) {
+        aggregation::reconcile(txn)?;
+    }
+    workloads(txn, kind, Some(prev), Some(obj))
+}
+
+/// Queues the workload controllers' work for a change of `kind` from `prev` to `cur` and, unless an
+/// outer write is already doing so, runs it.
+fn workloads(
+    txn: &mut Txn<'_>,
+    kind: &Kind,
+    prev: Option<&Arc<Obj>>,
+    cur: Option<&Arc<Obj>>,
+) -> Result<(), Error> {
     workqueue::defer(
         txn,
         |txn| {
-            workqueue::enqueue(work_for(txn, kind, Some(prev), Some(obj)));
+            workqueue::enqueue(work_for(txn, kind, prev, cur));
             Ok(())
         },
         sync,
     )
 }
 
+/// Every namespace gets a `default` ServiceAccount and the `kube-root-ca.crt` ConfigMap; aggregated
+/// ClusterRoles follow new roles.
+pub(crate) fn after_create(txn: &mut Txn<'_>, kind: &'static Kind, obj: &Arc<Obj>) -> Result<(), Error> {
+    workqueue::defer(
+        txn,
+        |txn| {
+            workqueue::enqueue(work_for(txn, kind, None, Some(obj)));
+            namespace_defaults(txn, kind, obj)
+        },
+        sync,
+    )
+}
+
+fn namespace_defaults(txn: &mut Txn<'_>, kind: &'static Kind, obj: &Arc<Obj>) -> Result<(), Error> {
+    if aggregation::is_cluster_role(kind) {
+        aggregation::reconcile(txn)?;
+    }
+    if is_namespace(kind) {
+        let ns = obj.key.1.clone();
+        let sa = kinds::by_id(service_account_kind());
+        if txn.get(sa.id(), &(ns.clone(), "default".into())).is_none() {
+            let opts = WriteOpts {
+                dry_run: false,
+                status: StatusMode::Ignore,
+                track: Track::None,
+            };
+            write::create_in(txn, sa, &ns, json!({"metadata": {"name": "default"}}), &opts)?;
+        }
+        root_ca::publish(txn, &ns)?;
+    }
+    Ok(())
+}
+
+/// Validating admission on create: namespace lifecycle, then the ServiceAccount plugin.
+pub(crate) fn admit_create(
+    txn: &Txn<'_>,
+    kind: &'static Kind,
+    ns: &str,
+    obj: &mut Value,
+) -> Result<(), Error> {
+    if kind.namespaced {
+        namespaces::admit_create(txn, kind, ns, obj)?;
+    }
+    if is_core(kind, "Pod") {
+        service_accounts::admit_pod(txn, kind, ns, obj)?;
+    }
+    Ok(())
+}
+
+/// Admission on delete: the namespaces a cluster cannot do without are kept.
+pub(crate) fn admit_delete(kind: &Kind, key: &Key) -> Result<(), Error> {
+    if is_namespace(kind) {
+        namespaces::admit_delete(&key.1)?;
+    }
+    Ok(())
+}
+
+pub(crate) fn is_namespace(kind: &Kind) -> bool {
+    is_core(kind, "Namespace")
+}
+
+/// Follow-up work for the controllers after a delete-path write.
+#[derive(Debug)]
+pub(crate) enum Work {
+    /// An object is gone (carries its last state): collect its dependents, wake owners and namespaces
+    /// waiting on it, run the kind's cascades.
+    Removed(&'static Kind, Arc<Obj>),
+    /// An object was marked for deletion: run the finalizers the built-in controllers own.
+    Marked(&'static Kind, Key),
+}
+
+pub(crate) type Queue = VecDeque<Work>;
+
+/// A bound on one transaction's controller steps, so a bug cannot spin forever under the write lock.
+const MAX_STEPS: usize = 10_000_000;
+
+/// Runs the controllers until no work is left, inside the write transaction.
+pub(crate) fn settle(txn: &mut Txn<'_>, mut queue: Queue) -> Result<(), Error> {
+    let mut steps = 0usize;
+    while let Some(work) = queue.pop_front() {
+        steps += 1;
+        if steps > MAX_STEPS {
+            return Err(Error::Internal("deletion cascade did not settle".into()));
+        }
+        match work {
+            Work::Removed(kind, obj) => {
+                if is_core(kind, "ServiceAccount") {
+                    tokens::revoke(txn, &obj, &mut queue)?;
+                }
+                if root_ca::is_root_ca(kind, &obj) {
+                    root_ca::republish(txn, &obj.key.0)?;
+                }
+                if aggregation::is_cluster_role(kind) {
+                    // Deleting a ClusterRole takes its rules out of the roles that aggregated them.
+                    aggregation::reconcile(txn)?;
+                }
+                gc::removed(txn, kind, &obj, &mut queue)?;
+                workloads(txn, kind, Some(&obj), None)?;
+                if kind.namespaced {
+                    namespaces::content_removed(txn, &obj.key.0, &mut queue);
+                }
+            }
+            Work::Marked(kind, key) => {
+                if is_namespace(kind) {
+                    namespaces::finalize(txn, &key.1, &mut queue)?;
+                }
+                gc::marked(txn, kind, &key, &mut queue)?;
+                if let Some(obj) = txn.get(kind.id(), &key).cloned() {
+                    workloads(txn, kind, None, Some(&obj))?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// What the controllers must look at after `kind` changed from `prev` to `cur` (`None`: absent).
-fn work_for(txn: &Txn<'_>, kind: &Kind, prev: Option<&Arc<Obj>>, cur: Option<&Arc<Obj>>) -> Vec<Work> {
+fn work_for(txn: &Txn<'_>, kind: &Kind, prev: Option<&Arc<Obj>>, cur: Option<&Arc<Obj>>) -> Vec<Task> {
     let Some(any) = cur.or(prev) else {
         return Vec::new();
     };
@@ -198,18 +321,18 @@ fn work_for(txn: &Txn<'_>, kind: &Kind, prev: Option<&Arc<Obj>>, cur: Option<&Ar
     };
     let mut work = Vec::new();
     match (kind.group, kind.kind) {
-        ("apps", "Deployment") => work.push(Work::Deployment(key)),
+        ("apps", "Deployment") => work.push(Task::Deployment(key)),
         ("apps", "ReplicaSet") => {
             if cur.is_some() {
-                work.push(Work::ReplicaSet(key.clone()));
+                work.push(Task::ReplicaSet(key.clone()));
             }
-            work.extend(owner("Deployment").map(Work::Deployment));
+            work.extend(owner("Deployment").map(Task::Deployment));
         }
         ("", "Pod") => {
             if cur.is_some() {
-                work.push(Work::Pod(key.clone()));
+                work.push(Task::Pod(key.clone()));
             }
-            work.extend(owner("ReplicaSet").map(Work::ReplicaSet));
+            work.extend(owner("ReplicaSet").map(Task::ReplicaSet));
             let selects = |svc: &Obj, o: Option<&Arc<Obj>>| {
                 svc.selector
                     .as_ref()
@@ -218,17 +341,17 @@ fn work_for(txn: &Txn<'_>, kind: &Kind, prev: Option<&Arc<Obj>>, cur: Option<&Ar
             };
             for svc in txn.in_namespace(core_kind("Service"), &key.0) {
                 if selects(svc, prev) || selects(svc, cur) {
-                    work.push(Work::Slices(svc.key.clone()));
+                    work.push(Task::Slices(svc.key.clone()));
                 }
             }
         }
-        ("", "Service") => work.push(Work::Slices(key)),
-        ("", "Node") => work.push(Work::PendingPods),
+        ("", "Service") => work.push(Task::Slices(key)),
+        ("", "Node") => work.push(Task::PendingPods),
         ("discovery.k8s.io", "EndpointSlice")
             if cur.is_none() || endpoint_slices::concerns_controller(&any.value()) =>
         {
             if let Some(svc) = any.labels.get(endpoint_slices::SERVICE_NAME) {
-                work.push(Work::Slices((key.0, svc.clone())));
+                work.push(Task::Slices((key.0, svc.clone())));
             }
         }
         _ => {}
@@ -237,41 +360,25 @@ fn work_for(txn: &Txn<'_>, kind: &Kind, prev: Option<&Arc<Obj>>, cur: Option<&Ar
 }
 
 /// Runs one item of controller work.
-fn sync(txn: &mut Txn<'_>, work: &Work) -> Result<(), Error> {
+fn sync(txn: &mut Txn<'_>, work: &Task) -> Result<(), Error> {
     match work {
-        Work::Deployment(key) => deployments::sync(txn, key),
-        Work::ReplicaSet(key) => replica_sets::sync(txn, key),
-        Work::Pod(key) => {
+        Task::Deployment(key) => deployments::sync(txn, key),
+        Task::ReplicaSet(key) => replica_sets::sync(txn, key),
+        Task::Pod(key) => {
             scheduler::schedule(txn, key)?;
             kubelet::sync(txn, key)
         }
-        Work::Slices(key) => endpoint_slices::sync(txn, key),
-        Work::PendingPods => {
-            workqueue::enqueue(scheduler::pending_pods(txn).into_iter().map(Work::Pod));
+        Task::Slices(key) => endpoint_slices::sync(txn, key),
+        Task::PendingPods => {
+            workqueue::enqueue(scheduler::pending_pods(txn).into_iter().map(Task::Pod));
             Ok(())
         }
     }
 }
 
-fn delete_contents(txn: &mut Txn<'_>, kind: &'static Kind, obj: &Arc<Obj>) -> Result<(), Error> {
-    if is_core(kind, "Namespace") {
-        for k in KINDS.iter().filter(|k| k.namespaced) {
-            for key in txn.keys(k.id(), &obj.key.1) {
-                write::delete_in(txn, k, &key)?;
-            }
-        }
-    } else if is_core(kind, "ServiceAccount") {
-        let secrets = kinds::by_id(secret_kind());
-        for key in txn.keys(secrets.id(), &obj.key.0) {
-            let bound = txn.get(secrets.id(), &key).is_some_and(|s| {
-                let v = s.value();
-                v["type"] == SA_TOKEN_TYPE
-                    && v["metadata"]["annotations"][SA_NAME_ANNOTATION] == obj.key.1.as_str()
-            });
-            if bound {
-                write::delete_in(txn, secrets, &key)?;
-            }
-        }
-    }
-    Ok(())
+/// A store with the built-in namespaces, for the controllers' unit tests.
+#[cfg(test)]
+pub(crate) fn test_store() -> crate::store::Store {
+    let authority = crate::auth::Authority::new("test").expect("authority");
+    crate::store::Store::new(1000, Arc::new(authority)).expect("store")
 }

@@ -96,7 +96,8 @@ impl World {
         format!("outbound|{SERVICE_PORT}||svc-{service}.{NAMESPACE}.svc.cluster.local").into()
     }
 
-    /// Every cluster's manifests: the namespaces, then per service its Service, pods and EndpointSlice.
+    /// Every cluster's manifests: the namespaces, then per service its ServiceAccount, Service, pods and
+    /// EndpointSlice.
     pub fn manifests(&self) -> Vec<ClusterManifests> {
         (0..self.shape.clusters)
             .map(|c| {
@@ -109,6 +110,7 @@ impl World {
                     })
                     .collect();
                 for s in 0..self.shape.services {
+                    objects.push((format!("svc-{s}/serviceaccount"), service_account(s)));
                     objects.push((format!("svc-{s}"), service(s)));
                     for &ip in &self.endpoints[c][s] {
                         objects.push((format!("svc-{s}/{ip}"), pod(s, ip)));
@@ -176,6 +178,12 @@ pub fn wire_marker(ip: Ipv4Addr) -> Vec<u8> {
 
 fn pod_name(ip: Ipv4Addr) -> String {
     format!("pod-{}", u32::from(ip))
+}
+
+/// The ServiceAccount the service's pods run as (the API server refuses pods whose account is missing).
+fn service_account(s: usize) -> Value {
+    json!({"apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": format!("svc-{s}"), "namespace": NAMESPACE}})
 }
 
 /// VIPs from 10.96.0.2: 10.96.0.1 is the `kubernetes` Service every cluster has.
