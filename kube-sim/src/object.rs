@@ -28,11 +28,10 @@ pub(crate) struct Obj {
     pub(crate) node_name: Option<String>,
     /// A Service's `spec.clusterIP` (the allocator's view of what is taken).
     pub(crate) cluster_ip: Option<std::net::IpAddr>,
-    /// A plain-map `spec.selector` (Services): which pods it selects, without re-parsing.
-    pub(crate) selector: Option<BTreeMap<String, String>>,
     /// The uids in `metadata.ownerReferences` (the garbage collector's index of dependents).
     pub(crate) owners: Vec<String>,
-    /// The object, `kind` and `apiVersion` first as the real server writes them.
+    /// A plain-map `spec.selector` (Services): which pods it selects, without re-parsing.
+    pub(crate) selector: Option<BTreeMap<String, String>>,
     pub(crate) raw: Bytes,
     /// Length of the `"kind":…,"apiVersion":…,` run after the opening brace, which list items leave out.
     type_len: usize,
@@ -105,16 +104,15 @@ impl Obj {
             phase: text(&value["status"]["phase"]),
             node_name: text(&value["spec"]["nodeName"]),
             cluster_ip: value["spec"]["clusterIP"].as_str().and_then(|s| s.parse().ok()),
-            selector: value["spec"]["selector"]
-                .as_object()
-                .filter(|m| !m.is_empty())
-                .and_then(|m| m.iter().map(|(k, v)| Some((k.clone(), text(v)?))).collect()),
             owners: meta["ownerReferences"]
                 .as_array()
                 .map(|refs| refs.iter().filter_map(|r| text(&r["uid"])).collect())
                 .unwrap_or_default(),
-            raw: Bytes::from(raw),
-            type_len,
+            selector: value["spec"]["selector"]
+                .as_object()
+                .filter(|m| !m.is_empty())
+                .and_then(|m| m.iter().map(|(k, v)| Some((k.clone(), text(v)?))).collect()),
+            raw: Bytes::from(serde_json::to_vec(value).map_err(|e| Error::Internal(e.to_string()))?),
         })
     }
 

@@ -8,7 +8,7 @@ use super::kinds::Kind;
 use super::object::Key;
 use super::patch::{self, PatchType};
 use super::store::Store;
-use super::write::{self, StatusMode, WriteOpts};
+use super::write::{self, StatusMode, Track, WriteOpts};
 
 /// The Scale view of a workload.
 pub(crate) fn scale_of(obj: &Value) -> Value {
@@ -69,7 +69,7 @@ pub(crate) fn write(
     let opts = WriteOpts {
         dry_run,
         status: StatusMode::Ignore,
-        track: crate::write::Track::None,
+        track: Track::None,
     };
     let stored = write::update(store, kind, key, &opts, |cur| {
         let scale = scale_of(cur);

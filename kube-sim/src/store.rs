@@ -108,6 +108,15 @@ impl Txn<'_> {
         self.inner.tables[kind].values()
     }
 
+    /// The stored objects of `kind` in one namespace, in name order.
+    pub(crate) fn in_namespace<'s>(
+        &'s self,
+        kind: KindId,
+        namespace: &'s str,
+    ) -> impl Iterator<Item = &'s Arc<Obj>> + 's {
+        range(&self.inner.tables[kind], Some(namespace), None).map(|(_, o)| o)
+    }
+
     /// The objects whose ownerReferences name `owner_uid`.
     pub(crate) fn dependents(&self, owner_uid: &str) -> Vec<(KindId, Key)> {
         self.inner
@@ -122,15 +131,6 @@ impl Txn<'_> {
         range(&self.inner.tables[kind], Some(namespace), None)
             .next()
             .is_some()
-    }
-
-    /// The stored objects of `kind` in one namespace, in name order.
-    pub(crate) fn in_namespace<'s>(
-        &'s self,
-        kind: KindId,
-        namespace: &'s str,
-    ) -> impl Iterator<Item = &'s Arc<Obj>> + 's {
-        range(&self.inner.tables[kind], Some(namespace), None).map(|(_, o)| o)
     }
 
     pub(crate) fn keys(&self, kind: KindId, namespace: &str) -> Vec<Key> {

@@ -174,7 +174,8 @@ async fn updates_own_what_they_change() {
         .await
         .unwrap();
 
-    // A status write is recorded under the status subresource and leaves spec ownership alone.
+    // A status write is recorded under the status subresource and leaves spec ownership alone (a value
+    // the Deployment controller has not reported already, so the write is not a no-op).
     let st = api
         .patch_status(
             "web",
@@ -182,8 +183,7 @@ async fn updates_own_what_they_change() {
                 field_manager: Some("ctrl".into()),
                 ..PatchParams::default()
             },
-            // A field the deployment controller does not write, so the patch is not a no-op.
-            &Patch::Merge(json!({"status": {"collisionCount": 1}})),
+            &Patch::Merge(json!({"status": {"replicas": 2}})),
         )
         .await
         .unwrap();

@@ -8,11 +8,11 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::meta::{controlled_by, owner_ref, set_condition};
-use super::{kind_named, namespace_active};
+use super::{controller_opts, delete_obj, kind_named, namespace_active};
 use crate::error::Error;
 use crate::object::{Key, Obj};
 use crate::store::Txn;
-use crate::write::{self, StatusMode, WriteOpts};
+use crate::write::{self, StatusMode};
 
 const HASH_LABEL: &str = "pod-template-hash";
 const REVISION: &str = "deployment.kubernetes.io/revision";
@@ -56,11 +56,7 @@ pub(super) fn sync(txn: &mut Txn<'_>, key: &Key) -> Result<(), Error> {
         }
         None => {
             let body = new_replica_set(&deploy, &new_name, &hash, replicas, top_revision + 1);
-            let opts = WriteOpts {
-                dry_run: false,
-                status: StatusMode::Ignore,
-                track: crate::write::Track::None,
-            };
+            let opts = controller_opts(StatusMode::Ignore);
             write::create_in(txn, kind_named("apps", "ReplicaSet"), &key.0, body, &opts)?
         }
     };
@@ -75,11 +71,7 @@ pub(super) fn sync(txn: &mut Txn<'_>, key: &Key) -> Result<(), Error> {
             kind,
             &current,
             body.clone(),
-            &WriteOpts {
-                dry_run: false,
-                status: StatusMode::Keep,
-                track: crate::write::Track::None,
-            },
+            &controller_opts(StatusMode::Keep),
         )?;
     }
     let Some(current) = txn.get(kind.id(), key).cloned() else {
@@ -94,27 +86,13 @@ pub(super) fn sync(txn: &mut Txn<'_>, key: &Key) -> Result<(), Error> {
     if current.value()["status"] != status {
         let mut body = current.value();
         body["status"] = status;
-        write::update_in(
-            txn,
-            kind,
-            &current,
-            body,
-            &WriteOpts {
-                dry_run: false,
-                status: StatusMode::Only,
-                track: crate::write::Track::None,
-            },
-        )?;
+        write::update_in(txn, kind, &current, body, &controller_opts(StatusMode::Only))?;
     }
     Ok(())
 }
 
 fn update(txn: &mut Txn<'_>, obj: &Arc<Obj>, body: Value) -> Result<Arc<Obj>, Error> {
-    let opts = WriteOpts {
-        dry_run: false,
-        status: StatusMode::Ignore,
-        track: crate::write::Track::None,
-    };
+    let opts = controller_opts(StatusMode::Ignore);
     write::update_in(txn, kind_named("apps", "ReplicaSet"), obj, body, &opts)
 }
 
@@ -153,7 +131,7 @@ fn prune_history(
     old.sort_by_key(|(_, rs)| revision(rs));
     let excess = old.len().saturating_sub(limit);
     for (obj, _) in old.into_iter().take(excess) {
-        crate::delete::delete_in(txn, kind_named("apps", "ReplicaSet"), &obj.key)?;
+        delete_obj(txn, kind_named("apps", "ReplicaSet"), &obj.key)?;
     }
     Ok(())
 }

@@ -15,11 +15,11 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::meta::{controller_of, map_selector_matches, owner_ref};
-use super::{kind_named, namespace_active, node_kind, pod_kind, slice_kind};
+use super::{controller_opts, delete_obj, kind_named, namespace_active, node_kind, pod_kind, slice_kind};
 use crate::error::Error;
 use crate::object::{Key, Obj, now_secs, rfc3339};
 use crate::store::Txn;
-use crate::write::{self, StatusMode, WriteOpts};
+use crate::write::{self, StatusMode};
 
 pub(super) const SERVICE_NAME: &str = "kubernetes.io/service-name";
 const MANAGED_BY: &str = "endpointslice.kubernetes.io/managed-by";
@@ -72,14 +72,14 @@ pub(super) fn sync(txn: &mut Txn<'_>, key: &Key) -> Result<(), Error> {
             Owner::Ours if !foreign => ours.push((obj, slice)),
             Owner::Foreign => {}
             _ => {
-                crate::delete::delete_in(txn, kind_named("discovery.k8s.io", "EndpointSlice"), &obj.key)?;
+                delete_obj(txn, kind_named("discovery.k8s.io", "EndpointSlice"), &obj.key)?;
             }
         }
     }
     let Some(service) = service.filter(|s| !foreign && selects_pods(s) && namespace_active(txn, &key.0))
     else {
         for (obj, _) in ours {
-            crate::delete::delete_in(txn, kind_named("discovery.k8s.io", "EndpointSlice"), &obj.key)?;
+            delete_obj(txn, kind_named("discovery.k8s.io", "EndpointSlice"), &obj.key)?;
         }
         return Ok(());
     };
@@ -236,11 +236,7 @@ fn reconcile(
                 .as_object_mut()
                 .map(|o| o.insert("ports".into(), json!(ports))),
         };
-        let opts = WriteOpts {
-            dry_run: false,
-            status: StatusMode::Keep,
-            track: crate::write::Track::None,
-        };
+        let opts = controller_opts(StatusMode::Keep);
         let existing = body["metadata"]["name"]
             .as_str()
             .and_then(|n| txn.get(kind.id(), &(ns.clone(), n.to_string())).cloned());
@@ -250,7 +246,7 @@ fn reconcile(
         };
     }
     for (obj, _) in ours {
-        crate::delete::delete_in(txn, kind, &obj.key)?;
+        delete_obj(txn, kind, &obj.key)?;
     }
     Ok(())
 }

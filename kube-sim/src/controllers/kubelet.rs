@@ -14,11 +14,11 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::meta::set_condition;
-use super::{kind_named, node_kind, pod_kind};
+use super::{controller_opts, kind_named, node_kind, pod_kind};
 use crate::error::Error;
 use crate::object::{Key, now_secs, rfc3339};
 use crate::store::Txn;
-use crate::write::{self, StatusMode, WriteOpts};
+use crate::write::{self, StatusMode};
 
 pub(crate) const READY_ANNOTATION: &str = "kube-sim.meshd.dev/ready";
 
@@ -54,11 +54,7 @@ pub(super) fn sync(txn: &mut Txn<'_>, key: &Key) -> Result<(), Error> {
     if status != pod["status"] {
         let mut body = pod.clone();
         body["status"] = status;
-        let opts = WriteOpts {
-            dry_run: false,
-            status: StatusMode::Only,
-            track: crate::write::Track::None,
-        };
+        let opts = controller_opts(StatusMode::Only);
         write::update_in(txn, kind_named("", "Pod"), &current, body, &opts)?;
     }
     Ok(())

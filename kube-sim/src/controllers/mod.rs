@@ -34,7 +34,7 @@ use super::kinds::{self, KINDS, Kind, KindId};
 use super::object::{Key, Obj};
 use super::store::Txn;
 use super::write::{self, StatusMode, Track, WriteOpts};
-use workqueue::Work as Sync;
+use workqueue::Task;
 
 pub(crate) const SA_TOKEN_TYPE: &str = "kubernetes.io/service-account-token";
 pub(crate) const SA_NAME_ANNOTATION: &str = "kubernetes.io/service-account.name";
@@ -79,6 +79,25 @@ fn slice_kind() -> KindId {
 fn namespace_active(txn: &Txn<'_>, ns: &str) -> bool {
     txn.get(namespace_kind(), &(String::new(), ns.to_string()))
         .is_some_and(|n| n.phase.as_deref() != Some("Terminating"))
+}
+
+/// What the controllers write with: no field-ownership tracking, the given status rule.
+fn controller_opts(status: StatusMode) -> WriteOpts {
+    WriteOpts {
+        dry_run: false,
+        status,
+        track: Track::None,
+    }
+}
+
+/// Deletes an object as a controller does (default propagation) and lets the cascades run.
+fn delete_obj(txn: &mut Txn<'_>, kind: &'static Kind, key: &Key) -> Result<(), Error> {
+    let Some(current) = txn.get(kind.id(), key).cloned() else {
+        return Ok(());
+    };
+    let mut queue = Queue::new();
+    super::delete::request(txn, kind, &current, None, false, &mut queue)?;
+    settle(txn, queue)
 }
 
 fn is_core(kind: &Kind, name: &str) -> bool {
@@ -140,21 +159,32 @@ pub(crate) fn admit(txn: &Txn<'_>, kind: &Kind, obj: &mut Value) {
     }
 }
 
-/// After an update: aggregated ClusterRoles follow the roles they gather; the workload controllers look
-/// at what changed.
+/// After an update: aggregated ClusterRoles follow the roles they gather; the workload controllers
+/// look at what changed.
 pub(crate) fn after_update(
     txn: &mut Txn<'_>,
     kind: &'static Kind,
     prev: &Arc<Obj>,
     obj: &Arc<Obj>,
 ) -> Result<(), Error> {
+    if aggregation::is_cluster_role(kind) {
+        aggregation::reconcile(txn)?;
+    }
+    workloads(txn, kind, Some(prev), Some(obj))
+}
+
+/// Queues the workload controllers' work for a change of `kind` from `prev` to `cur` and, unless an
+/// outer write is already doing so, runs it.
+fn workloads(
+    txn: &mut Txn<'_>,
+    kind: &Kind,
+    prev: Option<&Arc<Obj>>,
+    cur: Option<&Arc<Obj>>,
+) -> Result<(), Error> {
     workqueue::defer(
         txn,
         |txn| {
-            workqueue::enqueue(work_for(txn, kind, Some(prev), Some(obj)));
-            if aggregation::is_cluster_role(kind) {
-                aggregation::reconcile(txn)?;
-            }
+            workqueue::enqueue(work_for(txn, kind, prev, cur));
             Ok(())
         },
         sync,
@@ -168,9 +198,6 @@ pub(crate) fn after_create(txn: &mut Txn<'_>, kind: &'static Kind, obj: &Arc<Obj
         txn,
         |txn| {
             workqueue::enqueue(work_for(txn, kind, None, Some(obj)));
-            if aggregation::is_cluster_role(kind) {
-                aggregation::reconcile(txn)?;
-            }
             namespace_defaults(txn, kind, obj)
         },
         sync,
@@ -178,6 +205,9 @@ pub(crate) fn after_create(txn: &mut Txn<'_>, kind: &'static Kind, obj: &Arc<Obj
 }
 
 fn namespace_defaults(txn: &mut Txn<'_>, kind: &'static Kind, obj: &Arc<Obj>) -> Result<(), Error> {
+    if aggregation::is_cluster_role(kind) {
+        aggregation::reconcile(txn)?;
+    }
     if is_namespace(kind) {
         let ns = obj.key.1.clone();
         let sa = kinds::by_id(service_account_kind());
@@ -263,6 +293,7 @@ fn settle_deletions(txn: &mut Txn<'_>, mut queue: Queue) -> Result<(), Error> {
                     aggregation::reconcile(txn)?;
                 }
                 gc::removed(txn, kind, &obj, &mut queue)?;
+                workloads(txn, kind, Some(&obj), None)?;
                 if kind.namespaced {
                     namespaces::content_removed(txn, &obj.key.0, &mut queue);
                 }
@@ -272,21 +303,17 @@ fn settle_deletions(txn: &mut Txn<'_>, mut queue: Queue) -> Result<(), Error> {
                     namespaces::finalize(txn, &key.1, &mut queue)?;
                 }
                 gc::marked(txn, kind, &key, &mut queue)?;
+                if let Some(obj) = txn.get(kind.id(), &key).cloned() {
+                    workloads(txn, kind, None, Some(&obj))?;
+                }
             }
         }
     }
     Ok(())
 }
 
-/// A store with the built-in namespaces, for the controllers' unit tests.
-#[cfg(test)]
-pub(crate) fn test_store() -> crate::store::Store {
-    let authority = crate::auth::Authority::new("test").expect("authority");
-    crate::store::Store::new(1000, Arc::new(authority)).expect("store")
-}
-
 /// What the controllers must look at after `kind` changed from `prev` to `cur` (`None`: absent).
-fn work_for(txn: &Txn<'_>, kind: &Kind, prev: Option<&Arc<Obj>>, cur: Option<&Arc<Obj>>) -> Vec<Sync> {
+fn work_for(txn: &Txn<'_>, kind: &Kind, prev: Option<&Arc<Obj>>, cur: Option<&Arc<Obj>>) -> Vec<Task> {
     let Some(any) = cur.or(prev) else {
         return Vec::new();
     };
@@ -299,18 +326,18 @@ fn work_for(txn: &Txn<'_>, kind: &Kind, prev: Option<&Arc<Obj>>, cur: Option<&Ar
     };
     let mut work = Vec::new();
     match (kind.group, kind.kind) {
-        ("apps", "Deployment") => work.push(Sync::Deployment(key)),
+        ("apps", "Deployment") => work.push(Task::Deployment(key)),
         ("apps", "ReplicaSet") => {
             if cur.is_some() {
-                work.push(Sync::ReplicaSet(key.clone()));
+                work.push(Task::ReplicaSet(key.clone()));
             }
-            work.extend(owner("Deployment").map(Sync::Deployment));
+            work.extend(owner("Deployment").map(Task::Deployment));
         }
         ("", "Pod") => {
             if cur.is_some() {
-                work.push(Sync::Pod(key.clone()));
+                work.push(Task::Pod(key.clone()));
             }
-            work.extend(owner("ReplicaSet").map(Sync::ReplicaSet));
+            work.extend(owner("ReplicaSet").map(Task::ReplicaSet));
             let selects = |svc: &Obj, o: Option<&Arc<Obj>>| {
                 svc.selector
                     .as_ref()
@@ -319,17 +346,17 @@ fn work_for(txn: &Txn<'_>, kind: &Kind, prev: Option<&Arc<Obj>>, cur: Option<&Ar
             };
             for svc in txn.in_namespace(core_kind("Service"), &key.0) {
                 if selects(svc, prev) || selects(svc, cur) {
-                    work.push(Sync::Slices(svc.key.clone()));
+                    work.push(Task::Slices(svc.key.clone()));
                 }
             }
         }
-        ("", "Service") => work.push(Sync::Slices(key)),
-        ("", "Node") => work.push(Sync::PendingPods),
+        ("", "Service") => work.push(Task::Slices(key)),
+        ("", "Node") => work.push(Task::PendingPods),
         ("discovery.k8s.io", "EndpointSlice")
             if cur.is_none() || endpoint_slices::concerns_controller(&any.value()) =>
         {
             if let Some(svc) = any.labels.get(endpoint_slices::SERVICE_NAME) {
-                work.push(Sync::Slices((key.0, svc.clone())));
+                work.push(Task::Slices((key.0, svc.clone())));
             }
         }
         _ => {}
@@ -338,18 +365,25 @@ fn work_for(txn: &Txn<'_>, kind: &Kind, prev: Option<&Arc<Obj>>, cur: Option<&Ar
 }
 
 /// Runs one item of controller work.
-fn sync(txn: &mut Txn<'_>, work: &Sync) -> Result<(), Error> {
+fn sync(txn: &mut Txn<'_>, work: &Task) -> Result<(), Error> {
     match work {
-        Sync::Deployment(key) => deployments::sync(txn, key),
-        Sync::ReplicaSet(key) => replica_sets::sync(txn, key),
-        Sync::Pod(key) => {
+        Task::Deployment(key) => deployments::sync(txn, key),
+        Task::ReplicaSet(key) => replica_sets::sync(txn, key),
+        Task::Pod(key) => {
             scheduler::schedule(txn, key)?;
             kubelet::sync(txn, key)
         }
-        Sync::Slices(key) => endpoint_slices::sync(txn, key),
-        Sync::PendingPods => {
-            workqueue::enqueue(scheduler::pending_pods(txn).into_iter().map(Sync::Pod));
+        Task::Slices(key) => endpoint_slices::sync(txn, key),
+        Task::PendingPods => {
+            workqueue::enqueue(scheduler::pending_pods(txn).into_iter().map(Task::Pod));
             Ok(())
         }
     }
+}
+
+/// A store with the built-in namespaces, for the controllers' unit tests.
+#[cfg(test)]
+pub(crate) fn test_store() -> crate::store::Store {
+    let authority = crate::auth::Authority::new("test").expect("authority");
+    crate::store::Store::new(1000, Arc::new(authority)).expect("store")
 }

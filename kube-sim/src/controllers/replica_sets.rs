@@ -6,11 +6,11 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::meta::{controlled_by, labels_of, owner_ref, selector_matches};
-use super::{kind_named, namespace_active, pod_kind};
+use super::{controller_opts, delete_obj, kind_named, namespace_active, pod_kind};
 use crate::error::Error;
 use crate::object::{Key, Obj};
 use crate::store::Txn;
-use crate::write::{self, StatusMode, WriteOpts};
+use crate::write::{self, StatusMode};
 
 /// Attempts at a free generated pod name before giving up on one pod.
 const NAME_ATTEMPTS: usize = 5;
@@ -31,7 +31,7 @@ pub(super) fn sync(txn: &mut Txn<'_>, key: &Key) -> Result<(), Error> {
     } else if alive && pods.len() > desired {
         pods.sort_by_key(|(obj, pod)| deletion_rank(obj, pod));
         for (obj, _) in pods.drain(desired..) {
-            crate::delete::delete_in(txn, kind_named("", "Pod"), &obj.key)?;
+            delete_obj(txn, kind_named("", "Pod"), &obj.key)?;
         }
     }
     let template_labels = labels_of(&rs["spec"]["template"]["metadata"]["labels"]);
@@ -48,11 +48,7 @@ pub(super) fn sync(txn: &mut Txn<'_>, key: &Key) -> Result<(), Error> {
     if rs["status"] != status {
         let mut body = rs.clone();
         body["status"] = status;
-        let opts = WriteOpts {
-            dry_run: false,
-            status: StatusMode::Only,
-            track: crate::write::Track::None,
-        };
+        let opts = controller_opts(StatusMode::Only);
         write::update_in(txn, rs_kind, &current, body, &opts)?;
     }
     Ok(())
@@ -120,11 +116,7 @@ fn create_pod(txn: &mut Txn<'_>, rs: &Value) -> Result<Option<(Arc<Obj>, Value)>
     }
     let body = json!({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": template["spec"]});
     let ns = rs["metadata"]["namespace"].as_str().unwrap_or_default();
-    let opts = WriteOpts {
-        dry_run: false,
-        status: StatusMode::Ignore,
-        track: crate::write::Track::None,
-    };
+    let opts = controller_opts(StatusMode::Ignore);
     for _ in 0..NAME_ATTEMPTS {
         match write::create_in(txn, kind_named("", "Pod"), ns, body.clone(), &opts) {
             Ok(pod) => {

@@ -7,11 +7,11 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::meta::{labels_of, set_condition};
-use super::{kind_named, node_kind, pod_kind};
+use super::{controller_opts, kind_named, node_kind, pod_kind};
 use crate::error::Error;
 use crate::object::Key;
 use crate::store::Txn;
-use crate::write::{self, StatusMode, WriteOpts};
+use crate::write::{self, StatusMode};
 
 /// Whether a pod is waiting for the scheduler.
 pub(super) fn unscheduled(pod: &Value) -> bool {
@@ -58,11 +58,7 @@ pub(super) fn schedule(txn: &mut Txn<'_>, key: &Key) -> Result<bool, Error> {
     }
     pod["status"]["phase"] = json!("Pending");
     pod["status"]["conditions"] = json!(conditions);
-    let opts = WriteOpts {
-        dry_run: false,
-        status: StatusMode::Keep,
-        track: crate::write::Track::None,
-    };
+    let opts = controller_opts(StatusMode::Keep);
     let stored = write::update_in(txn, kind_named("", "Pod"), &current, pod, &opts)?;
     Ok(stored.node_name.is_some())
 }

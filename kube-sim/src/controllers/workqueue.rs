@@ -14,7 +14,7 @@ const MAX_ITEMS: usize = 100_000;
 
 /// One unit of controller work, named by the object it is about.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(super) enum Work {
+pub(super) enum Task {
     Deployment(Key),
     ReplicaSet(Key),
     /// Scheduling and starting one pod.
@@ -27,8 +27,8 @@ pub(super) enum Work {
 
 #[derive(Default)]
 struct Queue {
-    items: VecDeque<Work>,
-    queued: HashSet<Work>,
+    items: VecDeque<Task>,
+    queued: HashSet<Task>,
     draining: bool,
 }
 
@@ -48,7 +48,7 @@ impl Drop for Draining {
 }
 
 /// Adds work; an item already waiting is not queued twice.
-pub(super) fn enqueue(work: impl IntoIterator<Item = Work>) {
+pub(super) fn enqueue(work: impl IntoIterator<Item = Task>) {
     QUEUE.with_borrow_mut(|q| {
         for w in work {
             if q.queued.insert(w.clone()) {
@@ -64,7 +64,7 @@ pub(super) fn enqueue(work: impl IntoIterator<Item = Work>) {
 pub(super) fn defer<T>(
     txn: &mut Txn<'_>,
     f: impl FnOnce(&mut Txn<'_>) -> Result<T, Error>,
-    sync: fn(&mut Txn<'_>, &Work) -> Result<(), Error>,
+    sync: fn(&mut Txn<'_>, &Task) -> Result<(), Error>,
 ) -> Result<T, Error> {
     let outer = QUEUE.with_borrow_mut(|q| !std::mem::replace(&mut q.draining, true));
     if !outer {
@@ -99,8 +99,8 @@ mod tests {
     fn enqueue_deduplicates_waiting_items() {
         let _reset = Draining;
         let key = || ("ns".to_string(), "a".to_string());
-        enqueue([Work::Pod(key()), Work::Pod(key()), Work::PendingPods]);
+        enqueue([Task::Pod(key()), Task::Pod(key()), Task::PendingPods]);
         let items = QUEUE.with_borrow(|q| q.items.clone());
-        assert_eq!(items, [Work::Pod(key()), Work::PendingPods]);
+        assert_eq!(items, [Task::Pod(key()), Task::PendingPods]);
     }
 }
