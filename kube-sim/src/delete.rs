@@ -358,14 +358,3 @@ pub(crate) fn release(
 #[cfg(test)]
 #[path = "delete_tests.rs"]
 mod tests;
-
-/// A controller's delete (scale-down, superseded ReplicaSets, stale EndpointSlices): an API delete with
-/// the default propagation, its cascade settled in the same transaction.
-pub(crate) fn delete_in(txn: &mut Txn<'_>, kind: &'static Kind, key: &Key) -> Result<(), Error> {
-    let Some(current) = txn.get(kind.id(), key).cloned() else {
-        return Ok(());
-    };
-    let mut queue = Queue::new();
-    request(txn, kind, &current, None, false, &mut queue)?;
-    controllers::settle(txn, queue)
-}

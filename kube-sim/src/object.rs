@@ -32,6 +32,7 @@ pub(crate) struct Obj {
     pub(crate) owners: Vec<String>,
     /// A plain-map `spec.selector` (Services): which pods it selects, without re-parsing.
     pub(crate) selector: Option<BTreeMap<String, String>>,
+    /// The object, `kind` and `apiVersion` first as the real server writes them.
     pub(crate) raw: Bytes,
     /// Length of the `"kind":…,"apiVersion":…,` run after the opening brace, which list items leave out.
     type_len: usize,
@@ -112,7 +113,8 @@ impl Obj {
                 .as_object()
                 .filter(|m| !m.is_empty())
                 .and_then(|m| m.iter().map(|(k, v)| Some((k.clone(), text(v)?))).collect()),
-            raw: Bytes::from(serde_json::to_vec(value).map_err(|e| Error::Internal(e.to_string()))?),
+            raw: Bytes::from(raw),
+            type_len,
         })
     }
 
