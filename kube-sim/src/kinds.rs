@@ -61,6 +61,8 @@ const CRUD: &[&str] = &[
     "update",
     "watch",
 ];
+/// Namespaces are deleted one by one through their lifecycle: no deletecollection.
+const NAMESPACE_VERBS: &[&str] = &["create", "delete", "get", "list", "patch", "update", "watch"];
 const CREATE_ONLY: &[&str] = &["create"];
 const ALL: &[&str] = &["all"];
 
@@ -102,6 +104,7 @@ pub(crate) static KINDS: &[Kind] = &[
         names: NameRule::Label,
         columns: &[("Status", "/status/phase")],
         returns_deleted: true,
+        verbs: NAMESPACE_VERBS,
         ..BASE
     },
     Kind {
