@@ -21,6 +21,7 @@ fn update(store: &Store, name: &str, f: impl FnOnce(&mut Value)) -> Result<Arc<O
     let opts = WriteOpts {
         dry_run: false,
         status: StatusMode::Ignore,
+        track: crate::write::Track::None,
     };
     write::update(store, configmaps(), &key(name), &opts, |cur| {
         let mut v = cur.clone();

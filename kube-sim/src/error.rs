@@ -10,9 +10,15 @@ pub enum Error {
     BadRequest(String),
     #[error("Unauthorized")]
     Unauthorized,
-    /// 403 from the opt-in RBAC authorizer; the message is the real API server's.
-    #[error("{0}")]
-    Forbidden(String),
+    /// 403 (authorization, impersonation, RBAC escalation), worded as the API server's `NewForbidden`:
+    /// `{resource.group} "{name}" is forbidden: {detail}`.
+    #[error("{}", forbidden_message(group, resource, name, detail))]
+    Forbidden {
+        group: String,
+        resource: String,
+        name: String,
+        detail: String,
+    },
     /// 403 from admission (namespace lifecycle, service accounts): the real server's `NewForbidden` for an object.
     #[error("{}", denied_message(.resource, .name, .detail))]
     Denied {
@@ -35,6 +41,12 @@ pub enum Error {
         resource: String,
         name: String,
         detail: String,
+    },
+    /// 409 from server-side apply: fields owned by other managers; causes are (message, field).
+    #[error("{message}")]
+    ApplyConflict {
+        message: String,
+        causes: Vec<(String, String)>,
     },
     /// 410: a resourceVersion or continue token older than the kept history.
     #[error("{message}")]
@@ -60,6 +72,9 @@ pub enum Error {
     Startup(String),
     #[error("internal error: {0}")]
     Internal(String),
+    /// A 500 the real server sends from a plain Go error: message only, no reason.
+    #[error("{0}")]
+    Unclassified(String),
 }
 
 impl Error {
@@ -76,16 +91,20 @@ impl Error {
         match self {
             Error::BadRequest(_) => StatusCode::BAD_REQUEST,
             Error::Unauthorized => StatusCode::UNAUTHORIZED,
-            Error::Forbidden(_) | Error::Denied { .. } => StatusCode::FORBIDDEN,
+            Error::Forbidden { .. } | Error::Denied { .. } => StatusCode::FORBIDDEN,
             Error::NotFound { .. } | Error::NoRoute => StatusCode::NOT_FOUND,
             Error::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            Error::AlreadyExists { .. } | Error::Conflict { .. } => StatusCode::CONFLICT,
+            Error::AlreadyExists { .. } | Error::Conflict { .. } | Error::ApplyConflict { .. } => {
+                StatusCode::CONFLICT
+            }
             Error::Expired { .. } => StatusCode::GONE,
             Error::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Error::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Error::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Error::Injected(code) => StatusCode::from_u16(*code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-            Error::Startup(_) | Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Error::Startup(_) | Error::Internal(_) | Error::Unclassified(_) => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
         }
     }
 
@@ -93,17 +112,18 @@ impl Error {
         match self {
             Error::BadRequest(_) => "BadRequest",
             Error::Unauthorized => "Unauthorized",
-            Error::Forbidden(_) | Error::Denied { .. } => "Forbidden",
+            Error::Forbidden { .. } | Error::Denied { .. } => "Forbidden",
             Error::NotFound { .. } | Error::NoRoute => "NotFound",
             Error::MethodNotAllowed => "MethodNotAllowed",
             Error::AlreadyExists { .. } => "AlreadyExists",
-            Error::Conflict { .. } => "Conflict",
+            Error::Conflict { .. } | Error::ApplyConflict { .. } => "Conflict",
             Error::Expired { .. } => "Expired",
             Error::TooLarge(_) => "RequestEntityTooLarge",
             Error::UnsupportedMediaType(_) => "UnsupportedMediaType",
             Error::Invalid { .. } => "Invalid",
             Error::Injected(429) => "TooManyRequests",
             Error::Injected(_) | Error::Startup(_) | Error::Internal(_) => "InternalError",
+            Error::Unclassified(_) => "",
         }
     }
 
@@ -118,10 +138,37 @@ impl Error {
                 name,
                 field,
                 detail,
-            } => Some(json!({
-                "name": name, "kind": kind,
-                "causes": [{"reason": cause_reason(detail), "message": detail, "field": field}],
+            } => {
+                // `PatchOptions.meta.k8s.io` names a kind in a group: details split them.
+                let mut details = json!({
+                    "name": name, "kind": kind,
+                    "causes": [{"reason": cause_reason(detail), "message": detail, "field": field}],
+                });
+                if let Some((kind, group)) = kind.split_once('.') {
+                    details["kind"] = json!(kind);
+                    details["group"] = json!(group);
+                }
+                Some(details)
+            }
+            Error::ApplyConflict { causes, .. } => Some(json!({
+                "causes": causes.iter().map(|(message, field)| json!({
+                    "type": "FieldManagerConflict", "message": message, "field": field,
+                })).collect::<Vec<_>>(),
             })),
+            Error::Forbidden {
+                group,
+                resource,
+                name,
+                ..
+            } => {
+                let mut d = json!({});
+                for (field, v) in [("name", name), ("group", group), ("kind", resource)] {
+                    if !v.is_empty() {
+                        d[field] = json!(v);
+                    }
+                }
+                Some(d)
+            }
             Error::Denied {
                 resource,
                 name,
@@ -148,6 +195,10 @@ impl Error {
         if let Some(details) = self.details() {
             status["details"] = details;
         }
+        if self.reason().is_empty() {
+            // StatusReasonUnknown is "" and omitted.
+            status.as_object_mut().map(|s| s.remove("reason"));
+        }
         if let Error::Expired {
             fresh_continue: Some(token),
             ..
@@ -156,6 +207,18 @@ impl Error {
             status["metadata"]["continue"] = json!(token);
         }
         status
+    }
+}
+
+fn forbidden_message(group: &str, resource: &str, name: &str, detail: &str) -> String {
+    let qualified = match group {
+        "" => resource.to_owned(),
+        g => format!("{resource}.{g}"),
+    };
+    match (resource, name) {
+        ("", _) => format!("forbidden: {detail}"),
+        (_, "") => format!("{qualified} is forbidden: {detail}"),
+        _ => format!("{qualified} {name:?} is forbidden: {detail}"),
     }
 }
 

@@ -13,6 +13,7 @@ use super::delete;
 use super::error::Error;
 use super::kinds::{self, Kind};
 use super::object::{Key, Obj, now_secs, rfc3339, validate_name};
+use super::ssa::{self, Writer};
 use super::store::{Store, Txn};
 
 /// Who owns `status` in a write.
@@ -26,10 +27,22 @@ pub(crate) enum StatusMode {
     Keep,
 }
 
-#[derive(Debug, Clone, Copy)]
+/// How a write records field ownership in `metadata.managedFields`.
+#[derive(Debug, Clone)]
+pub(crate) enum Track {
+    /// Not recorded (manifest loading, controllers): an update keeps the managedFields it finds.
+    None,
+    /// A create, update or non-apply patch by this writer.
+    Update(Writer),
+    /// Server-side apply: the body already carries the managedFields [`ssa::apply`] computed.
+    Applied,
+}
+
+#[derive(Debug, Clone)]
 pub(crate) struct WriteOpts {
     pub(crate) dry_run: bool,
     pub(crate) status: StatusMode,
+    pub(crate) track: Track,
 }
 
 fn not_found(kind: &Kind, name: &str) -> Error {
@@ -115,16 +128,21 @@ pub(crate) fn create_in(
         "resourceVersion",
         "deletionTimestamp",
         "deletionGracePeriodSeconds",
-        "managedFields",
         "selfLink",
     ] {
         meta.remove(server_owned);
+    }
+    if matches!(opts.track, Track::None) {
+        meta.remove("managedFields");
     }
     if kind.status {
         meta.insert("generation".into(), json!(1));
     }
     if opts.status != StatusMode::Keep || obj.get("status").is_none() {
         controllers::initial_status(kind, &mut obj);
+    }
+    if let Track::Update(writer) = &opts.track {
+        ssa::track_update(kind, None, &mut obj, writer);
     }
     controllers::defaults(txn, kind, &mut obj, None)?;
     controllers::admit(txn, kind, &mut obj);
@@ -163,6 +181,7 @@ fn update_in(
     let (ns, name) = &current.key;
     let cur = current.value();
     let mut new = normalize(kind, if kind.namespaced { ns } else { "" }, body)?;
+    let applied_fields = new["metadata"].get("managedFields").cloned();
     match new["metadata"]["name"].as_str() {
         Some(n) if n == name => {}
         None | Some("") => new["metadata"]["name"] = json!(name),
@@ -210,6 +229,15 @@ fn update_in(
     for kept in ["uid", "creationTimestamp", "generation", "resourceVersion"] {
         set_or_remove(&mut new["metadata"], kept, cur["metadata"].get(kept));
     }
+    match &opts.track {
+        Track::None => set_or_remove(
+            &mut new["metadata"],
+            "managedFields",
+            cur["metadata"].get("managedFields"),
+        ),
+        Track::Update(writer) => ssa::track_update(kind, Some(&cur), &mut new, writer),
+        Track::Applied => set_or_remove(&mut new["metadata"], "managedFields", applied_fields.as_ref()),
+    }
     delete::check_update(kind, &cur, &mut new)?;
     if kind.status && spec_of(&new) != spec_of(&cur) {
         let generation = cur["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
@@ -228,7 +256,9 @@ fn update_in(
     if let Some(removed) = delete::release(txn, kind, current, &new, opts.dry_run)? {
         return Ok(removed);
     }
-    txn.put(kind.id(), new)
+    let stored = txn.put(kind.id(), new)?;
+    controllers::after_update(txn, kind)?;
+    Ok(stored)
 }
 
 /// Store::apply: create-or-replace, creating the namespace implicitly so manifests load in any order.

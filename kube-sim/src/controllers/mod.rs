@@ -1,7 +1,10 @@
 //! The built-in controllers and admission plugins clients rely on (namespace lifecycle, service accounts and
-//! their tokens, the root CA publisher, the garbage collector), run synchronously inside the write
-//! transaction so their effects are atomic and deterministic: a cascade is complete when the request returns.
+//! their tokens, the root CA publisher, the garbage collector, ClusterRole aggregation), run synchronously
+//! inside the write transaction so their effects are atomic and deterministic: a cascade is complete when
+//! the request returns.
 
+mod aggregation;
+mod bootstrap_policy;
 mod gc;
 mod namespaces;
 mod root_ca;
@@ -10,6 +13,8 @@ mod service_ips;
 mod tokens;
 
 use std::collections::VecDeque;
+
+pub(crate) use bootstrap_policy::bootstrap as bootstrap_rbac;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -18,7 +23,7 @@ use super::error::Error;
 use super::kinds::{self, Kind, KindId};
 use super::object::{Key, Obj};
 use super::store::Txn;
-use super::write::{self, StatusMode, WriteOpts};
+use super::write::{self, StatusMode, Track, WriteOpts};
 
 pub(crate) const SA_TOKEN_TYPE: &str = "kubernetes.io/service-account-token";
 pub(crate) const SA_NAME_ANNOTATION: &str = "kubernetes.io/service-account.name";
@@ -81,8 +86,20 @@ pub(crate) fn admit(txn: &Txn<'_>, kind: &Kind, obj: &mut Value) {
     }
 }
 
-/// Every namespace gets a `default` ServiceAccount and the `kube-root-ca.crt` ConfigMap.
+/// After an update: aggregated ClusterRoles follow the roles they gather.
+pub(crate) fn after_update(txn: &mut Txn<'_>, kind: &'static Kind) -> Result<(), Error> {
+    if aggregation::is_cluster_role(kind) {
+        aggregation::reconcile(txn)?;
+    }
+    Ok(())
+}
+
+/// Every namespace gets a `default` ServiceAccount and the `kube-root-ca.crt` ConfigMap; aggregated
+/// ClusterRoles follow new roles.
 pub(crate) fn after_create(txn: &mut Txn<'_>, kind: &'static Kind, obj: &Arc<Obj>) -> Result<(), Error> {
+    if aggregation::is_cluster_role(kind) {
+        aggregation::reconcile(txn)?;
+    }
     if is_namespace(kind) {
         let ns = obj.key.1.clone();
         let sa = kinds::by_id(service_account_kind());
@@ -90,6 +107,7 @@ pub(crate) fn after_create(txn: &mut Txn<'_>, kind: &'static Kind, obj: &Arc<Obj
             let opts = WriteOpts {
                 dry_run: false,
                 status: StatusMode::Ignore,
+                track: Track::None,
             };
             write::create_in(txn, sa, &ns, json!({"metadata": {"name": "default"}}), &opts)?;
         }
@@ -156,6 +174,10 @@ pub(crate) fn settle(txn: &mut Txn<'_>, mut queue: Queue) -> Result<(), Error> {
                 }
                 if root_ca::is_root_ca(kind, &obj) {
                     root_ca::republish(txn, &obj.key.0)?;
+                }
+                if aggregation::is_cluster_role(kind) {
+                    // Deleting a ClusterRole takes its rules out of the roles that aggregated them.
+                    aggregation::reconcile(txn)?;
                 }
                 gc::removed(txn, kind, &obj, &mut queue)?;
                 if kind.namespaced {

@@ -28,6 +28,7 @@ pub(super) fn publish(txn: &mut Txn<'_>, ns: &str) -> Result<(), Error> {
     let opts = WriteOpts {
         dry_run: false,
         status: StatusMode::Ignore,
+        track: crate::write::Track::None,
     };
     write::create_in(txn, kind, ns, body, &opts).map(|_| ())
 }
