@@ -160,9 +160,6 @@ pub(crate) fn delete_collection(
             let Some(current) = txn.get(kind.id(), &listed.key).cloned() else {
                 continue;
             };
-            if controllers::admit_delete(kind, &current.key).is_err() {
-                continue;
-            }
             request(txn, kind, &current, opts.propagation, opts.dry_run, &mut queue)?;
             deleted.push(current);
         }

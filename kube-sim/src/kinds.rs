@@ -69,6 +69,8 @@ const CRUD: &[&str] = &[
     "update",
     "watch",
 ];
+/// Namespaces are deleted one by one through their lifecycle: no deletecollection.
+const NAMESPACE_VERBS: &[&str] = &["create", "delete", "get", "list", "patch", "update", "watch"];
 const CREATE_ONLY: &[&str] = &["create"];
 const ALL: &[&str] = &["all"];
 
@@ -121,6 +123,7 @@ pub(crate) static KINDS: &[Kind] = &[
         returns_deleted: true,
         printer: &table::NAMESPACE,
         fields: &fields::NAMESPACE,
+        verbs: NAMESPACE_VERBS,
         ..BASE
     },
     Kind {

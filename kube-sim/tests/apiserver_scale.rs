@@ -1,4 +1,5 @@
-//! Scale: 100,000 ConfigMaps load, list (paginated and whole) and watch from resourceVersion 0.
+//! Scale: 100,000 ConfigMaps load, list (paginated and whole), watch from resourceVersion 0, and go with
+//! their namespace.
 //! Prints the timings and the process RSS (run with `--nocapture` to see them).
 
 use std::time::Duration;
@@ -6,9 +7,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use futures::{AsyncBufReadExt, StreamExt};
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::Api;
-use kube::api::ListParams;
+use kube::api::{DeleteParams, ListParams};
 use kube_sim::testing::start;
 use serde_json::{Value, json};
 
@@ -105,4 +106,20 @@ async fn hundred_thousand_objects_list_and_watch() {
         t.elapsed(),
         rss_mib()
     );
+
+    // The namespace controller empties the namespace (one DELETED event each) before the namespace goes.
+    let t = Instant::now();
+    let namespaces: Api<Namespace> = Api::all(sim.client.clone());
+    namespaces
+        .delete("scale", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(namespaces.get_opt("scale").await.unwrap().is_none());
+    assert!(
+        sim.server
+            .store()
+            .list("v1", "ConfigMap", Some("scale"))
+            .is_empty()
+    );
+    println!("namespace of {N} objects deleted in {:?}", t.elapsed());
 }

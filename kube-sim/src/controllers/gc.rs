@@ -121,8 +121,31 @@ fn attempt_to_delete(
         };
     }
     let waiting = states.iter().any(|(_, s)| *s == Owner::Waiting);
-    let policy = (waiting && !txn.dependents(&dep.uid).is_empty()).then_some(Propagation::Foreground);
-    delete::request(txn, kind, &dep, policy, false, queue).map(|_| ())
+    let own = txn.dependents(&dep.uid);
+    if !waiting || own.is_empty() {
+        return delete::request(txn, kind, &dep, None, false, queue).map(|_| ());
+    }
+    // Its owner waits for it and it has dependents: deleted in the foreground too. One of its own dependents
+    // already waiting the same way would be a cycle: its references stop blocking, as the collector does.
+    let cycle = own.iter().any(|(dk, dkey)| {
+        txn.get(*dk, dkey).is_some_and(|d| {
+            let v = d.value();
+            deleting(&v) && delete::finalizers(&v).iter().any(|f| f == FOREGROUND)
+        })
+    });
+    let dep = if cycle { unblock(txn, kind, &dep)? } else { dep };
+    delete::request(txn, kind, &dep, Some(Propagation::Foreground), false, queue).map(|_| ())
+}
+
+/// Rewrites a dependent with `blockOwnerDeletion: false` on each owner reference.
+fn unblock(txn: &mut Txn<'_>, kind: &'static Kind, dep: &Obj) -> Result<Arc<Obj>, Error> {
+    let mut v = dep.value();
+    if let Some(refs) = v["metadata"]["ownerReferences"].as_array_mut() {
+        for r in refs.iter_mut().filter(|r| r["blockOwnerDeletion"] == true) {
+            r["blockOwnerDeletion"] = Value::Bool(false);
+        }
+    }
+    txn.put(kind.id(), v)
 }
 
 /// An object is gone: its dependents are collected, and owners waiting on it in the foreground re-checked.

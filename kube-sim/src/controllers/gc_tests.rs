@@ -125,3 +125,17 @@ fn non_blocking_dependents_do_not_hold_a_foreground_owner() {
     assert!(get(&store, "owner").is_none());
     assert!(get(&store, "loose").unwrap()["metadata"]["deletionTimestamp"].is_string());
 }
+
+#[test]
+fn a_foreground_cycle_is_broken_instead_of_waiting_forever() {
+    let store = test_store();
+    cm(&store, "a", &[], &[]);
+    cm(&store, "b", &[("a", true)], &[]);
+    // a now also depends on b: a cycle of blocking references.
+    let mut a = get(&store, "a").unwrap();
+    let b_uid = get(&store, "b").unwrap()["metadata"]["uid"].clone();
+    a["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "b", "uid": b_uid, "blockOwnerDeletion": true}]);
+    store.apply(a).unwrap();
+    delete(&store, "a", Some(Propagation::Foreground));
+    assert!(get(&store, "a").is_none() && get(&store, "b").is_none());
+}
