@@ -25,6 +25,7 @@ use super::routes::Target;
 use super::selector::{FieldSelector, Filter, LabelSelector};
 use super::store::WatchFrom;
 use super::table::{self, Include};
+use super::typed::{FieldCheck, FieldValidation};
 use super::watch::{self, WatchRequest};
 use super::write::{self, Preconditions, StatusMode, WriteOpts};
 
@@ -150,6 +151,7 @@ impl Call {
         Ok(WriteOpts {
             dry_run: self.params.dry_run()?,
             status,
+            fields: FieldCheck::new(FieldValidation::parse(self.params.get("fieldValidation"))?),
         })
     }
 
@@ -188,6 +190,23 @@ impl Call {
             }
             None => Ok(respond_bytes(code, "application/json", obj.raw.clone())),
         }
+    }
+
+    /// A written object, with a `Warning` header per field problem `fieldValidation=Warn` let through.
+    fn respond_written(
+        &self,
+        code: StatusCode,
+        obj: &Obj,
+        opts: &WriteOpts,
+    ) -> Result<Response<Body>, Error> {
+        let mut resp = self.respond_obj(code, obj)?;
+        for w in opts.fields.warnings.lock().iter() {
+            let value = format!("299 - \"{}\"", w.replace('\\', "\\\\").replace('"', "\\\""));
+            if let Ok(v) = http::HeaderValue::from_str(&value) {
+                resp.headers_mut().append(http::header::WARNING, v);
+            }
+        }
+        Ok(resp)
     }
 
     fn get(&self, name: &str) -> Result<Response<Body>, Error> {
@@ -274,26 +293,16 @@ impl Call {
 
     async fn create(self, body: Incoming) -> Result<Response<Body>, Error> {
         let obj = self.body(body).await?;
-        let stored = write::create(
-            &self.ctx.store,
-            self.kind,
-            &self.namespace,
-            obj,
-            &self.opts(StatusMode::Ignore)?,
-        )?;
-        self.respond_obj(StatusCode::CREATED, &stored)
+        let opts = self.opts(StatusMode::Ignore)?;
+        let stored = write::create(&self.ctx.store, self.kind, &self.namespace, obj, &opts)?;
+        self.respond_written(StatusCode::CREATED, &stored, &opts)
     }
 
     async fn update(self, name: &str, body: Incoming, status: StatusMode) -> Result<Response<Body>, Error> {
         let obj = self.body(body).await?;
-        let stored = write::update(
-            &self.ctx.store,
-            self.kind,
-            &self.key(name),
-            &self.opts(status)?,
-            |_| Ok(obj),
-        )?;
-        self.respond_obj(StatusCode::OK, &stored)
+        let opts = self.opts(status)?;
+        let stored = write::update(&self.ctx.store, self.kind, &self.key(name), &opts, |_| Ok(obj))?;
+        self.respond_written(StatusCode::OK, &stored, &opts)
     }
 
     async fn patch(self, name: &str, body: Incoming, status: StatusMode) -> Result<Response<Body>, Error> {
@@ -316,13 +325,13 @@ impl Call {
                 let mut obj = p;
                 obj["metadata"]["name"] = json!(name);
                 let stored = write::create(store, kind, &self.namespace, obj, &opts)?;
-                return self.respond_obj(StatusCode::CREATED, &stored);
+                return self.respond_written(StatusCode::CREATED, &stored, &opts);
             }
         }
         let stored = write::update(store, kind, &key, &opts, |cur| {
             patch::apply(kind.kind, name, ptype, cur, &p)
         })?;
-        self.respond_obj(StatusCode::OK, &stored)
+        self.respond_written(StatusCode::OK, &stored, &opts)
     }
 
     async fn delete(self, name: &str, body: Incoming) -> Result<Response<Body>, Error> {

@@ -30,6 +30,7 @@ mod table;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod tls;
+mod typed;
 mod watch;
 mod write;
 

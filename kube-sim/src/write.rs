@@ -14,6 +14,7 @@ use super::kinds::{self, Kind};
 use super::object::{Key, Obj, now_secs, rfc3339, validate_name};
 use super::selector::Filter;
 use super::store::{Store, Txn};
+use super::typed::{self, FieldCheck};
 
 /// Who owns `status` in a write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,10 +27,12 @@ pub(crate) enum StatusMode {
     Keep,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct WriteOpts {
     pub(crate) dry_run: bool,
     pub(crate) status: StatusMode,
+    /// `fieldValidation`, and the warnings it produced.
+    pub(crate) fields: FieldCheck,
 }
 
 /// `DeleteOptions.preconditions`.
@@ -131,6 +134,7 @@ pub(crate) fn create_in(
     if opts.status != StatusMode::Keep || obj.get("status").is_none() {
         controllers::initial_status(kind, &mut obj);
     }
+    typed::admit(kind, &mut obj, None, &opts.fields)?;
     controllers::defaults(txn, kind, &mut obj, None)?;
     controllers::admit(txn, kind, &mut obj);
     if opts.dry_run {
@@ -215,6 +219,7 @@ fn update_in(
     for kept in ["uid", "creationTimestamp", "generation", "resourceVersion"] {
         set_or_remove(&mut new["metadata"], kept, cur["metadata"].get(kept));
     }
+    typed::admit(kind, &mut new, Some(&cur), &opts.fields)?;
     if kind.status && spec_of(&new) != spec_of(&cur) {
         let generation = cur["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
         new["metadata"]["generation"] = json!(generation);

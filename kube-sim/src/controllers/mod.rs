@@ -12,6 +12,7 @@ use super::error::Error;
 use super::kinds::{self, KINDS, Kind, KindId};
 use super::object::Obj;
 use super::store::Txn;
+use super::typed::{FieldCheck, FieldValidation};
 use super::write::{self, StatusMode, WriteOpts};
 
 pub(crate) const SA_TOKEN_TYPE: &str = "kubernetes.io/service-account-token";
@@ -81,6 +82,7 @@ pub(crate) fn after_create(txn: &mut Txn<'_>, kind: &'static Kind, obj: &Arc<Obj
             let opts = WriteOpts {
                 dry_run: false,
                 status: StatusMode::Ignore,
+                fields: FieldCheck::new(FieldValidation::Ignore),
             };
             write::create_in(txn, sa, &ns, json!({"metadata": {"name": "default"}}), &opts)?;
         }
