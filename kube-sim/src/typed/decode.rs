@@ -8,8 +8,8 @@ use serde_path_to_error::{Segment, Track};
 use crate::error::Error;
 use crate::kinds::Kind;
 
-/// The typed value and the strict-decoding problems (`unknown field "spec.foo"`) found on the way.
-pub(super) fn decode<T: DeserializeOwned>(kind: &Kind, body: &Value) -> Result<(T, Vec<String>), Error> {
+/// The typed value, or 400 with the decoding error in Go's words.
+pub(super) fn decode<T: DeserializeOwned>(kind: &Kind, body: &Value) -> Result<T, Error> {
     match try_decode::<T>(body) {
         Ok(decoded) => Ok(decoded),
         // Go leaves a field alone on `null`; serde refuses it for required fields, so drop them and retry.
@@ -21,32 +21,52 @@ pub(super) fn decode<T: DeserializeOwned>(kind: &Kind, body: &Value) -> Result<(
     }
 }
 
-fn try_decode<T: DeserializeOwned>(body: &Value) -> Result<(T, Vec<String>), (Vec<Segment>, String)> {
-    let mut unknown = Vec::new();
-    let mut track = Track::new();
-    let mut record =
-        |path: serde_ignored::Path<'_>| unknown.push(format!("unknown field {:?}", go_path(&path)));
-    let ignoring = serde_ignored::Deserializer::new(body, &mut record);
-    let result = T::deserialize(serde_path_to_error::Deserializer::new(ignoring, &mut track));
-    match result {
-        Ok(v) => Ok((v, unknown)),
-        Err(e) => Err((track.path().iter().cloned().collect(), e.to_string())),
-    }
+fn try_decode<T: DeserializeOwned>(body: &Value) -> Result<T, (Vec<Segment>, String)> {
+    T::deserialize(body).map_err(|e| {
+        // Path tracking costs on every value, so it only runs again to explain a failure.
+        let mut track = Track::new();
+        let err = T::deserialize(serde_path_to_error::Deserializer::new(body, &mut track))
+            .err()
+            .map_or_else(|| e.to_string(), |e| e.to_string());
+        (track.path().iter().cloned().collect(), err)
+    })
 }
 
-/// `spec.ports[0].foo`, the path form strict decoding errors use.
-fn go_path(path: &serde_ignored::Path<'_>) -> String {
-    use serde_ignored::Path;
-    match path {
-        Path::Root => String::new(),
-        Path::Seq { parent, index } => format!("{}[{index}]", go_path(parent)),
-        Path::Map { parent, key } => match go_path(parent) {
-            p if p.is_empty() => key.clone(),
-            p => format!("{p}.{key}"),
-        },
-        Path::Some { parent } | Path::NewtypeStruct { parent } | Path::NewtypeVariant { parent } => {
-            go_path(parent)
+/// Strict decoding's complaints: fields of `input` the typed re-serialization `output` does not have
+/// (`unknown field "spec.ports[0].foo"`). Nulls and empty strings decode to "absent", so they are not
+/// counted; map keys survive decoding, so only struct fields can go missing.
+pub(super) fn unknown_fields(input: &Value, output: &Value) -> Vec<String> {
+    let mut found = Vec::new();
+    walk_unknown(input, output, &mut String::new(), &mut found);
+    found
+}
+
+fn walk_unknown(input: &Value, output: &Value, path: &mut String, found: &mut Vec<String>) {
+    match (input, output) {
+        (Value::Object(i), Value::Object(o)) => {
+            for (k, v) in i {
+                let len = path.len();
+                if !path.is_empty() {
+                    path.push('.');
+                }
+                path.push_str(k);
+                match o.get(k) {
+                    Some(out) => walk_unknown(v, out, path, found),
+                    None if v.is_null() || v.as_str() == Some("") => {}
+                    None => found.push(format!("unknown field {path:?}")),
+                }
+                path.truncate(len);
+            }
         }
+        (Value::Array(i), Value::Array(o)) => {
+            for (n, (v, out)) in i.iter().zip(o).enumerate() {
+                let len = path.len();
+                path.push_str(&format!("[{n}]"));
+                walk_unknown(v, out, path, found);
+                path.truncate(len);
+            }
+        }
+        _ => {}
     }
 }
 
@@ -252,17 +272,20 @@ mod tests {
 
     #[test]
     fn unknown_fields_are_listed_with_their_paths() {
-        let body = json!({"metadata": {"name": "a", "bogus": 1}, "spec": {"foo": 1, "ports": [{"port": 80, "x": null, "y": 2}], "type": null}});
-        let (svc, unknown) = decode::<Service>(service(), &body).unwrap();
+        let body = json!({"metadata": {"name": "a", "bogus": 1, "generateName": ""}, "spec": {"foo": 1, "ports": [{"port": 80, "x": null, "y": 2}], "type": null}});
+        let svc = decode::<Service>(service(), &body).unwrap();
+        let unknown = unknown_fields(&body, &serde_json::to_value(&svc).unwrap());
         assert_eq!(
             unknown,
             [
                 "unknown field \"metadata.bogus\"",
                 "unknown field \"spec.foo\"",
-                "unknown field \"spec.ports[0].x\"",
                 "unknown field \"spec.ports[0].y\""
             ]
         );
         assert_eq!(svc.spec.unwrap().ports.unwrap()[0].port, 80);
+        let clean = json!({"metadata": {"labels": {"a": ""}}, "spec": {"ports": [{"port": 80}]}});
+        let svc = decode::<Service>(service(), &clean).unwrap();
+        assert!(unknown_fields(&clean, &serde_json::to_value(&svc).unwrap()).is_empty());
     }
 }

@@ -146,19 +146,21 @@ fn process<T: Typed>(
     prev: Option<&Value>,
     fields: &FieldCheck,
 ) -> Result<(), Error> {
-    let (mut typed, unknown) = decode::decode::<T>(kind, obj)?;
-    fields.report(kind, unknown)?;
+    let mut typed = decode::decode::<T>(kind, obj)?;
     typed.default_fields();
     let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
     let mut errs = Errs::default();
     typed.validate(&mut errs);
     if let Some(prev) = prev {
         // The stored object was written through here, so it decodes; a failure means no update rules.
-        if let Ok((old, _)) = decode::decode::<T>(kind, prev) {
+        if let Ok(old) = decode::decode::<T>(kind, prev) {
             typed.validate_update(&old, &mut errs);
         }
     }
+    let typed = serde_json::to_value(&typed).map_err(|e| Error::Internal(e.to_string()))?;
+    // Defaults only add fields, so whatever of the input is missing from the result was not understood.
+    fields.report(kind, decode::unknown_fields(obj, &typed))?;
     errs.into_result(kind.kind, &name)?;
-    *obj = serde_json::to_value(&typed).map_err(|e| Error::Internal(e.to_string()))?;
+    *obj = typed;
     Ok(())
 }
