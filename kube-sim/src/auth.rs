@@ -2,6 +2,8 @@
 //!
 //! Authorization is elsewhere: by default none (everyone may do everything), opt-in RBAC in `rbac`.
 
+use std::collections::BTreeMap;
+
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64URL;
 use http::HeaderMap;
@@ -22,15 +24,18 @@ use super::store::Store;
 /// The audience (and issuer) of tokens meant for this API server, as on a real cluster.
 pub(crate) const API_AUDIENCE: &str = "https://kubernetes.default.svc.cluster.local";
 const ADMIN_USER: &str = "sandbox-admin";
-const AUTHENTICATED: &str = "system:authenticated";
+pub(crate) const AUTHENTICATED: &str = "system:authenticated";
 
 /// Who a request is, as TokenReview and SelfSubjectReview report it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub(crate) struct Identity {
     pub(crate) username: String,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub(crate) uid: String,
     pub(crate) groups: Vec<String>,
+    /// Only impersonation (`Impersonate-Extra-*`) sets extra attributes here.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) extra: BTreeMap<String, Vec<String>>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -245,6 +250,7 @@ impl Authority {
                 format!("system:serviceaccounts:{ns}"),
                 AUTHENTICATED.into(),
             ],
+            ..Identity::default()
         })
     }
 
@@ -291,6 +297,7 @@ fn admin() -> Identity {
         username: ADMIN_USER.into(),
         uid: String::new(),
         groups: vec!["system:masters".into(), AUTHENTICATED.into()],
+        ..Identity::default()
     }
 }
 
@@ -306,8 +313,8 @@ pub(crate) fn identity_from_cert(der: &[u8]) -> Option<Identity> {
     groups.push(AUTHENTICATED.into());
     Some(Identity {
         username,
-        uid: String::new(),
         groups,
+        ..Identity::default()
     })
 }
 

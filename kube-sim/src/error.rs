@@ -10,9 +10,15 @@ pub enum Error {
     BadRequest(String),
     #[error("Unauthorized")]
     Unauthorized,
-    /// 403 from the opt-in RBAC authorizer; the message is the real API server's.
-    #[error("{0}")]
-    Forbidden(String),
+    /// 403 (authorization, impersonation, RBAC escalation), worded as the API server's `NewForbidden`:
+    /// `{resource.group} "{name}" is forbidden: {detail}`.
+    #[error("{}", forbidden_message(group, resource, name, detail))]
+    Forbidden {
+        group: String,
+        resource: String,
+        name: String,
+        detail: String,
+    },
     #[error("{resource} \"{name}\" not found")]
     NotFound { resource: String, name: String },
     #[error("the server could not find the requested resource")]
@@ -26,6 +32,12 @@ pub enum Error {
         resource: String,
         name: String,
         detail: String,
+    },
+    /// 409 from server-side apply: fields owned by other managers; causes are (message, field).
+    #[error("{message}")]
+    ApplyConflict {
+        message: String,
+        causes: Vec<(String, String)>,
     },
     /// 410: a resourceVersion or continue token older than the kept history.
     #[error("{message}")]
@@ -66,10 +78,12 @@ impl Error {
         match self {
             Error::BadRequest(_) => StatusCode::BAD_REQUEST,
             Error::Unauthorized => StatusCode::UNAUTHORIZED,
-            Error::Forbidden(_) => StatusCode::FORBIDDEN,
+            Error::Forbidden { .. } => StatusCode::FORBIDDEN,
             Error::NotFound { .. } | Error::NoRoute => StatusCode::NOT_FOUND,
             Error::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            Error::AlreadyExists { .. } | Error::Conflict { .. } => StatusCode::CONFLICT,
+            Error::AlreadyExists { .. } | Error::Conflict { .. } | Error::ApplyConflict { .. } => {
+                StatusCode::CONFLICT
+            }
             Error::Expired { .. } => StatusCode::GONE,
             Error::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Error::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -83,11 +97,11 @@ impl Error {
         match self {
             Error::BadRequest(_) => "BadRequest",
             Error::Unauthorized => "Unauthorized",
-            Error::Forbidden(_) => "Forbidden",
+            Error::Forbidden { .. } => "Forbidden",
             Error::NotFound { .. } | Error::NoRoute => "NotFound",
             Error::MethodNotAllowed => "MethodNotAllowed",
             Error::AlreadyExists { .. } => "AlreadyExists",
-            Error::Conflict { .. } => "Conflict",
+            Error::Conflict { .. } | Error::ApplyConflict { .. } => "Conflict",
             Error::Expired { .. } => "Expired",
             Error::TooLarge(_) => "RequestEntityTooLarge",
             Error::UnsupportedMediaType(_) => "UnsupportedMediaType",
@@ -110,7 +124,32 @@ impl Error {
                         json!({"reason": cause_reason(detail), "message": detail, "field": field})
                     })
                     .collect();
-                Some(json!({"name": name, "kind": kind, "causes": causes}))
+                let mut details = json!({"name": name, "kind": kind, "causes": causes});
+                // `PatchOptions.meta.k8s.io` names a kind in a group: details split them.
+                if let Some((kind, group)) = kind.split_once('.') {
+                    details["kind"] = json!(kind);
+                    details["group"] = json!(group);
+                }
+                Some(details)
+            }
+            Error::ApplyConflict { causes, .. } => Some(json!({
+                "causes": causes.iter().map(|(message, field)| json!({
+                    "type": "FieldManagerConflict", "message": message, "field": field,
+                })).collect::<Vec<_>>(),
+            })),
+            Error::Forbidden {
+                group,
+                resource,
+                name,
+                ..
+            } => {
+                let mut d = json!({});
+                for (field, v) in [("name", name), ("group", group), ("kind", resource)] {
+                    if !v.is_empty() {
+                        d[field] = json!(v);
+                    }
+                }
+                Some(d)
             }
             Error::Injected(429) => Some(json!({"retryAfterSeconds": 1})),
             _ => None,
@@ -160,6 +199,18 @@ fn cause_reason(detail: &str) -> &'static str {
         .iter()
         .find(|(prefix, _)| detail.starts_with(prefix))
         .map_or("FieldValueInvalid", |(_, reason)| reason)
+}
+
+fn forbidden_message(group: &str, resource: &str, name: &str, detail: &str) -> String {
+    let qualified = match group {
+        "" => resource.to_owned(),
+        g => format!("{resource}.{g}"),
+    };
+    match (resource, name) {
+        ("", _) => format!("forbidden: {detail}"),
+        (_, "") => format!("{qualified} is forbidden: {detail}"),
+        _ => format!("{qualified} {name:?} is forbidden: {detail}"),
+    }
 }
 
 /// Splits `leases.coordination.k8s.io` into Status details `{kind: leases, group: coordination.k8s.io}`.

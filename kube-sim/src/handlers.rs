@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use super::Ctx;
 use super::auth::Identity;
 use super::error::Error;
+use super::escalation;
 use super::http::{Params, content_type, decode, read_body, respond_bytes, respond_json, wants_table};
 use super::kinds::{Handling, Kind};
 use super::object::{Key, Obj};
@@ -23,11 +24,12 @@ use super::patch::{self, PatchType};
 use super::reviews;
 use super::routes::Target;
 use super::selector::{FieldSelector, Filter, LabelSelector};
+use super::ssa::{self, Writer};
 use super::store::WatchFrom;
 use super::table::{self, Include};
 use super::typed::{FieldCheck, FieldValidation};
 use super::watch::{self, WatchRequest};
-use super::write::{self, Preconditions, StatusMode, WriteOpts};
+use super::write::{self, Preconditions, StatusMode, Track, WriteOpts};
 
 /// Real servers end a watch after a randomised 30–60 minutes; clients simply re-watch.
 const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
@@ -35,6 +37,7 @@ const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
 /// Everything a verb handler needs about the request.
 struct Call {
     ctx: Arc<Ctx>,
+    identity: Identity,
     kind: &'static Kind,
     namespace: String,
     params: Params,
@@ -54,6 +57,7 @@ pub(crate) async fn resource(
     let call = Call {
         namespace: t.namespace.clone().unwrap_or_default(),
         ctx,
+        identity,
         kind,
         params,
         parts,
@@ -89,7 +93,7 @@ pub(crate) async fn resource(
         "deletecollection" => call.delete_collection(),
         "create" if kind.handling != Handling::Stored => {
             let body = call.body(body).await?;
-            reviews::review(&call.ctx, kind, &identity, body)
+            reviews::review(&call.ctx, kind, &call.namespace, &call.identity, body)
         }
         "create" => call.create(body).await,
         "update" => call.update(&name, body, StatusMode::Ignore).await,
@@ -147,11 +151,58 @@ impl Call {
         )
     }
 
-    fn opts(&self, status: StatusMode) -> Result<WriteOpts, Error> {
+    /// Write options for a create/update/patch; `options` names the request's options kind in errors.
+    fn opts(&self, status: StatusMode, options: &str) -> Result<WriteOpts, Error> {
         Ok(WriteOpts {
             dry_run: self.params.dry_run()?,
             status,
+            track: Track::Update(self.writer(status, options)?),
             fields: FieldCheck::new(FieldValidation::parse(self.params.get("fieldValidation"))?),
+        })
+    }
+
+    /// The field manager: `fieldManager`, else the User-Agent up to its first `/`, as kube-apiserver.
+    fn writer(&self, status: StatusMode, options: &str) -> Result<Writer, Error> {
+        let invalid =
+            |detail: String| Error::invalid(&format!("{options}.meta.k8s.io"), "", "fieldManager", detail);
+        let manager = match self.params.get("fieldManager").filter(|m| !m.is_empty()) {
+            Some(m) if m.len() > ssa::MAX_MANAGER_LEN => {
+                return Err(invalid(format!(
+                    "Too long: may not be more than {} bytes",
+                    ssa::MAX_MANAGER_LEN
+                )));
+            }
+            Some(m) => match m.char_indices().find(|(_, c)| c.is_control()) {
+                Some((i, c)) => {
+                    return Err(invalid(format!(
+                        "Invalid value: {m:?}: invalid character U+{:04X} (at position {i})",
+                        c as u32
+                    )));
+                }
+                None => m.to_string(),
+            },
+            None => {
+                let agent = self.parts.headers.get(http::header::USER_AGENT);
+                let product = agent.and_then(|a| a.to_str().ok()).unwrap_or_default();
+                let mut m = String::new();
+                for c in product
+                    .split('/')
+                    .next()
+                    .unwrap_or_default()
+                    .chars()
+                    .filter(|c| !c.is_control())
+                {
+                    if m.len() + c.len_utf8() > ssa::MAX_MANAGER_LEN {
+                        break;
+                    }
+                    m.push(c);
+                }
+                m
+            }
+        };
+        Ok(Writer {
+            manager,
+            subresource: (status == StatusMode::Only).then_some("status"),
         })
     }
 
@@ -291,16 +342,39 @@ impl Call {
         Ok(watch::respond(self.ctx.clone(), req))
     }
 
+    /// RBAC escalation prevention on Role/ClusterRole/binding writes, under `enforce_rbac`. The old
+    /// object is the stored one, if any.
+    fn guard(&self, name: &str, new: &Value) -> Result<(), Error> {
+        if !self.ctx.cfg.enforce_rbac || !escalation::applies(self.kind) {
+            return Ok(());
+        }
+        let old = self
+            .ctx
+            .store
+            .get_obj(self.kind.id(), &self.key(name))
+            .map(|o| o.value());
+        let write = escalation::Write {
+            kind: self.kind,
+            namespace: &self.namespace,
+            url_name: name,
+            new,
+            old: old.as_ref(),
+        };
+        escalation::check(&self.ctx.store, &self.identity, &write)
+    }
+
     async fn create(self, body: Incoming) -> Result<Response<Body>, Error> {
         let obj = self.body(body).await?;
-        let opts = self.opts(StatusMode::Ignore)?;
+        self.guard("", &obj)?;
+        let opts = self.opts(StatusMode::Ignore, "CreateOptions")?;
         let stored = write::create(&self.ctx.store, self.kind, &self.namespace, obj, &opts)?;
         self.respond_written(StatusCode::CREATED, &stored, &opts)
     }
 
     async fn update(self, name: &str, body: Incoming, status: StatusMode) -> Result<Response<Body>, Error> {
         let obj = self.body(body).await?;
-        let opts = self.opts(status)?;
+        self.guard(name, &obj)?;
+        let opts = self.opts(status, "UpdateOptions")?;
         let stored = write::update(&self.ctx.store, self.kind, &self.key(name), &opts, |_| Ok(obj))?;
         self.respond_written(StatusCode::OK, &stored, &opts)
     }
@@ -310,26 +384,77 @@ impl Call {
         let bytes = read_body(body, &self.parts.headers, self.ctx.cfg.max_body_bytes).await?;
         let p = patch::decode_patch(ptype, &bytes)?;
         let (store, kind, key) = (&self.ctx.store, self.kind, self.key(name));
-        let opts = self.opts(status)?;
+        let opts = self.opts(status, "PatchOptions")?;
+        if self.ctx.cfg.enforce_rbac && escalation::applies(kind) {
+            // An applied configuration states the rules and roleRef whole (both are atomic in RBAC's schema).
+            let patched = match store.get_obj(kind.id(), &key) {
+                Some(cur) if ptype != PatchType::Apply => {
+                    patch::apply(kind.kind, name, ptype, &cur.value(), &p)?
+                }
+                _ => p.clone(),
+            };
+            self.guard(name, &patched)?;
+        }
         if ptype == PatchType::Apply {
-            if self.params.get("fieldManager").is_none() {
-                return Err(Error::invalid(
-                    "PatchOptions",
-                    "",
-                    "fieldManager",
-                    "Required value: is required for apply patch",
-                ));
-            }
-            // Server-side apply creates a missing object from the applied configuration.
-            if store.get_obj(kind.id(), &key).is_none() {
-                let mut obj = p;
-                obj["metadata"]["name"] = json!(name);
-                let stored = write::create(store, kind, &self.namespace, obj, &opts)?;
-                return self.respond_written(StatusCode::CREATED, &stored, &opts);
-            }
+            return self.apply(name, p, opts).await;
+        }
+        if self.params.get("force").is_some() {
+            return Err(Error::invalid(
+                "PatchOptions.meta.k8s.io",
+                "",
+                "force",
+                "Forbidden: may not be specified for non-apply patch",
+            ));
         }
         let stored = write::update(store, kind, &key, &opts, |cur| {
             patch::apply(kind.kind, name, ptype, cur, &p)
+        })?;
+        self.respond_written(StatusCode::OK, &stored, &opts)
+    }
+
+    /// Server-side apply: creates a missing object (201) or merges into the live one with field ownership.
+    async fn apply(
+        &self,
+        name: &str,
+        config: serde_json::Value,
+        mut opts: WriteOpts,
+    ) -> Result<Response<Body>, Error> {
+        let Track::Update(writer) = std::mem::replace(&mut opts.track, Track::Applied) else {
+            return Err(Error::Internal("apply without a field manager".into()));
+        };
+        if self.params.get("fieldManager").is_none_or(|m| m.is_empty()) {
+            return Err(Error::invalid(
+                "PatchOptions.meta.k8s.io",
+                "",
+                "fieldManager",
+                "Required value: is required for apply patch",
+            ));
+        }
+        let force = self.params.flag("force");
+        let (store, kind, key) = (&self.ctx.store, self.kind, self.key(name));
+        if store.get_obj(kind.id(), &key).is_none() {
+            let mut obj = config;
+            if let Some(meta) = obj.as_object_mut() {
+                let meta = meta.entry("metadata").or_insert_with(|| json!({}));
+                if let Some(meta) = meta.as_object_mut() {
+                    match meta.get("name").and_then(|n| n.as_str()) {
+                        Some(other) if other != name => {
+                            return Err(Error::BadRequest(format!(
+                                "the name of the object ({other}) does not match the name on the URL ({name})"
+                            )));
+                        }
+                        _ => {
+                            meta.insert("name".into(), json!(name));
+                        }
+                    }
+                }
+            }
+            let obj = ssa::apply(kind, None, &obj, &writer, force)?;
+            let stored = write::create(store, kind, &self.namespace, obj, &opts)?;
+            return self.respond_written(StatusCode::CREATED, &stored, &opts);
+        }
+        let stored = write::update(store, kind, &key, &opts, |cur| {
+            ssa::apply(kind, Some(cur), &config, &writer, force)
         })?;
         self.respond_written(StatusCode::OK, &stored, &opts)
     }

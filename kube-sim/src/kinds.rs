@@ -6,6 +6,9 @@ pub(crate) enum Handling {
     Stored,
     TokenReview,
     SelfSubjectReview,
+    /// SelfSubjectAccessReview, SubjectAccessReview, LocalSubjectAccessReview.
+    AccessReview,
+    SelfSubjectRulesReview,
 }
 
 /// Which name syntax the real API server enforces for a kind.
@@ -273,6 +276,46 @@ pub(crate) static KINDS: &[Kind] = &[
         short_names: &["hpa"],
         status: true,
         categories: &["all"],
+        ..BASE
+    },
+    // authorization.k8s.io reviews: computed from RBAC, never stored.
+    Kind {
+        group: "authorization.k8s.io",
+        kind: "SelfSubjectAccessReview",
+        plural: "selfsubjectaccessreviews",
+        singular: "selfsubjectaccessreview",
+        namespaced: false,
+        verbs: CREATE_ONLY,
+        handling: Handling::AccessReview,
+        ..BASE
+    },
+    Kind {
+        group: "authorization.k8s.io",
+        kind: "SubjectAccessReview",
+        plural: "subjectaccessreviews",
+        singular: "subjectaccessreview",
+        namespaced: false,
+        verbs: CREATE_ONLY,
+        handling: Handling::AccessReview,
+        ..BASE
+    },
+    Kind {
+        group: "authorization.k8s.io",
+        kind: "LocalSubjectAccessReview",
+        plural: "localsubjectaccessreviews",
+        singular: "localsubjectaccessreview",
+        verbs: CREATE_ONLY,
+        handling: Handling::AccessReview,
+        ..BASE
+    },
+    Kind {
+        group: "authorization.k8s.io",
+        kind: "SelfSubjectRulesReview",
+        plural: "selfsubjectrulesreviews",
+        singular: "selfsubjectrulesreview",
+        namespaced: false,
+        verbs: CREATE_ONLY,
+        handling: Handling::SelfSubjectRulesReview,
         ..BASE
     },
 ];

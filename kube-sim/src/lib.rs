@@ -2,18 +2,22 @@
 //!
 //! One [`ApiServer`] is one simulated cluster: an in-memory [`Store`] with etcd-like revisions and watch
 //! history, served over TLS on a loopback port with its own CA, bearer tokens and client certificates.
-//! By default RBAC objects are stored but not enforced: every authenticated identity may do everything.
+//! Every cluster starts with kube-apiserver's bootstrap RBAC policy. By default RBAC objects are stored but
+//! not enforced: every authenticated identity may do everything.
 //! Opt-in, [`ApiServerConfig::enforce_rbac`] authorizes each resource request with them, and a
 //! [`RequestLog`] records who made each request in RBAC's terms, so tests can compare what a client
 //! used with what it is granted.
 
+mod access_reviews;
 mod auth;
 mod controllers;
 mod discovery;
 mod error;
+mod escalation;
 mod faults;
 mod handlers;
 mod http;
+mod impersonation;
 mod kinds;
 mod object;
 mod openapi;
@@ -24,6 +28,7 @@ mod requestlog;
 mod reviews;
 mod routes;
 mod selector;
+mod ssa;
 mod store;
 mod strategic;
 mod table;
@@ -63,8 +68,8 @@ pub struct ApiServerConfig {
     pub max_body_bytes: usize,
     /// Where to record who made each resource request (off by default).
     pub request_log: Option<Arc<RequestLog>>,
-    /// Authorize resource requests with the stored RBAC objects (off by default: everyone may do
-    /// everything).
+    /// Authorize requests with the stored RBAC objects, impersonation with the `impersonate` verb, and
+    /// RBAC writes against escalation (off by default: everyone may do everything).
     pub enforce_rbac: bool,
 }
 

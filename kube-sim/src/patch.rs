@@ -1,5 +1,5 @@
-//! Patch types: JSON merge (RFC 7386), JSON patch (RFC 6902), strategic merge, and server-side apply, which
-//! is served best-effort as a strategic merge of the applied configuration (no field ownership).
+//! Patch types: JSON merge (RFC 7386), JSON patch (RFC 6902), strategic merge, and server-side apply (whose
+//! merge and field ownership live in `ssa`).
 
 use serde_json::Value;
 
@@ -68,6 +68,9 @@ pub(crate) fn apply(
             })?;
             Ok(doc)
         }
-        PatchType::Strategic | PatchType::Apply => strategic::merge(current, patch),
+        PatchType::Strategic => strategic::merge(current, patch),
+        PatchType::Apply => Err(Error::Internal(
+            "server-side apply is merged by ssa::apply".into(),
+        )),
     }
 }

@@ -144,8 +144,8 @@ mod tests {
         let log = RequestLog::open(&path).unwrap();
         let id = Identity {
             username: "system:serviceaccount:istio-system:meshd".into(),
-            uid: String::new(),
             groups: vec!["system:authenticated".into()],
+            ..Identity::default()
         };
         let t = target(Some("istio-ca-secret"), None);
         log.record(&entry("cluster1", &id, "get", t.kind, &t));

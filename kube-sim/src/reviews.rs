@@ -1,10 +1,12 @@
-//! Computed, never-stored requests: TokenReview, SelfSubjectReview, and TokenRequest (`serviceaccounts/token`).
+//! Computed, never-stored requests: TokenReview, SelfSubjectReview, the authorization.k8s.io reviews
+//! (in `access_reviews`), and TokenRequest (`serviceaccounts/token`).
 
 use axum::body::Body;
 use http::{Response, StatusCode};
 use serde_json::{Value, json};
 
 use super::Ctx;
+use super::access_reviews;
 use super::auth::{API_AUDIENCE, Identity};
 use super::controllers::service_account_kind;
 use super::error::Error;
@@ -24,14 +26,16 @@ fn audiences(spec: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Answers a TokenReview (validates a token this server issued) or a SelfSubjectReview (who am I).
+/// Answers a TokenReview (validates a token this server issued), a SelfSubjectReview (who am I) or an
+/// authorization review; `namespace` is the URL's (LocalSubjectAccessReview).
 pub(crate) fn review(
     ctx: &Ctx,
     kind: &'static Kind,
+    namespace: &str,
     identity: &Identity,
     body: Value,
 ) -> Result<Response<Body>, Error> {
-    let mut obj = normalize(kind, "", body)?;
+    let mut obj = normalize(kind, if kind.namespaced { namespace } else { "" }, body)?;
     let status = match kind.handling {
         Handling::TokenReview => {
             let token = obj["spec"]["token"].as_str().unwrap_or_default();
@@ -51,7 +55,14 @@ pub(crate) fn review(
                 Err(reason) => json!({"user": {}, "error": reason}),
             }
         }
-        _ => json!({"userInfo": identity}),
+        Handling::AccessReview => access_reviews::access_review(&ctx.store, kind, namespace, identity, &obj)?,
+        Handling::SelfSubjectRulesReview => {
+            let status = access_reviews::rules_review(&ctx.store, identity, &obj)?;
+            // The real server answers with a fresh object: the spec is not echoed.
+            obj["spec"] = json!({});
+            status
+        }
+        Handling::SelfSubjectReview | Handling::Stored => json!({"userInfo": identity}),
     };
     obj["status"] = status;
     obj["metadata"]["creationTimestamp"] = Value::Null;

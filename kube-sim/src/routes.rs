@@ -15,6 +15,7 @@ use super::handlers;
 use super::http::{
     Params, accept, decode, read_body, respond_bytes, respond_error, respond_json, respond_text,
 };
+use super::impersonation;
 use super::kinds::{self, Kind};
 use super::openapi;
 use super::rbac;
@@ -86,6 +87,7 @@ async fn dispatch(
         return get_only(&req).map(|_| respond_json(StatusCode::OK, &discovery::version()));
     }
     let identity = identity.ok_or(Error::Unauthorized)?;
+    let identity = impersonation::apply(&ctx.store, ctx.cfg.enforce_rbac, identity, req.headers())?;
     let aggregated = discovery::wants_aggregated(accept(req.headers()));
     let doc = match segments[..] {
         ["api"] if aggregated => Some(discovery::aggregated(true)),
@@ -102,6 +104,15 @@ async fn dispatch(
         _ => None,
     };
     if let Some(doc) = doc {
+        if ctx.cfg.enforce_rbac {
+            let verb = req.method().as_str().to_ascii_lowercase();
+            let attrs = rbac::Attributes {
+                verb: &verb,
+                path: Some(&path),
+                ..rbac::Attributes::default()
+            };
+            rbac::authorize(&ctx.store, &identity, &attrs)?;
+        }
         get_only(&req)?;
         let ct = if aggregated && segments.len() == 1 {
             AGGREGATED_CONTENT_TYPE
@@ -127,7 +138,7 @@ async fn dispatch(
             log.record(&entry);
         }
         if ctx.cfg.enforce_rbac {
-            rbac::authorize(&ctx.store, &identity, &entry)?;
+            rbac::authorize(&ctx.store, &identity, &rbac::Attributes::of_entry(&entry))?;
         }
     }
     handlers::resource(ctx, identity, req, target).await

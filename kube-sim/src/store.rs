@@ -17,7 +17,7 @@ use super::kinds::{self, KINDS, KindId};
 use super::object::{Key, Obj};
 use super::selector::Filter;
 use super::typed::{FieldCheck, FieldValidation};
-use super::write::{self, StatusMode, WriteOpts};
+use super::write::{self, StatusMode, Track, WriteOpts};
 
 /// Events a watcher may fall behind by before it is closed (the client then re-watches or relists).
 const WATCH_BUFFER: usize = 8192;
@@ -192,6 +192,7 @@ impl Store {
                 serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
             )?;
         }
+        super::controllers::bootstrap_rbac(&store)?;
         Ok(store)
     }
 
@@ -346,6 +347,7 @@ impl Store {
         let opts = WriteOpts {
             dry_run: false,
             status: StatusMode::Keep,
+            track: Track::None,
             fields: FieldCheck::new(FieldValidation::Strict),
         };
         let stored = write::apply(self, kind, &ns, obj, &opts)?;

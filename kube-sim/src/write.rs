@@ -13,6 +13,7 @@ use super::error::Error;
 use super::kinds::{self, Kind};
 use super::object::{Key, Obj, now_secs, rfc3339, validate_name};
 use super::selector::Filter;
+use super::ssa::{self, Writer};
 use super::store::{Store, Txn};
 use super::typed::{self, FieldCheck};
 
@@ -27,10 +28,22 @@ pub(crate) enum StatusMode {
     Keep,
 }
 
+/// How a write records field ownership in `metadata.managedFields`.
+#[derive(Debug, Clone)]
+pub(crate) enum Track {
+    /// Not recorded (manifest loading, controllers): an update keeps the managedFields it finds.
+    None,
+    /// A create, update or non-apply patch by this writer.
+    Update(Writer),
+    /// Server-side apply: the body already carries the managedFields [`ssa::apply`] computed.
+    Applied,
+}
+
 #[derive(Debug, Clone)]
 pub(crate) struct WriteOpts {
     pub(crate) dry_run: bool,
     pub(crate) status: StatusMode,
+    pub(crate) track: Track,
     /// `fieldValidation`, and the warnings it produced.
     pub(crate) fields: FieldCheck,
 }
@@ -120,13 +133,11 @@ pub(crate) fn create_in(
     meta.insert("name".into(), json!(name));
     meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
     meta.insert("creationTimestamp".into(), json!(rfc3339(now_secs())));
-    for server_owned in [
-        "resourceVersion",
-        "deletionTimestamp",
-        "managedFields",
-        "selfLink",
-    ] {
+    for server_owned in ["resourceVersion", "deletionTimestamp", "selfLink"] {
         meta.remove(server_owned);
+    }
+    if matches!(opts.track, Track::None) {
+        meta.remove("managedFields");
     }
     if kind.status {
         meta.insert("generation".into(), json!(1));
@@ -135,6 +146,9 @@ pub(crate) fn create_in(
         controllers::initial_status(kind, &mut obj);
     }
     typed::admit(kind, &mut obj, None, &opts.fields)?;
+    if let Track::Update(writer) = &opts.track {
+        ssa::track_update(kind, None, &mut obj, writer);
+    }
     controllers::defaults(txn, kind, &mut obj, None)?;
     controllers::admit(txn, kind, &mut obj);
     if opts.dry_run {
@@ -172,6 +186,7 @@ fn update_in(
     let (ns, name) = &current.key;
     let cur = current.value();
     let mut new = normalize(kind, if kind.namespaced { ns } else { "" }, body)?;
+    let applied_fields = new["metadata"].get("managedFields").cloned();
     match new["metadata"]["name"].as_str() {
         Some(n) if n == name => {}
         None | Some("") => new["metadata"]["name"] = json!(name),
@@ -220,6 +235,15 @@ fn update_in(
         set_or_remove(&mut new["metadata"], kept, cur["metadata"].get(kept));
     }
     typed::admit(kind, &mut new, Some(&cur), &opts.fields)?;
+    match &opts.track {
+        Track::None => set_or_remove(
+            &mut new["metadata"],
+            "managedFields",
+            cur["metadata"].get("managedFields"),
+        ),
+        Track::Update(writer) => ssa::track_update(kind, Some(&cur), &mut new, writer),
+        Track::Applied => set_or_remove(&mut new["metadata"], "managedFields", applied_fields.as_ref()),
+    }
     if kind.status && spec_of(&new) != spec_of(&cur) {
         let generation = cur["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
         new["metadata"]["generation"] = json!(generation);
@@ -234,7 +258,9 @@ fn update_in(
             Obj::freeze(&new).map(Arc::new)
         };
     }
-    txn.put(kind.id(), new)
+    let stored = txn.put(kind.id(), new)?;
+    controllers::after_update(txn, kind)?;
+    Ok(stored)
 }
 
 /// Store::apply: create-or-replace, creating the namespace implicitly so manifests load in any order.

@@ -46,6 +46,8 @@ def cluster_role(rules: list[tuple[str, str, list[str]]]) -> dict:
 
 
 # What the operator running `meshctl add-cluster` needs (docs/install-primary-remote.md#permissions).
+# In cluster2 it also needs the reader's own permissions: the API server refuses to let anyone create a
+# ClusterRole, or bind one, granting what they do not hold (RBAC escalation prevention).
 OPERATOR_ROLES = {
     "cluster2": cluster_role([("", "serviceaccounts/token", ["create"]), ("", "namespaces", ["create"]),
                               ("", "serviceaccounts", ["create"]),
@@ -118,7 +120,10 @@ def run(request, tmp_path_factory):
         # meshctl runs as an operator identity of its own, so its requests are told from kubectl's.
         # It is granted exactly what docs/install-primary-remote.md says it needs.
         operator = {}
+        reader_role = next(d for d in remote_docs if d["kind"] == "ClusterRole")
         for cluster, role in OPERATOR_ROLES.items():
+            if cluster == "cluster2":
+                role = {**role, "rules": role["rules"] + reader_role["rules"]}
             kubectl(admin[cluster], "create", "serviceaccount", OPERATOR, "-n", NS)
             apply(admin[cluster], [role, {
                 "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",

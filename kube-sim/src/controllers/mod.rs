@@ -1,8 +1,13 @@
-//! The built-in controllers clients rely on (namespace defaults, service-account tokens, deletion cascades),
-//! run synchronously inside the write transaction so their effects are atomic and deterministic.
+//! The built-in controllers clients rely on (namespace defaults, service-account tokens, deletion cascades,
+//! ClusterRole aggregation), run synchronously inside the write transaction so their effects are atomic
+//! and deterministic.
 
+mod aggregation;
+mod bootstrap_policy;
 mod service_ips;
 mod tokens;
+
+pub(crate) use bootstrap_policy::bootstrap as bootstrap_rbac;
 
 use std::sync::Arc;
 
@@ -13,7 +18,7 @@ use super::kinds::{self, KINDS, Kind, KindId};
 use super::object::Obj;
 use super::store::Txn;
 use super::typed::{FieldCheck, FieldValidation};
-use super::write::{self, StatusMode, WriteOpts};
+use super::write::{self, StatusMode, Track, WriteOpts};
 
 pub(crate) const SA_TOKEN_TYPE: &str = "kubernetes.io/service-account-token";
 pub(crate) const SA_NAME_ANNOTATION: &str = "kubernetes.io/service-account.name";
@@ -73,8 +78,19 @@ pub(crate) fn admit(txn: &Txn<'_>, kind: &Kind, obj: &mut Value) {
     }
 }
 
-/// Every namespace gets a `default` ServiceAccount.
+/// After an update: aggregated ClusterRoles follow the roles they gather.
+pub(crate) fn after_update(txn: &mut Txn<'_>, kind: &'static Kind) -> Result<(), Error> {
+    if aggregation::is_cluster_role(kind) {
+        aggregation::reconcile(txn)?;
+    }
+    Ok(())
+}
+
+/// Every namespace gets a `default` ServiceAccount; aggregated ClusterRoles follow new roles.
 pub(crate) fn after_create(txn: &mut Txn<'_>, kind: &'static Kind, obj: &Arc<Obj>) -> Result<(), Error> {
+    if aggregation::is_cluster_role(kind) {
+        aggregation::reconcile(txn)?;
+    }
     if is_core(kind, "Namespace") {
         let ns = obj.key.1.clone();
         let sa = kinds::by_id(service_account_kind());
@@ -82,6 +98,7 @@ pub(crate) fn after_create(txn: &mut Txn<'_>, kind: &'static Kind, obj: &Arc<Obj
             let opts = WriteOpts {
                 dry_run: false,
                 status: StatusMode::Ignore,
+                track: Track::None,
                 fields: FieldCheck::new(FieldValidation::Ignore),
             };
             write::create_in(txn, sa, &ns, json!({"metadata": {"name": "default"}}), &opts)?;
@@ -90,8 +107,12 @@ pub(crate) fn after_create(txn: &mut Txn<'_>, kind: &'static Kind, obj: &Arc<Obj
     Ok(())
 }
 
-/// Deleting a namespace deletes its contents; deleting a ServiceAccount deletes its token Secrets.
+/// Deleting a namespace deletes its contents; deleting a ServiceAccount deletes its token Secrets;
+/// deleting a ClusterRole takes its rules out of the roles that aggregated them.
 pub(crate) fn after_delete(txn: &mut Txn<'_>, kind: &'static Kind, obj: &Arc<Obj>) -> Result<(), Error> {
+    if aggregation::is_cluster_role(kind) {
+        aggregation::reconcile(txn)?;
+    }
     if is_core(kind, "Namespace") {
         for k in KINDS.iter().filter(|k| k.namespaced) {
             for key in txn.keys(k.id(), &obj.key.1) {
