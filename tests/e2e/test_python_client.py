@@ -166,7 +166,7 @@ def _check_defaults(kind, obj):
     elif kind == "Service":
         p = obj.spec.ports[0]
         assert (p.protocol, p.target_port) == ("TCP", 8080)
-        assert obj.spec.cluster_ip.startswith("10.") and obj.spec.cluster_i_ps == [obj.spec.cluster_ip]
+        assert obj.spec.cluster_ip.startswith("10.") and obj.spec.cluster_ips == [obj.spec.cluster_ip]
         assert obj.spec.ip_families == ["IPv4"] and obj.spec.internal_traffic_policy == "Cluster"
     elif kind == "EndpointSlice":
         assert obj.ports[0].protocol == "TCP"
