@@ -408,24 +408,13 @@ pub(crate) fn normalize(kind: &Kind, ns: &str, body: Value) -> Result<Value, Err
             meta.insert("namespace".into(), json!(ns));
         }
     }
+    // Go's omitempty: an empty or null map is not serialized. Other shapes are for typed decoding to refuse.
     for map in ["labels", "annotations"] {
-        match meta.get(map) {
-            // Go's omitempty: an empty or null map is not serialized.
-            None | Some(Value::Null) => {
-                meta.remove(map);
-            }
-            Some(Value::Object(m)) if m.is_empty() => {
-                meta.remove(map);
-            }
-            Some(Value::Object(m)) if m.values().all(Value::is_string) => {}
-            Some(_) => {
-                return Err(Error::invalid(
-                    kind.kind,
-                    &name,
-                    &format!("metadata.{map}"),
-                    "Invalid value: must be a map of string keys to string values",
-                ));
-            }
+        if meta
+            .get(map)
+            .is_some_and(|m| m.is_null() || m.as_object().is_some_and(Map::is_empty))
+        {
+            meta.remove(map);
         }
     }
     if kind.kind == "Secret" && kind.group.is_empty() {
