@@ -159,7 +159,9 @@ fn process<T: Typed>(
     }
     let typed = serde_json::to_value(&typed).map_err(|e| Error::Internal(e.to_string()))?;
     // Defaults only add fields, so whatever of the input is missing from the result was not understood.
-    fields.report(kind, decode::unknown_fields(obj, &typed))?;
+    if fields.mode != FieldValidation::Ignore {
+        fields.report(kind, decode::unknown_fields(obj, &typed))?;
+    }
     // 422s name the kind with its group (`Deployment.apps`); the Status details split them again.
     let qualified = match kind.group {
         "" => kind.kind.to_string(),
