@@ -22,6 +22,7 @@ fn update(store: &Store, name: &str, f: impl FnOnce(&mut Value)) -> Result<Arc<O
         dry_run: false,
         status: StatusMode::Ignore,
         track: crate::write::Track::None,
+        fields: crate::typed::FieldCheck::new(crate::typed::FieldValidation::Ignore),
     };
     write::update(store, configmaps(), &key(name), &opts, |cur| {
         let mut v = cur.clone();
@@ -81,7 +82,7 @@ fn clients_cannot_set_a_deletion_timestamp() {
     })
     .unwrap_err();
     assert!(
-        matches!(err, Error::Invalid { ref field, .. } if field == "metadata.deletionTimestamp"),
+        matches!(err, Error::Invalid { ref causes, .. } if causes.iter().any(|(f, _)| f == "metadata.deletionTimestamp")),
         "{err}"
     );
     // On create it is ignored, as every server-set field.

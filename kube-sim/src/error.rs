@@ -60,12 +60,12 @@ pub enum Error {
     NotAcceptable(String),
     #[error("the body of the request was in an unknown format - accepted media types include: {0}")]
     UnsupportedMediaType(String),
-    #[error("{kind} \"{name}\" is invalid: {field}: {detail}")]
+    /// 422 with one cause per (field, detail); several are listed in brackets, as kube-apiserver does.
+    #[error("{kind} \"{name}\" is invalid: {}", join_causes(causes))]
     Invalid {
         kind: String,
         name: String,
-        field: String,
-        detail: String,
+        causes: Vec<(String, String)>,
     },
     /// An injected fault: every API request answers with this code.
     #[error("the simulated cluster is failing requests (injected fault {0})")]
@@ -84,8 +84,7 @@ impl Error {
         Error::Invalid {
             kind: kind.into(),
             name: name.into(),
-            field: field.into(),
-            detail: detail.into(),
+            causes: vec![(field.into(), detail.into())],
         }
     }
 
@@ -137,17 +136,15 @@ impl Error {
             Error::NotFound { resource, name }
             | Error::AlreadyExists { resource, name }
             | Error::Conflict { resource, name, .. } => Some(resource_details(resource, name)),
-            Error::Invalid {
-                kind,
-                name,
-                field,
-                detail,
-            } => {
+            Error::Invalid { kind, name, causes } => {
+                let causes: Vec<Value> = causes
+                    .iter()
+                    .map(|(field, detail)| {
+                        json!({"reason": cause_reason(detail), "message": detail, "field": field})
+                    })
+                    .collect();
+                let mut details = json!({"name": name, "kind": kind, "causes": causes});
                 // `PatchOptions.meta.k8s.io` names a kind in a group: details split them.
-                let mut details = json!({
-                    "name": name, "kind": kind,
-                    "causes": [{"reason": cause_reason(detail), "message": detail, "field": field}],
-                });
                 if let Some((kind, group)) = kind.split_once('.') {
                     details["kind"] = json!(kind);
                     details["group"] = json!(group);
@@ -214,6 +211,31 @@ impl Error {
     }
 }
 
+/// `a: x` alone, `[a: x, b: y]` for several, as field.ErrorList's aggregate prints them.
+fn join_causes(causes: &[(String, String)]) -> String {
+    let each: Vec<String> = causes.iter().map(|(f, d)| format!("{f}: {d}")).collect();
+    match each.as_slice() {
+        [one] => one.clone(),
+        _ => format!("[{}]", each.join(", ")),
+    }
+}
+
+/// The cause reason field.Error types carry, recognised from the detail's leading words.
+fn cause_reason(detail: &str) -> &'static str {
+    const REASONS: [(&str, &str); 6] = [
+        ("Required value", "FieldValueRequired"),
+        ("Duplicate value", "FieldValueDuplicate"),
+        ("Forbidden", "FieldValueForbidden"),
+        ("Unsupported value", "FieldValueNotSupported"),
+        ("Too long", "FieldValueTooLong"),
+        ("Too many", "FieldValueTooMany"),
+    ];
+    REASONS
+        .iter()
+        .find(|(prefix, _)| detail.starts_with(prefix))
+        .map_or("FieldValueInvalid", |(_, reason)| reason)
+}
+
 fn forbidden_message(group: &str, resource: &str, name: &str, detail: &str) -> String {
     let qualified = match group {
         "" => resource.to_owned(),
@@ -232,19 +254,6 @@ fn denied_message(resource: &str, name: &str, detail: &str) -> String {
     } else {
         format!("{resource} \"{name}\" is forbidden: {detail}")
     }
-}
-
-/// The field error type behind a validation message, named as `field.ErrorType` serializes it.
-fn cause_reason(detail: &str) -> &'static str {
-    [
-        ("Forbidden:", "FieldValueForbidden"),
-        ("Required value", "FieldValueRequired"),
-        ("Unsupported value", "FieldValueNotSupported"),
-        ("Duplicate value", "FieldValueDuplicate"),
-    ]
-    .iter()
-    .find(|(prefix, _)| detail.starts_with(prefix))
-    .map_or("FieldValueInvalid", |(_, reason)| reason)
 }
 
 /// Splits `leases.coordination.k8s.io` into Status details `{kind: leases, group: coordination.k8s.io}`.

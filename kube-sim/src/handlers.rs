@@ -29,6 +29,7 @@ use super::selector::{FieldSelector, Filter, LabelSelector};
 use super::ssa::{self, Writer};
 use super::store::WatchFrom;
 use super::table::{self, Include};
+use super::typed::{FieldCheck, FieldValidation};
 use super::watch::{self, WatchRequest};
 use super::write::{self, StatusMode, Track, WriteOpts};
 
@@ -164,6 +165,7 @@ impl Call {
             dry_run: self.params.dry_run()?,
             status,
             track: Track::Update(self.writer(status, options)?),
+            fields: FieldCheck::new(FieldValidation::parse(self.params.get("fieldValidation"))?),
         })
     }
 
@@ -247,6 +249,23 @@ impl Call {
             }
             None => Ok(respond_bytes(code, "application/json", obj.raw.clone())),
         }
+    }
+
+    /// A written object, with a `Warning` header per field problem `fieldValidation=Warn` let through.
+    fn respond_written(
+        &self,
+        code: StatusCode,
+        obj: &Obj,
+        opts: &WriteOpts,
+    ) -> Result<Response<Body>, Error> {
+        let mut resp = self.respond_obj(code, obj)?;
+        for w in opts.fields.warnings.lock().iter() {
+            let value = format!("299 - \"{}\"", w.replace('\\', "\\\\").replace('"', "\\\""));
+            if let Ok(v) = http::HeaderValue::from_str(&value) {
+                resp.headers_mut().append(http::header::WARNING, v);
+            }
+        }
+        Ok(resp)
     }
 
     fn get(&self, name: &str) -> Result<Response<Body>, Error> {
@@ -366,27 +385,17 @@ impl Call {
     async fn create(self, body: Incoming) -> Result<Response<Body>, Error> {
         let obj = self.body(body).await?;
         self.guard("", &obj)?;
-        let stored = write::create(
-            &self.ctx.store,
-            self.kind,
-            &self.namespace,
-            obj,
-            &self.opts(StatusMode::Ignore, "CreateOptions")?,
-        )?;
-        self.respond_obj(StatusCode::CREATED, &stored)
+        let opts = self.opts(StatusMode::Ignore, "CreateOptions")?;
+        let stored = write::create(&self.ctx.store, self.kind, &self.namespace, obj, &opts)?;
+        self.respond_written(StatusCode::CREATED, &stored, &opts)
     }
 
     async fn update(self, name: &str, body: Incoming, status: StatusMode) -> Result<Response<Body>, Error> {
         let obj = self.body(body).await?;
         self.guard(name, &obj)?;
-        let stored = write::update(
-            &self.ctx.store,
-            self.kind,
-            &self.key(name),
-            &self.opts(status, "UpdateOptions")?,
-            |_| Ok(obj),
-        )?;
-        self.respond_obj(StatusCode::OK, &stored)
+        let opts = self.opts(status, "UpdateOptions")?;
+        let stored = write::update(&self.ctx.store, self.kind, &self.key(name), &opts, |_| Ok(obj))?;
+        self.respond_written(StatusCode::OK, &stored, &opts)
     }
 
     async fn patch(self, name: &str, body: Incoming, status: StatusMode) -> Result<Response<Body>, Error> {
@@ -419,7 +428,7 @@ impl Call {
         let stored = write::update(store, kind, &key, &opts, |cur| {
             patch::apply(kind.kind, name, ptype, cur, &p)
         })?;
-        self.respond_obj(StatusCode::OK, &stored)
+        self.respond_written(StatusCode::OK, &stored, &opts)
     }
 
     /// GET, PUT or PATCH of `/scale`.
@@ -490,12 +499,12 @@ impl Call {
             }
             let obj = ssa::apply(kind, None, &obj, &writer, force)?;
             let stored = write::create(store, kind, &self.namespace, obj, &opts)?;
-            return self.respond_obj(StatusCode::CREATED, &stored);
+            return self.respond_written(StatusCode::CREATED, &stored, &opts);
         }
         let stored = write::update(store, kind, &key, &opts, |cur| {
             ssa::apply(kind, Some(cur), &config, &writer, force)
         })?;
-        self.respond_obj(StatusCode::OK, &stored)
+        self.respond_written(StatusCode::OK, &stored, &opts)
     }
 
     /// `DeleteOptions` from the body, or from query parameters when the body is empty.

@@ -38,6 +38,7 @@ mod table;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod tls;
+mod typed;
 mod watch;
 mod write;
 

@@ -70,6 +70,7 @@ pub(crate) fn write(
         dry_run,
         status: StatusMode::Ignore,
         track: Track::None,
+        fields: crate::typed::FieldCheck::new(crate::typed::FieldValidation::Ignore),
     };
     let stored = write::update(store, kind, key, &opts, |cur| {
         let scale = scale_of(cur);

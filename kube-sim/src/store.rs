@@ -17,6 +17,7 @@ use super::error::Error;
 use super::kinds::{self, KINDS, KindId};
 use super::object::{Key, Obj};
 use super::selector::Filter;
+use super::typed::{FieldCheck, FieldValidation};
 use super::write::{self, StatusMode, Track, WriteOpts};
 
 /// Events a watcher may fall behind by before it is closed (the client then re-watches or relists).
@@ -436,10 +437,12 @@ impl Store {
             .as_str()
             .unwrap_or("default")
             .to_string();
+        // Manifests are held to kubectl's default: an unknown field is an error, not silently dropped.
         let opts = WriteOpts {
             dry_run: false,
             status: StatusMode::Keep,
             track: Track::None,
+            fields: FieldCheck::new(FieldValidation::Strict),
         };
         let stored = write::apply(self, kind, &ns, obj, &opts)?;
         Ok(stored.value())

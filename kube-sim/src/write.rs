@@ -15,6 +15,7 @@ use super::kinds::{self, Kind};
 use super::object::{Key, Obj, now_secs, rfc3339, validate_name};
 use super::ssa::{self, Writer};
 use super::store::{Store, Txn};
+use super::typed::{self, FieldCheck};
 
 /// Who owns `status` in a write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,6 +44,8 @@ pub(crate) struct WriteOpts {
     pub(crate) dry_run: bool,
     pub(crate) status: StatusMode,
     pub(crate) track: Track,
+    /// `fieldValidation`, and the warnings it produced.
+    pub(crate) fields: FieldCheck,
 }
 
 fn not_found(kind: &Kind, name: &str) -> Error {
@@ -141,6 +144,7 @@ pub(crate) fn create_in(
     if opts.status != StatusMode::Keep || obj.get("status").is_none() {
         controllers::initial_status(kind, &mut obj);
     }
+    typed::admit(kind, &mut obj, None, &opts.fields)?;
     if let Track::Update(writer) = &opts.track {
         ssa::track_update(kind, None, &mut obj, writer);
     }
@@ -230,6 +234,7 @@ pub(crate) fn update_in(
     for kept in ["uid", "creationTimestamp", "generation", "resourceVersion"] {
         set_or_remove(&mut new["metadata"], kept, cur["metadata"].get(kept));
     }
+    typed::admit(kind, &mut new, Some(&cur), &opts.fields)?;
     match &opts.track {
         Track::None => set_or_remove(
             &mut new["metadata"],
@@ -353,24 +358,13 @@ pub(crate) fn normalize(kind: &Kind, ns: &str, body: Value) -> Result<Value, Err
             meta.insert("namespace".into(), json!(ns));
         }
     }
+    // Go's omitempty: an empty or null map is not serialized. Other shapes are for typed decoding to refuse.
     for map in ["labels", "annotations"] {
-        match meta.get(map) {
-            // Go's omitempty: an empty or null map is not serialized.
-            None | Some(Value::Null) => {
-                meta.remove(map);
-            }
-            Some(Value::Object(m)) if m.is_empty() => {
-                meta.remove(map);
-            }
-            Some(Value::Object(m)) if m.values().all(Value::is_string) => {}
-            Some(_) => {
-                return Err(Error::invalid(
-                    kind.kind,
-                    &name,
-                    &format!("metadata.{map}"),
-                    "Invalid value: must be a map of string keys to string values",
-                ));
-            }
+        if meta
+            .get(map)
+            .is_some_and(|m| m.is_null() || m.as_object().is_some_and(Map::is_empty))
+        {
+            meta.remove(map);
         }
     }
     if kind.kind == "Secret" && kind.group.is_empty() {

@@ -158,8 +158,9 @@ async fn updates_own_what_they_change() {
         serde_json::to_value(&created.metadata.managed_fields.as_ref().unwrap()[0].fields_v1).unwrap();
     assert_eq!(
         fields["f:spec"]["f:template"]["f:spec"]["f:containers"]["k:{\"name\":\"app\"}"]["f:ports"],
-        // An added list is itself owned (`.`), as in the real server's Update entries.
-        json!({".": {}, "k:{\"containerPort\":80,\"protocol\":\"TCP\"}": {".": {}, "f:containerPort": {}}})
+        // An added list is itself owned (`.`), as in the real server's Update entries; so are the
+        // fields defaulting filled in (`protocol`).
+        json!({".": {}, "k:{\"containerPort\":80,\"protocol\":\"TCP\"}": {".": {}, "f:containerPort": {}, "f:protocol": {}}})
     );
     let status = status_of(
         api.patch("web", &PatchParams::apply("applier"), &Patch::Apply(dep(3)))

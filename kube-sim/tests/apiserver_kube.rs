@@ -611,7 +611,7 @@ async fn selectors_filter_lists_and_watches() {
             .store()
             .apply(
                 json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
-            "spec": {"nodeName": node, "containers": []}, "status": {"phase": phase}}),
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]}, "status": {"phase": phase}}),
             )
             .unwrap();
     }

@@ -33,6 +33,7 @@ use super::error::Error;
 use super::kinds::{self, KINDS, Kind, KindId};
 use super::object::{Key, Obj};
 use super::store::Txn;
+use super::typed::{FieldCheck, FieldValidation};
 use super::write::{self, StatusMode, Track, WriteOpts};
 use workqueue::Task;
 
@@ -87,6 +88,7 @@ fn controller_opts(status: StatusMode) -> WriteOpts {
         dry_run: false,
         status,
         track: Track::None,
+        fields: FieldCheck::new(FieldValidation::Ignore),
     }
 }
 
@@ -216,6 +218,7 @@ fn namespace_defaults(txn: &mut Txn<'_>, kind: &'static Kind, obj: &Arc<Obj>) ->
                 dry_run: false,
                 status: StatusMode::Ignore,
                 track: Track::None,
+                fields: FieldCheck::new(FieldValidation::Ignore),
             };
             write::create_in(txn, sa, &ns, json!({"metadata": {"name": "default"}}), &opts)?;
         }

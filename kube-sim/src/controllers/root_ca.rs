@@ -29,6 +29,7 @@ pub(super) fn publish(txn: &mut Txn<'_>, ns: &str) -> Result<(), Error> {
         dry_run: false,
         status: StatusMode::Ignore,
         track: crate::write::Track::None,
+        fields: crate::typed::FieldCheck::new(crate::typed::FieldValidation::Ignore),
     };
     write::create_in(txn, kind, ns, body, &opts).map(|_| ())
 }
