@@ -355,10 +355,6 @@ pub(crate) fn release(
     Ok(Some(current.clone()))
 }
 
-#[cfg(test)]
-#[path = "delete_tests.rs"]
-mod tests;
-
 /// A controller's delete (scale-down, superseded ReplicaSets, stale EndpointSlices): an API delete with
 /// the default propagation, its cascade settled in the same transaction.
 pub(crate) fn delete_in(txn: &mut Txn<'_>, kind: &'static Kind, key: &Key) -> Result<(), Error> {
@@ -369,3 +365,7 @@ pub(crate) fn delete_in(txn: &mut Txn<'_>, kind: &'static Kind, key: &Key) -> Re
     request(txn, kind, &current, None, false, &mut queue)?;
     controllers::settle(txn, queue)
 }
+
+#[cfg(test)]
+#[path = "delete_tests.rs"]
+mod tests;

@@ -112,7 +112,8 @@ impl Obj {
                 .as_object()
                 .filter(|m| !m.is_empty())
                 .and_then(|m| m.iter().map(|(k, v)| Some((k.clone(), text(v)?))).collect()),
-            raw: Bytes::from(serde_json::to_vec(value).map_err(|e| Error::Internal(e.to_string()))?),
+            type_len,
+            raw: Bytes::from(raw),
         })
     }
 
