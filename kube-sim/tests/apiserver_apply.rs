@@ -197,7 +197,7 @@ async fn updates_own_what_they_change() {
     assert_eq!(ctrl.subresource.as_deref(), Some("status"));
     assert_eq!(
         serde_json::to_value(&ctrl.fields_v1).unwrap(),
-        json!({"f:status": {"f:collisionCount": {}}})
+        json!({"f:status": {"f:replicas": {}}})
     );
 }
 
