@@ -160,6 +160,9 @@ pub(crate) fn delete_collection(
             let Some(current) = txn.get(kind.id(), &listed.key).cloned() else {
                 continue;
             };
+            if controllers::admit_delete(kind, &current.key).is_err() {
+                continue;
+            }
             request(txn, kind, &current, opts.propagation, opts.dry_run, &mut queue)?;
             deleted.push(current);
         }
@@ -350,6 +353,17 @@ pub(crate) fn release(
         controllers::settle(txn, queue)?;
     }
     Ok(Some(current.clone()))
+}
+
+/// A controller's delete (scale-down, superseded ReplicaSets, stale EndpointSlices): an API delete with
+/// the default propagation, its cascade settled in the same transaction.
+pub(crate) fn delete_in(txn: &mut Txn<'_>, kind: &'static Kind, key: &Key) -> Result<(), Error> {
+    let Some(current) = txn.get(kind.id(), key).cloned() else {
+        return Ok(());
+    };
+    let mut queue = Queue::new();
+    request(txn, kind, &current, None, false, &mut queue)?;
+    controllers::settle(txn, queue)
 }
 
 #[cfg(test)]

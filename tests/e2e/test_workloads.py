@@ -65,11 +65,7 @@ def wait_for_eds(ads: Ads, want: set[str], timeout: float = 20) -> set[str]:
 
 
 def test_scaled_deployment_reaches_eds(mesh):
-    # TODO(lead): switch to plain `kubectl create deployment` once proto.rs decodes Deployments (kubectl
-    # sends them as protobuf); until then the client-side dry run goes through `apply` as JSON.
-    manifest = kubectl(mesh, "create", "deployment", "web", "--image=registry.example/web:1",
-                       "--dry-run=client", "-o", "yaml")
-    mesh.kubectl("cluster1", "apply", "-f", "-", stdin=manifest)
+    kubectl(mesh, "create", "deployment", "web", "--image=registry.example/web:1")
     kubectl(mesh, "expose", "deployment", "web", "--port", "80")
     kubectl(mesh, "scale", "deployment", "web", "--replicas", "5")
     out = kubectl(mesh, "rollout", "status", "deployment/web", "--timeout=20s")

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::meta::{controlled_by, owner_ref, set_condition};
-use super::{controller_opts, delete_obj, kind_named, namespace_active};
+use super::{controller_opts, kind_named, namespace_active};
+use crate::delete;
 use crate::error::Error;
 use crate::object::{Key, Obj};
 use crate::store::Txn;
@@ -131,7 +132,7 @@ fn prune_history(
     old.sort_by_key(|(_, rs)| revision(rs));
     let excess = old.len().saturating_sub(limit);
     for (obj, _) in old.into_iter().take(excess) {
-        delete_obj(txn, kind_named("apps", "ReplicaSet"), &obj.key)?;
+        delete::delete_in(txn, kind_named("apps", "ReplicaSet"), &obj.key)?;
     }
     Ok(())
 }

@@ -15,7 +15,8 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::meta::{controller_of, map_selector_matches, owner_ref};
-use super::{controller_opts, delete_obj, kind_named, namespace_active, node_kind, pod_kind, slice_kind};
+use super::{controller_opts, kind_named, namespace_active, node_kind, pod_kind, slice_kind};
+use crate::delete;
 use crate::error::Error;
 use crate::object::{Key, Obj, now_secs, rfc3339};
 use crate::store::Txn;
@@ -72,14 +73,14 @@ pub(super) fn sync(txn: &mut Txn<'_>, key: &Key) -> Result<(), Error> {
             Owner::Ours if !foreign => ours.push((obj, slice)),
             Owner::Foreign => {}
             _ => {
-                delete_obj(txn, kind_named("discovery.k8s.io", "EndpointSlice"), &obj.key)?;
+                delete::delete_in(txn, kind_named("discovery.k8s.io", "EndpointSlice"), &obj.key)?;
             }
         }
     }
     let Some(service) = service.filter(|s| !foreign && selects_pods(s) && namespace_active(txn, &key.0))
     else {
         for (obj, _) in ours {
-            delete_obj(txn, kind_named("discovery.k8s.io", "EndpointSlice"), &obj.key)?;
+            delete::delete_in(txn, kind_named("discovery.k8s.io", "EndpointSlice"), &obj.key)?;
         }
         return Ok(());
     };
@@ -246,7 +247,7 @@ fn reconcile(
         };
     }
     for (obj, _) in ours {
-        delete_obj(txn, kind, &obj.key)?;
+        delete::delete_in(txn, kind, &obj.key)?;
     }
     Ok(())
 }

@@ -92,16 +92,6 @@ fn controller_opts(status: StatusMode) -> WriteOpts {
     }
 }
 
-/// Deletes an object as a controller does (default propagation) and lets the cascades run.
-fn delete_obj(txn: &mut Txn<'_>, kind: &'static Kind, key: &Key) -> Result<(), Error> {
-    let Some(current) = txn.get(kind.id(), key).cloned() else {
-        return Ok(());
-    };
-    let mut queue = Queue::new();
-    super::delete::request(txn, kind, &current, None, false, &mut queue)?;
-    settle(txn, queue)
-}
-
 fn is_core(kind: &Kind, name: &str) -> bool {
     kind.group.is_empty() && kind.kind == name
 }

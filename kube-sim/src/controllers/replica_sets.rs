@@ -6,7 +6,8 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::meta::{controlled_by, labels_of, owner_ref, selector_matches};
-use super::{controller_opts, delete_obj, kind_named, namespace_active, pod_kind};
+use super::{controller_opts, kind_named, namespace_active, pod_kind};
+use crate::delete;
 use crate::error::Error;
 use crate::object::{Key, Obj};
 use crate::store::Txn;
@@ -31,7 +32,7 @@ pub(super) fn sync(txn: &mut Txn<'_>, key: &Key) -> Result<(), Error> {
     } else if alive && pods.len() > desired {
         pods.sort_by_key(|(obj, pod)| deletion_rank(obj, pod));
         for (obj, _) in pods.drain(desired..) {
-            delete_obj(txn, kind_named("", "Pod"), &obj.key)?;
+            delete::delete_in(txn, kind_named("", "Pod"), &obj.key)?;
         }
     }
     let template_labels = labels_of(&rs["spec"]["template"]["metadata"]["labels"]);
