@@ -26,6 +26,9 @@ pub(crate) enum StatusMode {
     Only,
     /// Manifest loading: the body is taken whole.
     Keep,
+    /// The scheduler's binding (a real server's `pods/binding`): taken whole like `Keep`, but the
+    /// update rules that forbid clients to set `spec.nodeName` do not apply.
+    Bind,
 }
 
 /// How a write records field ownership in `metadata.managedFields`.
@@ -226,15 +229,16 @@ pub(crate) fn update_in(
             new = cur.clone();
             set_or_remove(&mut new, "status", status.as_ref());
         }
-        StatusMode::Keep if new.get("status").is_none() => {
+        StatusMode::Keep | StatusMode::Bind if new.get("status").is_none() => {
             set_or_remove(&mut new, "status", cur.get("status"))
         }
-        StatusMode::Keep => {}
+        StatusMode::Keep | StatusMode::Bind => {}
     }
     for kept in ["uid", "creationTimestamp", "generation", "resourceVersion"] {
         set_or_remove(&mut new["metadata"], kept, cur["metadata"].get(kept));
     }
-    typed::admit(kind, &mut new, Some(&cur), &opts.fields)?;
+    let rules_from = (opts.status != StatusMode::Bind).then_some(&cur);
+    typed::admit(kind, &mut new, rules_from, &opts.fields)?;
     match &opts.track {
         Track::None => set_or_remove(
             &mut new["metadata"],

@@ -58,7 +58,7 @@ pub(super) fn schedule(txn: &mut Txn<'_>, key: &Key) -> Result<bool, Error> {
     }
     pod["status"]["phase"] = json!("Pending");
     pod["status"]["conditions"] = json!(conditions);
-    let opts = controller_opts(StatusMode::Keep);
+    let opts = controller_opts(StatusMode::Bind);
     let stored = write::update_in(txn, kind_named("", "Pod"), &current, pod, &opts)?;
     Ok(stored.node_name.is_some())
 }

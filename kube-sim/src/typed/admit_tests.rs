@@ -133,11 +133,9 @@ fn update_rules() {
     let mut new = old.clone();
     new["spec"]["containers"][0]["image"] = json!("nginx:1.27");
     assert!(admit_as("v1", "Pod", new.clone(), Some(&old), FieldValidation::Strict).is_ok());
-    // Binding an unscheduled pod is allowed (the simulator's scheduler binds by update); moving it is not.
+    // Clients may not bind a pod by update (only the scheduler's binding writes nodeName).
     new["spec"]["nodeName"] = json!("n1");
-    let bound = admit_as("v1", "Pod", new.clone(), Some(&old), FieldValidation::Strict).unwrap();
-    new["spec"]["nodeName"] = json!("n2");
-    let err = admit_as("v1", "Pod", new, Some(&bound), FieldValidation::Strict).unwrap_err();
+    let err = admit_as("v1", "Pod", new, Some(&old), FieldValidation::Strict).unwrap_err();
     assert!(
         err.contains("spec: Forbidden: pod updates may not change fields other than"),
         "{err}"

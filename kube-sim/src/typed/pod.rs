@@ -123,11 +123,6 @@ pub(super) fn update(errs: &mut Errs, new: &PodSpec, old: &PodSpec) {
         m.image.clone_from(&o.image);
     }
     mutated.active_deadline_seconds = old.active_deadline_seconds;
-    // Binding an unscheduled pod: the simulator has no `pods/binding` subresource, so its scheduler binds
-    // by update (a deliberate difference: a real server refuses this to clients too).
-    if old.node_name.as_deref().unwrap_or_default().is_empty() {
-        mutated.node_name.clone_from(&old.node_name);
-    }
     let old_tolerations = old.tolerations.as_deref().unwrap_or_default();
     let keeps_old = old_tolerations
         .iter()

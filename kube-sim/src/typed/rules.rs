@@ -535,15 +535,12 @@ impl Typed for Role {
     }
 }
 
-/// SetDefaults_Subject: users and groups are RBAC's, service accounts the core group.
+/// SetDefaults_Subject: users and groups are RBAC's, service accounts the core group (`""`, which
+/// `omitempty` leaves out of the JSON).
 fn subject_defaults(subjects: Option<&mut Vec<Subject>>) {
     for s in subjects.into_iter().flatten() {
         if s.api_group.as_deref().is_none_or(str::is_empty) {
-            s.api_group = match s.kind.as_str() {
-                "User" | "Group" => Some(RBAC_GROUP.into()),
-                "ServiceAccount" => Some(String::new()),
-                _ => s.api_group.take(),
-            };
+            s.api_group = matches!(s.kind.as_str(), "User" | "Group").then(|| RBAC_GROUP.into());
         }
     }
 }

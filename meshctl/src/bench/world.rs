@@ -110,12 +110,14 @@ impl World {
                     })
                     .collect();
                 for s in 0..self.shape.services {
+                    // The hand-written slice first: its Service is then user-managed from the start, so
+                    // the simulator's EndpointSlice controller never builds (and rebuilds per pod) its own.
+                    objects.push((format!("svc-{s}/slice"), slice(s, &self.endpoints[c][s])));
                     objects.push((format!("svc-{s}/serviceaccount"), service_account(s)));
                     objects.push((format!("svc-{s}"), service(s)));
                     for &ip in &self.endpoints[c][s] {
                         objects.push((format!("svc-{s}/{ip}"), pod(s, ip)));
                     }
-                    objects.push((format!("svc-{s}/slice"), slice(s, &self.endpoints[c][s])));
                 }
                 ClusterManifests {
                     name: Self::cluster_name(c),
