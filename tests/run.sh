@@ -9,7 +9,8 @@ root=$(pwd)
 cache="$root/tests/.cache"
 mkdir -p "$cache/bin"
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step says when it starts (seconds since the suite began), so a slow step shows in CI logs.
+step() { printf '\n==> [%ss] %s\n' "$SECONDS" "$*"; }
 
 step "Python test dependencies (tests/.venv)"
 if [ ! -x tests/.venv/bin/python ]; then
@@ -76,7 +77,7 @@ step "cargo build"
 cargo build --workspace --bins --examples --features meshd/testing --quiet
 
 step "cargo test"
-cargo test --workspace --features meshd/testing --quiet 2>&1 | tee "$cache/cargo-test.log" | grep -E '^(test result|error|failures|---- )' || true
+cargo test --workspace --features meshd/testing 2>&1 | tee "$cache/cargo-test.log" | grep -E '^(test result|error|failures|---- )|^ *Running ' || true
 if grep -qE '^test result: FAILED|^error' "$cache/cargo-test.log" || ! grep -q '^test result: ok' "$cache/cargo-test.log"; then
   echo "cargo test failed; full log: $cache/cargo-test.log" >&2
   tail -n 80 "$cache/cargo-test.log" >&2
@@ -85,7 +86,7 @@ fi
 rust_passed=$(grep -oE '^test result: ok\. [0-9]+ passed' "$cache/cargo-test.log" | awk '{s+=$4} END {print s+0}')
 
 step "end-to-end tests (pytest)"
-MESHD_BIN_DIR="$root/target/debug" tests/.venv/bin/pytest -q tests/e2e -p no:cacheprovider
+MESHD_BIN_DIR="$root/target/debug" tests/.venv/bin/pytest -q tests/e2e -p no:cacheprovider --durations=15
 
 echo
-echo "rust: ${rust_passed} passed"
+echo "rust: ${rust_passed} passed; total ${SECONDS}s"

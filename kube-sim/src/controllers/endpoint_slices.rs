@@ -61,20 +61,30 @@ pub(super) fn sync(txn: &mut Txn<'_>, key: &Key) -> Result<(), Error> {
         .and_then(|s| s["metadata"]["uid"].as_str())
         .unwrap_or_default()
         .to_string();
-    let slices: Vec<(Arc<Obj>, Value)> = txn
+    let mut foreign = false;
+    let mut managed = Vec::new();
+    for obj in txn
         .in_namespace(slice_kind(), &key.0)
         .filter(|o| o.labels.get(SERVICE_NAME) == Some(&key.1))
-        .map(|o| (o.clone(), o.value()))
-        .collect();
-    let foreign = slices.iter().any(|(_, s)| owner(s, &uid) == Owner::Foreign);
-    let mut ours = Vec::new();
-    for (obj, slice) in slices {
+    {
+        // Without the controller's label a slice is foreign, known without parsing it: this runs for
+        // every pod change, and hand-written slices can be large.
+        if obj.labels.get(MANAGED_BY).map(String::as_str) != Some(CONTROLLER) {
+            foreign = true;
+            continue;
+        }
+        let slice = obj.value();
         match owner(&slice, &uid) {
-            Owner::Ours if !foreign => ours.push((obj, slice)),
-            Owner::Foreign => {}
-            _ => {
-                delete::delete_in(txn, kind_named("discovery.k8s.io", "EndpointSlice"), &obj.key)?;
-            }
+            Owner::Foreign => foreign = true,
+            whose => managed.push((obj.clone(), slice, whose)),
+        }
+    }
+    let mut ours = Vec::new();
+    for (obj, slice, whose) in managed {
+        if whose == Owner::Ours && !foreign {
+            ours.push((obj, slice));
+        } else {
+            delete::delete_in(txn, kind_named("discovery.k8s.io", "EndpointSlice"), &obj.key)?;
         }
     }
     let Some(service) = service.filter(|s| !foreign && selects_pods(s) && namespace_active(txn, &key.0))

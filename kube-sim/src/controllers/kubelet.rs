@@ -26,6 +26,10 @@ pub(super) fn sync(txn: &mut Txn<'_>, key: &Key) -> Result<(), Error> {
     let Some(current) = txn.get(pod_kind(), key).cloned() else {
         return Ok(());
     };
+    // Unbound pods are not the kubelet's: known from the extracted field, without parsing.
+    if current.node_name.as_deref().is_none_or(str::is_empty) {
+        return Ok(());
+    }
     let pod = current.value();
     let Some(node) = pod["spec"]["nodeName"].as_str().filter(|n| !n.is_empty()) else {
         return Ok(());

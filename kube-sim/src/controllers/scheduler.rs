@@ -32,6 +32,11 @@ pub(super) fn schedule(txn: &mut Txn<'_>, key: &Key) -> Result<bool, Error> {
     let Some(current) = txn.get(pod_kind(), key).cloned() else {
         return Ok(false);
     };
+    // The extracted fields rule out most pods without parsing them.
+    let bound = current.node_name.as_deref().is_some_and(|n| !n.is_empty());
+    if bound || current.phase.as_deref().is_some_and(|p| p != "Pending") {
+        return Ok(false);
+    }
     let mut pod = current.value();
     if !unscheduled(&pod) {
         return Ok(false);
