@@ -198,8 +198,7 @@ impl Txn<'_> {
 
     /// A CRD write changes what is served: the registry is rebuilt from the stored definitions.
     fn definitions_changed(&mut self, kind: KindId) {
-        let def = crd::definition_kind();
-        if kind == def.id() {
+        if kind == crd::definition_id() {
             let crds: Vec<Value> = self.objects(kind).map(|o| o.value()).collect();
             self.store.kinds.store(Arc::new(Registry::build(crds.iter())));
         }

@@ -61,6 +61,12 @@ pub(crate) fn definition_kind() -> &'static Kind {
     &KIND
 }
 
+/// The CustomResourceDefinition table's id (the store checks it on every write).
+pub(crate) fn definition_id() -> KindId {
+    static ID: LazyLock<KindId> = LazyLock::new(|| definition_kind().id());
+    *ID
+}
+
 pub(crate) fn is_definition(kind: &Kind) -> bool {
     std::ptr::eq(kind, definition_kind())
 }

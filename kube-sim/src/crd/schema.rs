@@ -131,11 +131,9 @@ fn walk(schema: &Value, v: &mut Value, path: &str, out: &mut Outcome) {
     }
     match v {
         Value::Object(map) => object(schema, map, path, out),
-        Value::Array(items) => {
-            if schema["items"].is_object() {
-                for (i, item) in items.iter_mut().enumerate() {
-                    walk(&schema["items"], item, &format!("{path}[{i}]"), out);
-                }
+        Value::Array(items) if schema["items"].is_object() => {
+            for (i, item) in items.iter_mut().enumerate() {
+                walk(&schema["items"], item, &format!("{path}[{i}]"), out);
             }
         }
         _ => {}
