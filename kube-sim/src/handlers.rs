@@ -577,7 +577,7 @@ const EXPIRED_CONTINUE: &str = "The provided continue parameter is too old to di
     were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
 
 /// `{"kind":"<Kind>List","apiVersion":…,"metadata":…,"items":[…]}` from pre-serialized objects, without
-/// re-parsing them; items carry no `kind` or `apiVersion`, as in the real server's lists.
+/// re-parsing them; items of built-in kinds carry no `kind` or `apiVersion`, as in the real server's lists.
 fn list_body(kind: &Kind, meta: &Value, items: &[Arc<Obj>]) -> bytes::Bytes {
     let size = items.iter().map(|o| o.raw.len() + 1).sum::<usize>() + 256;
     let mut buf = BytesMut::with_capacity(size);
@@ -592,6 +592,13 @@ fn list_body(kind: &Kind, meta: &Value, items: &[Arc<Obj>]) -> bytes::Bytes {
     for (i, obj) in items.iter().enumerate() {
         if i > 0 {
             buf.put_u8(b',');
+        }
+        if kind.custom.is_some() {
+            // Custom resources are unstructured: their list items keep `kind` and `apiVersion` (the
+            // version asked for), as kube-apiserver serves them.
+            let converted = crd::served(kind, obj);
+            buf.put_slice(&converted.as_ref().unwrap_or(obj).raw);
+            continue;
         }
         for part in obj.item() {
             buf.put_slice(part);

@@ -121,7 +121,8 @@ fn column_definitions(printer: &Printer) -> Value {
 }
 
 fn row(kind: &Kind, obj: &Obj, include: Include, now: i64) -> Value {
-    let value = obj.value();
+    let mut value = obj.value();
+    crate::crd::as_version(kind, &mut value);
     let cells = match kind.custom {
         Some(c) => custom::cells(c, &value, now),
         None => (kind.printer.cells)(&value, now),
