@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use super::Ctx;
 use super::auth::Identity;
+use super::crd;
 use super::delete::{self, DeleteOpts, Outcome};
 use super::error::Error;
 use super::escalation;
@@ -235,8 +236,10 @@ impl Call {
         }
     }
 
-    /// One object, as JSON or as a one-row Table.
+    /// One object, as JSON or as a one-row Table (a custom object under the version asked for).
     fn respond_obj(&self, code: StatusCode, obj: &Obj) -> Result<Response<Body>, Error> {
+        let converted = crd::served(self.kind, obj);
+        let obj = converted.as_ref().unwrap_or(obj);
         match self.table_include()? {
             Some(include) => {
                 let t = table::table(
@@ -417,6 +420,13 @@ impl Call {
         if ptype == PatchType::Apply {
             return self.apply(name, p, opts).await;
         }
+        if ptype == PatchType::Strategic && kind.custom.is_some() {
+            // Custom resources have no patch strategies, so kube-apiserver refuses the media type.
+            return Err(Error::UnsupportedMediaType(
+                "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+                    .into(),
+            ));
+        }
         if self.params.get("force").is_some() {
             return Err(Error::invalid(
                 "PatchOptions.meta.k8s.io",
@@ -567,7 +577,7 @@ const EXPIRED_CONTINUE: &str = "The provided continue parameter is too old to di
     were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
 
 /// `{"kind":"<Kind>List","apiVersion":…,"metadata":…,"items":[…]}` from pre-serialized objects, without
-/// re-parsing them; items carry no `kind` or `apiVersion`, as in the real server's lists.
+/// re-parsing them; items of built-in kinds carry no `kind` or `apiVersion`, as in the real server's lists.
 fn list_body(kind: &Kind, meta: &Value, items: &[Arc<Obj>]) -> bytes::Bytes {
     let size = items.iter().map(|o| o.raw.len() + 1).sum::<usize>() + 256;
     let mut buf = BytesMut::with_capacity(size);
@@ -582,6 +592,13 @@ fn list_body(kind: &Kind, meta: &Value, items: &[Arc<Obj>]) -> bytes::Bytes {
     for (i, obj) in items.iter().enumerate() {
         if i > 0 {
             buf.put_u8(b',');
+        }
+        if kind.custom.is_some() {
+            // Custom resources are unstructured: their list items keep `kind` and `apiVersion` (the
+            // version asked for), as kube-apiserver serves them.
+            let converted = crd::served(kind, obj);
+            buf.put_slice(&converted.as_ref().unwrap_or(obj).raw);
+            continue;
         }
         for part in obj.item() {
             buf.put_slice(part);
