@@ -12,6 +12,7 @@ pub mod cli;
 pub mod config;
 pub mod drain;
 pub mod intern;
+pub mod istio;
 pub mod leader;
 pub mod metrics;
 pub mod model;
