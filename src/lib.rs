@@ -10,6 +10,7 @@ pub mod auth;
 pub mod ca;
 pub mod cli;
 pub mod config;
+pub mod config_controller;
 pub mod drain;
 pub mod intern;
 pub mod istio;
