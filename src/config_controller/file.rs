@@ -106,34 +106,57 @@ pub fn locate(doc: &str, path: &str) -> Option<usize> {
     let lines: Vec<&str> = doc.lines().collect();
     let indent = |l: &str| l.len() - l.trim_start().len();
     let mut found = None;
-    let (mut pos, mut parent) = (0usize, None::<usize>);
+    // Where the search resumes, the indentation of the enclosing key or list item, and whether that
+    // scope is a list item (which its next sibling `- ` ends).
+    let (mut pos, mut parent, mut in_item) = (0usize, None::<usize>, false);
     for segment in path.split('.') {
         let (key, index) = match segment.split_once('[') {
             Some((k, rest)) => (k, rest.trim_end_matches(']').parse::<usize>().ok()),
             None => (segment, None),
         };
-        let deeper = |l: &str| parent.is_none_or(|p| indent(l) > p || l.trim_start().starts_with("- "));
-        let key_line = (pos..lines.len()).find(|&i| {
-            let l = lines[i];
+        let mut key_line = None;
+        for (i, l) in lines.iter().enumerate().skip(pos) {
+            if l.trim().is_empty() {
+                continue;
+            }
+            let item = l.trim_start().starts_with("- ");
+            if let Some(p) = parent {
+                let ends = if in_item {
+                    i > pos && indent(l) <= p
+                } else {
+                    indent(l) < p || (indent(l) == p && !item)
+                };
+                if ends {
+                    break;
+                }
+            }
             let t = l.trim_start().trim_start_matches("- ");
-            deeper(l) && (t.starts_with(&format!("{key}:")) || t.starts_with(&format!("\"{key}\":")))
-        })?;
-        let key_indent = indent(lines[key_line]) + (lines[key_line].trim_start().len()
-            - lines[key_line].trim_start().trim_start_matches("- ").len());
+            if t.starts_with(&format!("{key}:")) || t.starts_with(&format!("\"{key}\":")) {
+                key_line = Some(i);
+                break;
+            }
+        }
+        let Some(key_line) = key_line else {
+            return found;
+        };
+        let l = lines[key_line];
+        let key_indent = indent(l) + (l.trim_start().len() - l.trim_start().trim_start_matches("- ").len());
         found = Some(key_line + 1);
-        pos = key_line + 1;
-        parent = Some(key_indent);
+        (pos, parent, in_item) = (key_line + 1, Some(key_indent), false);
         if let Some(n) = index {
             let items: Vec<usize> = (pos..lines.len())
                 .take_while(|&i| lines[i].trim().is_empty() || indent(lines[i]) >= key_indent)
                 .filter(|&i| lines[i].trim_start().starts_with("- "))
                 .collect();
-            let Some(&first) = items.first() else { return found };
+            let Some(&first) = items.first() else {
+                return found;
+            };
             let item_indent = indent(lines[first]);
-            let item = *items.iter().filter(|&&i| indent(lines[i]) == item_indent).nth(n)?;
+            let Some(&item) = items.iter().filter(|&&i| indent(lines[i]) == item_indent).nth(n) else {
+                return found;
+            };
             found = Some(item + 1);
-            pos = item;
-            parent = Some(item_indent);
+            (pos, parent, in_item) = (item, Some(item_indent), true);
         }
     }
     found

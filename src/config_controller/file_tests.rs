@@ -51,7 +51,8 @@ fn locate_follows_keys_and_list_items() {
     assert_eq!(locate(doc, "spec.subsets[1].name"), Some(5));
     assert_eq!(locate(doc, "spec.subsets[1].labels.v"), Some(7));
     assert_eq!(locate(doc, "spec.trafficPolicy.tls"), Some(9));
-    assert_eq!(locate(doc, "spec.missing"), None);
+    assert_eq!(locate(doc, "spec.subsets[0].labels"), Some(4), "the deepest segment found");
+    assert_eq!(locate(doc, "status"), None);
 }
 
 fn drain(rx: &mut tokio::sync::mpsc::UnboundedReceiver<Event>) -> Vec<Event> {
@@ -81,7 +82,7 @@ fn a_bad_file_keeps_its_last_good_objects_and_removed_files_drop_theirs() {
     let second = drain(&mut rx);
     assert!(applied(&second).contains(&"Sidecar a/s".to_owned()));
     assert!(second.iter().any(|e| matches!(e, Event::State { name, state: Some(s) }
-        if name == "file /d/a.yaml" && s.error.as_deref().is_some_and(|m| m.contains("line 1")))));
+        if name == "file /d/a.yaml" && s.error.as_deref().is_some_and(|m| m.contains("document 0 line")))));
 
     // Fixed and b.yaml deleted: the report is withdrawn, b's objects are no longer listed.
     state.apply(vec![good("/d/a.yaml", sidecar)], &tx);
