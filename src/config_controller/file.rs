@@ -188,20 +188,32 @@ pub fn parse_file(path: &str, text: &str) -> Result<(Vec<Doc>, Vec<String>), Fil
             return Err(err(Some(start), "kind is required".into()));
         };
         let Some(kind) = Kind::from_name(kind_name).filter(|k| {
-            api_version.is_some_and(|v| v.split_once('/').is_some_and(|(g, ver)| g == k.group() && k.versions().contains(&ver)))
+            api_version.is_some_and(|v| {
+                v.split_once('/')
+                    .is_some_and(|(g, ver)| g == k.group() && k.versions().contains(&ver))
+            })
         }) else {
-            skipped.push(format!("document {index}: {} {kind_name} is not a kind meshd reads", api_version.unwrap_or("?")));
+            skipped.push(format!(
+                "document {index}: {} {kind_name} is not a kind meshd reads",
+                api_version.unwrap_or("?")
+            ));
             continue;
         };
         let meta_json = &json["metadata"];
         let Some(name) = meta_json["name"].as_str() else {
-            return Err(err(locate(&chunk, "metadata").map(|l| start + l - 1).or(Some(start)), "metadata.name is required".into()));
+            return Err(err(
+                locate(&chunk, "metadata").map(|l| start + l - 1).or(Some(start)),
+                "metadata.name is required".into(),
+            ));
         };
         let strings = |field: &str| -> Result<BTreeMap<String, String>, FileError> {
             match &meta_json[field] {
                 serde_json::Value::Null => Ok(BTreeMap::new()),
                 v => serde_json::from_value(v.clone()).map_err(|e| {
-                    err(locate(&chunk, &format!("metadata.{field}")).map(|l| start + l - 1), format!("metadata.{field}: {e}"))
+                    err(
+                        locate(&chunk, &format!("metadata.{field}")).map(|l| start + l - 1),
+                        format!("metadata.{field}: {e}"),
+                    )
                 }),
             }
         };
@@ -238,8 +250,11 @@ pub fn parse_file(path: &str, text: &str) -> Result<(Vec<Doc>, Vec<String>), Fil
     Ok((docs, skipped))
 }
 
+/// Each file's path and its text, or why it could not be read.
+type Files = Vec<(PathBuf, Result<String, String>)>;
+
 /// Every YAML file under `dir` (sorted), each read or failed on its own.
-fn read_dir(dir: &Path) -> Result<Vec<(PathBuf, Result<String, String>)>, String> {
+fn read_dir(dir: &Path) -> Result<Files, String> {
     let mut files = Vec::new();
     let mut pending = vec![dir.to_owned()];
     while let Some(d) = pending.pop() {
@@ -257,7 +272,11 @@ fn read_dir(dir: &Path) -> Result<Vec<(PathBuf, Result<String, String>)>, String
         }
     }
     if files.len() > MAX_FILES {
-        return Err(format!("{}: {} YAML files, over the {MAX_FILES}-file limit", dir.display(), files.len()));
+        return Err(format!(
+            "{}: {} YAML files, over the {MAX_FILES}-file limit",
+            dir.display(),
+            files.len()
+        ));
     }
     files.sort();
     Ok(files
@@ -269,7 +288,7 @@ fn read_dir(dir: &Path) -> Result<Vec<(PathBuf, Result<String, String>)>, String
         .collect())
 }
 
-fn digest(files: &[(PathBuf, Result<String, String>)]) -> [u8; 32] {
+fn digest(files: &Files) -> [u8; 32] {
     let mut h = Sha256::new();
     for (p, t) in files {
         h.update(p.to_string_lossy().as_bytes());
@@ -292,14 +311,19 @@ struct DirState {
 impl DirState {
     /// Applies one stable read: good files replace their objects, bad ones keep them; sends every
     /// object, then the list (so the store drops what no file has any more).
-    fn apply(&mut self, files: Vec<(PathBuf, Result<String, String>)>, tx: &UnboundedSender<Event>) {
+    fn apply(&mut self, files: Files, tx: &UnboundedSender<Event>) {
         let present: BTreeSet<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
         self.good.retain(|p, _| present.contains(p));
         let mut bad = BTreeSet::new();
         for (path, text) in files {
             let shown = path.display().to_string();
             let result = text
-                .map_err(|message| FileError { path: shown.clone(), document: None, line: None, message })
+                .map_err(|message| FileError {
+                    path: shown.clone(),
+                    document: None,
+                    line: None,
+                    message,
+                })
                 .and_then(|t| parse_file(&shown, &t));
             match result {
                 Ok((docs, skipped)) => {
@@ -314,14 +338,20 @@ impl DirState {
                     }
                     let _ = tx.send(Event::State {
                         name: format!("file {shown}"),
-                        state: Some(SourceState { synced: false, error: Some(e.to_string()) }),
+                        state: Some(SourceState {
+                            synced: false,
+                            error: Some(e.to_string()),
+                        }),
                     });
                     bad.insert(shown);
                 }
             }
         }
         for fixed in self.bad.difference(&bad) {
-            let _ = tx.send(Event::State { name: format!("file {fixed}"), state: None });
+            let _ = tx.send(Event::State {
+                name: format!("file {fixed}"),
+                state: None,
+            });
         }
         self.bad = bad;
         let mut listed = BTreeSet::new();
@@ -345,7 +375,11 @@ impl DirState {
                 parsed: doc.parsed,
             });
         }
-        let _ = tx.send(Event::Retain { source: SourceId::Directory, kind: None, listed });
+        let _ = tx.send(Event::Retain {
+            source: SourceId::Directory,
+            kind: None,
+            listed,
+        });
     }
 }
 
@@ -356,7 +390,7 @@ pub(crate) fn spawn(tasks: &Tasks, ready: &Ready, dir: PathBuf, poll: Duration, 
     let name = "config directory".to_owned();
     let mut state = DirState::default();
     let first = read_dir(&dir);
-    let mut changes = ChangeDetector::new(first.as_ref().map_or([0; 32], |f| digest(f)));
+    let mut changes = ChangeDetector::new(first.as_ref().map_or([0; 32], digest));
     match first {
         Ok(files) => {
             state.apply(files, &tx);
@@ -368,8 +402,11 @@ pub(crate) fn spawn(tasks: &Tasks, ready: &Ready, dir: PathBuf, poll: Duration, 
         }
     }
     drop(guard);
-    spawn_poller(tasks, &format!("config-dir {}", dir.display()), poll, move || {
-        match changes.observe_by(read_dir(&dir), |f| digest(f)) {
+    spawn_poller(
+        tasks,
+        &format!("config-dir {}", dir.display()),
+        poll,
+        move || match changes.observe_by(read_dir(&dir), digest) {
             Change::None => {}
             Change::Failed(e) => {
                 warn!(error = %e, "config directory unreadable; keeping its last good objects");
@@ -379,8 +416,8 @@ pub(crate) fn spawn(tasks: &Tasks, ready: &Ready, dir: PathBuf, poll: Duration, 
                 state.apply(files, &tx);
                 report(&tx, &name, None);
             }
-        }
-    });
+        },
+    );
 }
 
 fn report(tx: &UnboundedSender<Event>, name: &str, error: Option<String>) {
