@@ -258,7 +258,9 @@ def test_meshd_uses_exactly_the_primary_profile_rbac(run):
     # The paths this test means to exercise all happened: discovery, remote secrets, CA, lease, TokenReview.
     kinds = {(g, r, v) for g, r, v, _, _ in requests}
     assert {("", "services", "watch"), ("discovery.k8s.io", "endpointslices", "watch"), ("", "secrets", "watch"),
-            ("authentication.k8s.io", "tokenreviews", "create")} <= kinds, sorted(kinds)
+            ("authentication.k8s.io", "tokenreviews", "create"),
+            ("networking.istio.io", "serviceentries", "watch"),
+            ("security.istio.io", "peerauthentications", "watch")} <= kinds, sorted(kinds)
     # The leader publishes the mesh root in both CA modes; only the self-signed CA creates its Secret.
     assert {("coordination.k8s.io", "leases", "update"), ("", "configmaps", "create"),
             ("", "configmaps", "update")} <= kinds, sorted(kinds)
