@@ -154,10 +154,7 @@ impl ClusterDiscovery {
             &ctx.tasks,
             primary.clone(),
             registry::Options {
-                id: aggregate::RegistryId {
-                    cluster: opts.cluster_id.clone(),
-                    generation: 0,
-                },
+                id: aggregate::RegistryId::kubernetes(opts.cluster_id.clone(), 0),
                 ctx: conv.clone(),
                 system_namespace: opts.system_namespace.clone(),
                 networks: networks.clone(),
