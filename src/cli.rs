@@ -68,6 +68,12 @@ pub struct Args {
     #[arg(long, env = "MESHD_MESH_NETWORKS", value_name = "PATH")]
     pub mesh_networks: Option<PathBuf>,
 
+    /// Directory of Istio config YAML (istiod's `--configDir`): DestinationRules, VirtualServices,
+    /// ServiceEntries, … in `*.yaml`/`*.yml` files, recursively; polled like the config files. Read
+    /// besides the config cluster's Istio objects (a conflict is reported; the cluster's copy wins).
+    #[arg(long, env = "MESHD_CONFIG_DIR", value_name = "DIR")]
+    pub config_dir: Option<PathBuf>,
+
     /// Plaintext xDS gRPC address. `:PORT` means every interface (loopback only in the sandbox).
     #[arg(long, env = "MESHD_GRPC_ADDR", default_value = ":15010", value_name = "ADDR")]
     pub grpc_addr: ListenAddr,

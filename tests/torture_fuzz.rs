@@ -206,6 +206,11 @@ fn fuzz_k8s_objects() {
     fuzz("k8s_objects", targets::k8s_objects);
 }
 
+#[test]
+fn fuzz_istio_config() {
+    fuzz("istio_config", targets::istio_config);
+}
+
 /// The libFuzzer `discovery_stream` corpus, replayed only: each input is a whole ADS stream (≥ 20 ms),
 /// too slow for the mutation loop, which `fuzz_discovery_request_sequences` replaces.
 #[test]

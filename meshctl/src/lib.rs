@@ -11,6 +11,7 @@
 //!
 //! Results go to stdout; progress and warnings to stderr.
 
+pub mod analyze;
 pub mod bench;
 pub mod bootstrap;
 pub mod client;
@@ -105,6 +106,9 @@ pub enum Command {
     Adsz,
     /// Network gateways.
     Networks,
+    /// Every Istio object meshd rejected or ignored, with the reason; exits non-zero when any object
+    /// is rejected.
+    Analyze,
     /// Shell completion script.
     Completion {
         /// The shell.
@@ -220,6 +224,9 @@ pub enum Error {
     /// Writing a bootstrap.
     #[error(transparent)]
     Bootstrap(#[from] crate::bootstrap::Error),
+    /// `meshctl analyze` found rejected objects.
+    #[error("{0} Istio object(s) rejected")]
+    Rejected(usize),
 }
 
 /// Runs one command; prints its result to stdout.
@@ -282,6 +289,20 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
             let adsz: Value = admin()?.get("/debug/adsz").await?;
             let clients = adsz["clients"].as_array().cloned().unwrap_or_default();
             print!("{}", render(&views::AdsClients(clients), out)?);
+        }
+        Command::Analyze => {
+            let configz: Value = admin()?.get("/debug/configz").await?;
+            let view: meshd::config_controller::ConfigzView =
+                serde_json::from_value(configz["istioConfig"].clone())?;
+            let findings = crate::analyze::findings(&view);
+            match (out, findings.0.is_empty()) {
+                (Output::Table, true) => println!("no problems found in {} Istio objects", view.objects.len()),
+                _ => print!("{}", render(&findings, out)?),
+            }
+            let rejected = findings.rejected();
+            if rejected > 0 {
+                return Err(Error::Rejected(rejected));
+            }
         }
         Command::Networks => {
             let gws: Vec<Value> = admin()?.get("/debug/networkz").await?;

@@ -29,6 +29,7 @@ use crate::{
         MeshConfig, MeshNetworks, ParseError,
         watch::{ConfigFile, ReloadMetrics},
     },
+    config_controller,
     drain::Tasks,
     leader::{self, ElectionConfig},
     model::{ClusterId, DEFAULT_CLUSTER_ID},
@@ -121,6 +122,7 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
     admin::register_build_info(&mut registry);
     let reload_metrics = ReloadMetrics::new(&mut registry);
     let xds_metrics = xds::metrics::Metrics::new(&mut registry);
+    let config_metrics = config_controller::Metrics::new(&mut registry);
     let clusters = Clusters::default();
     let cluster_metrics = clusters::Metrics {
         registry: registry::Metrics::new(&mut registry),
@@ -169,7 +171,7 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
         None => args.kube_source(),
     };
     let (primary, primary_server) = primary_client(&primary_source).await?;
-    let secure_config = secure_config(&args, cluster_id, &watches.mesh.borrow().trust_domain);
+    let secure_config = secure_config(&args, cluster_id.clone(), &watches.mesh.borrow().trust_domain);
     let mesh_auth = secure::mesh_authenticator(
         &secure_config,
         &watches.mesh.borrow(),
@@ -177,15 +179,25 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
         view.clusters.clone(),
     );
 
+    // Istio objects: one store fed by the config cluster and `--config-dir`.
+    let (config_controller, istio_config) = config_controller::new(
+        config_controller::Options {
+            config_dir: args.config_dir.clone(),
+            poll: args.config_poll,
+        },
+        config_metrics,
+    );
     let debug = admin::Debug::default().route(
         "/debug/configz",
-        "effective mesh config and meshNetworks",
+        "effective mesh config, meshNetworks and every Istio object with its source and status",
         get({
             let w = watches.clone();
+            let istio = istio_config.clone();
             move || async move {
                 Json(serde_json::json!({
                     "meshConfig": *w.mesh.borrow().clone(),
                     "meshNetworks": *w.networks.borrow().clone(),
+                    "istioConfig": config_controller::configz(&istio.current()),
                 }))
             }
         }),
@@ -229,6 +241,17 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
                 warn!(error = %e, "plaintext xDS server failed");
             }
         });
+        Ok(())
+    });
+
+    let config_source = config_controller::kubernetes::KubeSource {
+        client: primary.clone(),
+        cluster: cluster_id.clone(),
+        server: primary_server.as_str().into(),
+        watch_timeout: args.watch_timeout,
+    };
+    server.add_start_func("config controller", move |ctx| async move {
+        config_controller.start(&ctx, Some(config_source));
         Ok(())
     });
 

@@ -20,7 +20,7 @@ pub struct MeshConfig {
     /// Send mTLS automatically to endpoints that can take it.
     pub enable_auto_mtls: bool,
     /// Upstream connect timeout, e.g. `10s`.
-    #[serde(with = "duration_str")]
+    #[serde(with = "super::duration")]
     pub connect_timeout: Duration,
     /// What sidecars do with traffic to unknown destinations.
     pub outbound_traffic_policy: OutboundTrafficPolicy,
@@ -113,30 +113,6 @@ impl MeshConfig {
             });
         }
         Ok((cfg, unknown))
-    }
-}
-
-/// Durations as Istio writes them in YAML: `10s`, `1.5s`, `100ms`.
-mod duration_str {
-    use std::time::Duration;
-
-    use serde::{Deserialize, Deserializer, Serializer, de::Error};
-
-    pub(super) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&humantime::format_duration(*d).to_string())
-    }
-
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        let s = String::deserialize(d)?;
-        parse(&s).map_err(|e| D::Error::custom(format!("invalid duration {s:?}: {e}")))
-    }
-
-    fn parse(s: &str) -> Result<Duration, String> {
-        // Protobuf JSON durations may be fractional seconds ("1.5s"), which humantime does not take.
-        if let Some(secs) = s.strip_suffix('s').and_then(|n| n.parse::<f64>().ok()) {
-            return Duration::try_from_secs_f64(secs).map_err(|e| e.to_string());
-        }
-        humantime::parse_duration(s).map_err(|e| e.to_string())
     }
 }
 

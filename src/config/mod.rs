@@ -4,6 +4,7 @@
 //! publishes each new good value on a `tokio::sync::watch` channel, keeping the last good value when a
 //! reload fails.
 
+pub mod duration;
 pub mod mesh;
 pub mod networks;
 pub mod watch;
@@ -101,6 +102,44 @@ fn known_path(path: &str) -> String {
     known.join(".")
 }
 
+/// Deserializes `T` from any serde source (YAML text, a JSON value from the API server), with the
+/// failing field's path in the error and `ignored` called with the path (`a.b[0].c`) of every field `T`
+/// does not know. The one mechanism behind "unknown fields are tolerated with a warning" for the mesh
+/// config and the Istio config objects alike.
+pub fn deserialize_tracked<'de, D, T>(
+    de: D,
+    ignored: &mut impl FnMut(String),
+) -> Result<T, serde_path_to_error::Error<D::Error>>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de>,
+{
+    let mut on_ignored = |path: serde_ignored::Path<'_>| ignored(field_path(&path));
+    let de = serde_ignored::Deserializer::new(de, &mut on_ignored);
+    serde_path_to_error::deserialize(de)
+}
+
+/// A serde_ignored path as a field path: `a.b[0].c`, without the `?` segments serde_ignored prints for
+/// `Option`s and newtypes (they are not fields).
+fn field_path(path: &serde_ignored::Path<'_>) -> String {
+    use serde_ignored::Path;
+    match path {
+        Path::Root => String::new(),
+        Path::Seq { parent, index } => format!("{}[{index}]", field_path(parent)),
+        Path::Map { parent, key } => {
+            let parent = field_path(parent);
+            if parent.is_empty() {
+                key.clone()
+            } else {
+                format!("{parent}.{key}")
+            }
+        }
+        Path::Some { parent } | Path::NewtypeStruct { parent } | Path::NewtypeVariant { parent } => {
+            field_path(parent)
+        }
+    }
+}
+
 /// Deserializes YAML into `T`, reporting the failing field's path and position, and calling
 /// `ignored` with the path of every field `T` does not know.
 fn parse_yaml<T: serde::de::DeserializeOwned>(
@@ -112,9 +151,7 @@ fn parse_yaml<T: serde::de::DeserializeOwned>(
         return parse_yaml("{}", ignored);
     }
     let de = serde_yaml::Deserializer::from_str(text);
-    let mut on_ignored = |path: serde_ignored::Path<'_>| ignored(path.to_string());
-    let de = serde_ignored::Deserializer::new(de, &mut on_ignored);
-    serde_path_to_error::deserialize(de).map_err(|e| {
+    deserialize_tracked(de, &mut ignored).map_err(|e| {
         let field = known_path(&e.path().to_string());
         let inner = e.into_inner();
         let (line, column) = inner

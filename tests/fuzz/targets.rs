@@ -9,6 +9,7 @@ use envoy_types::pb::envoy::config::core::v3::Node;
 use k8s_openapi::api::{core::v1 as core, discovery::v1 as discovery};
 use meshd::{
     config::{mesh::MeshConfig, networks::MeshNetworks},
+    istio,
     model::ClusterId,
     multicluster::kubeconfig::{InsecureOption, sanitize},
     registry::{endpoints, service},
@@ -72,5 +73,33 @@ pub fn k8s_objects(data: &[u8]) {
     }
     if let Ok(pod) = serde_json::from_slice::<core::Pod>(data) {
         let _ = endpoints::pod(&pod, &ctx);
+    }
+}
+
+/// JSON → every Istio kind's parser (a spec valid for one kind is hostile input for the others).
+/// Rejections must name the object; accepted objects must serialize (for `/debug/configz`).
+pub fn istio_config(data: &[u8]) {
+    let Ok(spec) = serde_json::from_slice::<serde_json::Value>(data) else {
+        return;
+    };
+    for kind in istio::Kind::ALL {
+        let meta = istio::ObjectMeta {
+            namespace: "fuzz".into(),
+            name: "obj".into(),
+            labels: Default::default(),
+            annotations: Default::default(),
+            revision: "1".into(),
+            creation_timestamp: None,
+            source: istio::Source::Cluster(ClusterId::from("fuzz")),
+        };
+        match istio::parse(kind, meta, &spec) {
+            Ok((cfg, _)) => {
+                serde_json::to_vec(&cfg).expect("an accepted object serializes");
+            }
+            Err(e) => assert!(
+                e.to_string().starts_with(&format!("{kind} fuzz/obj: ")),
+                "error does not name the object: {e}"
+            ),
+        }
     }
 }

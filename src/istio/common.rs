@@ -1,0 +1,70 @@
+//! Types several kinds share (Istio's `type.v1beta1.WorkloadSelector`, `PortSelector`, `StringMatch`,
+//! `Percent`).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::validate::{self, Report};
+
+/// Label sets (`labels`, `matchLabels`), sorted for stable output.
+pub type Labels = BTreeMap<String, String>;
+
+/// Istio's `WorkloadSelector`: `matchLabels` (a workload matches when its labels include them all).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct WorkloadSelector {
+    /// Labels a workload must carry.
+    pub match_labels: Labels,
+}
+
+impl WorkloadSelector {
+    /// istiod's selector checks under `field`.
+    pub(crate) fn validate(&self, field: &str, r: &mut Report) {
+        validate::selector(&self.match_labels, &format!("{field}.matchLabels"), r);
+    }
+}
+
+/// Istio's `PortSelector`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PortSelector {
+    /// The port number.
+    pub number: u32,
+}
+
+/// Istio's `StringMatch`: one of `exact`, `prefix`, `regex` (RE2). All unset matches anything present.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct StringMatch {
+    /// Exact value.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exact: Option<String>,
+    /// Prefix.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+    /// RE2 regular expression.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub regex: Option<String>,
+}
+
+impl StringMatch {
+    /// At most one of the three (a protobuf `oneof`), and a valid regex.
+    pub(crate) fn validate(&self, field: &str, r: &mut Report) {
+        let set = [self.exact.is_some(), self.prefix.is_some(), self.regex.is_some()];
+        if set.iter().filter(|s| **s).count() > 1 {
+            r.error(field, "only one of exact, prefix or regex may be set");
+        }
+        if let Some(re) = &self.regex {
+            validate::regex(re, &format!("{field}.regex"), r);
+        }
+    }
+}
+
+/// Istio's `Percent` (a double in 0..100).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Percent {
+    /// The percentage.
+    pub value: f64,
+}

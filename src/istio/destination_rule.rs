@@ -1,0 +1,723 @@
+//! `DestinationRule` (networking.istio.io): what happens to traffic for a host after routing — subsets,
+//! load balancing (incl. locality failover), connection pools, outlier detection, client TLS.
+
+use std::{collections::BTreeSet, time::Duration};
+
+use serde::{Deserialize, Serialize};
+
+use super::{
+    common::{Labels, PortSelector, WorkloadSelector},
+    validate::{self, Report},
+};
+
+/// Istio's `DestinationRule`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct DestinationRule {
+    /// The service host (short names resolve in the rule's namespace; may start with `*`).
+    pub host: String,
+    /// Policies for every subset and port.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub traffic_policy: Option<TrafficPolicy>,
+    /// Named subsets of the host's endpoints.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub subsets: Vec<Subset>,
+    /// Namespaces the rule applies to.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub export_to: Vec<String>,
+    /// Applies the rule only to these workloads (then private to its namespace).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workload_selector: Option<WorkloadSelector>,
+}
+
+/// Istio's `TrafficPolicy`. `tunnel` and `proxyProtocol` are kept only to be reported as unimplemented.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct TrafficPolicy {
+    /// Load-balancing algorithm and locality settings.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub load_balancer: Option<LoadBalancerSettings>,
+    /// Connection limits (circuit breakers).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connection_pool: Option<ConnectionPoolSettings>,
+    /// Ejection of failing endpoints.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outlier_detection: Option<OutlierDetection>,
+    /// Client TLS to the upstream.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<ClientTlsSettings>,
+    /// Per-port overrides.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub port_level_settings: Vec<PortTrafficPolicy>,
+    /// HTTP CONNECT tunnelling (not implemented by meshd).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tunnel: Option<serde_json::Value>,
+    /// PROXY protocol to the upstream (not implemented by meshd).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proxy_protocol: Option<serde_json::Value>,
+}
+
+/// Istio's `TrafficPolicy.PortTrafficPolicy`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PortTrafficPolicy {
+    /// The port these settings apply to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<PortSelector>,
+    /// Load balancing on this port.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub load_balancer: Option<LoadBalancerSettings>,
+    /// Connection pool on this port.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connection_pool: Option<ConnectionPoolSettings>,
+    /// Outlier detection on this port.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outlier_detection: Option<OutlierDetection>,
+    /// TLS on this port.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<ClientTlsSettings>,
+}
+
+/// Istio's `Subset`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Subset {
+    /// The subset's name (cluster `outbound|port|name|host`).
+    pub name: String,
+    /// Endpoints whose labels include these belong to the subset.
+    pub labels: Labels,
+    /// Overrides the rule's policy for this subset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub traffic_policy: Option<TrafficPolicy>,
+}
+
+/// Istio's `LoadBalancerSettings`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct LoadBalancerSettings {
+    /// A standard algorithm.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub simple: Option<SimpleLb>,
+    /// Hash-based affinity (ring hash / maglev).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub consistent_hash: Option<ConsistentHashLb>,
+    /// Locality-weighted load balancing and failover.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub locality_lb_setting: Option<LocalityLbSetting>,
+    /// Slow start for new endpoints.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        with = "crate::config::duration::option"
+    )]
+    pub warmup_duration_secs: Option<Duration>,
+}
+
+/// Istio's `LoadBalancerSettings.SimpleLB`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum SimpleLb {
+    /// Proxy's default.
+    Unspecified,
+    /// Deprecated alias of LEAST_REQUEST.
+    LeastConn,
+    /// Random.
+    Random,
+    /// Forward to the address the caller asked for.
+    Passthrough,
+    /// Round robin.
+    RoundRobin,
+    /// Least outstanding requests.
+    LeastRequest,
+}
+
+/// Istio's `ConsistentHashLB`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ConsistentHashLb {
+    /// Hash on this request header.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http_header_name: Option<String>,
+    /// Hash on this cookie (generated when absent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http_cookie: Option<HttpCookie>,
+    /// Hash on the source IP.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub use_source_ip: Option<bool>,
+    /// Hash on this query parameter.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http_query_parameter_name: Option<String>,
+    /// Ring hash with this minimum ring size.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ring_hash: Option<RingHash>,
+    /// Maglev with this table size.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub maglev: Option<Maglev>,
+    /// Deprecated: use `ringHash`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub minimum_ring_size: Option<u64>,
+}
+
+/// Istio's `ConsistentHashLB.HTTPCookie`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HttpCookie {
+    /// Cookie name.
+    pub name: String,
+    /// Cookie path.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub path: String,
+    /// Cookie lifetime.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        with = "crate::config::duration::option"
+    )]
+    pub ttl: Option<Duration>,
+}
+
+/// Istio's `ConsistentHashLB.RingHash`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct RingHash {
+    /// Minimum ring size.
+    pub minimum_ring_size: u64,
+}
+
+/// Istio's `ConsistentHashLB.MagLev`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Maglev {
+    /// Table size (a prime).
+    pub table_size: u64,
+}
+
+/// Istio's `LocalityLoadBalancerSetting`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct LocalityLbSetting {
+    /// Weights from a source locality to destination localities.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub distribute: Vec<Distribute>,
+    /// Region to fail over to when a region has no healthy endpoint.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub failover: Vec<Failover>,
+    /// Label keys ordering endpoints into priorities.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub failover_priority: Vec<String>,
+    /// Switches locality load balancing (default: the mesh config's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+}
+
+/// Istio's `LocalityLoadBalancerSetting.Distribute`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Distribute {
+    /// Source locality (`region/zone/subzone`, trailing `*` allowed).
+    pub from: String,
+    /// Destination locality → weight (1..100, summing to 100).
+    pub to: std::collections::BTreeMap<String, u32>,
+}
+
+/// Istio's `LocalityLoadBalancerSetting.Failover`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Failover {
+    /// Source region.
+    pub from: String,
+    /// Region to fail over to.
+    pub to: String,
+}
+
+/// Istio's `ConnectionPoolSettings`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ConnectionPoolSettings {
+    /// TCP limits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<TcpSettings>,
+    /// HTTP limits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpSettings>,
+}
+
+/// Istio's `ConnectionPoolSettings.TCPSettings`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct TcpSettings {
+    /// Most connections to a host.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_connections: Option<i32>,
+    /// Connect timeout.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        with = "crate::config::duration::option"
+    )]
+    pub connect_timeout: Option<Duration>,
+    /// Longest connection lifetime.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        with = "crate::config::duration::option"
+    )]
+    pub max_connection_duration: Option<Duration>,
+    /// Idle timeout.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        with = "crate::config::duration::option"
+    )]
+    pub idle_timeout: Option<Duration>,
+    /// TCP keepalive (not implemented by meshd).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp_keepalive: Option<serde_json::Value>,
+}
+
+/// Istio's `ConnectionPoolSettings.HTTPSettings`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HttpSettings {
+    /// Most queued requests.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http1_max_pending_requests: Option<i32>,
+    /// Most concurrent requests.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http2_max_requests: Option<i32>,
+    /// Requests per connection (1 disables keep-alive).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_requests_per_connection: Option<i32>,
+    /// Most concurrent retries.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_retries: Option<i32>,
+    /// Idle timeout.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        with = "crate::config::duration::option"
+    )]
+    pub idle_timeout: Option<Duration>,
+    /// `DEFAULT`, `DO_NOT_UPGRADE` or `UPGRADE`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub h2_upgrade_policy: Option<H2UpgradePolicy>,
+    /// Use the client's protocol upstream.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub use_client_protocol: Option<bool>,
+    /// Most concurrent streams per HTTP/2 connection.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_concurrent_streams: Option<i32>,
+}
+
+/// Istio's `H2UpgradePolicy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum H2UpgradePolicy {
+    /// The mesh default.
+    Default,
+    /// Keep HTTP/1.1.
+    DoNotUpgrade,
+    /// Upgrade to HTTP/2.
+    Upgrade,
+}
+
+/// Istio's `OutlierDetection`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct OutlierDetection {
+    /// Count local-origin failures separately.
+    pub split_external_local_origin_errors: bool,
+    /// Local-origin failures before ejection.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub consecutive_local_origin_failures: Option<u32>,
+    /// 502/503/504s before ejection.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub consecutive_gateway_errors: Option<u32>,
+    /// 5xxs before ejection.
+    #[serde(skip_serializing_if = "Option::is_none", rename = "consecutive5xxErrors")]
+    pub consecutive_5xx_errors: Option<u32>,
+    /// Deprecated alias of `consecutive5xxErrors` (as 502/503/504).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub consecutive_errors: Option<i32>,
+    /// Time between sweeps.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        with = "crate::config::duration::option"
+    )]
+    pub interval: Option<Duration>,
+    /// Minimum ejection time.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        with = "crate::config::duration::option"
+    )]
+    pub base_ejection_time: Option<Duration>,
+    /// Most of the pool ejected at once, in percent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_ejection_percent: Option<i32>,
+    /// Outlier detection stops below this healthy percentage.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_health_percent: Option<i32>,
+}
+
+/// Istio's `ClientTLSSettings`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ClientTlsSettings {
+    /// The TLS mode.
+    pub mode: TlsMode,
+    /// Client certificate file (MUTUAL).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub client_certificate: String,
+    /// Private key file (MUTUAL).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub private_key: String,
+    /// CA bundle file.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub ca_certificates: String,
+    /// Secret holding the client certificate, key and CA.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub credential_name: String,
+    /// SANs the server certificate must carry.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub subject_alt_names: Vec<String>,
+    /// SNI sent to the server.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub sni: String,
+    /// Skip verifying the server certificate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub insecure_skip_verify: Option<bool>,
+}
+
+/// Istio's `ClientTLSSettings.TLSmode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum TlsMode {
+    /// Plaintext (the protobuf default).
+    #[default]
+    Disable,
+    /// TLS, server authenticated.
+    Simple,
+    /// mTLS with given certificates.
+    Mutual,
+    /// mTLS with Istio's workload certificates.
+    IstioMutual,
+}
+
+/// istiod's `ValidateDestinationRule`.
+pub(crate) fn validate(dr: &DestinationRule, namespace: &str, r: &mut Report) {
+    validate::wildcard_domain(&dr.host, "spec.host", r);
+    if let Some(tp) = &dr.traffic_policy {
+        traffic_policy(tp, "spec.trafficPolicy", true, r);
+    }
+    let mut names = BTreeSet::new();
+    for (i, s) in dr.subsets.iter().enumerate() {
+        let f = format!("spec.subsets[{i}]");
+        if s.name.is_empty() {
+            r.error(format!("{f}.name"), "subset name is required");
+        } else if !validate::is_dns1123_label(&s.name) {
+            r.error(
+                format!("{f}.name"),
+                format!("{:?} is not a valid DNS-1123 label", s.name),
+            );
+        } else if !names.insert(s.name.as_str()) {
+            r.error(format!("{f}.name"), format!("duplicate subset name {:?}", s.name));
+        }
+        validate::labels(&s.labels, &format!("{f}.labels"), r);
+        if let Some(tp) = &s.traffic_policy {
+            traffic_policy(tp, &format!("{f}.trafficPolicy"), true, r);
+        }
+    }
+    validate::export_to(&dr.export_to, namespace, false, "spec.exportTo", r);
+    if let Some(sel) = &dr.workload_selector {
+        sel.validate("spec.workloadSelector", r);
+        if dr.export_to.iter().any(|e| e != "." && e != namespace) {
+            r.error(
+                "spec.exportTo",
+                "a DestinationRule with a workloadSelector may only be exported to its own namespace",
+            );
+        }
+    }
+}
+
+fn traffic_policy(tp: &TrafficPolicy, f: &str, top: bool, r: &mut Report) {
+    let empty = tp.load_balancer.is_none()
+        && tp.connection_pool.is_none()
+        && tp.outlier_detection.is_none()
+        && tp.tls.is_none()
+        && tp.port_level_settings.is_empty()
+        && tp.tunnel.is_none()
+        && tp.proxy_protocol.is_none();
+    if empty {
+        r.error(f, "a traffic policy must set at least one field");
+    }
+    if tp.tunnel.is_some() && tp.proxy_protocol.is_some() {
+        r.error(f, "tunnel and proxyProtocol cannot both be set");
+    }
+    r.unsupported(format!("{f}.tunnel"), tp.tunnel.is_some());
+    r.unsupported(format!("{f}.proxyProtocol"), tp.proxy_protocol.is_some());
+    let outlier = tp.outlier_detection.is_some();
+    settings(
+        &tp.load_balancer,
+        &tp.connection_pool,
+        &tp.outlier_detection,
+        &tp.tls,
+        f,
+        outlier,
+        r,
+    );
+    if !top && !tp.port_level_settings.is_empty() {
+        r.error(format!("{f}.portLevelSettings"), "not allowed here");
+    }
+    for (i, p) in tp.port_level_settings.iter().enumerate() {
+        let pf = format!("{f}.portLevelSettings[{i}]");
+        match p.port {
+            None => r.error(format!("{pf}.port"), "port is required"),
+            Some(port) => validate::port(port.number, &format!("{pf}.port.number"), r),
+        }
+        if p.load_balancer.is_none()
+            && p.connection_pool.is_none()
+            && p.outlier_detection.is_none()
+            && p.tls.is_none()
+        {
+            r.error(
+                &pf,
+                "port traffic policy must set one of loadBalancer, connectionPool, outlierDetection or tls",
+            );
+        }
+        let outlier = outlier || p.outlier_detection.is_some();
+        settings(
+            &p.load_balancer,
+            &p.connection_pool,
+            &p.outlier_detection,
+            &p.tls,
+            &pf,
+            outlier,
+            r,
+        );
+    }
+}
+
+fn settings(
+    lb: &Option<LoadBalancerSettings>,
+    pool: &Option<ConnectionPoolSettings>,
+    od: &Option<OutlierDetection>,
+    tls: &Option<ClientTlsSettings>,
+    f: &str,
+    has_outlier: bool,
+    r: &mut Report,
+) {
+    if let Some(lb) = lb {
+        load_balancer(lb, &format!("{f}.loadBalancer"), has_outlier, r);
+    }
+    if let Some(pool) = pool {
+        connection_pool(pool, &format!("{f}.connectionPool"), r);
+    }
+    if let Some(od) = od {
+        outlier_detection(od, &format!("{f}.outlierDetection"), r);
+    }
+    if let Some(tls) = tls {
+        client_tls(tls, &format!("{f}.tls"), r);
+    }
+}
+
+/// The largest maglev table size Envoy takes.
+const MAGLEV_MAX_TABLE: u64 = 5_000_011;
+
+fn load_balancer(lb: &LoadBalancerSettings, f: &str, has_outlier: bool, r: &mut Report) {
+    if let Some(ch) = &lb.consistent_hash {
+        let cf = format!("{f}.consistentHash");
+        if ch.http_cookie.as_ref().is_some_and(|c| c.name.is_empty()) {
+            r.error(format!("{cf}.httpCookie.name"), "cookie name is required");
+        }
+        if let Some(m) = &ch.maglev
+            && (!is_prime(m.table_size) || m.table_size >= MAGLEV_MAX_TABLE)
+        {
+            r.error(
+                format!("{cf}.maglev.tableSize"),
+                format!("{} must be a prime below {MAGLEV_MAX_TABLE}", m.table_size),
+            );
+        }
+        if ch.minimum_ring_size.is_some() && (ch.ring_hash.is_some() || ch.maglev.is_some()) {
+            r.error(
+                &cf,
+                "the deprecated minimumRingSize cannot be set with ringHash or maglev",
+            );
+        }
+        let keys = [
+            ch.http_header_name.is_some(),
+            ch.http_cookie.is_some(),
+            ch.use_source_ip.is_some(),
+            ch.http_query_parameter_name.is_some(),
+        ];
+        if keys.iter().filter(|k| **k).count() > 1 {
+            r.error(&cf, "only one hash key may be set");
+        }
+    }
+    if lb.simple.is_some() && lb.consistent_hash.is_some() {
+        r.error(f, "only one of simple or consistentHash may be set");
+    }
+    r.unsupported(
+        format!("{f}.warmupDurationSecs"),
+        lb.warmup_duration_secs.is_some(),
+    );
+    if let Some(loc) = &lb.locality_lb_setting {
+        locality(loc, &format!("{f}.localityLbSetting"), has_outlier, r);
+    }
+}
+
+fn is_prime(n: u64) -> bool {
+    n >= 2 && (2..).take_while(|d| d * d <= n).all(|d| !n.is_multiple_of(d))
+}
+
+/// istiod's `ValidateLocalityLbSetting`.
+fn locality(l: &LocalityLbSetting, f: &str, has_outlier: bool, r: &mut Report) {
+    if !l.distribute.is_empty() && !l.failover.is_empty() {
+        r.error(f, "distribute and failover cannot both be set");
+    }
+    if !l.failover.is_empty()
+        && l.failover_priority
+            .iter()
+            .any(|p| p.starts_with("topology.kubernetes.io/") || p == "topology.istio.io/subzone")
+    {
+        r.error(
+            format!("{f}.failoverPriority"),
+            "region/zone/subzone labels cannot be used with failover",
+        );
+    }
+    let mut from = Vec::new();
+    for (i, d) in l.distribute.iter().enumerate() {
+        let df = format!("{f}.distribute[{i}]");
+        from.push(d.from.as_str());
+        let mut total = 0u64;
+        for (loc, w) in &d.to {
+            if !(1..=100).contains(w) {
+                r.error(format!("{df}.to.{loc}"), format!("weight {w} is not in 1..100"));
+            }
+            total += u64::from(*w);
+        }
+        if total != 100 {
+            r.error(format!("{df}.to"), format!("weights sum to {total}, not 100"));
+        }
+        localities(d.to.keys().map(String::as_str), &format!("{df}.to"), r);
+    }
+    localities(from.into_iter(), &format!("{f}.distribute"), r);
+    for (i, fo) in l.failover.iter().enumerate() {
+        let ff = format!("{f}.failover[{i}]");
+        if fo.from == fo.to {
+            r.error(&ff, "failover must name two different regions");
+        }
+        if fo.from.contains('/') || fo.to.contains('/') {
+            r.error(&ff, "failover is between regions: no zone or subzone");
+        }
+        if fo.to.contains('*') {
+            r.error(format!("{ff}.to"), "failover region must not contain `*`");
+        }
+    }
+    if (!l.failover.is_empty() || !l.failover_priority.is_empty()) && !has_outlier {
+        r.warn(f, "failover needs outlierDetection to take effect");
+    }
+}
+
+/// Localities: at most one `*`, at the end; no empty segment; none overlapping another.
+fn localities<'a>(locs: impl Iterator<Item = &'a str>, f: &str, r: &mut Report) {
+    let mut seen: Vec<Vec<&str>> = Vec::new();
+    for loc in locs {
+        let stars = loc.matches('*').count();
+        if stars > 1 || (stars == 1 && !loc.ends_with('*')) {
+            r.error(f, format!("locality {loc:?}: at most one `*`, at the end"));
+            continue;
+        }
+        let parts: Vec<&str> = loc.splitn(3, '/').collect();
+        if parts.iter().any(|p| p.is_empty()) {
+            r.error(
+                f,
+                format!("locality {loc:?} has an empty region, zone or subzone"),
+            );
+            continue;
+        }
+        // Two localities overlap when one is a prefix of the other, `*` matching anything.
+        let covers = |a: &[&str], b: &[&str]| {
+            a.iter()
+                .zip(b.iter())
+                .all(|(x, y)| x == y || *x == "*" || *y == "*")
+        };
+        if seen.iter().any(|s| covers(s, &parts)) {
+            r.error(f, format!("locality {loc:?} overlaps one given before"));
+        }
+        seen.push(parts);
+    }
+}
+
+fn connection_pool(p: &ConnectionPoolSettings, f: &str, r: &mut Report) {
+    if p.tcp.is_none() && p.http.is_none() {
+        r.error(f, "one of tcp or http is required");
+    }
+    let mut counts = Vec::new();
+    if let Some(t) = &p.tcp {
+        counts.push(("tcp.maxConnections", t.max_connections));
+        r.unsupported(format!("{f}.tcp.tcpKeepalive"), t.tcp_keepalive.is_some());
+    }
+    if let Some(h) = &p.http {
+        counts.extend([
+            ("http.http1MaxPendingRequests", h.http1_max_pending_requests),
+            ("http.http2MaxRequests", h.http2_max_requests),
+            ("http.maxRequestsPerConnection", h.max_requests_per_connection),
+            ("http.maxRetries", h.max_retries),
+            ("http.maxConcurrentStreams", h.max_concurrent_streams),
+        ]);
+        if h.h2_upgrade_policy == Some(H2UpgradePolicy::Upgrade) && h.use_client_protocol == Some(true) {
+            r.error(
+                format!("{f}.http"),
+                "useClientProtocol cannot be set with h2UpgradePolicy UPGRADE",
+            );
+        }
+    }
+    for (name, v) in counts {
+        if let Some(v) = v.filter(|v| *v < 0) {
+            r.error(format!("{f}.{name}"), format!("{v} is negative"));
+        }
+    }
+}
+
+fn outlier_detection(od: &OutlierDetection, f: &str, r: &mut Report) {
+    for (name, v) in [
+        ("maxEjectionPercent", od.max_ejection_percent),
+        ("minHealthPercent", od.min_health_percent),
+    ] {
+        if let Some(v) = v.filter(|v| !(0..=100).contains(v)) {
+            r.error(
+                format!("{f}.{name}"),
+                format!("{v} is not a percentage in 0..100"),
+            );
+        }
+    }
+    if od.consecutive_errors.is_some_and(|v| v < 0) {
+        r.error(format!("{f}.consecutiveErrors"), "must not be negative");
+    }
+    if od.consecutive_local_origin_failures.is_some() && !od.split_external_local_origin_errors {
+        r.error(
+            format!("{f}.consecutiveLocalOriginFailures"),
+            "needs splitExternalLocalOriginErrors",
+        );
+    }
+    for (name, d) in [
+        ("interval", od.interval),
+        ("baseEjectionTime", od.base_ejection_time),
+    ] {
+        if d.is_some_and(|d| d < Duration::from_millis(1)) {
+            r.error(format!("{f}.{name}"), "must be at least 1ms");
+        }
+    }
+}
+
+/// istiod's `ValidateTLS` for clients: MUTUAL without a credential needs a certificate and key.
+fn client_tls(tls: &ClientTlsSettings, f: &str, r: &mut Report) {
+    if tls.mode == TlsMode::Mutual && tls.credential_name.is_empty() {
+        if tls.client_certificate.is_empty() {
+            r.error(
+                format!("{f}.clientCertificate"),
+                "required for MUTUAL without credentialName",
+            );
+        }
+        if tls.private_key.is_empty() {
+            r.error(
+                format!("{f}.privateKey"),
+                "required for MUTUAL without credentialName",
+            );
+        }
+    }
+}

@@ -1,0 +1,269 @@
+//! istiod's shared validation helpers (`pkg/config/validation`, `pkg/config/labels`): names, hosts,
+//! labels, selectors, ports, `exportTo`, addresses. Each check appends to a [`Report`] under a field
+//! path; the kinds' `validate` functions compose them.
+
+use std::{collections::BTreeSet, net::IpAddr};
+
+use ipnet::IpNet;
+
+use super::{FieldError, ObjectMeta, Warning, common::Labels};
+
+/// The errors and warnings found in one object, with field paths.
+#[derive(Debug, Default)]
+pub(crate) struct Report {
+    errors: Vec<FieldError>,
+    warnings: Vec<Warning>,
+}
+
+impl Report {
+    /// A broken rule: the object is rejected.
+    pub(crate) fn error(&mut self, field: impl Into<String>, message: impl Into<String>) {
+        self.errors.push(FieldError {
+            field: field.into(),
+            message: message.into(),
+        });
+    }
+
+    /// Admitted, with a warning.
+    pub(crate) fn warn(&mut self, field: impl Into<String>, message: impl Into<String>) {
+        self.warnings.push(Warning {
+            field: field.into(),
+            message: message.into(),
+        });
+    }
+
+    /// Errors and warnings, in the order found.
+    pub(crate) fn finish(self) -> (Vec<FieldError>, Vec<Warning>) {
+        (self.errors, self.warnings)
+    }
+
+    /// Warns that `field` is read but not acted on by meshd, when it is set.
+    pub(crate) fn unsupported(&mut self, field: impl Into<String>, set: bool) {
+        if set {
+            self.warn(field, "not implemented by meshd; ignored");
+        }
+    }
+}
+
+/// `metadata`: a DNS-1123 subdomain name, a DNS-1123 label namespace, valid labels.
+pub(crate) fn metadata(meta: &ObjectMeta, r: &mut Report) {
+    if !is_dns1123_subdomain(&meta.name) {
+        r.error(
+            "metadata.name",
+            format!("{:?} is not a valid DNS-1123 subdomain", &*meta.name),
+        );
+    }
+    if !is_dns1123_label(&meta.namespace) {
+        r.error(
+            "metadata.namespace",
+            format!("{:?} is not a valid DNS-1123 label", &*meta.namespace),
+        );
+    }
+    labels(&meta.labels, "metadata.labels", r);
+}
+
+/// A DNS-1123 label: 1–63 of `[a-z0-9-]`, alphanumeric at both ends.
+pub(crate) fn is_dns1123_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+/// A DNS-1123 subdomain: dot-separated labels, at most 253 characters.
+pub(crate) fn is_dns1123_subdomain(s: &str) -> bool {
+    s.len() <= 253 && s.split('.').all(is_dns1123_label)
+}
+
+/// A DNS name (istiod's `ValidateDNS1123Labels`): labels of letters, digits and `-`, case-insensitive,
+/// at most 255 characters; a trailing dot is allowed.
+fn is_dns_name(s: &str) -> bool {
+    let s = s.strip_suffix('.').unwrap_or(s);
+    !s.is_empty() && s.len() <= 255 && s.split('.').all(|l| is_dns1123_label(&l.to_ascii_lowercase()))
+}
+
+/// istiod's `ValidateWildcardDomain`: a DNS name whose first label may be `*` or start with `*`
+/// (`*.example.com`, `*`).
+pub(crate) fn wildcard_domain(host: &str, field: &str, r: &mut Report) {
+    if host.is_empty() {
+        r.error(field, "host must not be empty");
+        return;
+    }
+    if host.len() > 255 {
+        r.error(field, "host is longer than 255 characters");
+        return;
+    }
+    let (first, rest) = host.split_once('.').unwrap_or((host, ""));
+    let first_ok = if let Some(tail) = first.strip_prefix('*') {
+        tail.is_empty() || is_dns1123_label(&tail.to_ascii_lowercase())
+    } else {
+        is_dns1123_label(&first.to_ascii_lowercase())
+    };
+    if !first_ok || (!rest.is_empty() && !is_dns_name(rest)) {
+        r.error(
+            field,
+            format!("{host:?} is not a valid host (DNS name, optionally with a leading `*`)"),
+        );
+    }
+}
+
+/// istiod's `ValidateFQDN`: a DNS name with at least two labels and no wildcard.
+pub(crate) fn is_fqdn(host: &str) -> bool {
+    !host.contains('*') && host.trim_end_matches('.').contains('.') && is_dns_name(host)
+}
+
+/// A port number in 1..=65535.
+pub(crate) fn port(number: u32, field: &str, r: &mut Report) {
+    if !(1..=65535).contains(&number) {
+        r.error(field, format!("port {number} is not in 1..65535"));
+    }
+}
+
+/// istiod's `ValidatePortName`: a DNS-1123 label.
+pub(crate) fn port_name(name: &str, field: &str, r: &mut Report) {
+    if !is_dns1123_label(name) {
+        r.error(
+            field,
+            format!("invalid port name {name:?} (must be a DNS-1123 label)"),
+        );
+    }
+}
+
+/// Protocols istiod's `protocol.Parse` knows (case-insensitive); empty means sniffed.
+const PROTOCOLS: &[&str] = &[
+    "TCP",
+    "UDP",
+    "GRPC",
+    "GRPC-WEB",
+    "HTTP",
+    "HTTP_PROXY",
+    "HTTP2",
+    "HTTPS",
+    "TLS",
+    "MONGO",
+    "REDIS",
+    "MYSQL",
+];
+
+/// istiod's `ValidateProtocol`.
+pub(crate) fn protocol(name: &str, field: &str, r: &mut Report) {
+    if !name.is_empty() && !PROTOCOLS.iter().any(|p| p.eq_ignore_ascii_case(name)) {
+        r.error(field, format!("unsupported protocol {name:?}"));
+    }
+}
+
+/// Whether a port of `protocol` is HTTP-family (HTTP, HTTP2, gRPC, gRPC-Web, HTTP_PROXY).
+pub(crate) fn is_http(protocol: &str) -> bool {
+    ["HTTP", "HTTP2", "GRPC", "GRPC-WEB", "HTTP_PROXY"]
+        .iter()
+        .any(|p| p.eq_ignore_ascii_case(protocol))
+}
+
+/// Whether a port of `protocol` carries TLS (HTTPS, TLS).
+pub(crate) fn is_tls(protocol: &str) -> bool {
+    ["HTTPS", "TLS"].iter().any(|p| p.eq_ignore_ascii_case(protocol))
+}
+
+/// A Kubernetes label key: optional DNS-1123 subdomain prefix and `/`, then a 1–63 character name of
+/// alphanumerics, `-`, `_`, `.`, alphanumeric at both ends.
+fn is_label_key(key: &str) -> bool {
+    let (prefix, name) = match key.rsplit_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    prefix.is_none_or(is_dns1123_subdomain) && !name.is_empty() && is_label_value(name)
+}
+
+/// A Kubernetes label value: empty, or 1–63 of alphanumerics, `-`, `_`, `.`, alphanumeric at both ends.
+fn is_label_value(v: &str) -> bool {
+    v.is_empty()
+        || (v.len() <= 63
+            && v.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+            && v.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && v.ends_with(|c: char| c.is_ascii_alphanumeric()))
+}
+
+/// istiod's `labels.Instance.Validate`.
+pub(crate) fn labels(labels: &Labels, field: &str, r: &mut Report) {
+    for (k, v) in labels {
+        if !is_label_key(k) {
+            r.error(format!("{field}.{k}"), format!("invalid label key {k:?}"));
+        } else if !is_label_value(v) {
+            r.error(format!("{field}.{k}"), format!("invalid label value {v:?}"));
+        }
+    }
+}
+
+/// A workload selector's labels: valid, with no wildcard and no empty key (istiod's
+/// `validateWorkloadSelector`).
+pub(crate) fn selector(labels: &Labels, field: &str, r: &mut Report) {
+    for (k, v) in labels {
+        if k.is_empty() {
+            r.error(field, "empty key is not supported in selector");
+        } else if k.contains('*') || v.contains('*') {
+            r.error(format!("{field}.{k}"), "wildcard is not supported in selector");
+        }
+    }
+    self::labels(labels, field, r);
+}
+
+/// `exportTo` (istiod's `validateExportTo`): `.`, `*`, namespace names and, for ServiceEntries only,
+/// `~`; no duplicates; `*` and `~` only alone.
+pub(crate) fn export_to(values: &[String], namespace: &str, allow_none: bool, field: &str, r: &mut Report) {
+    let mut seen = BTreeSet::new();
+    for (i, v) in values.iter().enumerate() {
+        let f = format!("{field}[{i}]");
+        // `.` and the own namespace name the same thing.
+        let key = if v == "." { namespace } else { v.as_str() };
+        if !seen.insert(key) {
+            r.error(&f, format!("duplicate entry {v:?}"));
+        }
+        match v.as_str() {
+            "." | "*" => {}
+            "~" if allow_none => {}
+            "~" => r.error(&f, "`~` is only allowed in a ServiceEntry's exportTo"),
+            ns if !is_dns1123_label(ns) => r.error(&f, format!("{ns:?} is not a namespace name, `.` or `*`")),
+            _ => {}
+        }
+    }
+    for only in ["*", "~"] {
+        if values.len() > 1 && values.iter().any(|v| v == only) {
+            r.error(field, format!("`{only}` must be the only entry"));
+        }
+    }
+}
+
+/// An IP address or CIDR (istiod's `ValidateIPSubnet`); returns whether it is a CIDR covering more
+/// than one address.
+pub(crate) fn ip_or_cidr(addr: &str, field: &str, r: &mut Report) -> bool {
+    if addr.parse::<IpAddr>().is_ok() {
+        return false;
+    }
+    match addr.parse::<IpNet>() {
+        Ok(net) => net.prefix_len() < net.max_prefix_len(),
+        Err(_) => {
+            r.error(field, format!("{addr:?} is not an IP address or CIDR"));
+            false
+        }
+    }
+}
+
+/// A regular expression as Envoy's RE2 takes it: at most 1,024 characters, valid syntax.
+pub(crate) fn regex(re: &str, field: &str, r: &mut Report) {
+    if re.len() > 1024 {
+        r.error(field, "regex is longer than 1024 characters");
+    } else if let Err(e) = regex_syntax::Parser::new().parse(re) {
+        let first = e.to_string().lines().last().unwrap_or_default().to_owned();
+        r.error(field, format!("invalid regex {re:?}: {first}"));
+    }
+}
+
+/// A percentage in 0..=100.
+pub(crate) fn percent(value: f64, field: &str, r: &mut Report) {
+    if !(0.0..=100.0).contains(&value) {
+        r.error(field, format!("percentage {value} is not in 0..100"));
+    }
+}
