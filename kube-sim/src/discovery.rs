@@ -3,7 +3,8 @@
 
 use serde_json::{Value, json};
 
-use super::kinds::{self, Kind, group_version};
+use super::crd::Registry;
+use super::kinds::{Kind, group_version};
 
 pub(crate) const AGGREGATED_CONTENT_TYPE: &str =
     "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
@@ -29,9 +30,9 @@ pub(crate) fn core_versions(server_address: &str) -> Value {
     })
 }
 
-fn named_groups() -> Vec<&'static str> {
+fn named_groups(reg: &Registry) -> Vec<&'static str> {
     let mut groups: Vec<&str> = Vec::new();
-    for (g, _) in kinds::group_versions() {
+    for (g, _) in reg.group_versions() {
         if !g.is_empty() && !groups.contains(&g) {
             groups.push(g);
         }
@@ -39,8 +40,9 @@ fn named_groups() -> Vec<&'static str> {
     groups
 }
 
-fn api_group(name: &str) -> Value {
-    let versions: Vec<Value> = kinds::group_versions()
+fn api_group(reg: &Registry, name: &str) -> Value {
+    let versions: Vec<Value> = reg
+        .group_versions()
         .into_iter()
         .filter(|(g, _)| *g == name)
         .map(|(g, v)| json!({"groupVersion": group_version(g, v), "version": v}))
@@ -49,20 +51,20 @@ fn api_group(name: &str) -> Value {
 }
 
 /// `/apis/{group}`, if the group exists.
-pub(crate) fn group(name: &str) -> Option<Value> {
-    named_groups().contains(&name).then(|| api_group(name))
+pub(crate) fn group(reg: &Registry, name: &str) -> Option<Value> {
+    named_groups(reg).contains(&name).then(|| api_group(reg, name))
 }
 
 /// `/apis`: every named group.
-pub(crate) fn group_list() -> Value {
-    let groups: Vec<Value> = named_groups().into_iter().map(api_group).collect();
+pub(crate) fn group_list(reg: &Registry) -> Value {
+    let groups: Vec<Value> = named_groups(reg).into_iter().map(|g| api_group(reg, g)).collect();
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
 
 /// `/api/v1` or `/apis/{group}/{version}`, if served.
-pub(crate) fn resource_list(group: &str, version: &str) -> Option<Value> {
+pub(crate) fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value> {
     let mut resources = Vec::new();
-    for k in kinds::in_group_version(group, version) {
+    for k in reg.in_group_version(group, version) {
         let mut r = json!({
             "name": k.plural, "singularName": k.singular, "namespaced": k.namespaced,
             "kind": k.kind, "verbs": k.verbs,
@@ -110,15 +112,16 @@ fn subresources(k: &Kind) -> Vec<(&'static str, Value, &'static [&'static str])>
 }
 
 /// The aggregated document for `/api` (core only) or `/apis` (named groups).
-pub(crate) fn aggregated(core: bool) -> Value {
-    let groups: Vec<&str> = if core { vec![""] } else { named_groups() };
+pub(crate) fn aggregated(reg: &Registry, core: bool) -> Value {
+    let groups: Vec<&str> = if core { vec![""] } else { named_groups(reg) };
     let items: Vec<Value> = groups
         .into_iter()
         .map(|g| {
-            let versions: Vec<Value> = kinds::group_versions()
+            let versions: Vec<Value> = reg
+                .group_versions()
                 .into_iter()
                 .filter(|(gg, _)| *gg == g)
-                .map(|(_, v)| json!({"version": v, "resources": kinds::in_group_version(g, v).map(aggregated_resource).collect::<Vec<_>>(), "freshness": "Current"}))
+                .map(|(_, v)| json!({"version": v, "resources": reg.in_group_version(g, v).map(aggregated_resource).collect::<Vec<_>>(), "freshness": "Current"}))
                 .collect();
             json!({"metadata": {"name": g, "creationTimestamp": null}, "versions": versions})
         })

@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use super::Ctx;
 use super::auth::Identity;
+use super::crd;
 use super::delete::{self, DeleteOpts, Outcome};
 use super::error::Error;
 use super::escalation;
@@ -235,8 +236,10 @@ impl Call {
         }
     }
 
-    /// One object, as JSON or as a one-row Table.
+    /// One object, as JSON or as a one-row Table (a custom object under the version asked for).
     fn respond_obj(&self, code: StatusCode, obj: &Obj) -> Result<Response<Body>, Error> {
+        let converted = crd::served(self.kind, obj);
+        let obj = converted.as_ref().unwrap_or(obj);
         match self.table_include()? {
             Some(include) => {
                 let t = table::table(
@@ -416,6 +419,13 @@ impl Call {
         }
         if ptype == PatchType::Apply {
             return self.apply(name, p, opts).await;
+        }
+        if ptype == PatchType::Strategic && kind.custom.is_some() {
+            // Custom resources have no patch strategies, so kube-apiserver refuses the media type.
+            return Err(Error::UnsupportedMediaType(
+                "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+                    .into(),
+            ));
         }
         if self.params.get("force").is_some() {
             return Err(Error::invalid(

@@ -1,5 +1,6 @@
 //! The kind table: every resource the simulator serves is one entry here, and nothing else is kind-specific.
 
+use super::crd::Custom;
 use super::fields::{self, Fields};
 use super::table::{self, Printer};
 
@@ -57,9 +58,11 @@ pub(crate) struct Kind {
     pub(crate) handling: Handling,
     /// An immediate delete answers with the object instead of a `Status` (the registry's `ReturnDeletedObject`).
     pub(crate) returns_deleted: bool,
+    /// Set for a served version of a CustomResourceDefinition (see crd/); `None` for the built-in kinds.
+    pub(crate) custom: Option<&'static Custom>,
 }
 
-const CRUD: &[&str] = &[
+pub(crate) const CRUD: &[&str] = &[
     "create",
     "delete",
     "deletecollection",
@@ -92,6 +95,7 @@ const BASE: Kind = Kind {
     subresources: &[],
     handling: Handling::Stored,
     returns_deleted: false,
+    custom: None,
 };
 
 const TOKEN_REQUEST: SubResource = SubResource {
@@ -393,6 +397,19 @@ pub(crate) static KINDS: &[Kind] = &[
         ..BASE
     },
     Kind {
+        group: "apiextensions.k8s.io",
+        kind: "CustomResourceDefinition",
+        plural: "customresourcedefinitions",
+        singular: "customresourcedefinition",
+        short_names: &["crd", "crds"],
+        namespaced: false,
+        status: true,
+        categories: &["api-extensions"],
+        returns_deleted: true,
+        printer: &table::CUSTOM_RESOURCE_DEFINITION,
+        ..BASE
+    },
+    Kind {
         group: "apps",
         kind: "DaemonSet",
         plural: "daemonsets",
@@ -456,11 +473,15 @@ pub(crate) static KINDS: &[Kind] = &[
     },
 ];
 
-/// Index of a kind in [`KINDS`]; the store keeps one table per index.
+/// Index of a kind in [`KINDS`], or past them the table of a custom resource (shared by its versions);
+/// the store keeps one table per id.
 pub(crate) type KindId = usize;
 
 impl Kind {
     pub(crate) fn id(&'static self) -> KindId {
+        if let Some(custom) = self.custom {
+            return custom.table;
+        }
         KINDS
             .iter()
             .position(|k| std::ptr::eq(k, self))

@@ -11,6 +11,7 @@
 mod access_reviews;
 mod auth;
 mod controllers;
+mod crd;
 mod delete;
 mod discovery;
 mod error;

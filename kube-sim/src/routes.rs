@@ -8,6 +8,7 @@ use hyper::body::Incoming;
 
 use super::Ctx;
 use super::auth::Identity;
+use super::crd::Registry;
 use super::discovery::{self, AGGREGATED_CONTENT_TYPE};
 use super::error::Error;
 use super::faults::FaultMode;
@@ -16,7 +17,7 @@ use super::http::{
     Params, accept, decode, read_body, respond_bytes, respond_error, respond_json, respond_text,
 };
 use super::impersonation;
-use super::kinds::{self, Kind};
+use super::kinds::Kind;
 use super::openapi;
 use super::rbac;
 use super::requestlog;
@@ -89,15 +90,16 @@ async fn dispatch(
     let identity = identity.ok_or(Error::Unauthorized)?;
     let identity = impersonation::apply(&ctx.store, ctx.cfg.enforce_rbac, identity, req.headers())?;
     let aggregated = discovery::wants_aggregated(accept(req.headers()));
+    let reg = ctx.store.kinds();
     let doc = match segments[..] {
-        ["api"] if aggregated => Some(discovery::aggregated(true)),
-        ["apis"] if aggregated => Some(discovery::aggregated(false)),
+        ["api"] if aggregated => Some(discovery::aggregated(&reg, true)),
+        ["apis"] if aggregated => Some(discovery::aggregated(&reg, false)),
         ["api"] => Some(discovery::core_versions(&ctx.addr.to_string())),
-        ["apis"] => Some(discovery::group_list()),
-        ["api", "v1"] => Some(discovery::resource_list("", "v1").ok_or(Error::NoRoute)?),
-        ["apis", g] => Some(discovery::group(g).ok_or(Error::NoRoute)?),
-        ["apis", g, v] => Some(discovery::resource_list(g, v).ok_or(Error::NoRoute)?),
-        ["openapi", "v3"] => Some(openapi::root()),
+        ["apis"] => Some(discovery::group_list(&reg)),
+        ["api", "v1"] => Some(discovery::resource_list(&reg, "", "v1").ok_or(Error::NoRoute)?),
+        ["apis", g] => Some(discovery::group(&reg, g).ok_or(Error::NoRoute)?),
+        ["apis", g, v] => Some(discovery::resource_list(&reg, g, v).ok_or(Error::NoRoute)?),
+        ["openapi", "v3"] => Some(openapi::root(&reg)),
         _ => None,
     };
     // The schema documents are generated once and served pre-serialized.
@@ -105,7 +107,7 @@ async fn dispatch(
         ["openapi", "v2"] => Some(openapi::v2(accept(req.headers()))?),
         ["openapi", "v3", ref rest @ ..] if !rest.is_empty() => Some((
             "application/json",
-            openapi::group_version_doc(&rest.join("/")).ok_or(Error::NoRoute)?,
+            openapi::group_version_doc(&reg, &rest.join("/")).ok_or(Error::NoRoute)?,
         )),
         _ => None,
     };
@@ -136,8 +138,8 @@ async fn dispatch(
         ));
     }
     let target = match segments[..] {
-        ["api", "v1", ref rest @ ..] => parse_target("", "v1", rest)?,
-        ["apis", g, v, ref rest @ ..] => parse_target(g, v, rest)?,
+        ["api", "v1", ref rest @ ..] => parse_target(&reg, "", "v1", rest)?,
+        ["apis", g, v, ref rest @ ..] => parse_target(&reg, g, v, rest)?,
         _ => return Err(Error::NoRoute),
     };
     if ctx.cfg.request_log.is_some() || ctx.cfg.enforce_rbac {
@@ -162,15 +164,18 @@ fn get_only(req: &Request<Incoming>) -> Result<(), Error> {
     }
 }
 
-fn parse_target(group: &str, version: &str, rest: &[&str]) -> Result<Target, Error> {
-    let namespaced = |plural: &str| kinds::by_resource(group, version, plural).is_some_and(|k| k.namespaced);
+fn parse_target(reg: &Registry, group: &str, version: &str, rest: &[&str]) -> Result<Target, Error> {
+    let namespaced = |plural: &str| {
+        reg.by_resource(group, version, plural)
+            .is_some_and(|k| k.namespaced)
+    };
     let (namespace, rest) = match rest {
         ["namespaces", ns, plural, tail @ ..] if namespaced(plural) => (Some(ns.to_string()), (plural, tail)),
         [plural, tail @ ..] => (None, (plural, tail)),
         [] => return Err(Error::NoRoute),
     };
     let (plural, tail) = rest;
-    let kind = kinds::by_resource(group, version, plural).ok_or(Error::NoRoute)?;
+    let kind = reg.by_resource(group, version, plural).ok_or(Error::NoRoute)?;
     let (name, sub) = match tail {
         [] => (None, None),
         [name] => (Some(name.to_string()), None),

@@ -7,11 +7,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::ops::Bound;
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
 use parking_lot::RwLock;
 use serde_json::Value;
 use tokio::sync::broadcast;
 
 use super::auth::Authority;
+use super::crd::{self, Registry};
 use super::delete;
 use super::error::Error;
 use super::kinds::{self, KINDS, KindId};
@@ -61,7 +63,21 @@ struct Inner {
     dependents: HashMap<String, BTreeSet<(KindId, Key)>>,
 }
 
+/// The table of a kind that has none yet (a custom resource never written in this store).
+static EMPTY: BTreeMap<Key, Arc<Obj>> = BTreeMap::new();
+
 impl Inner {
+    fn table(&self, kind: KindId) -> &BTreeMap<Key, Arc<Obj>> {
+        self.tables.get(kind).unwrap_or(&EMPTY)
+    }
+
+    fn table_mut(&mut self, kind: KindId) -> &mut BTreeMap<Key, Arc<Obj>> {
+        if kind >= self.tables.len() {
+            self.tables.resize_with(kind + 1, BTreeMap::new);
+        }
+        &mut self.tables[kind]
+    }
+
     fn index_owners(&mut self, kind: KindId, obj: &Obj, add: bool) {
         for owner in &obj.owners {
             let entry = (kind, obj.key.clone());
@@ -83,6 +99,8 @@ pub struct Store {
     events: broadcast::Sender<Arc<Event>>,
     history_limit: usize,
     pub(crate) authority: Arc<Authority>,
+    /// The served kinds; replaced (under the write lock) whenever a CRD is written.
+    kinds: ArcSwap<Registry>,
 }
 
 /// The write side of one locked transaction; controllers use it to make follow-up writes atomically.
@@ -97,7 +115,7 @@ impl Txn<'_> {
     }
 
     pub(crate) fn get(&self, kind: KindId, key: &Key) -> Option<&Arc<Obj>> {
-        self.inner.tables[kind].get(key)
+        self.inner.table(kind).get(key)
     }
 
     pub(crate) fn next_rv(&self) -> u64 {
@@ -106,7 +124,7 @@ impl Txn<'_> {
 
     /// Every stored object of `kind`, all namespaces.
     pub(crate) fn objects(&self, kind: KindId) -> impl Iterator<Item = &Arc<Obj>> {
-        self.inner.tables[kind].values()
+        self.inner.table(kind).values()
     }
 
     /// The stored objects of `kind` in one namespace, in name order.
@@ -115,7 +133,7 @@ impl Txn<'_> {
         kind: KindId,
         namespace: &'s str,
     ) -> impl Iterator<Item = &'s Arc<Obj>> + 's {
-        range(&self.inner.tables[kind], Some(namespace), None).map(|(_, o)| o)
+        range(self.inner.table(kind), Some(namespace), None).map(|(_, o)| o)
     }
 
     /// The objects whose ownerReferences name `owner_uid`.
@@ -129,13 +147,13 @@ impl Txn<'_> {
 
     /// Whether any object of `kind` is stored in `namespace`.
     pub(crate) fn any_in(&self, kind: KindId, namespace: &str) -> bool {
-        range(&self.inner.tables[kind], Some(namespace), None)
+        range(self.inner.table(kind), Some(namespace), None)
             .next()
             .is_some()
     }
 
     pub(crate) fn keys(&self, kind: KindId, namespace: &str) -> Vec<Key> {
-        range(&self.inner.tables[kind], Some(namespace), None)
+        range(self.inner.table(kind), Some(namespace), None)
             .map(|(k, _)| k.clone())
             .collect()
     }
@@ -144,8 +162,8 @@ impl Txn<'_> {
     pub(crate) fn put(&mut self, kind: KindId, mut value: Value) -> Result<Arc<Obj>, Error> {
         let rv = self.inner.rv + 1;
         value["metadata"]["resourceVersion"] = Value::String(rv.to_string());
-        let obj = Arc::new(Obj::freeze(kinds::by_id(kind), &value)?);
-        let prev = self.inner.tables[kind].insert(obj.key.clone(), obj.clone());
+        let obj = Arc::new(Obj::freeze(self.kind_of_table(kind), &value)?);
+        let prev = self.inner.table_mut(kind).insert(obj.key.clone(), obj.clone());
         if let Some(p) = &prev {
             self.inner.index_owners(kind, p, false);
         }
@@ -162,19 +180,45 @@ impl Txn<'_> {
             obj: obj.clone(),
             prev,
         });
+        self.definitions_changed(kind);
         Ok(obj)
+    }
+
+    /// The kind a table's objects are frozen with: the built-in kind, or a custom table's storage version
+    /// (any of its kinds extracts the same fields).
+    fn kind_of_table(&self, kind: KindId) -> &'static kinds::Kind {
+        if kind < KINDS.len() {
+            return kinds::by_id(kind);
+        }
+        let reg = self.store.kinds.load();
+        reg.custom()
+            .find(|k| k.id() == kind)
+            .unwrap_or(crd::definition_kind())
+    }
+
+    /// A CRD write changes what is served: the registry is rebuilt from the stored definitions.
+    fn definitions_changed(&mut self, kind: KindId) {
+        if kind == crd::definition_id() {
+            let crds: Vec<Value> = self.objects(kind).map(|o| o.value()).collect();
+            self.store.kinds.store(Arc::new(Registry::build(crds.iter())));
+        }
+    }
+
+    /// The served kinds as of this transaction.
+    pub(crate) fn kinds(&self) -> Arc<Registry> {
+        self.store.kinds.load_full()
     }
 
     /// Removes an object and emits DELETED carrying its last state at the deletion's resourceVersion.
     pub(crate) fn remove(&mut self, kind: KindId, key: &Key) -> Result<Option<Arc<Obj>>, Error> {
-        let Some(prev) = self.inner.tables[kind].remove(key) else {
+        let Some(prev) = self.inner.table_mut(kind).remove(key) else {
             return Ok(None);
         };
         self.inner.index_owners(kind, &prev, false);
         let rv = self.inner.rv + 1;
         let mut last = prev.value();
         last["metadata"]["resourceVersion"] = Value::String(rv.to_string());
-        let obj = Arc::new(Obj::freeze(kinds::by_id(kind), &last)?);
+        let obj = Arc::new(Obj::freeze(self.kind_of_table(kind), &last)?);
         self.record(Event {
             rv,
             kind,
@@ -182,6 +226,7 @@ impl Txn<'_> {
             obj: obj.clone(),
             prev: Some(prev),
         });
+        self.definitions_changed(kind);
         Ok(Some(obj))
     }
 
@@ -238,6 +283,7 @@ impl Store {
             events: broadcast::channel(WATCH_BUFFER).0,
             history_limit: history_limit.max(1),
             authority,
+            kinds: ArcSwap::from_pointee(Registry::default()),
         };
         for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             store.apply(
@@ -261,7 +307,12 @@ impl Store {
     }
 
     pub(crate) fn get_obj(&self, kind: KindId, key: &Key) -> Option<Arc<Obj>> {
-        self.inner.read().tables[kind].get(key).cloned()
+        self.inner.read().table(kind).get(key).cloned()
+    }
+
+    /// The served kinds: the built-in table plus the established CRDs' versions.
+    pub(crate) fn kinds(&self) -> Arc<Registry> {
+        self.kinds.load_full()
     }
 
     /// Up to `limit` matching objects after `after`, as of revision `at` (default: now).
@@ -321,7 +372,7 @@ impl Store {
             undo.insert(ev.obj.key.clone(), ev.prev.clone());
         }
         let ns = filter.namespace.as_deref();
-        let mut current = range(&inner.tables[kind], ns, after).peekable();
+        let mut current = range(inner.table(kind), ns, after).peekable();
         let mut undone = range(&undo, ns, after).peekable();
         let limit = limit.filter(|l| *l > 0).unwrap_or(usize::MAX);
         let mut page = Page {
@@ -375,7 +426,7 @@ impl Store {
         let (initial, replay) = match from {
             WatchFrom::Snapshot => {
                 let ns = filter.namespace.as_deref();
-                let initial = range(&inner.tables[kind], ns, None)
+                let initial = range(inner.table(kind), ns, None)
                     .filter(|(_, o)| filter.matches(o))
                     .map(|(_, o)| o.clone())
                     .collect();
@@ -432,7 +483,7 @@ impl Store {
     /// Create-or-replace by apiVersion/kind/namespace/name, as manifest loading needs: server-set metadata is
     /// filled, `status` is kept as given, a missing namespace is created implicitly, and watchers see the change.
     pub fn apply(&self, obj: Value) -> Result<Value, Error> {
-        let kind = kind_of(&obj)?;
+        let kind = self.kind_of(&obj)?;
         let ns = obj["metadata"]["namespace"]
             .as_str()
             .unwrap_or("default")
@@ -450,7 +501,7 @@ impl Store {
 
     /// The stored object, if any (`namespace` is ignored for cluster-scoped kinds).
     pub fn get(&self, api_version: &str, kind: &str, namespace: Option<&str>, name: &str) -> Option<Value> {
-        let k = kinds::by_type(api_version, kind)?;
+        let k = self.kinds().by_type(api_version, kind)?;
         let ns = if k.namespaced {
             namespace.unwrap_or("default")
         } else {
@@ -462,7 +513,7 @@ impl Store {
 
     /// All stored objects of a kind, optionally in one namespace, in (namespace, name) order.
     pub fn list(&self, api_version: &str, kind: &str, namespace: Option<&str>) -> Vec<Value> {
-        let Some(k) = kinds::by_type(api_version, kind) else {
+        let Some(k) = self.kinds().by_type(api_version, kind) else {
             return Vec::new();
         };
         let filter = Filter {
@@ -483,7 +534,7 @@ impl Store {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<Value, Error> {
-        let k = kinds::by_type(api_version, kind).ok_or_else(|| {
+        let k = self.kinds().by_type(api_version, kind).ok_or_else(|| {
             Error::BadRequest(format!(
                 "no kind {kind:?} is registered for version {api_version:?}"
             ))
@@ -496,15 +547,16 @@ impl Store {
         let key = (ns.to_string(), name.to_string());
         delete::delete(self, k, &key, &delete::DeleteOpts::default()).map(|o| o.obj().value())
     }
-}
 
-fn kind_of(obj: &Value) -> Result<&'static kinds::Kind, Error> {
-    let (av, kind) = (
-        obj["apiVersion"].as_str().unwrap_or(""),
-        obj["kind"].as_str().unwrap_or(""),
-    );
-    kinds::by_type(av, kind)
-        .ok_or_else(|| Error::BadRequest(format!("no kind {kind:?} is registered for version {av:?}")))
+    fn kind_of(&self, obj: &Value) -> Result<&'static kinds::Kind, Error> {
+        let (av, kind) = (
+            obj["apiVersion"].as_str().unwrap_or(""),
+            obj["kind"].as_str().unwrap_or(""),
+        );
+        self.kinds()
+            .by_type(av, kind)
+            .ok_or_else(|| Error::BadRequest(format!("no kind {kind:?} is registered for version {av:?}")))
+    }
 }
 
 /// Entries of a (namespace, name)-keyed map in key order, limited to a namespace and starting after a key.

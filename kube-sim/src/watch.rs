@@ -100,6 +100,8 @@ fn event_line(etype: &str, object: &[u8]) -> Bytes {
 
 impl WatchState {
     fn push(&mut self, etype: EventType, obj: &Obj) {
+        let converted = crate::crd::served(self.req.kind, obj);
+        let obj = converted.as_ref().unwrap_or(obj);
         let line = match self.req.table {
             None => event_line(etype.as_str(), &obj.raw),
             Some(include) => {

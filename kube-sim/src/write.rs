@@ -9,6 +9,7 @@ use rand::Rng;
 use serde_json::{Map, Value, json};
 
 use super::controllers;
+use super::crd;
 use super::delete;
 use super::error::Error;
 use super::kinds::{self, Kind};
@@ -141,13 +142,16 @@ pub(crate) fn create_in(
     if matches!(opts.track, Track::None) {
         meta.remove("managedFields");
     }
-    if kind.status {
+    if kind.status || kind.custom.is_some() {
         meta.insert("generation".into(), json!(1));
     }
-    if opts.status != StatusMode::Keep || obj.get("status").is_none() {
+    // A custom resource without a status subresource takes `status` like any other field.
+    let status_free = kind.custom.is_some() && !kind.status;
+    if !status_free && (opts.status != StatusMode::Keep || obj.get("status").is_none()) {
         controllers::initial_status(kind, &mut obj);
     }
     typed::admit(kind, &mut obj, None, &opts.fields)?;
+    crd::admit(kind, &mut obj, &opts.fields)?;
     if let Track::Update(writer) = &opts.track {
         ssa::track_update(kind, None, &mut obj, writer);
     }
@@ -156,6 +160,7 @@ pub(crate) fn create_in(
     if opts.dry_run {
         return Obj::freeze(kind, &obj).map(Arc::new);
     }
+    crd::to_storage(kind, &mut obj);
     let stored = txn.put(kind.id(), obj)?;
     controllers::after_create(txn, kind, &stored)?;
     Ok(stored)
@@ -174,7 +179,9 @@ pub(crate) fn update(
             .get(kind.id(), key)
             .cloned()
             .ok_or_else(|| not_found(kind, &key.1))?;
-        update_in(txn, kind, &current, f(&current.value())?, opts)
+        let mut view = current.value();
+        crd::as_version(kind, &mut view);
+        update_in(txn, kind, &current, f(&view)?, opts)
     })
 }
 
@@ -187,7 +194,8 @@ pub(crate) fn update_in(
     opts: &WriteOpts,
 ) -> Result<Arc<Obj>, Error> {
     let (ns, name) = &current.key;
-    let cur = current.value();
+    let mut cur = current.value();
+    crd::as_version(kind, &mut cur);
     let mut new = normalize(kind, if kind.namespaced { ns } else { "" }, body)?;
     let applied_fields = new["metadata"].get("managedFields").cloned();
     match new["metadata"]["name"].as_str() {
@@ -222,7 +230,9 @@ pub(crate) fn update_in(
         }
         _ => {}
     }
+    let status_free = kind.custom.is_some() && !kind.status;
     match opts.status {
+        _ if status_free => {}
         StatusMode::Ignore => set_or_remove(&mut new, "status", cur.get("status")),
         StatusMode::Only => {
             let status = new.get("status").cloned();
@@ -239,6 +249,7 @@ pub(crate) fn update_in(
     }
     let rules_from = (opts.status != StatusMode::Bind).then_some(&cur);
     typed::admit(kind, &mut new, rules_from, &opts.fields)?;
+    crd::admit(kind, &mut new, &opts.fields)?;
     match &opts.track {
         Track::None => set_or_remove(
             &mut new["metadata"],
@@ -249,7 +260,7 @@ pub(crate) fn update_in(
         Track::Applied => set_or_remove(&mut new["metadata"], "managedFields", applied_fields.as_ref()),
     }
     delete::check_update(kind, &cur, &mut new)?;
-    if kind.status && spec_of(&new) != spec_of(&cur) {
+    if (kind.status || kind.custom.is_some()) && spec_of(&new) != spec_of(&cur) {
         let generation = cur["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
         new["metadata"]["generation"] = json!(generation);
     }
@@ -266,6 +277,7 @@ pub(crate) fn update_in(
     if let Some(removed) = delete::release(txn, kind, current, &new, opts.dry_run)? {
         return Ok(removed);
     }
+    crd::to_storage(kind, &mut new);
     let stored = txn.put(kind.id(), new)?;
     controllers::after_update(txn, kind, current, &stored)?;
     Ok(stored)

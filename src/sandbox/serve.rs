@@ -64,6 +64,7 @@ pub async fn start_clusters(
         let server = ApiServer::start(cfg, shutdown.clone())
             .await
             .with_context(|| format!("starting cluster {name}"))?;
+        load_istio_crds(&server).with_context(|| format!("loading Istio's CRDs into {name}"))?;
         let dir = state_dir.join(name);
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let kubeconfig = dir.join("kubeconfig");
@@ -103,6 +104,26 @@ fn write_private(path: &Path, contents: &str) -> anyhow::Result<()> {
         .open(path)
         .with_context(|| format!("writing {}", path.display()))?;
     file.write_all(contents.as_bytes())?;
+    Ok(())
+}
+
+/// Istio's CRDs as the chart installs them (helm/meshd/crds/istio.yaml).
+const ISTIO_CRDS: &str = include_str!("../../helm/meshd/crds/istio.yaml");
+
+/// Loads Istio's CRDs into a cluster before any manifest, through the same write path as manifests: every
+/// simulated cluster has them, as remote clusters of a real mesh do.
+fn load_istio_crds(server: &ApiServer) -> anyhow::Result<()> {
+    use serde::Deserialize;
+    for (i, doc) in serde_yaml::Deserializer::from_str(ISTIO_CRDS).enumerate() {
+        let crd = Value::deserialize(doc).with_context(|| format!("helm/meshd/crds/istio.yaml#{}", i + 1))?;
+        if crd.is_null() {
+            continue;
+        }
+        server
+            .store()
+            .apply(crd)
+            .with_context(|| format!("helm/meshd/crds/istio.yaml#{}", i + 1))?;
+    }
     Ok(())
 }
 

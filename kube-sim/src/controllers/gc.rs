@@ -40,7 +40,9 @@ fn deleting(obj: &Value) -> bool {
 /// The owner an owner reference names (namespaced owners live in the dependent's namespace); `None` when
 /// the reference cannot be resolved (unknown kind, namespaced owner of a cluster-scoped dependent).
 fn owner_of(txn: &Txn<'_>, dependent_ns: &str, r: &Value) -> Option<(&'static Kind, Option<Arc<Obj>>)> {
-    let kind = kinds::by_type(r["apiVersion"].as_str()?, r["kind"].as_str()?)?;
+    let kind = txn
+        .kinds()
+        .by_type(r["apiVersion"].as_str()?, r["kind"].as_str()?)?;
     let ns = match (kind.namespaced, dependent_ns) {
         (true, "") => return None,
         (true, ns) => ns,

@@ -6,6 +6,7 @@
 mod aggregation;
 pub(crate) mod apiserver_service;
 mod bootstrap_policy;
+mod definitions;
 mod deployments;
 mod endpoint_slices;
 mod gc;
@@ -140,6 +141,9 @@ pub(crate) fn defaults(
     }
     if is_namespace(kind) {
         namespaces::spec_finalizers(obj, prev);
+    }
+    if crate::crd::is_definition(kind) {
+        definitions::admit(txn, obj, prev)?;
     }
     Ok(())
 }
@@ -286,6 +290,7 @@ fn settle_deletions(txn: &mut Txn<'_>, mut queue: Queue) -> Result<(), Error> {
                     aggregation::reconcile(txn)?;
                 }
                 gc::removed(txn, kind, &obj, &mut queue)?;
+                definitions::content_removed(txn, kind, &mut queue);
                 workloads(txn, kind, Some(&obj), None)?;
                 if kind.namespaced {
                     namespaces::content_removed(txn, &obj.key.0, &mut queue);
@@ -294,6 +299,9 @@ fn settle_deletions(txn: &mut Txn<'_>, mut queue: Queue) -> Result<(), Error> {
             Work::Marked(kind, key) => {
                 if is_namespace(kind) {
                     namespaces::finalize(txn, &key.1, &mut queue)?;
+                }
+                if crate::crd::is_definition(kind) {
+                    definitions::finalize(txn, &key.1, &mut queue)?;
                 }
                 gc::marked(txn, kind, &key, &mut queue)?;
                 if let Some(obj) = txn.get(kind.id(), &key).cloned() {

@@ -80,10 +80,14 @@ pub(super) fn admit_delete(name: &str) -> Result<(), Error> {
     Ok(())
 }
 
-fn stored_namespaced() -> impl Iterator<Item = &'static Kind> {
+/// Every stored namespaced kind, one per table: the built-in ones and the custom resources' storage versions.
+fn stored_namespaced(txn: &Txn<'_>) -> Vec<&'static Kind> {
+    let custom = txn.kinds();
     KINDS
         .iter()
+        .chain(custom.storage_kinds())
         .filter(|k| k.namespaced && k.handling == Handling::Stored)
+        .collect()
 }
 
 /// The namespace controller: deletes everything in a terminating namespace; once nothing is left it
@@ -100,14 +104,14 @@ pub(super) fn finalize(txn: &mut Txn<'_>, name: &str, queue: &mut Queue) -> Resu
     }
     let mut finalizers = delete::spec_finalizers(&v);
     if finalizers.iter().any(|f| f == KUBERNETES) {
-        for kind in stored_namespaced() {
+        for kind in stored_namespaced(txn) {
             for k in txn.keys(kind.id(), name) {
                 if let Some(obj) = txn.get(kind.id(), &k).cloned() {
                     delete::request(txn, kind, &obj, Some(Propagation::Background), false, queue)?;
                 }
             }
         }
-        if stored_namespaced().any(|k| txn.any_in(k.id(), name)) {
+        if stored_namespaced(txn).iter().any(|k| txn.any_in(k.id(), name)) {
             // Content waiting on finalizers keeps the namespace terminating until it goes; its conditions say why.
             v["status"]["conditions"] = json!(conditions(txn, name, &ns.value()));
             if v != ns.value() {
@@ -132,7 +136,7 @@ pub(super) fn finalize(txn: &mut Txn<'_>, name: &str, queue: &mut Queue) -> Resu
 fn conditions(txn: &Txn<'_>, name: &str, ns: &Value) -> Vec<Value> {
     let mut resources = Vec::new();
     let mut finalizers: BTreeMap<String, usize> = BTreeMap::new();
-    for kind in stored_namespaced() {
+    for kind in stored_namespaced(txn) {
         let keys = txn.keys(kind.id(), name);
         if keys.is_empty() {
             continue;
@@ -214,7 +218,7 @@ pub(super) fn content_removed(txn: &Txn<'_>, ns: &str, queue: &mut Queue) {
     let terminating = txn
         .get(ns_kind.id(), &(String::new(), ns.to_string()))
         .is_some_and(|n| n.value()["status"]["phase"] == TERMINATING);
-    if terminating && !stored_namespaced().any(|k| txn.any_in(k.id(), ns)) {
+    if terminating && !stored_namespaced(txn).iter().any(|k| txn.any_in(k.id(), ns)) {
         queue.push_back(super::Work::Marked(ns_kind, (String::new(), ns.to_string())));
     }
 }

@@ -14,8 +14,9 @@ use std::sync::OnceLock;
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
+use super::crd::Registry;
 use super::error::Error;
-use super::kinds::{self, group_version};
+use super::kinds::{self, Kind, group_version};
 use schemas::Dialect;
 
 fn path_key(group: &str, version: &str) -> String {
@@ -54,10 +55,28 @@ fn v3_docs() -> &'static BTreeMap<String, Doc> {
     })
 }
 
+/// The documents of the custom resources' group versions, generated per request (CRDs come and go).
+fn custom_docs(reg: &Registry) -> BTreeMap<String, Doc> {
+    let mut gvs: Vec<(&str, &str)> = Vec::new();
+    for k in reg.custom() {
+        if !gvs.contains(&(k.group, k.version)) {
+            gvs.push((k.group, k.version));
+        }
+    }
+    gvs.into_iter()
+        .map(|(g, v)| {
+            let doc = v3_document(g, v, reg.in_group_version(g, v), custom_schemas(reg, g, v));
+            (path_key(g, v), Doc::new(&doc))
+        })
+        .collect()
+}
+
 /// `/openapi/v3`: one entry per served group version.
-pub(crate) fn root() -> Value {
+pub(crate) fn root(reg: &Registry) -> Value {
+    let custom = custom_docs(reg);
     let paths: Map<String, Value> = v3_docs()
         .iter()
+        .chain(custom.iter())
         .map(|(key, doc)| {
             let url = format!("/openapi/v3/{key}?hash={}", doc.hash);
             (key.clone(), json!({"serverRelativeURL": url}))
@@ -67,8 +86,72 @@ pub(crate) fn root() -> Value {
 }
 
 /// `/openapi/v3/api/v1` or `/openapi/v3/apis/{g}/{v}`.
-pub(crate) fn group_version_doc(path: &str) -> Option<Bytes> {
-    v3_docs().get(path).map(|d| d.body.clone())
+pub(crate) fn group_version_doc(reg: &Registry, path: &str) -> Option<Bytes> {
+    v3_docs()
+        .get(path)
+        .map(|d| d.body.clone())
+        .or_else(|| custom_docs(reg).remove(path).map(|d| d.body))
+}
+
+/// A custom kind's schema name, as the real server publishes it: the group reversed, then version and kind
+/// (`io.istio.networking.v1.DestinationRule`).
+fn custom_schema_name(k: &Kind) -> String {
+    let mut parts: Vec<&str> = k.group.split('.').collect();
+    parts.reverse();
+    format!("{}.{}.{}", parts.join("."), k.version, k.kind)
+}
+
+/// The custom kinds' schemas with their metadata typed as ObjectMeta, as the real server publishes them.
+fn custom_schemas(reg: &Registry, g: &str, v: &str) -> Value {
+    let mut out = Map::new();
+    for k in reg.in_group_version(g, v) {
+        let Some(custom) = k.custom else { continue };
+        let mut schema = custom.schema.clone();
+        if let Some(props) = schema["properties"].as_object_mut() {
+            props.insert(
+                "metadata".into(),
+                json!({"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}),
+            );
+        }
+        schema["x-kubernetes-group-version-kind"] = json!([{"group": g, "version": v, "kind": k.kind}]);
+        out.insert(custom_schema_name(k), schema);
+    }
+    if let Some(meta) = v3_meta_schema() {
+        out.insert("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta".into(), meta);
+    }
+    Value::Object(out)
+}
+
+/// ObjectMeta's schema from the core document (its nested references are inlined there as well).
+fn v3_meta_schema() -> Option<Value> {
+    let core = v3_docs().get("api/v1")?;
+    let doc: Value = serde_json::from_slice(&core.body).ok()?;
+    let schemas = &doc["components"]["schemas"];
+    let mut meta = schemas["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"].clone();
+    // Nested meta types are left untyped here: explain needs the top-level fields only.
+    if let Some(props) = meta["properties"].as_object_mut() {
+        for p in props.values_mut() {
+            strip_refs(p);
+        }
+    }
+    Some(meta)
+}
+
+fn strip_refs(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            if m.contains_key("$ref") || m.contains_key("allOf") {
+                m.remove("$ref");
+                m.remove("allOf");
+                m.insert("type".into(), json!("object"));
+            }
+            for x in m.values_mut() {
+                strip_refs(x);
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(strip_refs),
+        _ => {}
+    }
 }
 
 /// The protobuf form of `/openapi/v2`, the only one client-go asks for.
@@ -118,6 +201,15 @@ pub(crate) fn v2(accept: &str) -> Result<(&'static str, Bytes), Error> {
 /// kubectl only probes PATCH operations for `fieldValidation`, so create-only kinds (TokenReview) get one too;
 /// without it kubectl would insist on client-side validation.
 fn v3_group_version(g: &str, v: &str) -> Value {
+    let schemas = Value::Object(schemas::definitions(
+        Dialect::V3,
+        kinds::in_group_version(g, v),
+        true,
+    ));
+    v3_document(g, v, kinds::in_group_version(g, v), schemas)
+}
+
+fn v3_document<'a>(g: &str, v: &str, kinds: impl Iterator<Item = &'a Kind>, schemas: Value) -> Value {
     let query =
         |name: &str| json!({"name": name, "in": "query", "schema": {"type": "string", "uniqueItems": true}});
     let params: Vec<Value> = ["dryRun", "fieldManager", "fieldValidation", "force"]
@@ -125,7 +217,7 @@ fn v3_group_version(g: &str, v: &str) -> Value {
         .map(query)
         .collect();
     let mut paths = Map::new();
-    for k in kinds::in_group_version(g, v) {
+    for k in kinds {
         let scope = if k.namespaced {
             "namespaces/{namespace}/"
         } else {
@@ -148,7 +240,6 @@ fn v3_group_version(g: &str, v: &str) -> Value {
             json!({"patch": patch}),
         );
     }
-    let schemas = schemas::definitions(Dialect::V3, kinds::in_group_version(g, v), true);
     json!({
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes", "version": "v1.33.0"},
@@ -170,7 +261,8 @@ mod tests {
 
     #[test]
     fn documents_carry_kinds_and_resolvable_refs() {
-        let doc: Value = serde_json::from_slice(&group_version_doc("api/v1").unwrap()).unwrap();
+        let doc: Value =
+            serde_json::from_slice(&group_version_doc(&Registry::default(), "api/v1").unwrap()).unwrap();
         let schemas = &doc["components"]["schemas"];
         let pod = &schemas["io.k8s.api.core.v1.Pod"];
         assert_eq!(
@@ -197,7 +289,7 @@ mod tests {
 
     #[test]
     fn index_hashes_name_the_documents() {
-        let root = root();
+        let root = root(&Registry::default());
         let url = root["paths"]["apis/apps/v1"]["serverRelativeURL"]
             .as_str()
             .unwrap();

@@ -47,6 +47,8 @@ fn roots() -> Vec<Root> {
         root::<core::v1::PersistentVolume>(),
         root::<core::v1::ReplicationController>(),
         root::<discovery::v1::EndpointSlice>(),
+        root::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>(
+        ),
         root::<authentication::v1::TokenReview>(),
         root::<authentication::v1::SelfSubjectReview>(),
         root::<authentication::v1::TokenRequest>(),

@@ -15,7 +15,7 @@ use super::object::{now_secs, rfc3339};
 use fieldset::{Set, path_string};
 use managed::{Entry, Operation};
 use merge::{Comparison, compare, config_set};
-use schema::{BuiltIn, Schema};
+use schema::{BuiltIn, Schema, Untyped};
 
 /// Who writes, as the request names it (`fieldManager`, else the User-Agent's product).
 #[derive(Debug, Clone)]
@@ -28,8 +28,8 @@ pub(crate) struct Writer {
 /// The longest `fieldManager` the real server accepts.
 pub(crate) const MAX_MANAGER_LEN: usize = 128;
 
-fn schema_for(_kind: &Kind) -> &'static dyn Schema {
-    &BuiltIn
+fn schema_for(kind: &Kind) -> &'static dyn Schema {
+    if kind.custom.is_some() { &Untyped } else { &BuiltIn }
 }
 
 /// The fields a write may own: metadata the server sets is never owned, and the main resource and the

@@ -26,6 +26,25 @@ pub(crate) trait Schema {
     fn zero_struct(&self, path: &[String]) -> bool;
 }
 
+/// Custom resources: every list atomic and every object granular, as for a CRD schema without
+/// `x-kubernetes-list-type` annotations.
+pub(crate) struct Untyped;
+
+impl Schema for Untyped {
+    fn list_type(&self, _path: &[String]) -> ListType {
+        ListType::Atomic
+    }
+    fn atomic_object(&self, _path: &[String]) -> bool {
+        false
+    }
+    fn key_default(&self, _path: &[String], _key: &str) -> Option<Value> {
+        None
+    }
+    fn zero_struct(&self, _path: &[String]) -> bool {
+        false
+    }
+}
+
 /// The built-in kinds, from the real OpenAPI's list types and patch merge keys.
 pub(crate) struct BuiltIn;
 

@@ -4,6 +4,7 @@
 
 mod cluster;
 mod core;
+mod custom;
 mod workloads;
 
 use serde_json::{Map, Value, json};
@@ -20,6 +21,7 @@ pub(crate) use core::{
     CONFIG_MAP, ENDPOINTS, EVENT, NAMESPACE, NODE, PERSISTENT_VOLUME, PERSISTENT_VOLUME_CLAIM, POD, SECRET,
     SERVICE, SERVICE_ACCOUNT,
 };
+pub(crate) use custom::CUSTOM_RESOURCE_DEFINITION;
 pub(crate) use workloads::{CRON_JOB, DAEMON_SET, DEPLOYMENT, JOB, REPLICAS, STATEFUL_SET};
 
 /// What each row carries besides its cells (`includeObject`).
@@ -120,7 +122,11 @@ fn column_definitions(printer: &Printer) -> Value {
 
 fn row(kind: &Kind, obj: &Obj, include: Include, now: i64) -> Value {
     let value = obj.value();
-    let mut row = json!({"cells": (kind.printer.cells)(&value, now)});
+    let cells = match kind.custom {
+        Some(c) => custom::cells(c, &value, now),
+        None => (kind.printer.cells)(&value, now),
+    };
+    let mut row = json!({"cells": cells});
     match include {
         Include::None => {}
         Include::Metadata => {
@@ -142,7 +148,11 @@ pub(crate) fn table<'a>(
     let rows: Vec<Value> = objs.into_iter().map(|o| row(kind, o, include, now)).collect();
     json!({
         "kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": meta,
-        "columnDefinitions": column_definitions(kind.printer), "rows": rows,
+        "columnDefinitions": match kind.custom {
+            Some(c) => custom::column_definitions(c),
+            None => column_definitions(kind.printer),
+        },
+        "rows": rows,
     })
 }
 

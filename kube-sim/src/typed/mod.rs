@@ -71,7 +71,7 @@ impl FieldCheck {
     }
 
     /// Applies the mode to the strict-decoding problems found (`unknown field "spec.foo"`).
-    fn report(&self, kind: &Kind, problems: Vec<String>) -> Result<(), Error> {
+    pub(crate) fn report(&self, kind: &Kind, problems: Vec<String>) -> Result<(), Error> {
         match self.mode {
             _ if problems.is_empty() => Ok(()),
             FieldValidation::Strict => Err(decode::cannot_handle(
