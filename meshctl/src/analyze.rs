@@ -1,10 +1,7 @@
 //! `meshctl analyze`: every Istio object meshd rejected or ignored, with the reason (istioctl
 //! analyze's role, from meshd's own validation), read from `/debug/configz`.
 
-use meshd::{
-    config_controller::ConfigzView,
-    istio::Source,
-};
+use meshd::{config_controller::ConfigzView, istio::Source};
 use serde::Serialize;
 
 use crate::output::Rows;
@@ -46,7 +43,15 @@ impl Rows for Findings {
     fn cells(&self) -> Vec<Vec<String>> {
         self.0
             .iter()
-            .map(|f| vec![f.level.into(), f.kind.clone(), f.name.clone(), f.source.clone(), f.reason.clone()])
+            .map(|f| {
+                vec![
+                    f.level.into(),
+                    f.kind.clone(),
+                    f.name.clone(),
+                    f.source.clone(),
+                    f.reason.clone(),
+                ]
+            })
             .collect()
     }
 }
@@ -120,7 +125,11 @@ mod tests {
             serving_revision: None,
             warnings: Vec::new(),
         };
-        let mut rejected = obj("bad", "rejected", Some("DestinationRule ns/bad: spec.host: host must not be empty"));
+        let mut rejected = obj(
+            "bad",
+            "rejected",
+            Some("DestinationRule ns/bad: spec.host: host must not be empty"),
+        );
         rejected.serving_revision = Some("1".into());
         let view = ConfigzView {
             version: 3,
@@ -132,13 +141,28 @@ mod tests {
                 },
             )]
             .into(),
-            objects: vec![obj("ok", "valid", None), rejected, obj("dup", "ignored", Some("conflict"))],
+            objects: vec![
+                obj("ok", "valid", None),
+                rejected,
+                obj("dup", "ignored", Some("conflict")),
+            ],
         };
         let f = findings(&view);
         assert_eq!(f.rejected(), 1);
         let levels: Vec<(&str, &str)> = f.0.iter().map(|f| (f.level, f.name.as_str())).collect();
-        assert_eq!(levels, [("Error", "ns/bad"), ("Warning", "ns/dup"), ("Warning", "cluster c1 Gateway")]);
-        assert!(f.0[0].reason.ends_with("(revision 1 still serving)"), "{}", f.0[0].reason);
+        assert_eq!(
+            levels,
+            [
+                ("Error", "ns/bad"),
+                ("Warning", "ns/dup"),
+                ("Warning", "cluster c1 Gateway")
+            ]
+        );
+        assert!(
+            f.0[0].reason.ends_with("(revision 1 still serving)"),
+            "{}",
+            f.0[0].reason
+        );
         assert!(crate::output::table(&f.header(), &f.cells()).starts_with("LEVEL"));
     }
 }

@@ -296,7 +296,9 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
                 serde_json::from_value(configz["istioConfig"].clone())?;
             let findings = crate::analyze::findings(&view);
             match (out, findings.0.is_empty()) {
-                (Output::Table, true) => println!("no problems found in {} Istio objects", view.objects.len()),
+                (Output::Table, true) => {
+                    println!("no problems found in {} Istio objects", view.objects.len())
+                }
                 _ => print!("{}", render(&findings, out)?),
             }
             let rejected = findings.rejected();

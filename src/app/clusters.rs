@@ -14,6 +14,7 @@ use tokio::sync::watch;
 use crate::{
     aggregate::{self, Aggregator, Snapshots, UpdateSender},
     config::MeshNetworks,
+    config_controller::ConfigHandle,
     model::ClusterId,
     multicluster::{
         self,
@@ -24,6 +25,7 @@ use crate::{
     },
     network::dns,
     registry::{self, service::Context},
+    serviceentry,
     start::StartContext,
 };
 
@@ -128,7 +130,7 @@ impl ClusterDiscovery {
     /// Starts the aggregator, the config cluster's registry (readiness waits for its initial sync) and
     /// the secret controller (readiness waits for each remote cluster, up to the timeout). `server` is
     /// the primary's API server URL, for messages.
-    pub fn start(self, ctx: &StartContext, primary: kube::Client, server: &str) {
+    pub fn start(self, ctx: &StartContext, primary: kube::Client, server: &str, istio: &ConfigHandle) {
         let ClusterDiscovery {
             opts,
             networks,
@@ -149,6 +151,21 @@ impl ClusterDiscovery {
             domain_suffix: opts.domain_suffix.as_str().into(),
             trust_domain: opts.trust_domain.as_str().into(),
         };
+        // ServiceEntries and WorkloadEntries: the `External` registry of the config cluster.
+        serviceentry::spawn(
+            &ctx.tasks,
+            serviceentry::Options {
+                ctx: serviceentry::Context {
+                    cluster: opts.cluster_id.clone(),
+                    trust_domain: conv.trust_domain.clone(),
+                    networks: Default::default(),
+                },
+                updates: updates.clone(),
+                configs: istio.subscribe(),
+                networks: networks.clone(),
+                snapshots: view.snapshots.clone(),
+            },
+        );
         let generations = Arc::new(AtomicU64::new(0));
         let progress = registry::spawn(
             &ctx.tasks,

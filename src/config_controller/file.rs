@@ -188,20 +188,32 @@ pub fn parse_file(path: &str, text: &str) -> Result<(Vec<Doc>, Vec<String>), Fil
             return Err(err(Some(start), "kind is required".into()));
         };
         let Some(kind) = Kind::from_name(kind_name).filter(|k| {
-            api_version.is_some_and(|v| v.split_once('/').is_some_and(|(g, ver)| g == k.group() && k.versions().contains(&ver)))
+            api_version.is_some_and(|v| {
+                v.split_once('/')
+                    .is_some_and(|(g, ver)| g == k.group() && k.versions().contains(&ver))
+            })
         }) else {
-            skipped.push(format!("document {index}: {} {kind_name} is not a kind meshd reads", api_version.unwrap_or("?")));
+            skipped.push(format!(
+                "document {index}: {} {kind_name} is not a kind meshd reads",
+                api_version.unwrap_or("?")
+            ));
             continue;
         };
         let meta_json = &json["metadata"];
         let Some(name) = meta_json["name"].as_str() else {
-            return Err(err(locate(&chunk, "metadata").map(|l| start + l - 1).or(Some(start)), "metadata.name is required".into()));
+            return Err(err(
+                locate(&chunk, "metadata").map(|l| start + l - 1).or(Some(start)),
+                "metadata.name is required".into(),
+            ));
         };
         let strings = |field: &str| -> Result<BTreeMap<String, String>, FileError> {
             match &meta_json[field] {
                 serde_json::Value::Null => Ok(BTreeMap::new()),
                 v => serde_json::from_value(v.clone()).map_err(|e| {
-                    err(locate(&chunk, &format!("metadata.{field}")).map(|l| start + l - 1), format!("metadata.{field}: {e}"))
+                    err(
+                        locate(&chunk, &format!("metadata.{field}")).map(|l| start + l - 1),
+                        format!("metadata.{field}: {e}"),
+                    )
                 }),
             }
         };
@@ -257,7 +269,11 @@ fn read_dir(dir: &Path) -> Result<Vec<(PathBuf, Result<String, String>)>, String
         }
     }
     if files.len() > MAX_FILES {
-        return Err(format!("{}: {} YAML files, over the {MAX_FILES}-file limit", dir.display(), files.len()));
+        return Err(format!(
+            "{}: {} YAML files, over the {MAX_FILES}-file limit",
+            dir.display(),
+            files.len()
+        ));
     }
     files.sort();
     Ok(files
@@ -299,7 +315,12 @@ impl DirState {
         for (path, text) in files {
             let shown = path.display().to_string();
             let result = text
-                .map_err(|message| FileError { path: shown.clone(), document: None, line: None, message })
+                .map_err(|message| FileError {
+                    path: shown.clone(),
+                    document: None,
+                    line: None,
+                    message,
+                })
                 .and_then(|t| parse_file(&shown, &t));
             match result {
                 Ok((docs, skipped)) => {
@@ -314,14 +335,20 @@ impl DirState {
                     }
                     let _ = tx.send(Event::State {
                         name: format!("file {shown}"),
-                        state: Some(SourceState { synced: false, error: Some(e.to_string()) }),
+                        state: Some(SourceState {
+                            synced: false,
+                            error: Some(e.to_string()),
+                        }),
                     });
                     bad.insert(shown);
                 }
             }
         }
         for fixed in self.bad.difference(&bad) {
-            let _ = tx.send(Event::State { name: format!("file {fixed}"), state: None });
+            let _ = tx.send(Event::State {
+                name: format!("file {fixed}"),
+                state: None,
+            });
         }
         self.bad = bad;
         let mut listed = BTreeSet::new();
@@ -345,7 +372,11 @@ impl DirState {
                 parsed: doc.parsed,
             });
         }
-        let _ = tx.send(Event::Retain { source: SourceId::Directory, kind: None, listed });
+        let _ = tx.send(Event::Retain {
+            source: SourceId::Directory,
+            kind: None,
+            listed,
+        });
     }
 }
 
@@ -368,8 +399,11 @@ pub(crate) fn spawn(tasks: &Tasks, ready: &Ready, dir: PathBuf, poll: Duration, 
         }
     }
     drop(guard);
-    spawn_poller(tasks, &format!("config-dir {}", dir.display()), poll, move || {
-        match changes.observe_by(read_dir(&dir), |f| digest(f)) {
+    spawn_poller(
+        tasks,
+        &format!("config-dir {}", dir.display()),
+        poll,
+        move || match changes.observe_by(read_dir(&dir), |f| digest(f)) {
             Change::None => {}
             Change::Failed(e) => {
                 warn!(error = %e, "config directory unreadable; keeping its last good objects");
@@ -379,8 +413,8 @@ pub(crate) fn spawn(tasks: &Tasks, ready: &Ready, dir: PathBuf, poll: Duration, 
                 state.apply(files, &tx);
                 report(&tx, &name, None);
             }
-        }
-    });
+        },
+    );
 }
 
 fn report(tx: &UnboundedSender<Event>, name: &str, error: Option<String>) {

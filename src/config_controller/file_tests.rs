@@ -17,19 +17,30 @@ fn documents_objects_and_positions() {
     assert_eq!(skipped, ["document 1: v1 ConfigMap is not a kind meshd reads"]);
     assert_eq!(docs.len(), 2);
     let dr = &docs[0];
-    assert_eq!(dr.object, ObjectRef::new(Kind::DestinationRule, "bookinfo", "reviews"));
-    let Parsed::Rejected { field, reason } = &dr.parsed else { panic!("a subset without a name") };
+    assert_eq!(
+        dr.object,
+        ObjectRef::new(Kind::DestinationRule, "bookinfo", "reviews")
+    );
+    let Parsed::Rejected { field, reason } = &dr.parsed else {
+        panic!("a subset without a name")
+    };
     assert_eq!(field, "spec.subsets[1].name");
     assert!(
         reason.ends_with("(file /cfg/a.yaml document 0 line 12)"),
         "the second subset's line: {reason}"
     );
     let se = &docs[1];
-    assert_eq!(se.object, ObjectRef::new(Kind::ServiceEntry, DEFAULT_NAMESPACE, "api"));
+    assert_eq!(
+        se.object,
+        ObjectRef::new(Kind::ServiceEntry, DEFAULT_NAMESPACE, "api")
+    );
     assert!(matches!(se.parsed, Parsed::Valid(..)));
     assert_eq!(
         se.meta.source,
-        Source::File { path: "/cfg/a.yaml".into(), index: 2 }
+        Source::File {
+            path: "/cfg/a.yaml".into(),
+            index: 2
+        }
     );
 }
 
@@ -38,9 +49,15 @@ fn a_broken_file_names_document_and_line() {
     let text = "apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {name: a}\nspec: {}\n---\nkind: [unclosed\n";
     let e = parse_file("/cfg/b.yaml", text).unwrap_err();
     assert_eq!((e.document, e.line), (Some(1), Some(7)), "{e}");
-    assert!(e.to_string().starts_with("file /cfg/b.yaml document 1 line 7: "), "{e}");
-    let e = parse_file("/cfg/c.yaml", "apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {namespace: x}\n")
-        .unwrap_err();
+    assert!(
+        e.to_string().starts_with("file /cfg/b.yaml document 1 line 7: "),
+        "{e}"
+    );
+    let e = parse_file(
+        "/cfg/c.yaml",
+        "apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {namespace: x}\n",
+    )
+    .unwrap_err();
     assert_eq!(e.message, "metadata.name is required");
 }
 
@@ -51,7 +68,11 @@ fn locate_follows_keys_and_list_items() {
     assert_eq!(locate(doc, "spec.subsets[1].name"), Some(5));
     assert_eq!(locate(doc, "spec.subsets[1].labels.v"), Some(7));
     assert_eq!(locate(doc, "spec.trafficPolicy.tls"), Some(9));
-    assert_eq!(locate(doc, "spec.subsets[0].labels"), Some(4), "the deepest segment found");
+    assert_eq!(
+        locate(doc, "spec.subsets[0].labels"),
+        Some(4),
+        "the deepest segment found"
+    );
     assert_eq!(locate(doc, "status"), None);
 }
 
@@ -81,14 +102,24 @@ fn a_bad_file_keeps_its_last_good_objects_and_removed_files_drop_theirs() {
     state.apply(vec![good("/d/a.yaml", "kind: [\n"), good("/d/b.yaml", FILE)], &tx);
     let second = drain(&mut rx);
     assert!(applied(&second).contains(&"Sidecar a/s".to_owned()));
-    assert!(second.iter().any(|e| matches!(e, Event::State { name, state: Some(s) }
-        if name == "file /d/a.yaml" && s.error.as_deref().is_some_and(|m| m.contains("document 0 line")))));
+    assert!(
+        second
+            .iter()
+            .any(|e| matches!(e, Event::State { name, state: Some(s) }
+        if name == "file /d/a.yaml" && s.error.as_deref().is_some_and(|m| m.contains("document 0 line"))))
+    );
 
     // Fixed and b.yaml deleted: the report is withdrawn, b's objects are no longer listed.
     state.apply(vec![good("/d/a.yaml", sidecar)], &tx);
     let third = drain(&mut rx);
-    assert!(third.iter().any(|e| matches!(e, Event::State { name, state: None } if name == "file /d/a.yaml")));
-    let Some(Event::Retain { listed, .. }) = third.last() else { panic!("ends with the list") };
+    assert!(
+        third
+            .iter()
+            .any(|e| matches!(e, Event::State { name, state: None } if name == "file /d/a.yaml"))
+    );
+    let Some(Event::Retain { listed, .. }) = third.last() else {
+        panic!("ends with the list")
+    };
     assert_eq!(listed.len(), 1);
 }
 
@@ -107,10 +138,16 @@ fn the_same_object_twice_in_the_directory_rejects_the_second() {
     let rejected: Vec<String> = drain(&mut rx)
         .into_iter()
         .filter_map(|e| match e {
-            Event::Apply { parsed: Parsed::Rejected { reason, .. }, .. } => Some(reason),
+            Event::Apply {
+                parsed: Parsed::Rejected { reason, .. },
+                ..
+            } => Some(reason),
             _ => None,
         })
         .collect();
     assert_eq!(rejected.len(), 1);
-    assert!(rejected[0].contains("duplicate of file /d/1.yaml document 0"), "{rejected:?}");
+    assert!(
+        rejected[0].contains("duplicate of file /d/1.yaml document 0"),
+        "{rejected:?}"
+    );
 }

@@ -103,7 +103,13 @@ fn describe(kind: Kind, e: &watcher::Error, src: &KubeSource) -> String {
 
 /// Starts one watcher task per kind. Readiness waits for each kind's first list or first error (a
 /// missing CRD must not hold meshd unready).
-pub(crate) fn spawn(tasks: &Tasks, ready: &Ready, src: KubeSource, tx: UnboundedSender<Event>, metrics: Metrics) {
+pub(crate) fn spawn(
+    tasks: &Tasks,
+    ready: &Ready,
+    src: KubeSource,
+    tx: UnboundedSender<Event>,
+    metrics: Metrics,
+) {
     for kind in Kind::ALL {
         let guard = ready.register(format!("config {kind}"));
         let (src, tx, metrics) = (src.clone(), tx.clone(), metrics.clone());

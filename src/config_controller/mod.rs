@@ -174,11 +174,7 @@ pub(crate) fn apply(store: &mut Store, ev: Event, metrics: &Metrics) -> ChangeSe
             store.apply(source, object, meta, parsed)
         }
         Event::Delete { source, object } => store.delete(&source, &object),
-        Event::Retain {
-            source,
-            kind,
-            listed,
-        } => store.retain(&source, kind, &listed),
+        Event::Retain { source, kind, listed } => store.retain(&source, kind, &listed),
         Event::State { name, state } => {
             store.set_source_state(name, state);
             ChangeSet::default()

@@ -119,7 +119,10 @@ impl ChangeSet {
 
     /// Every host a change names.
     pub fn hosts(&self) -> BTreeSet<&str> {
-        self.objects.values().flat_map(|c| c.hosts.iter().map(String::as_str)).collect()
+        self.objects
+            .values()
+            .flat_map(|c| c.hosts.iter().map(String::as_str))
+            .collect()
     }
 
     /// Folds `other` (a later change) into this one.
@@ -212,7 +215,12 @@ impl Store {
     }
 
     /// A source listed everything it has of `kind` (every kind when `None`): deletes the rest.
-    pub fn retain(&mut self, source: &SourceId, kind: Option<Kind>, listed: &BTreeSet<ObjectRef>) -> ChangeSet {
+    pub fn retain(
+        &mut self,
+        source: &SourceId,
+        kind: Option<Kind>,
+        listed: &BTreeSet<ObjectRef>,
+    ) -> ChangeSet {
         let gone: Vec<ObjectRef> = self
             .records
             .iter()
@@ -246,12 +254,14 @@ impl Store {
             Some(copies) => {
                 let mut winner: Option<SourceId> = None;
                 for (source, record) in copies.iter_mut() {
-                    record.ignored = winner.as_ref().map(|w| {
-                        format!("conflict: {w} also has {obj}, and its copy is in force")
-                    });
+                    record.ignored = winner
+                        .as_ref()
+                        .map(|w| format!("conflict: {w} also has {obj}, and its copy is in force"));
                     winner.get_or_insert_with(|| source.clone());
                 }
-                winner.and_then(|w| copies.get(&w)).and_then(|r| r.serving.clone())
+                winner
+                    .and_then(|w| copies.get(&w))
+                    .and_then(|r| r.serving.clone())
             }
         };
         match &after {
@@ -272,7 +282,11 @@ impl Store {
                 .records
                 .iter()
                 .flat_map(|(o, copies)| copies.iter().map(move |(s, r)| (o.clone(), s.clone(), r.clone())))
-                .map(|(object, source, record)| RecordView { object, source, record })
+                .map(|(object, source, record)| RecordView {
+                    object,
+                    source,
+                    record,
+                })
                 .collect(),
             sources: self.sources.clone(),
             changes,

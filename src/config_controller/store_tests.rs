@@ -28,7 +28,11 @@ fn file() -> Source {
 fn dr(name: &str, revision: &str, host: &str, source: Source) -> (ObjectRef, ObjectMeta, Parsed) {
     let m = meta(name, revision, source);
     let obj = ObjectRef::new(Kind::DestinationRule, "ns1", name);
-    let parsed = match istio::parse(Kind::DestinationRule, m.clone(), &serde_json::json!({ "host": host })) {
+    let parsed = match istio::parse(
+        Kind::DestinationRule,
+        m.clone(),
+        &serde_json::json!({ "host": host }),
+    ) {
         Ok((cfg, w)) => Parsed::Valid(Arc::new(cfg), w),
         Err(e) => Parsed::Rejected {
             field: e.field().to_owned(),
@@ -59,13 +63,20 @@ fn change_sets_name_the_hosts_of_old_and_new_versions() {
     assert_eq!(hosts(&added), ["reviews"]);
     let (obj, m, p) = dr("r", "2", "ratings", c.clone());
     let moved = store.apply(cluster(), obj.clone(), m, p);
-    assert_eq!(hosts(&moved), ["ratings", "reviews"], "both the old and the new host are affected");
+    assert_eq!(
+        hosts(&moved),
+        ["ratings", "reviews"],
+        "both the old and the new host are affected"
+    );
     let (other, m, p) = dr("other", "1", "details", c);
     store.apply(cluster(), other, m, p);
     let removed = store.delete(&cluster(), &obj);
     assert_eq!(hosts(&removed), ["ratings"]);
     assert_eq!(removed.kinds(), [Kind::DestinationRule].into());
-    assert!(store.delete(&cluster(), &obj).is_empty(), "deleting twice changes nothing");
+    assert!(
+        store.delete(&cluster(), &obj).is_empty(),
+        "deleting twice changes nothing"
+    );
 }
 
 #[test]
@@ -82,9 +93,14 @@ fn an_object_that_turns_invalid_keeps_serving_its_last_valid_version() {
     let rec = &snap.records[0].record;
     assert_eq!(rec.meta.revision, "2");
     assert_eq!(rec.serving_revision.as_deref(), Some("1"));
-    let Status::Rejected { field, reason } = &rec.status else { panic!("{:?}", rec.status) };
+    let Status::Rejected { field, reason } = &rec.status else {
+        panic!("{:?}", rec.status)
+    };
     assert_eq!(field, "spec.host");
-    assert!(reason.starts_with("DestinationRule ns1/r: spec.host:"), "{reason}");
+    assert!(
+        reason.starts_with("DestinationRule ns1/r: spec.host:"),
+        "{reason}"
+    );
 
     // Never valid: nothing in force, but listed with its reason.
     let (bad, m, p) = dr("never", "1", "", c);
@@ -104,9 +120,20 @@ fn a_conflict_between_sources_is_reported_and_the_cluster_copy_wins() {
     assert_eq!(hosts(&changes), ["from-cluster", "from-file"]);
     assert_eq!(in_force_host(&store, &obj).as_deref(), Some("from-cluster"));
     let snap = store.snapshot(1, ChangeSet::default());
-    let file_copy = snap.records.iter().find(|r| r.source == SourceId::Directory).unwrap();
-    let ignored = file_copy.record.ignored.as_deref().expect("the file copy is marked ignored");
-    assert!(ignored.contains("conflict: cluster c1 also has DestinationRule ns1/r"), "{ignored}");
+    let file_copy = snap
+        .records
+        .iter()
+        .find(|r| r.source == SourceId::Directory)
+        .unwrap();
+    let ignored = file_copy
+        .record
+        .ignored
+        .as_deref()
+        .expect("the file copy is marked ignored");
+    assert!(
+        ignored.contains("conflict: cluster c1 also has DestinationRule ns1/r"),
+        "{ignored}"
+    );
     let cluster_copy = snap.records.iter().find(|r| r.source == cluster()).unwrap();
     assert_eq!(cluster_copy.record.ignored, None);
 
@@ -114,7 +141,10 @@ fn a_conflict_between_sources_is_reported_and_the_cluster_copy_wins() {
     let changes = store.delete(&cluster(), &obj);
     assert_eq!(hosts(&changes), ["from-cluster", "from-file"]);
     assert_eq!(in_force_host(&store, &obj).as_deref(), Some("from-file"));
-    assert_eq!(store.snapshot(2, ChangeSet::default()).records[0].record.ignored, None);
+    assert_eq!(
+        store.snapshot(2, ChangeSet::default()).records[0].record.ignored,
+        None
+    );
 }
 
 #[test]
@@ -134,7 +164,10 @@ fn retain_deletes_what_a_relist_no_longer_has_of_that_source_and_kind() {
     assert!(other_kind.is_empty(), "a relist of another kind prunes nothing");
     let changes = store.retain(&cluster(), Some(Kind::DestinationRule), &listed);
     assert_eq!(hosts(&changes), ["hb"]);
-    assert!(in_force_host(&store, &fobj).is_some(), "another source's objects stay");
+    assert!(
+        in_force_host(&store, &fobj).is_some(),
+        "another source's objects stay"
+    );
 }
 
 #[test]
@@ -151,7 +184,11 @@ fn snapshots_diff_across_skipped_versions_and_list_by_kind() {
     assert_eq!(v2.changes_since(&v1), second);
     let mut both = first;
     both.merge(second);
-    assert_eq!(v2.changes_since(&v0), both, "a reader that skipped v1 still sees both changes");
+    assert_eq!(
+        v2.changes_since(&v0),
+        both,
+        "a reader that skipped v1 still sees both changes"
+    );
     assert_eq!(v2.of_kind(Kind::DestinationRule).count(), 2);
     assert_eq!(v2.of_kind(Kind::VirtualService).count(), 0);
     assert_eq!(v2.all().count(), 2);

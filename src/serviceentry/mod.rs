@@ -1,0 +1,125 @@
+//! The ServiceEntry registry (istiod's `serviceEntryStore`): ServiceEntries and WorkloadEntries of the
+//! config store become services and endpoints, sent to the aggregate as the `External` provider of the
+//! config cluster, beside the per-cluster Kubernetes registries.
+//!
+//! Owns: the conversion ([`convert`], [`workload`], pure) and one task that recomputes the registry's
+//! whole view when the config, meshNetworks or the Kubernetes Services that may select WorkloadEntries
+//! change, and sends it as one `Update::Replace` (the aggregate diffs it). Does NOT: watch or validate
+//! Istio objects (the config controller), merge with Kubernetes Services (the aggregate), or filter by
+//! `exportTo` (#19).
+
+pub mod convert;
+pub mod workload;
+
+use std::sync::Arc;
+
+use tokio::sync::watch;
+use tracing::{debug, warn};
+
+pub use convert::{Built, Selecting};
+pub use workload::Context;
+
+use crate::{
+    aggregate::{MeshSnapshot, RegistryId, Snapshots, Update, UpdateSender},
+    config::MeshNetworks,
+    config_controller::ConfigSnapshot,
+    drain::Tasks,
+    istio::Kind,
+    model::{Origin, Provider},
+    registry::network::NetworkResolver,
+};
+
+/// The Kubernetes Services of a snapshot that may select WorkloadEntries: those with a selector, in
+/// key order.
+pub fn selecting(snapshot: &MeshSnapshot) -> Vec<Selecting> {
+    snapshot
+        .services
+        .iter()
+        .filter(|(_, s)| s.origin == Origin::Kubernetes)
+        .filter_map(|(key, s)| {
+            Some(Selecting {
+                key: key.clone(),
+                selector: s.selector.clone()?,
+                ports: s.ports.clone(),
+            })
+        })
+        .collect()
+}
+
+/// What the registry task needs.
+pub struct Options {
+    /// Cluster, domain suffix and trust domain (its networks are replaced from `networks`).
+    pub ctx: Context,
+    /// Where it sends its view.
+    pub updates: UpdateSender,
+    /// The config controller's snapshots.
+    pub configs: watch::Receiver<Arc<ConfigSnapshot>>,
+    /// meshNetworks (entries without a network are placed by it).
+    pub networks: watch::Receiver<Arc<MeshNetworks>>,
+    /// The aggregate's snapshots (the Kubernetes Services that select WorkloadEntries).
+    pub snapshots: Snapshots,
+}
+
+/// Spawns the registry task.
+pub fn spawn(tasks: &Tasks, opts: Options) {
+    tasks.spawn("serviceentry registry", run(opts, tasks.cancelled()));
+}
+
+async fn run(mut opts: Options, stop: impl Future<Output = ()>) {
+    tokio::pin!(stop);
+    let mut generation = 0u64;
+    let mut last: Option<(Vec<Selecting>, Built)> = None;
+    loop {
+        let networks = opts.networks.borrow_and_update().clone();
+        opts.ctx.networks = NetworkResolver::new(&networks, &opts.ctx.cluster);
+        let configs = opts.configs.borrow_and_update().clone();
+        let kubernetes = selecting(&opts.snapshots.load());
+        let objects = configs
+            .of_kind(Kind::ServiceEntry)
+            .chain(configs.of_kind(Kind::WorkloadEntry))
+            .map(|c| &**c);
+        let built = convert::build(objects, &kubernetes, &opts.ctx);
+        if last.as_ref().is_none_or(|(_, b)| *b != built) {
+            for (what, why) in built
+                .ignored
+                .iter()
+                .filter(|i| last.as_ref().is_none_or(|(_, b)| !b.ignored.contains(i)))
+            {
+                warn!(%what, reason = %why, "ServiceEntry left out");
+            }
+            generation += 1;
+            debug!(
+                generation,
+                services = built.services.len(),
+                "ServiceEntry registry view"
+            );
+            let update = Update::Replace {
+                from: RegistryId {
+                    provider: Provider::External,
+                    cluster: opts.ctx.cluster.clone(),
+                    generation,
+                },
+                services: built.services.clone(),
+                endpoints: built.endpoints.clone(),
+            };
+            if !opts.updates.send(update).await {
+                return;
+            }
+        }
+        last = Some((kubernetes, built));
+        // Wait for an input that can change the view: the config, meshNetworks, or the selectors and
+        // ports of Kubernetes Services (most snapshots change only endpoints).
+        loop {
+            tokio::select! {
+                _ = &mut stop => return,
+                r = opts.configs.changed() => if r.is_err() { return } else { break },
+                r = opts.networks.changed() => if r.is_err() { return } else { break },
+                s = opts.snapshots.changed() => match s {
+                    None => return,
+                    Some(snap) if last.as_ref().is_some_and(|(k, _)| *k != selecting(&snap)) => break,
+                    Some(_) => {}
+                },
+            }
+        }
+    }
+}
