@@ -154,6 +154,7 @@ impl ClusterDiscovery {
         // ServiceEntries and WorkloadEntries: the `External` registry of the config cluster.
         serviceentry::spawn(
             &ctx.tasks,
+            &ctx.ready,
             serviceentry::Options {
                 ctx: serviceentry::Context {
                     cluster: opts.cluster_id.clone(),

@@ -26,6 +26,7 @@ use crate::{
     drain::Tasks,
     istio::Kind,
     model::{Origin, Provider},
+    readiness::{BlockReady, Ready},
     registry::network::NetworkResolver,
 };
 
@@ -60,15 +61,25 @@ pub struct Options {
     pub snapshots: Snapshots,
 }
 
-/// Spawns the registry task.
-pub fn spawn(tasks: &Tasks, opts: Options) {
-    tasks.spawn("serviceentry registry", run(opts, tasks.cancelled()));
+/// Spawns the registry task. It holds readiness until it has sent a view of synced config, so a ready
+/// meshd serves its WorkloadEntries from the first push.
+pub fn spawn(tasks: &Tasks, ready: &Ready, opts: Options) {
+    let guard = ready.register("ServiceEntry registry");
+    tasks.spawn("serviceentry registry", run(opts, guard, tasks.cancelled()));
 }
 
-async fn run(mut opts: Options, stop: impl Future<Output = ()>) {
+/// Whether every config source has listed what it has.
+fn synced(configs: &ConfigSnapshot) -> bool {
+    !configs.sources.is_empty() && configs.sources.values().all(|s| s.synced)
+}
+
+async fn run(mut opts: Options, guard: BlockReady, stop: impl Future<Output = ()>) {
+    let mut guard = Some(guard);
     tokio::pin!(stop);
     let mut generation = 0u64;
     let mut last: Option<(Vec<Selecting>, Built)> = None;
+    // A closed channel (a fixed meshNetworks, a controller that never started) keeps its last value.
+    let (mut configs_open, mut networks_open) = (true, true);
     loop {
         let networks = opts.networks.borrow_and_update().clone();
         opts.ctx.networks = NetworkResolver::new(&networks, &opts.ctx.cluster);
@@ -107,13 +118,25 @@ async fn run(mut opts: Options, stop: impl Future<Output = ()>) {
             }
         }
         last = Some((kubernetes, built));
+        if synced(&configs) || !configs_open {
+            guard.take();
+        }
         // Wait for an input that can change the view: the config, meshNetworks, or the selectors and
         // ports of Kubernetes Services (most snapshots change only endpoints).
         loop {
             tokio::select! {
                 _ = &mut stop => return,
-                r = opts.configs.changed() => if r.is_err() { return } else { break },
-                r = opts.networks.changed() => if r.is_err() { return } else { break },
+                r = opts.configs.changed(), if configs_open => match r {
+                    Ok(()) => break,
+                    Err(_) => {
+                        configs_open = false;
+                        guard.take();
+                    }
+                },
+                r = opts.networks.changed(), if networks_open => match r {
+                    Ok(()) => break,
+                    Err(_) => networks_open = false,
+                },
                 s = opts.snapshots.changed() => match s {
                     None => return,
                     Some(snap) if last.as_ref().is_some_and(|(k, _)| *k != selecting(&snap)) => break,
