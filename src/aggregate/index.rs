@@ -110,6 +110,15 @@ impl Index {
             .map(|(k, s)| (&k.cluster, &**s))
     }
 
+    /// The live registries and their generations.
+    pub(super) fn registries(&self) -> BTreeMap<ShardKey, u64> {
+        self.owners
+            .iter()
+            .filter(|(_, o)| o.live)
+            .map(|(k, o)| (k.clone(), o.generation))
+            .collect()
+    }
+
     /// Gateway DNS names → addresses.
     pub(super) fn dns(&self) -> &BTreeMap<Arc<str>, Vec<IpAddr>> {
         &self.dns

@@ -254,6 +254,7 @@ impl Writer {
             endpoints: self.index.endpoints.clone(),
             gateways,
             gateway_hostnames,
+            registries: self.index.registries(),
             changes,
             changed_at: first,
         });

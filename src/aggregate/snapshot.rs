@@ -27,6 +27,9 @@ pub struct MeshSnapshot {
     pub gateways: Arc<[NetworkGateway]>,
     /// The gateway DNS names the resolver task must keep resolved.
     pub gateway_hostnames: Arc<BTreeSet<Arc<str>>>,
+    /// The registries whose complete view it includes, with their generation (a reader that depends on
+    /// another registry's services waits for it here).
+    pub registries: BTreeMap<ShardKey, u64>,
     /// What changed since version [`ChangeSet::since`].
     pub changes: ChangeSet,
     /// When the oldest change in `changes` happened (the debounce start), so proxy convergence time

@@ -151,6 +151,21 @@ impl ClusterDiscovery {
             domain_suffix: opts.domain_suffix.as_str().into(),
             trust_domain: opts.trust_domain.as_str().into(),
         };
+        let generations = Arc::new(AtomicU64::new(0));
+        let progress = registry::spawn(
+            &ctx.tasks,
+            primary.clone(),
+            registry::Options {
+                id: aggregate::RegistryId::kubernetes(opts.cluster_id.clone(), 0),
+                ctx: conv.clone(),
+                system_namespace: opts.system_namespace.clone(),
+                networks: networks.clone(),
+                metrics: metrics.registry.clone(),
+                watch_timeout: opts.watch_timeout,
+                server: server.into(),
+            },
+            updates.clone(),
+        );
         // ServiceEntries and WorkloadEntries: the `External` registry of the config cluster.
         serviceentry::spawn(
             &ctx.tasks,
@@ -166,21 +181,6 @@ impl ClusterDiscovery {
                 networks: networks.clone(),
                 snapshots: view.snapshots.clone(),
             },
-        );
-        let generations = Arc::new(AtomicU64::new(0));
-        let progress = registry::spawn(
-            &ctx.tasks,
-            primary.clone(),
-            registry::Options {
-                id: aggregate::RegistryId::kubernetes(opts.cluster_id.clone(), 0),
-                ctx: conv.clone(),
-                system_namespace: opts.system_namespace.clone(),
-                networks: networks.clone(),
-                metrics: metrics.registry.clone(),
-                watch_timeout: opts.watch_timeout,
-                server: server.into(),
-            },
-            updates.clone(),
         );
         hold_until_synced(ctx, &opts.cluster_id, progress.clone());
         let controller = Controller {

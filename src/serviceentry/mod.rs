@@ -25,7 +25,7 @@ use crate::{
     config_controller::ConfigSnapshot,
     drain::Tasks,
     istio::Kind,
-    model::{Origin, Provider},
+    model::{Origin, Provider, ShardKey},
     readiness::{BlockReady, Ready},
     registry::network::NetworkResolver,
 };
@@ -68,9 +68,23 @@ pub fn spawn(tasks: &Tasks, ready: &Ready, opts: Options) {
     tasks.spawn("serviceentry registry", run(opts, guard, tasks.cancelled()));
 }
 
-/// Whether every config source has listed what it has.
+/// Whether every config source has listed what it has or failed (a missing CRD must not hold
+/// readiness, as the sources' own guards do not).
 fn synced(configs: &ConfigSnapshot) -> bool {
-    !configs.sources.is_empty() && configs.sources.values().all(|s| s.synced)
+    !configs.sources.is_empty() && configs.sources.values().all(|s| s.synced || s.error.is_some())
+}
+
+/// Whether `snap` serves the view: its services and, in `shard`, its endpoints (readiness waits for
+/// it, so the first push a proxy gets already has the WorkloadEntries).
+fn applied(snap: &MeshSnapshot, built: &Built, shard: &ShardKey) -> bool {
+    built
+        .services
+        .iter()
+        .all(|s| snap.services.contains_key(&s.key()))
+        && built
+            .endpoints
+            .iter()
+            .all(|(k, eps)| snap.endpoints.get(k).and_then(|e| e.shards.get(shard)) == Some(eps))
 }
 
 async fn run(mut opts: Options, guard: BlockReady, stop: impl Future<Output = ()>) {
@@ -80,11 +94,17 @@ async fn run(mut opts: Options, guard: BlockReady, stop: impl Future<Output = ()
     let mut last: Option<(Vec<Selecting>, Built)> = None;
     // A closed channel (a fixed meshNetworks, a controller that never started) keeps its last value.
     let (mut configs_open, mut networks_open) = (true, true);
+    let shard = ShardKey::external(opts.ctx.cluster.clone());
+    // Readiness waits for a view of synced config, computed from a snapshot that has the config
+    // cluster's Kubernetes services, to be published.
+    let kube = ShardKey::kubernetes(opts.ctx.cluster.clone());
+    let mut final_view = false;
     loop {
         let networks = opts.networks.borrow_and_update().clone();
         opts.ctx.networks = NetworkResolver::new(&networks, &opts.ctx.cluster);
         let configs = opts.configs.borrow_and_update().clone();
-        let kubernetes = selecting(&opts.snapshots.load());
+        let snapshot = opts.snapshots.load();
+        let kubernetes = selecting(&snapshot);
         let objects = configs
             .of_kind(Kind::ServiceEntry)
             .chain(configs.of_kind(Kind::WorkloadEntry))
@@ -117,10 +137,11 @@ async fn run(mut opts: Options, guard: BlockReady, stop: impl Future<Output = ()
                 return;
             }
         }
-        last = Some((kubernetes, built));
-        if synced(&configs) || !configs_open {
+        final_view |= (synced(&configs) || !configs_open) && snapshot.registries.contains_key(&kube);
+        if final_view && applied(&opts.snapshots.load(), &built, &shard) {
             guard.take();
         }
+        last = Some((kubernetes, built));
         // Wait for an input that can change the view: the config, meshNetworks, or the selectors and
         // ports of Kubernetes Services (most snapshots change only endpoints).
         loop {
@@ -130,7 +151,9 @@ async fn run(mut opts: Options, guard: BlockReady, stop: impl Future<Output = ()
                     Ok(()) => break,
                     Err(_) => {
                         configs_open = false;
-                        guard.take();
+                        if !final_view {
+                            break;
+                        }
                     }
                 },
                 r = opts.networks.changed(), if networks_open => match r {
@@ -139,8 +162,13 @@ async fn run(mut opts: Options, guard: BlockReady, stop: impl Future<Output = ()
                 },
                 s = opts.snapshots.changed() => match s {
                     None => return,
+                    Some(snap) if !final_view && snap.registries.contains_key(&kube) => break,
                     Some(snap) if last.as_ref().is_some_and(|(k, _)| *k != selecting(&snap)) => break,
-                    Some(_) => {}
+                    Some(snap) => {
+                        if final_view && last.as_ref().is_some_and(|(_, b)| applied(&snap, b, &shard)) {
+                            guard.take();
+                        }
+                    }
                 },
             }
         }
