@@ -506,3 +506,24 @@ fn service_entries_are_never_network_gateways() {
     assert_eq!(names.len(), 2, "{names:?}");
     assert!(names.iter().all(|n| n.ends_with("/a")), "{names:?}");
 }
+
+#[test]
+fn snapshots_name_the_live_registries() {
+    let mut ix = index_with_two_clusters();
+    ix.apply(Update::Replace {
+        from: external("c1", 3),
+        services: vec![],
+        endpoints: vec![],
+    });
+    let names =
+        |ix: &Index| -> Vec<String> { ix.registries().iter().map(|(k, g)| format!("{k}#{g}")).collect() };
+    assert_eq!(
+        names(&ix),
+        ["Kubernetes/c1#1", "Kubernetes/c2#1", "External/c1#3"]
+    );
+    ix.apply(Update::Remove {
+        shard: ShardKey::kubernetes("c2"),
+        generation: 1,
+    });
+    assert_eq!(names(&ix), ["Kubernetes/c1#1", "External/c1#3"]);
+}
