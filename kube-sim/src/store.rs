@@ -499,7 +499,8 @@ impl Store {
         Ok(stored.value())
     }
 
-    /// The stored object, if any (`namespace` is ignored for cluster-scoped kinds).
+    /// The stored object, if any (`namespace` is ignored for cluster-scoped kinds); a custom object under
+    /// the version asked for.
     pub fn get(&self, api_version: &str, kind: &str, namespace: Option<&str>, name: &str) -> Option<Value> {
         let k = self.kinds().by_type(api_version, kind)?;
         let ns = if k.namespaced {
@@ -507,8 +508,9 @@ impl Store {
         } else {
             ""
         };
-        self.get_obj(k.id(), &(ns.to_string(), name.to_string()))
-            .map(|o| o.value())
+        let mut v = self.get_obj(k.id(), &(ns.to_string(), name.to_string()))?.value();
+        crd::as_version(k, &mut v);
+        Some(v)
     }
 
     /// All stored objects of a kind, optionally in one namespace, in (namespace, name) order.
@@ -521,7 +523,12 @@ impl Store {
             ..Filter::default()
         };
         let page = self.list_page(k.id(), &filter, None, None, None);
-        page.map(|p| p.items.iter().map(|o| o.value()).collect())
+        let value = |o: &Arc<Obj>| {
+            let mut v = o.value();
+            crd::as_version(k, &mut v);
+            v
+        };
+        page.map(|p| p.items.iter().map(value).collect())
             .unwrap_or_default()
     }
 

@@ -212,6 +212,14 @@ async fn dynamic_objects_list_watch_create_patch_across_versions() {
         Some("example.com/v1".to_string())
     );
     assert_eq!(api.list(&Default::default()).await.expect("list").items.len(), 1);
+    // The embedding API (manifest loading, tests) answers under the version asked for as well.
+    let store = sim.server.store();
+    let v1 = store
+        .get("example.com/v1", "Widget", Some("default"), "w1")
+        .expect("stored");
+    assert_eq!(v1["apiVersion"], "example.com/v1");
+    let listed = store.list("example.com/v1beta1", "Widget", None);
+    assert_eq!(listed[0]["apiVersion"], "example.com/v1beta1");
 
     // A wrong type is a 422 naming the field, in kube-apiserver's words.
     let bad: DynamicObject = serde_json::from_value(json!({

@@ -250,8 +250,11 @@ pub fn parse_file(path: &str, text: &str) -> Result<(Vec<Doc>, Vec<String>), Fil
     Ok((docs, skipped))
 }
 
+/// Each file's path and its text, or why it could not be read.
+type Files = Vec<(PathBuf, Result<String, String>)>;
+
 /// Every YAML file under `dir` (sorted), each read or failed on its own.
-fn read_dir(dir: &Path) -> Result<Vec<(PathBuf, Result<String, String>)>, String> {
+fn read_dir(dir: &Path) -> Result<Files, String> {
     let mut files = Vec::new();
     let mut pending = vec![dir.to_owned()];
     while let Some(d) = pending.pop() {
@@ -285,7 +288,7 @@ fn read_dir(dir: &Path) -> Result<Vec<(PathBuf, Result<String, String>)>, String
         .collect())
 }
 
-fn digest(files: &[(PathBuf, Result<String, String>)]) -> [u8; 32] {
+fn digest(files: &Files) -> [u8; 32] {
     let mut h = Sha256::new();
     for (p, t) in files {
         h.update(p.to_string_lossy().as_bytes());
@@ -308,7 +311,7 @@ struct DirState {
 impl DirState {
     /// Applies one stable read: good files replace their objects, bad ones keep them; sends every
     /// object, then the list (so the store drops what no file has any more).
-    fn apply(&mut self, files: Vec<(PathBuf, Result<String, String>)>, tx: &UnboundedSender<Event>) {
+    fn apply(&mut self, files: Files, tx: &UnboundedSender<Event>) {
         let present: BTreeSet<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
         self.good.retain(|p, _| present.contains(p));
         let mut bad = BTreeSet::new();
@@ -387,7 +390,7 @@ pub(crate) fn spawn(tasks: &Tasks, ready: &Ready, dir: PathBuf, poll: Duration, 
     let name = "config directory".to_owned();
     let mut state = DirState::default();
     let first = read_dir(&dir);
-    let mut changes = ChangeDetector::new(first.as_ref().map_or([0; 32], |f| digest(f)));
+    let mut changes = ChangeDetector::new(first.as_ref().map_or([0; 32], digest));
     match first {
         Ok(files) => {
             state.apply(files, &tx);
@@ -403,7 +406,7 @@ pub(crate) fn spawn(tasks: &Tasks, ready: &Ready, dir: PathBuf, poll: Duration, 
         tasks,
         &format!("config-dir {}", dir.display()),
         poll,
-        move || match changes.observe_by(read_dir(&dir), |f| digest(f)) {
+        move || match changes.observe_by(read_dir(&dir), digest) {
             Change::None => {}
             Change::Failed(e) => {
                 warn!(error = %e, "config directory unreadable; keeping its last good objects");

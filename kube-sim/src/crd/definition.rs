@@ -110,10 +110,14 @@ pub(crate) fn admit_definition(obj: &mut Value, prev: Option<&Value>) -> Result<
             );
         }
     }
-    if let Some(prev) = prev
-        && prev["spec"]["group"] != obj["spec"]["group"]
-    {
-        errs.invalid("spec.group", format!("{group:?}"), "field is immutable");
+    if let Some(prev) = prev {
+        // The table's keys depend on the scope, and the objects on the group: both are fixed.
+        if prev["spec"]["group"] != obj["spec"]["group"] {
+            errs.invalid("spec.group", format!("{group:?}"), "field is immutable");
+        }
+        if prev["spec"]["scope"] != obj["spec"]["scope"] {
+            errs.invalid("spec.scope", format!("{scope:?}"), "field is immutable");
+        }
     }
     errs.into_result("CustomResourceDefinition.apiextensions.k8s.io", &name)?;
     let names = &mut obj["spec"]["names"];
@@ -137,9 +141,9 @@ pub(crate) fn admit_definition(obj: &mut Value, prev: Option<&Value>) -> Result<
     Ok(())
 }
 
-/// The names of `crd` that clash with another definition of the same group (plural, singular, kind,
-/// short names), as the naming controller finds them.
-fn conflict(crd: &Value, others: &[&Value]) -> Option<String> {
+/// The first name of `crd` that clashes with another definition of the same group, as the naming
+/// controller reports it: (reason, message).
+fn conflict(crd: &Value, others: &[&Value]) -> Option<(&'static str, String)> {
     let names = &crd["spec"]["names"];
     let group = &crd["spec"]["group"];
     for other in others.iter().filter(|o| o["spec"]["group"] == *group) {
@@ -147,12 +151,18 @@ fn conflict(crd: &Value, others: &[&Value]) -> Option<String> {
             continue;
         }
         let accepted = &other["status"]["acceptedNames"];
-        if accepted["kind"] == names["kind"] {
-            return Some(format!("{:?} is already in use", text(&names["kind"])));
+        for (field, reason) in [
+            ("kind", "KindConflict"),
+            ("listKind", "ListKindConflict"),
+            ("singular", "SingularConflict"),
+        ] {
+            if names[field].as_str().is_some_and(|n| !n.is_empty()) && accepted[field] == names[field] {
+                return Some((reason, format!("{:?} is already in use", text(&names[field]))));
+            }
         }
         let theirs = strings(&accepted["shortNames"]);
         if let Some(s) = strings(&names["shortNames"]).iter().find(|s| theirs.contains(s)) {
-            return Some(format!("{s:?} is already in use"));
+            return Some(("ShortNamesConflict", format!("{s:?} is already in use")));
         }
     }
     None
@@ -187,13 +197,8 @@ pub(crate) fn definition_status(crd: &mut Value, others: &[&Value]) {
                 "the initial names have been accepted".into(),
             ));
         }
-        Some(why) => {
-            conditions.push(condition(
-                "NamesAccepted",
-                "False",
-                "ListKindConflict",
-                why.clone(),
-            ));
+        Some((reason, why)) => {
+            conditions.push(condition("NamesAccepted", "False", reason, why.clone()));
             conditions.push(condition(
                 "Established",
                 "False",
@@ -229,6 +234,10 @@ pub(crate) fn definition_status(crd: &mut Value, others: &[&Value]) {
         "storedVersions": stored,
     });
 }
+
+#[cfg(test)]
+#[path = "definition_tests.rs"]
+mod tests;
 
 fn established(crd: &Value) -> bool {
     crd["status"]["conditions"].as_array().is_some_and(|cs| {

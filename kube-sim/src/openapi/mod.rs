@@ -116,8 +116,12 @@ fn custom_schemas(reg: &Registry, g: &str, v: &str) -> Value {
         schema["x-kubernetes-group-version-kind"] = json!([{"group": g, "version": v, "kind": k.kind}]);
         out.insert(custom_schema_name(k), schema);
     }
-    if let Some(meta) = v3_meta_schema() {
-        out.insert("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta".into(), meta);
+    static META: OnceLock<Option<Value>> = OnceLock::new();
+    if let Some(meta) = META.get_or_init(v3_meta_schema) {
+        out.insert(
+            "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta".into(),
+            meta.clone(),
+        );
     }
     Value::Object(out)
 }
@@ -294,5 +298,42 @@ mod tests {
             .as_str()
             .unwrap();
         assert!(url.starts_with("/openapi/v3/apis/apps/v1?hash="), "{url}");
+    }
+
+    #[test]
+    fn custom_kinds_get_documents_with_their_schemas() {
+        let mut crd = json!({
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "widgets", "kind": "Widget"},
+                     "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema":
+                        {"type": "object", "properties": {"spec": {"type": "object", "properties": {"host": {"type": "string"}}}}}}}]},
+        });
+        crate::crd::admit_definition(&mut crd, None).unwrap();
+        crate::crd::definition_status(&mut crd, &[]);
+        let reg = Registry::build([&crd].into_iter());
+        let root = root(&reg);
+        assert!(
+            root["paths"]["apis/example.com/v1"]["serverRelativeURL"].is_string(),
+            "{root}"
+        );
+        assert!(root["paths"]["api/v1"].is_object());
+        let doc: Value =
+            serde_json::from_slice(&group_version_doc(&reg, "apis/example.com/v1").unwrap()).unwrap();
+        let schemas = &doc["components"]["schemas"];
+        let widget = &schemas["com.example.v1.Widget"];
+        assert_eq!(
+            widget["x-kubernetes-group-version-kind"],
+            json!([{"group": "example.com", "version": "v1", "kind": "Widget"}])
+        );
+        assert_eq!(
+            widget["properties"]["spec"]["properties"]["host"]["type"],
+            "string"
+        );
+        let meta_ref = widget["properties"]["metadata"]["$ref"].as_str().unwrap();
+        assert!(schemas[meta_ref.trim_start_matches("#/components/schemas/")].is_object());
+        assert!(
+            doc["paths"]["/apis/example.com/v1/namespaces/{namespace}/widgets/{name}"]["patch"].is_object()
+        );
+        assert!(group_version_doc(&Registry::default(), "apis/example.com/v1").is_none());
     }
 }
