@@ -74,7 +74,7 @@ def test_debug_views_name_the_registry_and_the_objects(meshd):
     services = {(s["hostname"], s["attributes"]["Namespace"]): s for s in meshd.json("/debug/registryz")}
     api = services[("api.example.com", "sample")]
     assert api["attributes"]["ServiceRegistry"] == "External"
-    assert api["origin"] == {"registry": "ServiceEntry", "namespace": "sample", "names": ["external-api"]}
+    assert api["origin"] == {"registry": "ServiceEntry", "namespace": "sample", "names": ["api-example-com"]}
     assert api["resolution"] == "Dns" and api["meshExternal"] is True
     hello = services[("helloworld.sample.svc.cluster.local", "sample")]
     assert hello["attributes"]["ServiceRegistry"] == "Kubernetes"
