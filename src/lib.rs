@@ -22,6 +22,7 @@ pub mod network;
 pub mod readiness;
 pub mod registry;
 pub mod sandbox;
+pub mod serviceentry;
 pub mod signal;
 pub mod start;
 pub mod telemetry;

@@ -103,7 +103,12 @@ fn shards(snap: &MeshSnapshot, name: &str) -> Vec<(String, Vec<String>)> {
         .map(|s| {
             s.shards
                 .iter()
-                .map(|(c, eps)| (c.to_string(), eps.iter().map(|e| e.address.to_string()).collect()))
+                .map(|(c, eps)| {
+                    (
+                        c.cluster.to_string(),
+                        eps.iter().map(|e| e.address.to_string()).collect(),
+                    )
+                })
                 .collect()
         })
         .unwrap_or_default()
@@ -288,7 +293,7 @@ async fn rotation_never_drops_endpoints_and_converges_to_the_truth() {
                 if !s
                     .endpoints
                     .get(&key("reviews"))
-                    .is_some_and(|e| e.shards.contains_key("c2"))
+                    .is_some_and(|e| e.shards.contains_key(&meshd::model::ShardKey::kubernetes("c2")))
                 {
                     missing += 1;
                 }

@@ -412,6 +412,7 @@ pub fn explain_text(e: &Value) -> String {
             .map(|ep| {
                 vec![
                     s(&ep["address"]),
+                    s(&ep["origin"]),
                     s(&ep["cluster"]),
                     s(&ep["network"]),
                     s(&ep["health"]).to_lowercase(),
@@ -421,7 +422,7 @@ pub fn explain_text(e: &Value) -> String {
             })
             .collect();
         out += &indent(&super::output::table(
-            &["ADDRESS", "CLUSTER", "NETWORK", "HEALTH", "TLS", "WHY"],
+            &["ADDRESS", "ORIGIN", "CLUSTER", "NETWORK", "HEALTH", "TLS", "WHY"],
             &eps,
         ));
     }

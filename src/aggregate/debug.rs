@@ -50,8 +50,11 @@ fn registryz(snap: &MeshSnapshot) -> Value {
                 "serviceAccounts": s.service_accounts,
                 "creationTime": s.creation_time,
                 "resolution": s.resolution,
+                "origin": s.origin,
+                "meshExternal": s.mesh_external,
+                "exportTo": s.export_to,
                 "attributes": {
-                    "ServiceRegistry": "Kubernetes",
+                    "ServiceRegistry": s.provider(),
                     "Name": s.name,
                     "Namespace": s.namespace,
                     "Labels": s.labels,
@@ -63,14 +66,15 @@ fn registryz(snap: &MeshSnapshot) -> Value {
         .collect()
 }
 
-/// istiod's `{host: {ns: {"Shards": {"Kubernetes/<cluster>": [...]}, "ServiceAccounts": {...}}}}`.
+/// istiod's `{host: {ns: {"Shards": {"<provider>/<cluster>": [...]}, "ServiceAccounts": {...}}}}`;
+/// each endpoint names its `workload` (pod, WorkloadEntry or ServiceEntry).
 fn endpointz(snap: &MeshSnapshot) -> Value {
     let mut out: BTreeMap<&str, BTreeMap<&str, Value>> = BTreeMap::new();
     for (key, shards) in &snap.endpoints {
         let by_cluster: BTreeMap<String, Value> = shards
             .shards
             .iter()
-            .map(|(c, eps)| (format!("Kubernetes/{c}"), json!(eps)))
+            .map(|(shard, eps)| (shard.to_string(), json!(eps)))
             .collect();
         out.entry(&key.hostname).or_default().insert(
             &key.namespace,

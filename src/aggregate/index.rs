@@ -1,5 +1,9 @@
-//! The aggregator's state: per-cluster services, merged services and endpoint shards. Owned by the
+//! The aggregator's state: per-registry services, merged services and endpoint shards. Owned by the
 //! aggregator task alone; every mutation records what it changed in a [`ChangeSet`].
+//!
+//! Everything per registry is keyed by its [`ShardKey`] (provider, cluster), as istiod keys endpoint
+//! shards: the ServiceEntry registry fed from a cluster never overwrites that cluster's Kubernetes
+//! shards, and removing one leaves the other.
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap, HashSet},
@@ -11,9 +15,9 @@ use super::{
     RegistryId, Update,
     snapshot::{ChangeKind, ChangeSet, EndpointShards, FullReason},
 };
-use crate::model::{ClusterId, Endpoint, Service, ServiceKey};
+use crate::model::{ClusterId, Endpoint, Provider, Service, ServiceKey, ShardKey};
 
-/// Which registry instance currently owns a cluster's shards. A rotated kubeconfig starts a newer
+/// Which registry instance currently owns a (provider, cluster)'s shards. A rotated kubeconfig starts a newer
 /// generation; the older one's late events are ignored, so it can never wipe the newer one's shards
 /// (istio #61043).
 #[derive(Debug, Clone, Copy)]
@@ -24,11 +28,12 @@ struct Owner {
 
 pub(super) struct Index {
     primary: ClusterId,
-    owners: HashMap<ClusterId, Owner>,
-    /// Per key, each cluster's own service, in merge order (primary first, then by cluster ID).
-    by_cluster: HashMap<ServiceKey, Vec<(ClusterId, Arc<Service>)>>,
-    /// Keys for which a cluster has a service or a non-empty shard: makes cluster removal O(its keys).
-    cluster_keys: HashMap<ClusterId, HashSet<ServiceKey>>,
+    owners: HashMap<ShardKey, Owner>,
+    /// Per key, each registry's own service, in merge order (Kubernetes before External, primary
+    /// first, then by cluster ID).
+    by_cluster: HashMap<ServiceKey, Vec<(ShardKey, Arc<Service>)>>,
+    /// Keys for which a registry has a service or a non-empty shard: makes its removal O(its keys).
+    cluster_keys: HashMap<ShardKey, HashSet<ServiceKey>>,
     pub(super) services: BTreeMap<ServiceKey, Arc<Service>>,
     pub(super) endpoints: BTreeMap<ServiceKey, Arc<EndpointShards>>,
     /// Gateway DNS names → their last resolved addresses.
@@ -62,10 +67,10 @@ impl Index {
                 endpoints,
             } => self.replace(from, services, endpoints),
             Update::Service { from, key, service } if self.accepts(&from) => {
-                self.set_service(&from.cluster, &key, service);
+                self.set_service(&from.shard(), &key, service);
             }
             Update::Endpoints { from, key, endpoints } if self.accepts(&from) => {
-                self.set_endpoints(&from.cluster, &key, endpoints)
+                self.set_endpoints(&from.shard(), &key, endpoints)
             }
             Update::NetworkChanged { from } if self.accepts(&from) => {
                 self.changes.full.insert(FullReason::Networks);
@@ -76,7 +81,7 @@ impl Index {
                     self.gateways_dirty = true;
                 }
             }
-            Update::Remove { cluster, generation } => self.remove(cluster, generation),
+            Update::Remove { shard, generation } => self.remove(shard, generation),
             Update::Service { .. } | Update::Endpoints { .. } | Update::NetworkChanged { .. } => {}
         }
     }
@@ -95,9 +100,23 @@ impl Index {
         std::mem::take(&mut self.gateways_dirty)
     }
 
-    /// Every cluster's own version of every service (gateway discovery reads per-cluster labels).
+    /// Every cluster's own version of every Kubernetes service (gateway discovery reads per-cluster
+    /// labels; a ServiceEntry is never a network gateway).
     pub(super) fn cluster_services(&self) -> impl Iterator<Item = (&ClusterId, &Service)> {
-        self.by_cluster.values().flatten().map(|(c, s)| (c, &**s))
+        self.by_cluster
+            .values()
+            .flatten()
+            .filter(|(k, _)| k.provider == Provider::Kubernetes)
+            .map(|(k, s)| (&k.cluster, &**s))
+    }
+
+    /// The live registries and their generations.
+    pub(super) fn registries(&self) -> BTreeMap<ShardKey, u64> {
+        self.owners
+            .iter()
+            .filter(|(_, o)| o.live)
+            .map(|(k, o)| (k.clone(), o.generation))
+            .collect()
     }
 
     /// Gateway DNS names → addresses.
@@ -117,7 +136,7 @@ impl Index {
     /// Incremental updates come only from the live owner generation.
     fn accepts(&self, from: &RegistryId) -> bool {
         self.owners
-            .get(&from.cluster)
+            .get(&from.shard())
             .is_some_and(|o| o.live && o.generation == from.generation)
     }
 
@@ -130,21 +149,21 @@ impl Index {
         services: Vec<Arc<Service>>,
         endpoints: Vec<(ServiceKey, Arc<[Endpoint]>)>,
     ) {
+        let cluster = from.shard();
         if self
             .owners
-            .get(&from.cluster)
+            .get(&cluster)
             .is_some_and(|o| o.generation >= from.generation)
         {
             return;
         }
         self.owners.insert(
-            from.cluster.clone(),
+            cluster.clone(),
             Owner {
                 generation: from.generation,
                 live: true,
             },
         );
-        let cluster = from.cluster;
         let new_services: HashSet<ServiceKey> = services.iter().map(|s| s.key()).collect();
         let new_endpoints: HashSet<&ServiceKey> = endpoints.iter().map(|(k, _)| k).collect();
         let old_keys: Vec<ServiceKey> = self
@@ -168,7 +187,7 @@ impl Index {
         }
     }
 
-    fn remove(&mut self, cluster: ClusterId, generation: u64) {
+    fn remove(&mut self, cluster: ShardKey, generation: u64) {
         if self
             .owners
             .get(&cluster)
@@ -187,10 +206,12 @@ impl Index {
             self.set_service(&cluster, &key, None);
             self.set_endpoints(&cluster, &key, Arc::from([]));
         }
-        self.changes.full.insert(FullReason::ClusterRemoved(cluster));
+        self.changes
+            .full
+            .insert(FullReason::ClusterRemoved(cluster.cluster));
     }
 
-    fn set_service(&mut self, cluster: &ClusterId, key: &ServiceKey, service: Option<Arc<Service>>) {
+    fn set_service(&mut self, cluster: &ShardKey, key: &ServiceKey, service: Option<Arc<Service>>) {
         let entries = self.by_cluster.entry(key.clone()).or_default();
         let pos = entries.iter().position(|(c, _)| c == cluster);
         match (pos, service) {
@@ -218,13 +239,13 @@ impl Index {
             None => self.services.remove(key).is_some(),
         };
         if changed {
-            self.changes.record(key, cluster, ChangeKind::Full);
+            self.changes.record(key, &cluster.cluster, ChangeKind::Full);
         }
         self.prune_empty_shards(key);
         self.track(cluster, key);
     }
 
-    fn set_endpoints(&mut self, cluster: &ClusterId, key: &ServiceKey, eps: Arc<[Endpoint]>) {
+    fn set_endpoints(&mut self, cluster: &ShardKey, key: &ServiceKey, eps: Arc<[Endpoint]>) {
         let current = self.endpoints.get(key).and_then(|s| s.shards.get(cluster));
         let unchanged = match current {
             Some(old) => **old == *eps,
@@ -246,7 +267,7 @@ impl Index {
             shards.service_accounts = accounts;
             ChangeKind::Full
         };
-        self.changes.record(key, cluster, kind);
+        self.changes.record(key, &cluster.cluster, kind);
         self.prune_empty_shards(key);
         self.track(cluster, key);
     }
@@ -259,7 +280,7 @@ impl Index {
         }
     }
 
-    fn track(&mut self, cluster: &ClusterId, key: &ServiceKey) {
+    fn track(&mut self, cluster: &ShardKey, key: &ServiceKey) {
         let has_service = self
             .by_cluster
             .get(key)
@@ -280,16 +301,22 @@ impl Index {
     }
 }
 
-/// Merge order: the primary cluster first, then by cluster ID (deterministic, unlike istiod's
-/// secret-processing order).
-fn rank<'a>(primary: &ClusterId, cluster: &'a ClusterId) -> (bool, &'a ClusterId) {
-    (cluster != primary, cluster)
+/// Merge order: Kubernetes before External, then the primary cluster first, then by cluster ID
+/// (deterministic, unlike istiod's secret-processing order).
+fn rank<'a>(primary: &ClusterId, shard: &'a ShardKey) -> (Provider, bool, &'a ClusterId) {
+    (shard.provider, &shard.cluster != primary, &shard.cluster)
 }
 
-/// One service from its per-cluster versions: attributes from the first, per-cluster addresses and
-/// service accounts from all. A service in one cluster is shared as is.
-fn merge(entries: &[(ClusterId, Arc<Service>)]) -> Option<Arc<Service>> {
-    let ((_, first), rest) = entries.split_first()?;
+/// One service from its per-registry versions: attributes from the first, per-cluster addresses and
+/// service accounts from the others of the same provider. A service in one registry is shared as is.
+/// A ServiceEntry is never merged into a Kubernetes Service of the same host and namespace: the
+/// Kubernetes one wins (istiod's "domain squatting" guard in `initServiceRegistry`).
+fn merge(entries: &[(ShardKey, Arc<Service>)]) -> Option<Arc<Service>> {
+    let ((first_shard, first), rest) = entries.split_first()?;
+    let rest: Vec<_> = rest
+        .iter()
+        .filter(|(k, _)| k.provider == first_shard.provider)
+        .collect();
     if rest.is_empty() {
         return Some(first.clone());
     }

@@ -32,19 +32,41 @@ pub use snapshot::{
 use crate::{
     config::MeshNetworks,
     drain::Tasks,
-    model::{ClusterId, Endpoint, NetworkGateway, Service, ServiceKey},
+    model::{ClusterId, Endpoint, NetworkGateway, Provider, Service, ServiceKey, ShardKey},
 };
 
 /// Pending updates the aggregator buffers before registries wait.
 const CHANNEL_CAPACITY: usize = 4096;
 
-/// One registry instance: its cluster and a generation that grows with every kubeconfig rotation.
+/// One registry instance: its provider, its cluster and a generation that grows with every kubeconfig
+/// rotation. The (provider, cluster) pair names the shards it owns.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RegistryId {
+    /// Kubernetes, or the ServiceEntry registry.
+    pub provider: Provider,
     /// The cluster.
     pub cluster: ClusterId,
     /// Unique per registry instance, increasing.
     pub generation: u64,
+}
+
+impl RegistryId {
+    /// A Kubernetes registry instance of `cluster`.
+    pub fn kubernetes(cluster: ClusterId, generation: u64) -> Self {
+        Self {
+            provider: Provider::Kubernetes,
+            cluster,
+            generation,
+        }
+    }
+
+    /// The shards it writes.
+    pub fn shard(&self) -> ShardKey {
+        ShardKey {
+            provider: self.provider,
+            cluster: self.cluster.clone(),
+        }
+    }
 }
 
 /// What a registry tells the aggregator.
@@ -89,10 +111,10 @@ pub enum Update {
         /// Its addresses, sorted.
         addresses: Vec<std::net::IpAddr>,
     },
-    /// The cluster is gone: drop its shards, unless a newer generation already owns them.
+    /// The registry is gone: drop its shards, unless a newer generation already owns them.
     Remove {
-        /// Which cluster.
-        cluster: ClusterId,
+        /// Which registry.
+        shard: ShardKey,
         /// The newest generation the caller started for it.
         generation: u64,
     },
@@ -232,6 +254,7 @@ impl Writer {
             endpoints: self.index.endpoints.clone(),
             gateways,
             gateway_hostnames,
+            registries: self.index.registries(),
             changes,
             changed_at: first,
         });

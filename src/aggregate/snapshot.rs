@@ -12,7 +12,7 @@ use arc_swap::ArcSwap;
 use serde::Serialize;
 use tokio::{sync::watch, time::Instant};
 
-use crate::model::{ClusterId, Endpoint, NetworkGateway, Service, ServiceKey};
+use crate::model::{ClusterId, Endpoint, NetworkGateway, Provider, Service, ServiceKey, ShardKey};
 
 /// The merged mesh at one version. Cheap to share: every map holds `Arc`s.
 #[derive(Debug, Default)]
@@ -27,6 +27,9 @@ pub struct MeshSnapshot {
     pub gateways: Arc<[NetworkGateway]>,
     /// The gateway DNS names the resolver task must keep resolved.
     pub gateway_hostnames: Arc<BTreeSet<Arc<str>>>,
+    /// The registries whose complete view it includes, with their generation (a reader that depends on
+    /// another registry's services waits for it here).
+    pub registries: BTreeMap<ShardKey, u64>,
     /// What changed since version [`ChangeSet::since`].
     pub changes: ChangeSet,
     /// When the oldest change in `changes` happened (the debounce start), so proxy convergence time
@@ -34,20 +37,28 @@ pub struct MeshSnapshot {
     pub changed_at: Option<Instant>,
 }
 
-/// A service's endpoints, one shard per cluster (istiod's `EndpointShards`).
+/// A service's endpoints, one shard per registry: (provider, cluster) (istiod's `EndpointShards`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct EndpointShards {
-    /// Cluster → its endpoints, sorted by address.
-    pub shards: BTreeMap<ClusterId, Arc<[Endpoint]>>,
+    /// (provider, cluster) → its endpoints, sorted by address.
+    pub shards: BTreeMap<ShardKey, Arc<[Endpoint]>>,
     /// Union of the endpoints' SPIFFE identities (CDS carries them for secure naming).
     pub service_accounts: BTreeSet<Arc<str>>,
 }
 
 impl EndpointShards {
-    /// Every endpoint, cluster by cluster.
+    /// Every endpoint, shard by shard.
     pub fn iter(&self) -> impl Iterator<Item = &Endpoint> {
         self.shards.values().flat_map(|eps| eps.iter())
+    }
+
+    /// The endpoints of one provider's shards.
+    pub fn of(&self, provider: Provider) -> impl Iterator<Item = &Endpoint> {
+        self.shards
+            .iter()
+            .filter(move |(k, _)| k.provider == provider)
+            .flat_map(|(_, eps)| eps.iter())
     }
 }
 

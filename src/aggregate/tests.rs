@@ -5,7 +5,7 @@ use std::{collections::BTreeMap, net::IpAddr, sync::Arc, time::Duration};
 use super::{index::Index, *};
 use crate::model::{
     ClusterId, Endpoint, EndpointPort, Health, Hostname, Locality, Protocol, Resolution, Service, ServiceKey,
-    ServicePort, TlsMode,
+    ServicePort, ShardKey, TlsMode,
 };
 
 fn key(name: &str) -> ServiceKey {
@@ -30,6 +30,10 @@ fn service(name: &str, cluster: &str, vip: &str, port: u16) -> Arc<Service> {
         service_accounts: Default::default(),
         creation_time: None,
         resolution: Resolution::ClientSideLb,
+        origin: crate::model::Origin::Kubernetes,
+        mesh_external: false,
+        export_to: Default::default(),
+        selector: None,
     })
 }
 
@@ -49,16 +53,14 @@ fn endpoints(cluster: &str, ips: &[&str], sa: &str) -> Arc<[Endpoint]> {
             tls_mode: TlsMode::Istio,
             health: Health::Healthy,
             workload: None,
+            kind: crate::model::WorkloadKind::Pod,
             weight: 1,
         })
         .collect()
 }
 
 fn from(cluster: &str, generation: u64) -> RegistryId {
-    RegistryId {
-        cluster: cluster.into(),
-        generation,
-    }
+    RegistryId::kubernetes(cluster.into(), generation)
 }
 
 fn replace(cluster: &str, generation: u64, svcs: &[Arc<Service>], eps: &[(&str, Arc<[Endpoint]>)]) -> Update {
@@ -115,8 +117,12 @@ fn primary_attributes_win_and_vips_come_from_every_cluster() {
         vips,
         [("c1".into(), "10.1.0.1".into()), ("c2".into(), "10.2.0.1".into())]
     );
-    let shards: Vec<&ClusterId> = ix.endpoints[&key("a")].shards.keys().collect();
-    assert_eq!(shards, [&ClusterId::from("c1"), &ClusterId::from("c2")]);
+    let shards: Vec<String> = ix.endpoints[&key("a")]
+        .shards
+        .keys()
+        .map(|k| k.to_string())
+        .collect();
+    assert_eq!(shards, ["Kubernetes/c1", "Kubernetes/c2"]);
 }
 
 #[test]
@@ -251,11 +257,11 @@ fn rotation_replaces_make_before_break_and_prunes_only_what_is_gone() {
     assert!(
         ix.endpoints[&key("a")]
             .shards
-            .contains_key(&ClusterId::from("c2"))
+            .contains_key(&ShardKey::kubernetes("c2"))
     );
     // The old generation's late close must not wipe the new owner's shards (istio #61043).
     ix.apply(Update::Remove {
-        cluster: "c2".into(),
+        shard: ShardKey::kubernetes("c2"),
         generation: 1,
     });
     ix.apply(Update::Endpoints {
@@ -267,7 +273,7 @@ fn rotation_replaces_make_before_break_and_prunes_only_what_is_gone() {
     assert!(
         ix.endpoints[&key("a")]
             .shards
-            .contains_key(&ClusterId::from("c2"))
+            .contains_key(&ShardKey::kubernetes("c2"))
     );
 }
 
@@ -281,7 +287,7 @@ fn removing_a_cluster_drops_exactly_its_shards() {
     });
     ix.take_changes();
     ix.apply(Update::Remove {
-        cluster: "c2".into(),
+        shard: ShardKey::kubernetes("c2"),
         generation: 1,
     });
     let changes = ix.take_changes();
@@ -299,8 +305,12 @@ fn removing_a_cluster_drops_exactly_its_shards() {
         a.cluster_vips.keys().collect::<Vec<_>>(),
         [&ClusterId::from("c1")]
     );
-    let shards: Vec<&ClusterId> = ix.endpoints[&key("a")].shards.keys().collect();
-    assert_eq!(shards, [&ClusterId::from("c1")]);
+    let shards: Vec<String> = ix.endpoints[&key("a")]
+        .shards
+        .keys()
+        .map(|k| k.to_string())
+        .collect();
+    assert_eq!(shards, ["Kubernetes/c1"]);
     // A late update from the removed registry is ignored; a re-added cluster (newer generation) is not.
     ix.apply(Update::Endpoints {
         from: from("c2", 1),
@@ -365,4 +375,155 @@ async fn a_burst_is_published_once_after_the_quiet_period() {
         [("a".to_owned(), vec!["c1".to_owned()], ChangeKind::Full)]
     );
     tasks.drain(Duration::from_secs(1)).await.unwrap();
+}
+
+fn external(cluster: &str, generation: u64) -> RegistryId {
+    RegistryId {
+        provider: Provider::External,
+        cluster: cluster.into(),
+        generation,
+    }
+}
+
+/// A ServiceEntry-made service of key `name` (same host and namespace as the Kubernetes one).
+fn se_service(name: &str, port: u16) -> Arc<Service> {
+    let mut s = Service::clone(&service(name, "c1", "240.240.0.1", port));
+    s.origin = crate::model::Origin::ServiceEntry {
+        namespace: "ns".into(),
+        names: vec![format!("se-{name}").into()],
+    };
+    Arc::new(s)
+}
+
+fn shard_names(ix: &Index, name: &str) -> Vec<String> {
+    ix.endpoints
+        .get(&key(name))
+        .map(|s| s.shards.keys().map(ToString::to_string).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn external_and_kubernetes_shards_of_one_cluster_stay_apart() {
+    let mut ix = index_with_two_clusters();
+    // The ServiceEntry registry fed from c1 (the primary) replaces its view: it owns (External, c1)
+    // only, so the Kubernetes registry of c1 keeps its keys and shards.
+    ix.apply(Update::Replace {
+        from: external("c1", 1),
+        services: vec![se_service("b", 443)],
+        endpoints: vec![
+            (key("a"), endpoints("c1", &["10.9.0.1"], "vm")),
+            (key("b"), endpoints("c1", &["10.9.0.2"], "vm")),
+        ],
+    });
+    assert_eq!(
+        shard_names(&ix, "a"),
+        ["Kubernetes/c1", "Kubernetes/c2", "External/c1"]
+    );
+    assert_eq!(shard_names(&ix, "b"), ["External/c1"]);
+    assert_eq!(ix.services[&key("b")].provider(), Provider::External);
+    // An empty External view prunes only External shards.
+    ix.apply(Update::Replace {
+        from: external("c1", 2),
+        services: vec![],
+        endpoints: vec![],
+    });
+    assert_eq!(shard_names(&ix, "a"), ["Kubernetes/c1", "Kubernetes/c2"]);
+    assert!(!ix.services.contains_key(&key("b")));
+    assert!(!ix.endpoints.contains_key(&key("b")));
+    // Removing the Kubernetes registry of c2 leaves c1's, and the External registry is still live.
+    ix.apply(Update::Remove {
+        shard: ShardKey::kubernetes("c2"),
+        generation: 1,
+    });
+    ix.apply(Update::Endpoints {
+        from: external("c1", 2),
+        key: key("a"),
+        endpoints: endpoints("c1", &["10.9.0.3"], "vm"),
+    });
+    assert_eq!(shard_names(&ix, "a"), ["Kubernetes/c1", "External/c1"]);
+    // A Kubernetes generation number says nothing about the External registry's generations.
+    ix.apply(Update::Endpoints {
+        from: external("c1", 1),
+        key: key("a"),
+        endpoints: Arc::from([]),
+    });
+    assert_eq!(
+        shard_names(&ix, "a"),
+        ["Kubernetes/c1", "External/c1"],
+        "stale generation ignored"
+    );
+}
+
+#[test]
+fn kubernetes_service_wins_a_host_and_namespace_clash_and_is_never_merged_with_a_service_entry() {
+    let mut ix = Index::new("c1".into());
+    ix.apply(Update::Replace {
+        from: external("c1", 1),
+        services: vec![se_service("a", 443)],
+        endpoints: vec![],
+    });
+    ix.take_changes();
+    assert_eq!(
+        ix.services[&key("a")].ports[0].port,
+        443,
+        "alone, the ServiceEntry serves"
+    );
+    ix.apply(replace("c2", 1, &[service("a", "c2", "10.2.0.1", 80)], &[]));
+    let a = &ix.services[&key("a")];
+    assert_eq!((a.provider(), a.ports[0].port), (Provider::Kubernetes, 80));
+    assert_eq!(
+        a.cluster_vips.keys().map(|c| c.as_str()).collect::<Vec<_>>(),
+        ["c2"],
+        "no address of the ServiceEntry merged in"
+    );
+    assert_eq!(
+        summary(&ix.take_changes()),
+        [("a".into(), vec!["c2".into()], ChangeKind::Full)]
+    );
+    ix.apply(Update::Remove {
+        shard: ShardKey::kubernetes("c2"),
+        generation: 1,
+    });
+    assert_eq!(
+        ix.services[&key("a")].provider(),
+        Provider::External,
+        "the ServiceEntry is back"
+    );
+}
+
+#[test]
+fn service_entries_are_never_network_gateways() {
+    let mut ix = index_with_two_clusters();
+    ix.apply(Update::Replace {
+        from: external("c1", 1),
+        services: vec![se_service("b", 15443)],
+        endpoints: vec![],
+    });
+    let names: Vec<String> = ix
+        .cluster_services()
+        .map(|(c, s)| format!("{c}/{}", s.name))
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(names.iter().all(|n| n.ends_with("/a")), "{names:?}");
+}
+
+#[test]
+fn snapshots_name_the_live_registries() {
+    let mut ix = index_with_two_clusters();
+    ix.apply(Update::Replace {
+        from: external("c1", 3),
+        services: vec![],
+        endpoints: vec![],
+    });
+    let names =
+        |ix: &Index| -> Vec<String> { ix.registries().iter().map(|(k, g)| format!("{k}#{g}")).collect() };
+    assert_eq!(
+        names(&ix),
+        ["Kubernetes/c1#1", "Kubernetes/c2#1", "External/c1#3"]
+    );
+    ix.apply(Update::Remove {
+        shard: ShardKey::kubernetes("c2"),
+        generation: 1,
+    });
+    assert_eq!(names(&ix), ["Kubernetes/c1#1", "External/c1#3"]);
 }

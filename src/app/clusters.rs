@@ -14,6 +14,7 @@ use tokio::sync::watch;
 use crate::{
     aggregate::{self, Aggregator, Snapshots, UpdateSender},
     config::MeshNetworks,
+    config_controller::ConfigHandle,
     model::ClusterId,
     multicluster::{
         self,
@@ -24,6 +25,7 @@ use crate::{
     },
     network::dns,
     registry::{self, service::Context},
+    serviceentry,
     start::StartContext,
 };
 
@@ -128,7 +130,7 @@ impl ClusterDiscovery {
     /// Starts the aggregator, the config cluster's registry (readiness waits for its initial sync) and
     /// the secret controller (readiness waits for each remote cluster, up to the timeout). `server` is
     /// the primary's API server URL, for messages.
-    pub fn start(self, ctx: &StartContext, primary: kube::Client, server: &str) {
+    pub fn start(self, ctx: &StartContext, primary: kube::Client, server: &str, istio: &ConfigHandle) {
         let ClusterDiscovery {
             opts,
             networks,
@@ -154,10 +156,7 @@ impl ClusterDiscovery {
             &ctx.tasks,
             primary.clone(),
             registry::Options {
-                id: aggregate::RegistryId {
-                    cluster: opts.cluster_id.clone(),
-                    generation: 0,
-                },
+                id: aggregate::RegistryId::kubernetes(opts.cluster_id.clone(), 0),
                 ctx: conv.clone(),
                 system_namespace: opts.system_namespace.clone(),
                 networks: networks.clone(),
@@ -166,6 +165,22 @@ impl ClusterDiscovery {
                 server: server.into(),
             },
             updates.clone(),
+        );
+        // ServiceEntries and WorkloadEntries: the `External` registry of the config cluster.
+        serviceentry::spawn(
+            &ctx.tasks,
+            &ctx.ready,
+            serviceentry::Options {
+                ctx: serviceentry::Context {
+                    cluster: opts.cluster_id.clone(),
+                    trust_domain: conv.trust_domain.clone(),
+                    networks: Default::default(),
+                },
+                updates: updates.clone(),
+                configs: istio.subscribe(),
+                networks: networks.clone(),
+                snapshots: view.snapshots.clone(),
+            },
         );
         hold_until_synced(ctx, &opts.cluster_id, progress.clone());
         let controller = Controller {

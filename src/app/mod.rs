@@ -257,7 +257,7 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
 
     let discovery_client = primary.clone();
     server.add_start_func("cluster discovery", move |ctx| async move {
-        cluster_discovery.start(&ctx, discovery_client, &primary_server);
+        cluster_discovery.start(&ctx, discovery_client, &primary_server, &istio_config);
         Ok(())
     });
     // Leader duties: publishing the mesh root (always, in the primary and every remote) and creating the self-signed CA's Secret.

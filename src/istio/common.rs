@@ -1,4 +1,5 @@
-//! Types several kinds share (Istio's `type.v1beta1.WorkloadSelector`, `PortSelector`, `StringMatch`,
+//! Types several kinds share (Istio's `type.v1beta1.WorkloadSelector`, networking's `WorkloadSelector`
+//! as `LabelSelector`, `PortSelector`, `StringMatch`,
 //! `Percent`).
 
 use std::collections::BTreeMap;
@@ -22,6 +23,23 @@ impl WorkloadSelector {
     /// istiod's selector checks under `field`.
     pub(crate) fn validate(&self, field: &str, r: &mut Report) {
         validate::selector(&self.match_labels, &format!("{field}.matchLabels"), r);
+    }
+}
+
+/// `networking.v1alpha3.WorkloadSelector`, the `workloadSelector` of a ServiceEntry or Sidecar:
+/// `labels` (not `matchLabels`, which is `type.v1beta1`'s, used by DestinationRule and the security
+/// kinds).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct LabelSelector {
+    /// Labels a workload must carry.
+    pub labels: Labels,
+}
+
+impl LabelSelector {
+    /// istiod's selector checks under `field`.
+    pub(crate) fn validate(&self, field: &str, r: &mut Report) {
+        validate::selector(&self.labels, &format!("{field}.labels"), r);
     }
 }
 

@@ -22,7 +22,7 @@ use std::{collections::BTreeMap, fmt, sync::Arc};
 
 use serde::{Deserialize, Serialize};
 
-pub use common::{Labels, PortSelector, StringMatch, WorkloadSelector};
+pub use common::{LabelSelector, Labels, PortSelector, StringMatch, WorkloadSelector};
 pub use destination_rule::DestinationRule;
 pub use gateway::Gateway;
 pub use peer_authentication::PeerAuthentication;

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    common::WorkloadSelector,
+    common::LabelSelector,
     validate::{self, Report},
     workload_entry::{self, WorkloadEntry},
 };
@@ -32,7 +32,7 @@ pub struct ServiceEntry {
     pub endpoints: Vec<WorkloadEntry>,
     /// Selects WorkloadEntries and pods in the entry's namespace as endpoints.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub workload_selector: Option<WorkloadSelector>,
+    pub workload_selector: Option<LabelSelector>,
     /// Namespaces the service is visible in.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub export_to: Vec<String>,

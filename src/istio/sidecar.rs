@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{
-    common::WorkloadSelector,
+    common::LabelSelector,
     service_entry::ServicePort,
     validate::{self, Report},
     virtual_service::Destination,
@@ -17,7 +17,7 @@ use crate::config::mesh::OutboundMode;
 pub struct Sidecar {
     /// The workloads it applies to; none: every workload of its namespace.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub workload_selector: Option<WorkloadSelector>,
+    pub workload_selector: Option<LabelSelector>,
     /// Inbound listeners.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ingress: Vec<IngressListener>,

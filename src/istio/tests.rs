@@ -334,7 +334,7 @@ fn service_entry_rules() {
         (format!("hosts: [a.example.com]\n{p}\nresolution: NONE\nendpoints: [{{address: 10.0.0.1}}]"), Err("spec.endpoints", "resolution NONE")),
         (format!("hosts: [a.example.com]\n{p}\naddresses: [10.0.0.0/8]\nresolution: DNS"), Err("spec.addresses", "CIDR")),
         (format!("hosts: [a.example.com]\n{p}\naddresses: [10.0.0.0/33]"), Err("spec.addresses[0]", "IP address or CIDR")),
-        (format!("hosts: [a.example.com]\n{p}\naddresses: [10.0.0.0/8, 10.1.2.3/32, '2001:db8::/64']\nresolution: STATIC\nworkloadSelector: {{matchLabels: {{app: vm}}}}"), Ok),
+        (format!("hosts: [a.example.com]\n{p}\naddresses: [10.0.0.0/8, 10.1.2.3/32, '2001:db8::/64']\nresolution: STATIC\nworkloadSelector: {{labels: {{app: vm}}}}"), Ok),
         ("hosts: [a.example.com]\nports: [{number: 0, name: tcp, protocol: TCP}]\naddresses: [10.0.0.1]".into(), Err("spec.ports[0].number", "1..65535")),
         ("hosts: [a.example.com]\nports: [{number: 80, name: http, protocol: HTTP}, {number: 80, name: http2, protocol: HTTP}]".into(), Err("spec.ports[1].number", "already defined")),
         ("hosts: [a.example.com]\nports: [{number: 80, name: http, protocol: HTTP}, {number: 81, name: http, protocol: HTTP}]".into(), Err("spec.ports[1].name", "already defined")),
@@ -342,7 +342,7 @@ fn service_entry_rules() {
         ("hosts: [a.example.com]\nports: [{number: 80, name: Bad_Name, protocol: HTTP}]".into(), Err("spec.ports[0].name", "invalid port name")),
         ("hosts: [a.example.com]\nports: [{number: 80, name: http, protocol: HTTP, targetPort: 70000}]".into(), Err("spec.ports[0].targetPort", "1..65535")),
         ("hosts: [a.example.com]\nports: [{number: 5432, name: tcp, protocol: TCP}]\nresolution: DNS".into(), Warn("spec.ports[0]")),
-        (format!("hosts: [a.example.com]\n{p}\nresolution: STATIC\nendpoints: [{{address: 10.0.0.1}}]\nworkloadSelector: {{matchLabels: {{app: a}}}}"), Err("spec.endpoints", "only one of workloadSelector")),
+        (format!("hosts: [a.example.com]\n{p}\nresolution: STATIC\nendpoints: [{{address: 10.0.0.1}}]\nworkloadSelector: {{labels: {{app: a}}}}"), Err("spec.endpoints", "only one of workloadSelector")),
         (format!("hosts: [short]\n{p}\nresolution: DNS"), Err("spec.hosts[0]", "fully qualified")),
         (format!("hosts: [a.example.com]\n{p}\nresolution: DNS_ROUND_ROBIN\nendpoints: [{{address: a.example.com}}, {{address: b.example.com}}]"), Err("spec.endpoints", "at most one")),
         ("hosts: [a.example.com, b.example.com]\nports: [{number: 5432, name: tcp, protocol: TCP}]\naddresses: [10.0.0.1]\nresolution: DNS".into(), Err("spec.hosts", "multiple hosts")),
@@ -484,8 +484,8 @@ fn sidecar_gateway_and_peer_authentication_rules() {
             Err("spec.outboundTrafficPolicy.mode", "unknown variant"),
         ),
         (
-            "workloadSelector: {matchLabels: {'*': x}}\negress: [{hosts: ['*/*']}]",
-            Err("spec.workloadSelector.matchLabels.*", "wildcard"),
+            "workloadSelector: {labels: {'*': x}}\negress: [{hosts: ['*/*']}]",
+            Err("spec.workloadSelector.labels.*", "wildcard"),
         ),
     ];
     for (yaml, want) in sc {

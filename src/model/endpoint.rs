@@ -32,8 +32,10 @@ pub struct Endpoint {
     pub tls_mode: TlsMode,
     /// From the EndpointSlice conditions.
     pub health: Health,
-    /// The pod (workload instance) name, when the endpoint has one.
+    /// The name of the object it came from (pod, WorkloadEntry, ServiceEntry endpoint), if any.
     pub workload: Option<Arc<str>>,
+    /// What kind of object `workload` names: its origin in `/debug/endpointz` and `meshctl explain`.
+    pub kind: WorkloadKind,
     /// Load-balancing weight (1 unless set).
     pub weight: u32,
 }
@@ -64,6 +66,20 @@ impl Endpoint {
 
 fn non_empty(s: &Arc<str>) -> Option<&str> {
     Some(&**s).filter(|s| !s.is_empty())
+}
+
+/// The kind of object an endpoint came from (its `workload` names it, in the service's namespace).
+/// A field of its own rather than beside the name in one struct, which would not fit
+/// [`Endpoint`]'s size budget.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize)]
+pub enum WorkloadKind {
+    /// A Kubernetes pod (or an EndpointSlice address without one).
+    #[default]
+    Pod,
+    /// A `WorkloadEntry` (a VM).
+    WorkloadEntry,
+    /// An inline endpoint of a `ServiceEntry`.
+    ServiceEntry,
 }
 
 /// One port of an endpoint: the service port name it serves and the port it listens on.

@@ -95,3 +95,63 @@ impl fmt::Display for ServiceKey {
         write!(f, "{}/{}", self.namespace, self.hostname)
     }
 }
+
+/// Which kind of registry produced an endpoint shard (istiod's `provider.ID`): a cluster's Kubernetes
+/// registry and the ServiceEntry registry fed from the same cluster write different shards.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize)]
+pub enum Provider {
+    /// Services, EndpointSlices and Pods of one cluster.
+    Kubernetes,
+    /// ServiceEntries and WorkloadEntries (istiod's `External`).
+    External,
+}
+
+impl fmt::Display for Provider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Kubernetes => "Kubernetes",
+            Self::External => "External",
+        })
+    }
+}
+
+/// One registry's part of the merged view (istiod's `model.ShardKey`): its provider and cluster.
+/// Ordered provider first, as istiod's `Kubernetes/<cluster>` strings sort.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+pub struct ShardKey {
+    /// The registry kind.
+    pub provider: Provider,
+    /// The cluster it reads.
+    pub cluster: ClusterId,
+}
+
+impl ShardKey {
+    /// The Kubernetes registry of `cluster`.
+    pub fn kubernetes(cluster: impl Into<ClusterId>) -> Self {
+        Self {
+            provider: Provider::Kubernetes,
+            cluster: cluster.into(),
+        }
+    }
+
+    /// The ServiceEntry registry fed from `cluster`.
+    pub fn external(cluster: impl Into<ClusterId>) -> Self {
+        Self {
+            provider: Provider::External,
+            cluster: cluster.into(),
+        }
+    }
+}
+
+impl fmt::Display for ShardKey {
+    /// istiod's form, `<provider>/<cluster>`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.provider, self.cluster)
+    }
+}
+
+impl Serialize for ShardKey {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}

@@ -8,10 +8,12 @@ mod gateway;
 mod ids;
 mod service;
 
-pub use endpoint::{Endpoint, EndpointPort, Health, Locality, TlsMode};
+pub use endpoint::{Endpoint, EndpointPort, Health, Locality, TlsMode, WorkloadKind};
 pub use gateway::NetworkGateway;
-pub use ids::{ClusterId, Hostname, NetworkId, ServiceKey};
-pub use service::{ExternalAddress, Labels, Protocol, Resolution, Service, ServicePort, TargetPort};
+pub use ids::{ClusterId, Hostname, NetworkId, Provider, ServiceKey, ShardKey};
+pub use service::{
+    ExportTo, ExternalAddress, Labels, Origin, Protocol, Resolution, Service, ServicePort, TargetPort,
+};
 
 /// meshd's own cluster ID when `--cluster-id` is not given: istiod's default `CLUSTER_ID`.
 pub const DEFAULT_CLUSTER_ID: &str = "Kubernetes";

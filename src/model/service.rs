@@ -8,7 +8,7 @@ use std::{
 
 use serde::Serialize;
 
-use super::{ClusterId, Hostname, ServiceKey};
+use super::{ClusterId, Hostname, Provider, ServiceKey};
 
 /// Labels shared between the objects that carry them.
 pub type Labels = Arc<BTreeMap<String, String>>;
@@ -41,9 +41,26 @@ pub struct Service {
     pub creation_time: Option<Arc<str>>,
     /// How clients reach the endpoints.
     pub resolution: Resolution,
+    /// Which registry made it (`/debug/registryz` shows it; a Kubernetes Service wins a host clash).
+    pub origin: Origin,
+    /// `location: MESH_EXTERNAL` of a ServiceEntry: outside the mesh, so never Istio mTLS.
+    pub mesh_external: bool,
+    /// Namespaces that may see it (`exportTo`, or the Kubernetes annotation), filtered by #19.
+    pub export_to: ExportTo,
+    /// The labels its workloads carry: a Kubernetes Service's `spec.selector` (WorkloadEntries it
+    /// selects become its endpoints), a ServiceEntry's `workloadSelector`. `None` selects nothing.
+    pub selector: Option<Labels>,
 }
 
 impl Service {
+    /// The registry (endpoint shard provider) it belongs to.
+    pub fn provider(&self) -> Provider {
+        match self.origin {
+            Origin::Kubernetes => Provider::Kubernetes,
+            Origin::ServiceEntry { .. } => Provider::External,
+        }
+    }
+
     /// The shard-index key of this service.
     pub fn key(&self) -> ServiceKey {
         ServiceKey {
@@ -138,13 +155,96 @@ pub enum ExternalAddress {
     Hostname(Arc<str>),
 }
 
-/// How clients reach a service's endpoints.
+/// How clients reach a service's endpoints (istiod's `model.Resolution`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub enum Resolution {
-    /// Load-balanced over the endpoints (the usual ClusterIP service).
+    /// Load-balanced over the endpoints (the usual ClusterIP service; ServiceEntry `STATIC`).
     ClientSideLb,
-    /// Headless: the client's chosen address is used as is.
+    /// Headless, ServiceEntry `NONE`: the client's chosen address is used as is.
     Passthrough,
     /// `ExternalName`: an alias for this DNS name.
     Alias(Arc<str>),
+    /// ServiceEntry `DNS`: the proxy resolves the endpoints' names and uses every address.
+    Dns,
+    /// ServiceEntry `DNS_ROUND_ROBIN`: the proxy resolves and uses one address per connection.
+    DnsRoundRobin,
+}
+
+/// The registry a service came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "registry")]
+pub enum Origin {
+    /// A Kubernetes Service (name and namespace are the service's).
+    Kubernetes,
+    /// ServiceEntries of one namespace declaring this host (several merge their ports), oldest first.
+    ServiceEntry {
+        /// Their namespace.
+        namespace: Arc<str>,
+        /// Their names.
+        names: Vec<Arc<str>>,
+    },
+}
+
+/// Namespaces a service is exported to, with istiod's precedence (`initServiceRegistry`): `*` makes it
+/// public whatever else is listed, else `~` hides it, else the named namespaces (`.` is its own).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub enum ExportTo {
+    /// Not set: MeshConfig's `defaultServiceExportTo` applies.
+    #[default]
+    Default,
+    /// `*`.
+    Public,
+    /// `~`: visible nowhere.
+    Hidden,
+    /// These namespaces only.
+    Namespaces(BTreeSet<Arc<str>>),
+}
+
+impl ExportTo {
+    /// From `exportTo` values of an object in `namespace`.
+    pub fn parse<'a>(values: impl IntoIterator<Item = &'a str>, namespace: &str) -> Self {
+        let mut names = BTreeSet::new();
+        let mut hidden = false;
+        let mut any = false;
+        for v in values {
+            any = true;
+            match v.trim() {
+                "*" => return Self::Public,
+                "~" => hidden = true,
+                "." => {
+                    names.insert(Arc::from(namespace));
+                }
+                "" => {}
+                ns => {
+                    names.insert(Arc::from(ns));
+                }
+            }
+        }
+        match (any, hidden) {
+            (false, _) => Self::Default,
+            (true, true) => Self::Hidden,
+            (true, false) => Self::Namespaces(names),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn export_to_follows_istiods_precedence() {
+        let ns = |v: &[&str]| ExportTo::Namespaces(v.iter().map(|s| Arc::from(*s)).collect());
+        let cases: [(&[&str], ExportTo); 6] = [
+            (&[], ExportTo::Default),
+            (&["*"], ExportTo::Public),
+            (&["~", "*"], ExportTo::Public),
+            (&["~", "other"], ExportTo::Hidden),
+            (&["."], ns(&["own"])),
+            (&[".", "other", "own"], ns(&["other", "own"])),
+        ];
+        for (values, want) in cases {
+            assert_eq!(ExportTo::parse(values.iter().copied(), "own"), want, "{values:?}");
+        }
+    }
 }

@@ -206,7 +206,7 @@ impl Supervisor {
         self.env
             .updates
             .send(Update::Remove {
-                cluster: self.cluster.clone(),
+                shard: crate::model::ShardKey::kubernetes(self.cluster.clone()),
                 generation: self.latest,
             })
             .await;
@@ -244,10 +244,7 @@ impl Supervisor {
             &tasks,
             client.clone(),
             registry::Options {
-                id: RegistryId {
-                    cluster: self.cluster.clone(),
-                    generation: id,
-                },
+                id: RegistryId::kubernetes(self.cluster.clone(), id),
                 ctx,
                 system_namespace: self.env.system_namespace.clone(),
                 networks: self.env.networks.clone(),

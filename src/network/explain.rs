@@ -136,8 +136,10 @@ pub struct EndpointReport {
     pub cluster: ClusterId,
     /// Network.
     pub network: Option<NetworkId>,
-    /// Workload (pod) name.
+    /// Workload (pod, WorkloadEntry, ServiceEntry endpoint) name.
     pub workload: Option<String>,
+    /// Where it came from: `Pod <ns>/<name>`, `WorkloadEntry <ns>/<name>`, `ServiceEntry <ns>/<name>-<i>`.
+    pub origin: Option<String>,
     /// Health.
     pub health: Health,
     /// Whether it takes Istio mTLS.
@@ -185,6 +187,10 @@ pub fn explain(mesh: &dyn Mesh, proxy: &Proxy, service: &Service, port: Option<u
                     cluster: ep.cluster.clone(),
                     network: ep.network.clone(),
                     workload: ep.workload.as_deref().map(str::to_owned),
+                    origin: ep
+                        .workload
+                        .as_ref()
+                        .map(|w| format!("{:?} {}/{w}", ep.kind, service.namespace)),
                     health: ep.health,
                     tls_mode: ep.tls_mode,
                     verdict,

@@ -36,6 +36,7 @@ fn ep(ip: &str, network: &str, cluster: &str, mtls: bool, healthy: bool) -> Endp
             Health::Unhealthy
         },
         workload: None,
+        kind: crate::model::WorkloadKind::Pod,
         weight: 1,
     }
 }
@@ -330,6 +331,7 @@ fn random_mesh(rng: &mut Rng) -> StaticMesh {
                         Health::Draining,
                     ]),
                     workload: None,
+                    kind: crate::model::WorkloadKind::Pod,
                     weight: u32::try_from(rng.below(4)).unwrap(),
                 }
             })

@@ -285,6 +285,7 @@ pub fn filter<'a>(
             tls_mode: TlsMode::Istio,
             health: Health::Healthy,
             workload: None,
+            kind: crate::model::WorkloadKind::Pod,
             weight: fit(weight, divisor),
         }));
     }

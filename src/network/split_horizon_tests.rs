@@ -40,6 +40,7 @@ fn ep(ip: &str, network: &str, cluster: &str, zone: &str, mtls: bool, healthy: b
             Health::Unhealthy
         },
         workload: None,
+        kind: crate::model::WorkloadKind::Pod,
         weight: 1,
     }
 }

@@ -16,7 +16,7 @@ use super::{
 };
 use crate::model::{
     Endpoint, EndpointPort, Health, Hostname, LABEL_LOCALITY, LABEL_NETWORK, LABEL_REGION, LABEL_SUBZONE,
-    LABEL_TLS_MODE, LABEL_ZONE, Labels, Locality, NetworkId, TlsMode,
+    LABEL_TLS_MODE, LABEL_ZONE, Labels, Locality, NetworkId, TlsMode, WorkloadKind,
 };
 
 /// Slice label naming its service.
@@ -265,6 +265,7 @@ impl Sources<'_> {
                     tls_mode: traits.map_or(TlsMode::Disabled, |t| t.tls_mode),
                     health: e.health,
                     workload: e.pod.clone(),
+                    kind: WorkloadKind::Pod,
                     weight: 1,
                 });
             }

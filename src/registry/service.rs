@@ -15,6 +15,8 @@ const ANNOTATION_NODE_SELECTOR: &str = "traffic.istio.io/nodeSelector";
 const ANNOTATION_CANONICAL_SAS: &str = "alpha.istio.io/canonical-serviceaccounts";
 /// Annotation: Kubernetes service accounts of the service, comma-separated.
 const ANNOTATION_KUBERNETES_SAS: &str = "alpha.istio.io/kubernetes-serviceaccounts";
+/// Namespaces the Service is visible in, comma-separated (`exportTo` of a Kubernetes Service).
+const ANNOTATION_EXPORT_TO: &str = "networking.istio.io/exportTo";
 
 /// What conversion needs to know about the cluster.
 #[derive(Debug, Clone)]
@@ -159,6 +161,11 @@ pub fn convert(svc: &k8s::Service, ctx: &Context) -> Option<(model::Service, Vec
             .as_ref()
             .map(|t| t.0.to_string().into()),
         resolution,
+        origin: model::Origin::Kubernetes,
+        mesh_external: false,
+        export_to: model::ExportTo::parse(comma_list(&annotations, ANNOTATION_EXPORT_TO), namespace),
+        // istiod's `LabelSelectors`: a Service without a selector selects nothing, not everything.
+        selector: spec.selector.filter(|s| !s.is_empty()).map(Arc::new),
     };
     Some((service, invalid))
 }
@@ -295,6 +302,20 @@ mod tests {
                 json!({"type": "NodePort", "clusterIP": "10.96.0.12", "ports": [{"name": "tls", "port": 15443, "nodePort": 31443}]}),
                 json!({"metadata": {"name": "reviews", "namespace": "bookinfo", "annotations": {"traffic.istio.io/nodeSelector": "{}"}}}),
                 json!({"nodePorts": {"c2": {"15443": 31443}}}),
+            ),
+            (
+                "selector and exportTo annotation",
+                json!({"clusterIP": "10.96.0.14", "selector": {"app": "reviews"}}),
+                json!({"metadata": {"name": "reviews", "namespace": "bookinfo", "annotations": {
+                    "networking.istio.io/exportTo": ".,istio-system"}}}),
+                json!({"selector": {"app": "reviews"}, "exportTo": {"Namespaces": ["bookinfo", "istio-system"]},
+                       "origin": {"registry": "Kubernetes"}, "meshExternal": false}),
+            ),
+            (
+                "no selector selects nothing",
+                json!({"clusterIP": "10.96.0.15", "selector": {}}),
+                json!({}),
+                json!({"selector": null, "exportTo": "Default"}),
             ),
             (
                 "service accounts from annotations",

@@ -23,14 +23,25 @@ impl Mesh for MeshSnapshot {
     }
 
     fn services(&self) -> Box<dyn Iterator<Item = &Service> + '_> {
-        Box::new(self.services.values().map(|s| &**s))
+        // One per host name (cluster names are per host): the one `service` picks.
+        Box::new(
+            self.services
+                .values()
+                .filter(|s| self.service(&s.hostname).is_some_and(|w| std::ptr::eq(w, &***s)))
+                .map(|s| &**s),
+        )
     }
 
     fn service(&self, hostname: &str) -> Option<&Service> {
-        // Keys order by host name first: the first key at or after (hostname, "") is the one, if any.
+        // Keys order by host name first: the keys at or after (hostname, "") with that host name are
+        // its services, one per namespace.
         let from = ServiceKey::new(hostname, "");
-        let (_, s) = self.services.range(from..).next()?;
-        (&*s.hostname == hostname).then_some(&**s)
+        let same_host = self
+            .services
+            .range(from..)
+            .map(|(_, s)| &**s)
+            .take_while(|s| &*s.hostname == hostname);
+        pick(same_host)
     }
 
     fn endpoints(&self, service: &Service) -> Box<dyn Iterator<Item = &Endpoint> + '_> {
@@ -43,6 +54,14 @@ impl Mesh for MeshSnapshot {
     fn gateways(&self) -> &[NetworkGateway] {
         &self.gateways
     }
+}
+
+/// Which of the services sharing a host name (in different namespaces) proxies see: a Kubernetes
+/// Service over a ServiceEntry (istiod's sidecar scope does the same), else the first namespace in name
+/// order (istiod keeps the first seen; meshd stays deterministic). Preferring the proxy's own namespace,
+/// as istiod's sidecar scope also does, is left to `exportTo` and Sidecar scoping.
+pub fn pick<'a>(same_host: impl Iterator<Item = &'a Service>) -> Option<&'a Service> {
+    same_host.min_by(|a, b| (a.provider(), &a.namespace).cmp(&(b.provider(), &b.namespace)))
 }
 
 impl Snapshot for MeshSnapshot {
@@ -114,6 +133,43 @@ mod tests {
     }
 
     #[test]
+    fn one_service_per_host_kubernetes_first_then_namespace_order() {
+        let host = "api.example.com";
+        let make = |ns: &str, se: bool| {
+            let mut s = service("x", ns, &[("http", 80, Protocol::Http)]);
+            s.hostname = host.into();
+            if se {
+                s.origin = crate::model::Origin::ServiceEntry {
+                    namespace: ns.into(),
+                    names: vec!["e".into()],
+                };
+            }
+            Arc::new(s)
+        };
+        let other = service("echo", "default", &[("grpc", 7070, Protocol::Grpc)]);
+        // (services with that host, the namespace proxies see)
+        let cases: [(Vec<Arc<Service>>, &str); 3] = [
+            (vec![make("b", true), make("a", true)], "a"),
+            (vec![make("a", true), make("z", false)], "z"),
+            (vec![make("a", true), make("m", false), make("z", false)], "m"),
+        ];
+        for (services, want) in cases {
+            let mut snap = MeshSnapshot::default();
+            for s in services.iter().chain([&Arc::new(other.clone())]) {
+                snap.services.insert(s.key(), s.clone());
+            }
+            assert_eq!(Mesh::service(&snap, host).map(|s| &*s.namespace), Some(want));
+            let listed: Vec<(&str, &str)> = Mesh::services(&snap)
+                .map(|s| (s.hostname.as_str(), &*s.namespace))
+                .collect();
+            assert_eq!(
+                listed,
+                [(host, want), ("echo.default.svc.cluster.local", "default")]
+            );
+        }
+    }
+
+    #[test]
     fn scope_is_incremental_only_from_the_version_seen() {
         let eds = snapshot(5, 4, ChangeKind::Eds);
         assert_eq!(
@@ -141,10 +197,7 @@ mod tests {
         assert!(source.load().is_none(), "the empty start is not served");
         aggregator.spawn(&tasks);
         let svc = service("echo", "default", &[("grpc", 7070, Protocol::Grpc)]);
-        let from = crate::aggregate::RegistryId {
-            cluster: "c1".into(),
-            generation: 1,
-        };
+        let from = crate::aggregate::RegistryId::kubernetes("c1".into(), 1);
         updates
             .send(crate::aggregate::Update::Replace {
                 from,

@@ -28,10 +28,7 @@ fn endpoints(cluster: u8, s: usize, salt: u8) -> Arc<[Endpoint]> {
 }
 
 fn from(cluster: u8) -> RegistryId {
-    RegistryId {
-        cluster: format!("cluster-{cluster}").as_str().into(),
-        generation: 1,
-    }
+    RegistryId::kubernetes(format!("cluster-{cluster}").as_str().into(), 1)
 }
 
 fn rebuild(c: &mut Criterion) {

@@ -183,7 +183,16 @@ pub fn start_discovery(primary: &Sim, system_namespace: &str, remote_timeout: Du
         tasks: meshd::drain::Tasks::new(),
         ready: meshd::readiness::Ready::new(),
     };
-    discovery.start(&ctx, primary.client.clone(), &primary.server.url());
+    // No Istio config here: a handle whose controller never starts (the ServiceEntry registry sends
+    // one empty view).
+    let (_, istio) = meshd::config_controller::new(
+        meshd::config_controller::Options {
+            config_dir: None,
+            poll: Duration::from_secs(1),
+        },
+        meshd::config_controller::Metrics::unregistered(),
+    );
+    discovery.start(&ctx, primary.client.clone(), &primary.server.url(), &istio);
     Discovery {
         ctx,
         view,

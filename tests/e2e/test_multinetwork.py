@@ -81,14 +81,28 @@ C2_LOCAL = [
 ]
 
 
-def via_gateway_2(ip="198.51.100.10", weight=1):
-    """cluster2's two helloworld endpoints behind its gateway, in their localities."""
-    return [locality("eu-west1", z, lb(ip, 15443, weight, "network2", "cluster2")) for z in ("eu-west1-a", "eu-west1-b")]
+# The sandbox's VM (WorkloadEntry in the config cluster cluster1, on network2, weight 2, in eu-west1-a),
+# selected by the helloworld Service: network2's endpoints are cluster2's pods and the VM.
+VM = lb("10.202.0.5", 5000, 2, "network2", "cluster1", "helloworld-vm-10.202.0.5")
+N2_LOCAL = [
+    locality("eu-west1", "eu-west1-a", *C2_LOCAL[0]["lbEndpoints"], VM),
+    C2_LOCAL[1],
+]
+
+
+def via_gateway_2(ip="198.51.100.10"):
+    """network2's helloworld endpoints behind its gateway, in their localities: eu-west1-a weighs a pod
+    (1) and the VM (2), eu-west1-b a pod."""
+    return [locality("eu-west1", z, lb(ip, 15443, w, "network2", "cluster2"))
+            for z, w in (("eu-west1-a", 3), ("eu-west1-b", 1))]
 
 
 @pytest.fixture(scope="module")
 def meshd(tmp_path_factory):
     m = Meshd(tmp_path_factory.mktemp("multinetwork"))
+    # Ready means synced; the aggregate publishes the last registry's view after its debounce.
+    eventually("the VM among helloworld's endpoints", lambda: "External/cluster1" in m.json("/debug/endpointz")
+               .get("helloworld.sample.svc.cluster.local", {}).get("sample", {}).get("Shards", {}))
     yield m
     assert m.stop() == 0, m.log()
 
@@ -111,15 +125,15 @@ def test_network1_sidecar_reaches_cluster2_through_its_gateway(meshd):
 
 def test_network1_grpc_client_gets_the_gateway_once_weighted_by_the_endpoint_count(meshd):
     got = fetch(meshd, EDS, grpc_client(1), [HELLO])[HELLO]
-    gateway = locality("eu-west1", "eu-west1-a", lb("198.51.100.10", 15443, 2, "network2", "cluster2"))
+    gateway = locality("eu-west1", "eu-west1-a", lb("198.51.100.10", 15443, 4, "network2", "cluster2"))
     assert got == cla(HELLO, gateway, *C1_LOCAL)
 
 
 def test_network2_gets_the_mirror_image(meshd):
     # cluster1 has one ready helloworld: its gateway with weight 1, in that endpoint's locality.
     gateway = locality("us-east1", "us-east1-a", lb("192.0.2.10", 15443, 1, "network1", "cluster1"))
-    assert fetch(meshd, EDS, sidecar(2), [HELLO])[HELLO] == cla(HELLO, *C2_LOCAL, gateway)
-    assert fetch(meshd, EDS, grpc_client(2), [HELLO])[HELLO] == cla(HELLO, *C2_LOCAL, gateway)
+    assert fetch(meshd, EDS, sidecar(2), [HELLO])[HELLO] == cla(HELLO, *N2_LOCAL, gateway)
+    assert fetch(meshd, EDS, grpc_client(2), [HELLO])[HELLO] == cla(HELLO, *N2_LOCAL, gateway)
 
 
 def test_sidecar_clusters_send_the_sni_the_gateway_routes_by(meshd):
@@ -154,7 +168,7 @@ def test_east_west_gateway_sni_clusters_hold_local_mtls_endpoints_only(meshd):
         "name": HELLO_SNI, "type": "EDS", "connectTimeout": "10s",
         "edsClusterConfig": {"edsConfig": {"ads": {}, "resourceApiVersion": "V3"}, "serviceName": HELLO_SNI},
     }
-    assert fetch(meshd, EDS, EAST_WEST_2, [HELLO_SNI])[HELLO_SNI] == cla(HELLO_SNI, *C2_LOCAL)
+    assert fetch(meshd, EDS, EAST_WEST_2, [HELLO_SNI])[HELLO_SNI] == cla(HELLO_SNI, *N2_LOCAL)
     # ratings-v2 is plaintext: it cannot take the passed-through mTLS, so only the two v1 pods.
     assert fetch(meshd, EDS, EAST_WEST_2, [RATINGS_SNI])[RATINGS_SNI] == cla(
         RATINGS_SNI,
@@ -187,13 +201,15 @@ def test_gateway_changes_address_disappears_and_comes_back(meshd):
                       "-p", json.dumps({"spec": {"externalIPs": ["198.51.100.20"]}}))
         doubled = [dict(l, loadBalancingWeight=2, lbEndpoints=[dict(e, loadBalancingWeight=2) for e in l["lbEndpoints"]])
                    for l in C1_LOCAL]
-        two = [locality("eu-west1", z, lb("198.51.100.11", 15443, 1, "network2", "cluster2"),
-                        lb("198.51.100.20", 15443, 1, "network2", "cluster2")) for z in ("eu-west1-a", "eu-west1-b")]
+        # Each endpoint's scaled weight is split over the two: eu-west1-a (pod 2 + VM 4) gives 3 each.
+        two = [locality("eu-west1", z, lb("198.51.100.11", 15443, w, "network2", "cluster2"),
+                        lb("198.51.100.20", 15443, w, "network2", "cluster2"))
+               for z, w in (("eu-west1-a", 3), ("eu-west1-b", 1))]
         eventually("two gateways", lambda: hello_from_network1(meshd) == cla(HELLO, *two, *doubled))
 
         # The label goes: network2 has no gateway, so its endpoints are sent directly (istiod's rule).
         meshd.kubectl("cluster2", "-n", "istio-system", "label", "svc", GW, "topology.istio.io/network-")
-        eventually("direct endpoints", lambda: hello_from_network1(meshd) == cla(HELLO, *C2_LOCAL, *C1_LOCAL))
+        eventually("direct endpoints", lambda: hello_from_network1(meshd) == cla(HELLO, *N2_LOCAL, *C1_LOCAL))
         eventually("networkz without network2",
                    lambda: [g["Network"] for g in meshd.json("/debug/networkz")] == ["network1"])
     finally:
@@ -210,7 +226,7 @@ def test_hostname_gateways_are_resolved_by_meshd(meshd):
         # `.invalid` never resolves: no usable gateway, so network2's endpoints go direct.
         patch_gateway_status(meshd, [{"hostname": "gw.invalid"}])
         eventually("direct endpoints while DNS fails",
-                   lambda: hello_from_network1(meshd) == cla(HELLO, *C2_LOCAL, *C1_LOCAL))
+                   lambda: hello_from_network1(meshd) == cla(HELLO, *N2_LOCAL, *C1_LOCAL))
         eventually("the failure logged", lambda: "gw.invalid" in meshd.log())
 
         patch_gateway_status(meshd, [{"hostname": "localhost"}])

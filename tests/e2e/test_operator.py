@@ -183,10 +183,11 @@ def test_explain_shows_the_gateway_and_the_dropped_plain_endpoint(mesh, grpc_cli
     assert remote and all(e["verdict"]["decision"] == "viaGateways" for e in remote)
     assert {g["address"] for e in remote for g in e["verdict"]["gateways"]} == {"198.51.100.10"}
     gateway = [s for s in port["sent"] if s["gateway"]]
-    # cluster2's two healthy helloworld-v2 pods (one per zone) go through its one gateway. gRPC rejects a
-    # repeated address, so EDS (and therefore explain) sends it once, weight 2, in the first locality.
+    # cluster2's two healthy helloworld-v2 pods (one per zone) and the VM on network2 (weight 2) go through
+    # its one gateway. gRPC rejects a repeated address, so EDS (and therefore explain) sends it once,
+    # weight 1 + 1 + 2, in the first locality.
     assert sorted((g["address"], g["port"], g["locality"]["zone"], g["weight"]) for g in gateway) == [
-        ("198.51.100.10", 15443, "eu-west1-a", 2)]
+        ("198.51.100.10", 15443, "eu-west1-a", 4)]
     text = meshctl(mesh, "explain", grpc_client, "helloworld.sample:5000").stdout
     assert "through network2's gateway 198.51.100.10:15443" in text, text
 

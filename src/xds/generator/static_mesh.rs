@@ -123,6 +123,10 @@ pub fn service(name: &str, ns: &str, ports: &[(&str, u16, Protocol)]) -> Service
         service_accounts: Default::default(),
         creation_time: None,
         resolution: Resolution::ClientSideLb,
+        origin: crate::model::Origin::Kubernetes,
+        mesh_external: false,
+        export_to: Default::default(),
+        selector: None,
     }
 }
 
@@ -145,6 +149,7 @@ pub fn endpoint(ip: IpAddr, ports: &[(&str, u16)], cluster: &str) -> Endpoint {
         tls_mode: TlsMode::Disabled,
         health: Health::Healthy,
         workload: None,
+        kind: crate::model::WorkloadKind::Pod,
         weight: 1,
     }
 }

@@ -1,0 +1,147 @@
+//! WorkloadEntries (and a ServiceEntry's inline endpoints) → [`Endpoint`]s with the same fields as pod
+//! endpoints (istiod's `convertWorkloadEntryToWorkloadInstance`), so split horizon, subsets and mTLS
+//! treat a VM like a pod. Pure.
+
+use std::{net::IpAddr, sync::Arc};
+
+use crate::{
+    istio::WorkloadEntry,
+    model::{
+        ClusterId, Endpoint, EndpointPort, Health, LABEL_NETWORK, LABEL_TLS_MODE, Labels, Locality,
+        NetworkId, TlsMode, WorkloadKind,
+    },
+    registry::network::NetworkResolver,
+};
+
+/// Pod label istiod reads a locality from when a WorkloadEntry has no `locality` (`region.zone.subzone`).
+const LABEL_ISTIO_LOCALITY: &str = "istio-locality";
+
+/// What every endpoint of the ServiceEntry registry shares.
+#[derive(Debug, Clone)]
+pub struct Context {
+    /// The config cluster (istiod gives WorkloadEntry endpoints the registry's cluster).
+    pub cluster: ClusterId,
+    /// SPIFFE trust domain.
+    pub trust_domain: Arc<str>,
+    /// meshNetworks rules, for entries that name no network.
+    pub networks: NetworkResolver,
+}
+
+/// A workload as the registry sees it: an IP, its identity and topology, before ports are mapped.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Instance {
+    /// The workload's IP.
+    pub address: IpAddr,
+    /// `metadata.labels` over `spec.labels` (selection and subsets read them).
+    pub labels: Labels,
+    /// Named ports (`spec.ports`).
+    pub ports: Arc<std::collections::BTreeMap<String, u32>>,
+    /// Its network.
+    pub network: Option<NetworkId>,
+    /// Where it runs.
+    pub locality: Locality,
+    /// SPIFFE identity, when `serviceAccount` is set.
+    pub service_account: Option<Arc<str>>,
+    /// mTLS capability.
+    pub tls_mode: TlsMode,
+    /// Load-balancing weight, at least 1.
+    pub weight: u32,
+    /// The object it came from: its kind and name.
+    pub kind: WorkloadKind,
+    /// The object's name.
+    pub name: Arc<str>,
+}
+
+/// One WorkloadEntry (or inline endpoint) of `namespace` → an instance. `None` for what meshd cannot
+/// route to by IP: no address (a gateway-only entry), a DNS name, a `unix://` socket.
+pub fn instance(
+    we: &WorkloadEntry,
+    meta_labels: Option<&std::collections::BTreeMap<String, String>>,
+    namespace: &str,
+    (kind, name): (WorkloadKind, Arc<str>),
+    ctx: &Context,
+) -> Option<Instance> {
+    let address: IpAddr = we.address.parse().ok()?;
+    let mut labels = we.labels.clone();
+    if let Some(meta) = meta_labels {
+        labels.extend(meta.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+    // `spec.network` wins, then the network label, then meshNetworks (istiod fills only the label from
+    // meshNetworks and leaves the endpoint's network empty: meshd resolves once and uses it for both).
+    let label_network = labels.get(LABEL_NETWORK).map(|n| NetworkId::from(n.as_str()));
+    let spec_network = Some(&we.network)
+        .filter(|n| !n.is_empty())
+        .map(|n| NetworkId::from(n.as_str()));
+    let network = ctx
+        .networks
+        .resolve(spec_network.as_ref().or(label_network.as_ref()), None, address);
+    let locality = if we.locality.is_empty() {
+        labels
+            .get(LABEL_ISTIO_LOCALITY)
+            .map_or_else(Locality::default, |l| locality(l, '.'))
+    } else {
+        locality(&we.locality, '/')
+    };
+    let service_account = Some(&we.service_account)
+        .filter(|sa| !sa.is_empty())
+        .map(|sa| Arc::from(format!("spiffe://{}/ns/{namespace}/sa/{sa}", ctx.trust_domain)));
+    // istiod's `getTLSModeFromWorkloadEntry`: the label, else `istio` when it has an identity.
+    let tls_mode = match labels.get(LABEL_TLS_MODE).map(String::as_str) {
+        Some("istio") => TlsMode::Istio,
+        Some(_) => TlsMode::Disabled,
+        None if service_account.is_some() => TlsMode::Istio,
+        None => TlsMode::Disabled,
+    };
+    Some(Instance {
+        address,
+        labels: Arc::new(labels),
+        ports: Arc::new(we.ports.clone()),
+        network,
+        locality,
+        service_account,
+        tls_mode,
+        weight: we.weight.max(1),
+        kind,
+        name,
+    })
+}
+
+/// `region<sep>zone<sep>subzone`, missing parts empty.
+fn locality(s: &str, sep: char) -> Locality {
+    let mut parts = s.splitn(3, sep).map(Arc::from);
+    Locality {
+        region: parts.next().unwrap_or_default(),
+        zone: parts.next().unwrap_or_default(),
+        subzone: parts.next().unwrap_or_default(),
+    }
+}
+
+impl Instance {
+    /// Whether every `selector` label is among its labels (an empty selector selects nothing, as a
+    /// ServiceEntry without `workloadSelector` selects no workloads).
+    pub fn selected_by(&self, selector: &std::collections::BTreeMap<String, String>) -> bool {
+        !selector.is_empty() && selector.iter().all(|(k, v)| self.labels.get(k) == Some(v))
+    }
+
+    /// Its endpoint for a service with `ports` (service port name → the port the workload listens on).
+    pub fn endpoint(&self, ports: Arc<[EndpointPort]>, cluster: &ClusterId) -> Endpoint {
+        Endpoint {
+            address: self.address,
+            ports,
+            cluster: cluster.clone(),
+            network: self.network.clone(),
+            locality: self.locality.clone(),
+            labels: self.labels.clone(),
+            service_account: self.service_account.clone(),
+            tls_mode: self.tls_mode,
+            health: Health::Healthy,
+            workload: Some(self.name.clone()),
+            kind: self.kind,
+            weight: self.weight,
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "workload_tests.rs"]
+mod tests;

@@ -1,0 +1,107 @@
+"""ServiceEntry / WorkloadEntry registry on the sandbox, with the raw ADS client.
+
+The sandbox's config cluster (cluster1) holds a ServiceEntry for an external API and a VM: WorkloadEntry
+``helloworld-vm-10.202.0.5`` on network2 (clusters/cluster1/60-istio-config.yaml), which the helloworld
+Service selects. Split horizon must treat it like a pod: a network1 sidecar reaches it through network2's
+east-west gateway (the gateway's weight grows by the VM's weight 2 in its locality), a network2 sidecar
+gets its own address. The same objects from ``--config-dir`` instead of Kubernetes give the same EDS."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from meshd_proc import Meshd, eventually
+from test_multinetwork import C1_LOCAL, C2_LOCAL, HELLO, cla, fetch, lb, locality, sidecar
+from xdsharness import CDS, EDS
+
+REPO = Path(__file__).resolve().parents[2]
+ISTIO_CONFIG = REPO / "clusters" / "cluster1" / "60-istio-config.yaml"
+VM = "helloworld-vm-10.202.0.5"
+VM_LB = lb("10.202.0.5", 5000, 2, "network2", "cluster1", VM)
+
+
+def vm_ready(m: Meshd) -> bool:
+    shards = m.json("/debug/endpointz").get("helloworld.sample.svc.cluster.local", {}).get("sample", {})
+    return "External/cluster1" in shards.get("Shards", {})
+
+
+@pytest.fixture(scope="module")
+def meshd(tmp_path_factory):
+    m = Meshd(tmp_path_factory.mktemp("serviceentry"))
+    eventually("the VM in helloworld's endpoints", lambda: vm_ready(m))
+    yield m
+    assert m.stop() == 0, m.log()
+
+
+@pytest.fixture(scope="module")
+def from_dir(tmp_path_factory):
+    """The same topology with the Istio objects in --config-dir instead of the config cluster."""
+    root = tmp_path_factory.mktemp("serviceentry-dir")
+    clusters = root / "clusters"
+    shutil.copytree(REPO / "clusters", clusters)
+    (clusters / "cluster1" / ISTIO_CONFIG.name).unlink()
+    config = root / "istio"
+    config.mkdir()
+    shutil.copy(ISTIO_CONFIG, config / "vm.yaml")
+    m = Meshd(root / "state", args=["--sandbox", str(clusters), "--config-dir", str(config)])
+    eventually("the VM from the config directory", lambda: vm_ready(m), timeout=20)
+    yield m
+    assert m.stop() == 0, m.log()
+
+
+def test_network1_sidecar_reaches_the_vm_through_network2s_gateway(meshd):
+    got = fetch(meshd, EDS, sidecar(1), [HELLO])[HELLO]
+    # eu-west1-a: helloworld-v2's pod (weight 1) and the VM (weight 2) behind one gateway endpoint.
+    gateway = [
+        locality("eu-west1", "eu-west1-a", lb("198.51.100.10", 15443, 3, "network2", "cluster2")),
+        locality("eu-west1", "eu-west1-b", lb("198.51.100.10", 15443, 1, "network2", "cluster2")),
+    ]
+    assert got == cla(HELLO, *gateway, *C1_LOCAL)
+
+
+def test_network2_sidecar_gets_the_vm_directly(meshd):
+    got = fetch(meshd, EDS, sidecar(2), [HELLO])[HELLO]
+    zone_a = C2_LOCAL[0]["lbEndpoints"] + [VM_LB]
+    local = [locality("eu-west1", "eu-west1-a", *zone_a), C2_LOCAL[1]]
+    gateway = locality("us-east1", "us-east1-a", lb("192.0.2.10", 15443, 1, "network1", "cluster1"))
+    assert got == cla(HELLO, *local, gateway)
+
+
+def test_debug_views_name_the_registry_and_the_objects(meshd):
+    services = {(s["hostname"], s["attributes"]["Namespace"]): s for s in meshd.json("/debug/registryz")}
+    api = services[("api.example.com", "sample")]
+    assert api["attributes"]["ServiceRegistry"] == "External"
+    assert api["origin"] == {"registry": "ServiceEntry", "namespace": "sample", "names": ["api-example-com"]}
+    assert api["resolution"] == "Dns" and api["meshExternal"] is True
+    hello = services[("helloworld.sample.svc.cluster.local", "sample")]
+    assert hello["attributes"]["ServiceRegistry"] == "Kubernetes"
+
+    shards = meshd.json("/debug/endpointz")["helloworld.sample.svc.cluster.local"]["sample"]["Shards"]
+    assert sorted(shards) == ["External/cluster1", "Kubernetes/cluster1", "Kubernetes/cluster2"]
+    [vm] = shards["External/cluster1"]
+    assert (vm["address"], vm["workload"], vm["kind"], vm["network"], vm["weight"], vm["tlsMode"]) == (
+        "10.202.0.5", VM, "WorkloadEntry", "network2", 2, "istio")
+    assert vm["serviceAccount"] == "spiffe://cluster.local/ns/sample/sa/helloworld"
+    assert vm["locality"] == {"region": "eu-west1", "zone": "eu-west1-a", "subzone": ""}
+
+
+def test_explain_names_the_workload_entry(meshd):
+    report = meshd.json("/debug/explain?proxyID=sidecar~10.10.0.99~client.sample~sample.svc.cluster.local"
+                        "&service=helloworld.sample:5000&network=network1")
+    [port] = report["ports"]
+    by_address = {e["address"]: e for e in port["endpoints"]}
+    assert by_address["10.202.0.5"]["origin"] == f"WorkloadEntry sample/{VM}"
+    assert by_address["10.10.0.7"]["origin"] == "Pod sample/helloworld-v1-284dd6mmqf-fb4tw"
+
+
+def test_external_api_is_a_cluster(meshd):
+    clusters = fetch(meshd, CDS, sidecar(1))
+    assert "outbound|443||api.example.com" in clusters
+
+
+def test_config_dir_gives_the_same_eds_as_kubernetes(meshd, from_dir):
+    for net in (1, 2):
+        assert fetch(from_dir, EDS, sidecar(net), [HELLO]) == fetch(meshd, EDS, sidecar(net), [HELLO]), net
