@@ -236,6 +236,10 @@ def test_primary_rbac_is_least_privilege():
         | {("discovery.k8s.io", "endpointslices", v, None) for v in read}
         | {("authentication.k8s.io", "tokenreviews", "create", None)}
         | {("", "configmaps", v, None) for v in read | {"create", "update"}}
+        | {("networking.istio.io", r, v, None) for v in read
+           for r in ("destinationrules", "virtualservices", "serviceentries", "workloadentries", "workloadgroups",
+                     "sidecars", "gateways")}
+        | {("security.istio.io", "peerauthentications", v, None) for v in read}
     )
     role = one(docs, "Role", "meshd")
     assert role["metadata"]["namespace"] == NS

@@ -55,12 +55,9 @@ pub(super) fn concerns_controller(slice: &Value) -> bool {
 }
 
 pub(super) fn sync(txn: &mut Txn<'_>, key: &Key) -> Result<(), Error> {
-    let service = txn.get(kind_named("", "Service").id(), key).map(|o| o.value());
-    let uid = service
-        .as_ref()
-        .and_then(|s| s["metadata"]["uid"].as_str())
-        .unwrap_or_default()
-        .to_string();
+    // Parsed only once the Service is known to be the controller's (most pod changes stop before).
+    let service = txn.get(kind_named("", "Service").id(), key).cloned();
+    let uid = service.as_ref().map(|o| o.uid.clone()).unwrap_or_default();
     let mut foreign = false;
     let mut managed = Vec::new();
     for obj in txn
@@ -87,8 +84,8 @@ pub(super) fn sync(txn: &mut Txn<'_>, key: &Key) -> Result<(), Error> {
             delete::delete_in(txn, kind_named("discovery.k8s.io", "EndpointSlice"), &obj.key)?;
         }
     }
-    let Some(service) = service.filter(|s| !foreign && selects_pods(s) && namespace_active(txn, &key.0))
-    else {
+    let service = service.filter(|_| !foreign).map(|o| o.value());
+    let Some(service) = service.filter(|s| selects_pods(s) && namespace_active(txn, &key.0)) else {
         for (obj, _) in ours {
             delete::delete_in(txn, kind_named("discovery.k8s.io", "EndpointSlice"), &obj.key)?;
         }
