@@ -415,4 +415,38 @@ mod tests {
             "the slice shares the table's pod name"
         );
     }
+
+    #[test]
+    fn workloads_are_rebuilt_only_when_a_pod_or_what_it_depends_on_changed() {
+        let mut s = state();
+        let ready = |app| Pod {
+            ready_ip: Some("10.0.0.1".parse().unwrap()),
+            ..pod(app)
+        };
+        let names = |w: Option<Arc<[PodWorkload]>>| {
+            w.map(|w| {
+                w.iter()
+                    .map(|p| p.endpoint.workload.as_deref().unwrap().to_owned())
+                    .collect::<Vec<_>>()
+            })
+        };
+        assert_eq!(names(s.take_workloads()), None, "nothing yet");
+        s.set_pod(name("p1"), Some(ready("reviews")));
+        s.set_pod(name("p2"), Some(pod("reviews")));
+        assert_eq!(
+            names(s.take_workloads()),
+            Some(vec!["p1".into()]),
+            "only the ready pod"
+        );
+        s.set_pod(name("p1"), Some(ready("reviews")));
+        assert_eq!(names(s.take_workloads()), None, "an unchanged pod");
+        s.workloads_stale();
+        assert_eq!(
+            names(s.take_workloads()),
+            Some(vec!["p1".into()]),
+            "a node or network changed"
+        );
+        s.set_pod(name("p1"), None);
+        assert_eq!(names(s.take_workloads()), Some(vec![]), "the pod went");
+    }
 }
