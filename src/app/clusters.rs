@@ -152,6 +152,7 @@ impl ClusterDiscovery {
             trust_domain: opts.trust_domain.as_str().into(),
         };
         let generations = Arc::new(AtomicU64::new(0));
+        let (pods, pods_rx) = watch::channel(Arc::from([]));
         let progress = registry::spawn(
             &ctx.tasks,
             primary.clone(),
@@ -163,6 +164,7 @@ impl ClusterDiscovery {
                 metrics: metrics.registry.clone(),
                 watch_timeout: opts.watch_timeout,
                 server: server.into(),
+                workloads: Some(pods),
             },
             updates.clone(),
         );
@@ -180,6 +182,7 @@ impl ClusterDiscovery {
                 configs: istio.subscribe(),
                 networks: networks.clone(),
                 snapshots: view.snapshots.clone(),
+                pods: pods_rx,
             },
         );
         hold_until_synced(ctx, &opts.cluster_id, progress.clone());

@@ -251,6 +251,9 @@ impl Supervisor {
                 metrics: self.env.registry_metrics.clone(),
                 watch_timeout: self.env.watch_timeout,
                 server,
+                // istiod's ServiceEntries select the pods of every cluster; meshd's, the config
+                // cluster's (docs/configuration.md).
+                workloads: None,
             },
             self.env.updates.clone(),
         );

@@ -4,7 +4,11 @@
 //! its [`PodTraits`] (labels, identity and the few labels that steer routing), which the replicas of a
 //! deployment share.
 
-use std::{collections::HashMap, net::IpAddr, sync::Arc};
+use std::{
+    collections::{BTreeMap, HashMap},
+    net::IpAddr,
+    sync::Arc,
+};
 
 use k8s_openapi::api::{core::v1 as core, discovery::v1 as discovery};
 use smallvec::SmallVec;
@@ -65,6 +69,9 @@ pub struct SliceEndpoint {
 pub struct Pod {
     /// Its node.
     pub node: Option<Arc<str>>,
+    /// `status.podIP` while the pod is ready, for the ServiceEntries that select it (istiod's pod
+    /// workload instances: a pod without an IP or not ready is none).
+    pub ready_ip: Option<IpAddr>,
     /// What it has in common with its replicas (the registry interns them).
     pub traits: Arc<PodTraits>,
 }
@@ -82,6 +89,8 @@ pub struct PodTraits {
     pub locality: Option<Locality>,
     /// `security.istio.io/tlsMode`.
     pub tls_mode: TlsMode,
+    /// Named container ports (a ServiceEntry port of that name targets it, istiod's `PortMap`).
+    pub ports: Arc<BTreeMap<String, u32>>,
 }
 
 /// A pod name's entry in the registry: the pod once it has arrived, and the services whose slices name
@@ -179,9 +188,24 @@ pub fn pod(p: &core::Pod, ctx: &Context) -> Option<Pod> {
             _ => TlsMode::Disabled,
         },
         labels: Arc::new(labels),
+        ports: Arc::new(
+            spec.into_iter()
+                .flat_map(|s| &s.containers)
+                .flat_map(|c| c.ports.iter().flatten())
+                .filter_map(|p| Some((p.name.clone()?, u32::try_from(p.container_port).ok()?)))
+                .collect(),
+        ),
     };
+    let status = p.status.as_ref();
+    let ready = status
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
     Some(Pod {
         node: spec.and_then(|s| s.node_name.as_deref()).map(Arc::from),
+        ready_ip: status
+            .and_then(|s| s.pod_ip.as_deref())
+            .filter(|_| ready && p.metadata.deletion_timestamp.is_none())
+            .and_then(|ip| ip.parse().ok()),
         traits: Arc::new(traits),
     })
 }
@@ -225,7 +249,6 @@ impl Sources<'_> {
         out: &mut Vec<Endpoint>,
         missing: &mut Vec<Arc<str>>,
     ) {
-        let no_labels = Labels::default();
         for e in &slice.endpoints {
             let pod = match &e.pod {
                 Some(name) => {
@@ -243,34 +266,92 @@ impl Sources<'_> {
                 }
                 None => None,
             };
-            let node = pod.and_then(|p| p.node.as_ref()).or(e.node.as_ref());
-            let traits = pod.map(|p| &*p.traits);
-            let locality = traits
-                .and_then(|t| t.locality.clone())
-                .or_else(|| node.and_then(|n| self.nodes.get(n)).cloned())
-                .unwrap_or_default();
             for &address in &e.addresses {
-                out.push(Endpoint {
+                out.push(self.endpoint(
                     address,
-                    ports: slice.ports.clone(),
-                    cluster: self.ctx.cluster.clone(),
-                    network: self.networks.resolve(
-                        traits.and_then(|t| t.network.as_ref()),
-                        self.system_network,
-                        address,
-                    ),
-                    locality: locality.clone(),
-                    labels: traits.map_or_else(|| no_labels.clone(), |t| t.labels.clone()),
-                    service_account: traits.map(|t| t.service_account.clone()),
-                    tls_mode: traits.map_or(TlsMode::Disabled, |t| t.tls_mode),
-                    health: e.health,
-                    workload: e.pod.clone(),
-                    kind: WorkloadKind::Pod,
-                    weight: 1,
-                });
+                    pod,
+                    e.node.as_ref(),
+                    slice.ports.clone(),
+                    e.health,
+                    e.pod.clone(),
+                ));
             }
         }
     }
+
+    /// One endpoint of a pod (or of a slice endpoint without one) at `address`.
+    pub fn endpoint(
+        &self,
+        address: IpAddr,
+        pod: Option<&Pod>,
+        node: Option<&Arc<str>>,
+        ports: Arc<[EndpointPort]>,
+        health: Health,
+        workload: Option<Arc<str>>,
+    ) -> Endpoint {
+        let node = pod.and_then(|p| p.node.as_ref()).or(node);
+        let traits = pod.map(|p| &*p.traits);
+        Endpoint {
+            address,
+            ports,
+            cluster: self.ctx.cluster.clone(),
+            network: self.networks.resolve(
+                traits.and_then(|t| t.network.as_ref()),
+                self.system_network,
+                address,
+            ),
+            locality: traits
+                .and_then(|t| t.locality.clone())
+                .or_else(|| node.and_then(|n| self.nodes.get(n)).cloned())
+                .unwrap_or_default(),
+            labels: traits.map_or_else(Labels::default, |t| t.labels.clone()),
+            service_account: traits.map(|t| t.service_account.clone()),
+            tls_mode: traits.map_or(TlsMode::Disabled, |t| t.tls_mode),
+            health,
+            workload,
+            kind: WorkloadKind::Pod,
+            weight: 1,
+        }
+    }
+
+    /// Every ready pod with an IP as a workload ServiceEntries may select, sorted by namespace and name.
+    pub fn workloads(&self) -> Arc<[PodWorkload]> {
+        let mut out: Vec<PodWorkload> = self
+            .pods
+            .iter()
+            .filter_map(|(name, entry)| {
+                let pod = entry.pod.as_ref()?;
+                let address = pod.ready_ip?;
+                let endpoint = self.endpoint(
+                    address,
+                    Some(pod),
+                    None,
+                    Arc::from([]),
+                    Health::Healthy,
+                    Some(name.name.clone()),
+                );
+                Some(PodWorkload {
+                    namespace: name.namespace.clone(),
+                    endpoint,
+                    ports: pod.traits.ports.clone(),
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| (&a.namespace, &a.endpoint.workload).cmp(&(&b.namespace, &b.endpoint.workload)));
+        out.into()
+    }
+}
+
+/// A ready pod as a workload (istiod's pod `WorkloadInstance`): its endpoint without ports, and its
+/// named container ports.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodWorkload {
+    /// Its namespace.
+    pub namespace: Arc<str>,
+    /// Its endpoint (no ports; `workload` is the pod's name), as a Service's endpoint of it would be.
+    pub endpoint: Endpoint,
+    /// Named container ports.
+    pub ports: Arc<BTreeMap<String, u32>>,
 }
 
 #[cfg(test)]

@@ -32,7 +32,7 @@ use tokio::sync::watch;
 use tracing::{info, warn};
 
 use self::{
-    endpoints::ObjectName,
+    endpoints::{ObjectName, PodWorkload},
     invalid::{InvalidAddress, Reported},
     network::NetworkResolver,
     state::State,
@@ -65,6 +65,9 @@ pub struct Options {
     pub watch_timeout: u32,
     /// The API server's URL, named when it cannot be reached.
     pub server: Arc<str>,
+    /// Where the config cluster's registry publishes its ready pods, for the ServiceEntries that select
+    /// them (the ServiceEntry registry); `None` for remote clusters.
+    pub workloads: Option<watch::Sender<Arc<[PodWorkload]>>>,
 }
 
 /// A registry's progress, as its cluster's status shows it.
@@ -159,6 +162,8 @@ struct Registry {
     /// Objects with invalid addresses, per kind, as last reported: each is reported once, not per resync.
     invalid_services: Reported,
     invalid_slices: Reported,
+    /// See [`Options::workloads`].
+    workloads: Option<watch::Sender<Arc<[PodWorkload]>>>,
 }
 
 impl Registry {
@@ -184,6 +189,7 @@ impl Registry {
             metrics: opts.metrics,
             invalid_services: Reported::default(),
             invalid_slices: Reported::default(),
+            workloads: opts.workloads,
         }
     }
 
@@ -209,6 +215,7 @@ impl Registry {
                     let resolver = NetworkResolver::new(&self.networks.borrow_and_update(), &self.id.cluster);
                     if resolver != self.state.networks {
                         self.state.networks = resolver;
+                        self.state.workloads_stale();
                         self.network_changed = true;
                         self.touched.extend(self.state.all_keys());
                     }
@@ -302,6 +309,7 @@ impl Registry {
             let shown = network.as_deref().unwrap_or("(none)");
             info!(cluster = %self.id.cluster, network = %shown, "system namespace network changed");
             self.state.system_network = network;
+            self.state.workloads_stale();
             self.network_changed = true;
             self.touched.extend(self.state.all_keys());
         }
@@ -415,6 +423,7 @@ impl Registry {
             }
         };
         if changed {
+            self.state.workloads_stale();
             self.touched.extend(self.state.all_keys());
         }
     }
@@ -422,10 +431,16 @@ impl Registry {
     /// Sends what changed. Before the initial sync nothing is sent; at it, the whole view. False once the
     /// aggregator has gone.
     async fn flush(&mut self) -> bool {
+        if !self.synced && !self.listed.iter().all(|l| *l) {
+            return true;
+        }
+        // Before the services: a reader that sees this registry's view has its pods too.
+        if let Some(tx) = &self.workloads
+            && let Some(workloads) = self.state.take_workloads()
+        {
+            tx.send_replace(workloads);
+        }
         if !self.synced {
-            if !self.listed.iter().all(|l| *l) {
-                return true;
-            }
             self.synced = true;
             self.changed_services.clear();
             self.touched.clear();

@@ -9,7 +9,7 @@ use std::{
 use smallvec::SmallVec;
 
 use super::{
-    endpoints::{ObjectName, Pod, PodEntry, PodTraits, Slice, Sources},
+    endpoints::{ObjectName, Pod, PodEntry, PodTraits, PodWorkload, Slice, Sources},
     network::NetworkResolver,
     service::Context,
 };
@@ -34,6 +34,8 @@ pub(super) struct State {
     names: Interner<str>,
     /// One copy of each pod's traits, however many replicas share them.
     traits: Interner<PodTraits>,
+    /// A pod changed since [`State::take_workloads`] last built the workloads.
+    pods_changed: bool,
 }
 
 /// A cluster's complete view: services, and endpoints per service.
@@ -55,6 +57,7 @@ impl State {
             nodes: HashMap::new(),
             names: Interner::default(),
             traits: Interner::default(),
+            pods_changed: false,
         }
     }
 
@@ -138,6 +141,7 @@ impl State {
         name.namespace = self.names.intern(name.namespace);
         let pod = pod.map(|p| Pod {
             node: p.node.map(|n| self.names.intern(n)),
+            ready_ip: p.ready_ip,
             traits: self.traits.intern(p.traits),
         });
         let entry = match (&pod, self.pods.entry(name.clone())) {
@@ -148,6 +152,7 @@ impl State {
             return Touched::new();
         }
         entry.pod = pod;
+        self.pods_changed = true;
         let touched = entry
             .services
             .iter()
@@ -157,6 +162,26 @@ impl State {
             self.pods.remove(&name);
         }
         touched
+    }
+
+    /// Marks the workloads stale: what every pod's endpoint depends on (nodes, networks) changed.
+    pub(super) fn workloads_stale(&mut self) {
+        self.pods_changed = true;
+    }
+
+    /// The pods as workloads, when they changed since the last call.
+    pub(super) fn take_workloads(&mut self) -> Option<Arc<[PodWorkload]>> {
+        std::mem::take(&mut self.pods_changed).then(|| self.sources().workloads())
+    }
+
+    fn sources(&self) -> Sources<'_> {
+        Sources {
+            ctx: &self.ctx,
+            pods: &self.pods,
+            nodes: &self.nodes,
+            networks: &self.networks,
+            system_network: self.system_network.as_ref(),
+        }
     }
 
     /// Sets or removes a node's locality; returns whether it changed.
@@ -201,13 +226,7 @@ impl State {
 
     /// The endpoints of `key` in this cluster, sorted and de-duplicated by address.
     pub(super) fn endpoints(&self, key: &ServiceKey) -> Arc<[Endpoint]> {
-        let sources = Sources {
-            ctx: &self.ctx,
-            pods: &self.pods,
-            nodes: &self.nodes,
-            networks: &self.networks,
-            system_network: self.system_network.as_ref(),
-        };
+        let sources = self.sources();
         let mut out = Vec::new();
         let mut missing = Vec::new();
         for name in self.slices_by_service.get(key).into_iter().flatten() {
@@ -266,12 +285,14 @@ mod tests {
     fn pod(app: &str) -> Pod {
         Pod {
             node: Some(String::from("node-1").into()),
+            ready_ip: None,
             traits: Arc::new(PodTraits {
                 labels: Arc::new([("app".to_owned(), app.to_owned())].into()),
                 service_account: format!("spiffe://td/ns/ns/sa/{app}").into(),
                 network: None,
                 locality: None,
                 tls_mode: TlsMode::Istio,
+                ports: Arc::default(),
             }),
         }
     }
@@ -393,5 +414,39 @@ mod tests {
             Arc::ptr_eq(named, &entry("p1").0.name),
             "the slice shares the table's pod name"
         );
+    }
+
+    #[test]
+    fn workloads_are_rebuilt_only_when_a_pod_or_what_it_depends_on_changed() {
+        let mut s = state();
+        let ready = |app| Pod {
+            ready_ip: Some("10.0.0.1".parse().unwrap()),
+            ..pod(app)
+        };
+        let names = |w: Option<Arc<[PodWorkload]>>| {
+            w.map(|w| {
+                w.iter()
+                    .map(|p| p.endpoint.workload.as_deref().unwrap().to_owned())
+                    .collect::<Vec<_>>()
+            })
+        };
+        assert_eq!(names(s.take_workloads()), None, "nothing yet");
+        s.set_pod(name("p1"), Some(ready("reviews")));
+        s.set_pod(name("p2"), Some(pod("reviews")));
+        assert_eq!(
+            names(s.take_workloads()),
+            Some(vec!["p1".into()]),
+            "only the ready pod"
+        );
+        s.set_pod(name("p1"), Some(ready("reviews")));
+        assert_eq!(names(s.take_workloads()), None, "an unchanged pod");
+        s.workloads_stale();
+        assert_eq!(
+            names(s.take_workloads()),
+            Some(vec!["p1".into()]),
+            "a node or network changed"
+        );
+        s.set_pod(name("p1"), None);
+        assert_eq!(names(s.take_workloads()), Some(vec![]), "the pod went");
     }
 }

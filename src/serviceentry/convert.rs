@@ -1,4 +1,4 @@
-//! ServiceEntries, WorkloadEntries and the Kubernetes Services that select WorkloadEntries → the
+//! ServiceEntries, WorkloadEntries, pods and the Kubernetes Services that select WorkloadEntries → the
 //! services and endpoint shards of the ServiceEntry registry (istiod's `convertServices`,
 //! `convertServiceEntryToInstances`, `mergeServicesByNamespaceHost` and the Kubernetes controller's
 //! WorkloadEntry handler). Pure: the whole registry view from the whole config, so the task sends it
@@ -19,7 +19,7 @@ use crate::{
         Endpoint, EndpointPort, ExportTo, Hostname, Labels, Origin, Resolution, Service, ServiceKey,
         ServicePort, TargetPort, WorkloadKind,
     },
-    registry::service::protocol,
+    registry::{endpoints::PodWorkload, service::protocol},
 };
 
 /// What the registry sends the aggregate, and what it could not use.
@@ -44,11 +44,13 @@ pub struct Selecting {
     pub ports: Vec<ServicePort>,
 }
 
-/// Builds the registry view from every ServiceEntry and WorkloadEntry in `configs` and the Kubernetes
-/// Services in `kubernetes`.
+/// Builds the registry view from every ServiceEntry and WorkloadEntry in `configs`, the Kubernetes
+/// Services in `kubernetes` and the config cluster's ready pods (`pods`, sorted by namespace), which
+/// ServiceEntries select beside WorkloadEntries.
 pub fn build<'a>(
     configs: impl IntoIterator<Item = &'a Config>,
     kubernetes: &[Selecting],
+    pods: &[PodWorkload],
     ctx: &Context,
 ) -> Built {
     let mut entries: Vec<(&Config, &ServiceEntry)> = Vec::new();
@@ -85,12 +87,19 @@ pub fn build<'a>(
     let mut services: BTreeMap<ServiceKey, (Service, Vec<Endpoint>)> = BTreeMap::new();
     for (c, se) in entries {
         let ns = &*c.meta.namespace;
-        let selected: Vec<&Instance> = match &se.workload_selector {
+        let selected: Vec<Instance> = match &se.workload_selector {
             Some(sel) => instances
                 .get(ns)
                 .into_iter()
                 .flatten()
                 .filter(|i| i.selected_by(&sel.labels))
+                .cloned()
+                .chain(
+                    pods_in(pods, ns)
+                        .iter()
+                        .filter(|p| workload::selects(&sel.labels, &p.endpoint.labels))
+                        .map(workload::pod),
+                )
                 .collect(),
             None => Vec::new(),
         };
@@ -108,7 +117,7 @@ pub fn build<'a>(
             let ports = &service.ports;
             let eps: Vec<Endpoint> = inline
                 .iter()
-                .chain(selected.iter().copied())
+                .chain(&selected)
                 .map(|i| i.endpoint(se_ports(ports, i), &ctx.cluster))
                 .collect();
             let key = service.key();
@@ -156,6 +165,13 @@ pub fn build<'a>(
         })
         .collect();
     out
+}
+
+/// The pods of `namespace` in `pods` (sorted by namespace).
+fn pods_in<'p>(pods: &'p [PodWorkload], namespace: &str) -> &'p [PodWorkload] {
+    let start = pods.partition_point(|p| &*p.namespace < namespace);
+    let len = pods[start..].partition_point(|p| &*p.namespace == namespace);
+    &pods[start..start + len]
 }
 
 /// One host of a ServiceEntry as a service.
@@ -288,6 +304,9 @@ fn kubernetes_ports(ports: &[ServicePort], i: &Instance) -> Option<Arc<[Endpoint
     (!mapped.is_empty()).then(|| mapped.into())
 }
 
+#[cfg(test)]
+#[path = "pods_tests.rs"]
+mod pods_tests;
 #[cfg(test)]
 #[path = "convert_tests.rs"]
 mod tests;

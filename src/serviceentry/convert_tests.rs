@@ -13,7 +13,7 @@ use crate::{
     registry::network::NetworkResolver,
 };
 
-fn ctx() -> Context {
+pub(super) fn ctx() -> Context {
     Context {
         cluster: "cluster1".into(),
         trust_domain: "cluster.local".into(),
@@ -41,15 +41,15 @@ fn object(kind: &str, name: &str, created: &str, labels: Value, spec: Value) -> 
     Config { meta, spec }
 }
 
-fn se(name: &str, created: &str, spec: Value) -> Config {
+pub(super) fn se(name: &str, created: &str, spec: Value) -> Config {
     object("se", name, created, json!({}), spec)
 }
 
-fn we(name: &str, labels: Value, spec: Value) -> Config {
+pub(super) fn we(name: &str, labels: Value, spec: Value) -> Config {
     object("we", name, "2024-01-01T00:00:00Z", labels, spec)
 }
 
-fn lines(b: &Built) -> Vec<String> {
+pub(super) fn lines(b: &Built) -> Vec<String> {
     let mut out: Vec<String> = b
         .services
         .iter()
@@ -223,7 +223,7 @@ fn service_entries_convert_like_istiod() {
         ),
     ];
     for (name, configs, want) in cases {
-        let got = lines(&build(&configs, &[], &ctx()));
+        let got = lines(&build(&configs, &[], &[], &ctx()));
         assert_eq!(got, want, "{name}");
     }
 }
@@ -284,7 +284,7 @@ fn kubernetes_services_get_the_workload_entries_they_select() {
             vec![port("http", 80, Some(TargetPort::Name("nope".into())))],
         ),
     ];
-    let got = lines(&build(&configs, &kube, &ctx()));
+    let got = lines(&build(&configs, &kube, &[], &ctx()));
     assert_eq!(
         got,
         [

@@ -1,10 +1,11 @@
 //! The ServiceEntry registry (istiod's `serviceEntryStore`): ServiceEntries and WorkloadEntries of the
-//! config store become services and endpoints, sent to the aggregate as the `External` provider of the
-//! config cluster, beside the per-cluster Kubernetes registries.
+//! config store, and the config cluster's pods they select, become services and endpoints, sent to the
+//! aggregate as the `External` provider of the config cluster, beside the per-cluster Kubernetes
+//! registries.
 //!
 //! Owns: the conversion ([`convert`], [`workload`], pure) and one task that recomputes the registry's
-//! whole view when the config, meshNetworks or the Kubernetes Services that may select WorkloadEntries
-//! change, and sends it as one `Update::Replace` (the aggregate diffs it). Does NOT: watch or validate
+//! whole view when the config, meshNetworks, the config cluster's pods or the Kubernetes Services that
+//! may select WorkloadEntries change, and sends it as one `Update::Replace` (the aggregate diffs it). Does NOT: watch or validate
 //! Istio objects (the config controller), merge with Kubernetes Services (the aggregate), or filter by
 //! `exportTo` (#19).
 
@@ -27,7 +28,7 @@ use crate::{
     istio::Kind,
     model::{Origin, Provider, ShardKey},
     readiness::{BlockReady, Ready},
-    registry::network::NetworkResolver,
+    registry::{endpoints::PodWorkload, network::NetworkResolver},
 };
 
 /// The Kubernetes Services of a snapshot that may select WorkloadEntries: those with a selector, in
@@ -59,6 +60,9 @@ pub struct Options {
     pub networks: watch::Receiver<Arc<MeshNetworks>>,
     /// The aggregate's snapshots (the Kubernetes Services that select WorkloadEntries).
     pub snapshots: Snapshots,
+    /// The config cluster's ready pods, which ServiceEntries select (its Kubernetes registry publishes
+    /// them before its view, so a snapshot with that registry comes after its pods).
+    pub pods: watch::Receiver<Arc<[PodWorkload]>>,
 }
 
 /// Spawns the registry task. It holds readiness until it has sent a view of synced config, so a ready
@@ -93,7 +97,7 @@ async fn run(mut opts: Options, guard: BlockReady, stop: impl Future<Output = ()
     let mut generation = 0u64;
     let mut last: Option<(Vec<Selecting>, Built)> = None;
     // A closed channel (a fixed meshNetworks, a controller that never started) keeps its last value.
-    let (mut configs_open, mut networks_open) = (true, true);
+    let (mut configs_open, mut networks_open, mut pods_open) = (true, true, true);
     let shard = ShardKey::external(opts.ctx.cluster.clone());
     // Readiness waits for a view of synced config, computed from a snapshot that has the config
     // cluster's Kubernetes services, to be published.
@@ -103,13 +107,14 @@ async fn run(mut opts: Options, guard: BlockReady, stop: impl Future<Output = ()
         let networks = opts.networks.borrow_and_update().clone();
         opts.ctx.networks = NetworkResolver::new(&networks, &opts.ctx.cluster);
         let configs = opts.configs.borrow_and_update().clone();
+        let pods = opts.pods.borrow_and_update().clone();
         let snapshot = opts.snapshots.load();
         let kubernetes = selecting(&snapshot);
         let objects = configs
             .of_kind(Kind::ServiceEntry)
             .chain(configs.of_kind(Kind::WorkloadEntry))
             .map(|c| &**c);
-        let built = convert::build(objects, &kubernetes, &opts.ctx);
+        let built = convert::build(objects, &kubernetes, &pods, &opts.ctx);
         if last.as_ref().is_none_or(|(_, b)| *b != built) {
             for (what, why) in built
                 .ignored
@@ -142,8 +147,8 @@ async fn run(mut opts: Options, guard: BlockReady, stop: impl Future<Output = ()
             guard.take();
         }
         last = Some((kubernetes, built));
-        // Wait for an input that can change the view: the config, meshNetworks, or the selectors and
-        // ports of Kubernetes Services (most snapshots change only endpoints).
+        // Wait for an input that can change the view: the config, meshNetworks, the pods, or the
+        // selectors and ports of Kubernetes Services (most snapshots change only endpoints).
         loop {
             tokio::select! {
                 _ = &mut stop => return,
@@ -159,6 +164,10 @@ async fn run(mut opts: Options, guard: BlockReady, stop: impl Future<Output = ()
                 r = opts.networks.changed(), if networks_open => match r {
                     Ok(()) => break,
                     Err(_) => networks_open = false,
+                },
+                r = opts.pods.changed(), if pods_open => match r {
+                    Ok(()) => break,
+                    Err(_) => pods_open = false,
                 },
                 s = opts.snapshots.changed() => match s {
                     None => return,

@@ -10,7 +10,7 @@ use crate::{
         ClusterId, Endpoint, EndpointPort, Health, LABEL_NETWORK, LABEL_TLS_MODE, Labels, Locality,
         NetworkId, TlsMode, WorkloadKind,
     },
-    registry::network::NetworkResolver,
+    registry::{endpoints::PodWorkload, network::NetworkResolver},
 };
 
 /// Pod label istiod reads a locality from when a WorkloadEntry has no `locality` (`region.zone.subzone`).
@@ -116,11 +116,38 @@ fn locality(s: &str, sep: char) -> Locality {
     }
 }
 
+/// Whether every `selector` label is among `labels` (an empty selector selects nothing, as a
+/// ServiceEntry without `workloadSelector` selects no workloads).
+pub fn selects(
+    selector: &std::collections::BTreeMap<String, String>,
+    labels: &std::collections::BTreeMap<String, String>,
+) -> bool {
+    !selector.is_empty() && selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+}
+
+/// A ready pod of the config cluster → an instance: the Kubernetes registry built its endpoint as for a
+/// Service's, so a pod has the same labels, network, locality, identity and tlsMode either way
+/// (istiod's pod `WorkloadInstance`); its named container ports map the ServiceEntry's ports.
+pub fn pod(p: &PodWorkload) -> Instance {
+    let e = &p.endpoint;
+    Instance {
+        address: e.address,
+        labels: e.labels.clone(),
+        ports: p.ports.clone(),
+        network: e.network.clone(),
+        locality: e.locality.clone(),
+        service_account: e.service_account.clone(),
+        tls_mode: e.tls_mode,
+        weight: e.weight,
+        kind: WorkloadKind::Pod,
+        name: e.workload.clone().unwrap_or_default(),
+    }
+}
+
 impl Instance {
-    /// Whether every `selector` label is among its labels (an empty selector selects nothing, as a
-    /// ServiceEntry without `workloadSelector` selects no workloads).
+    /// Whether `selector` selects it (see [`selects`]).
     pub fn selected_by(&self, selector: &std::collections::BTreeMap<String, String>) -> bool {
-        !selector.is_empty() && selector.iter().all(|(k, v)| self.labels.get(k) == Some(v))
+        selects(selector, &self.labels)
     }
 
     /// Its endpoint for a service with `ports` (service port name → the port the workload listens on).

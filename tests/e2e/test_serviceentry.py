@@ -4,7 +4,8 @@ The sandbox's config cluster (cluster1) holds a ServiceEntry for an external API
 ``helloworld-vm-10.202.0.5`` on network2 (clusters/cluster1/60-istio-config.yaml), which the helloworld
 Service selects. Split horizon must treat it like a pod: a network1 sidecar reaches it through network2's
 east-west gateway (the gateway's weight grows by the VM's weight 2 in its locality), a network2 sidecar
-gets its own address. The same objects from ``--config-dir`` instead of Kubernetes give the same EDS."""
+gets its own address. The same objects from ``--config-dir`` instead of Kubernetes give the same EDS. A
+ServiceEntry applied with kubectl selects the config cluster's ready pods by label."""
 
 from __future__ import annotations
 
@@ -105,3 +106,47 @@ def test_external_api_is_a_cluster(meshd):
 def test_config_dir_gives_the_same_eds_as_kubernetes(meshd, from_dir):
     for net in (1, 2):
         assert fetch(from_dir, EDS, sidecar(net), [HELLO]) == fetch(meshd, EDS, sidecar(net), [HELLO]), net
+
+
+POD_SE = "outbound|80||hello-pods.example.com"
+HELLO_V1 = "helloworld-v1-284dd6mmqf-fb4tw"
+POD_ENTRY = """
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: hello-pods, namespace: sample}
+spec:
+  hosts: [hello-pods.example.com]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  workloadSelector: {labels: {app: helloworld, version: v1}}
+"""
+
+
+def pod_addresses(meshd) -> list[tuple[str, int]]:
+    got = fetch(meshd, EDS, sidecar(1), [POD_SE]).get(POD_SE, {})
+    sockets = [e["endpoint"]["address"]["socketAddress"] for loc in got.get("endpoints", []) for e in loc["lbEndpoints"]]
+    return sorted((s["address"], s["portValue"]) for s in sockets)
+
+
+def test_workload_selector_selects_ready_pods_until_their_label_goes(meshd):
+    """The ServiceEntry selects both helloworld-v1 pods by label; only the ready one (10.10.0.7) becomes an
+    endpoint, on the port its container names `http`. Dropping the label drops the endpoint."""
+    meshd.kubectl("cluster1", "apply", "-f", "-", stdin=POD_ENTRY)
+    try:
+        eventually("the ready pod in the ServiceEntry's EDS", lambda: pod_addresses(meshd) == [("10.10.0.7", 5000)])
+        [pod] = fetch(meshd, EDS, sidecar(1), [POD_SE])[POD_SE]["endpoints"]
+        assert pod["locality"] == {"region": "us-east1", "zone": "us-east1-a"}
+        [ep] = pod["lbEndpoints"]
+        assert ep["metadata"]["filterMetadata"]["istio"] == {
+            "cluster": "cluster1", "tlsMode": "istio", "network": "network1", "workload": HELLO_V1}
+        shards = meshd.json("/debug/endpointz")["hello-pods.example.com"]["sample"]["Shards"]
+        assert list(shards) == ["External/cluster1"]
+        [e] = shards["External/cluster1"]
+        assert (e["kind"], e["serviceAccount"]) == ("Pod", "spiffe://cluster.local/ns/sample/sa/helloworld")
+
+        meshd.kubectl("cluster1", "-n", "sample", "label", "pod", HELLO_V1, "version-")
+        eventually("the unlabelled pod gone from the ServiceEntry's EDS", lambda: pod_addresses(meshd) == [])
+    finally:
+        meshd.kubectl("cluster1", "-n", "sample", "label", "--overwrite", "pod", HELLO_V1, "version=v1")
+        meshd.kubectl("cluster1", "-n", "sample", "delete", "serviceentry", "hello-pods")
