@@ -17,7 +17,7 @@ use std::{
 use serde::Serialize;
 
 use crate::{
-    istio::{Config, Kind, ObjectMeta, ObjectRef, Warning},
+    istio::{Config, Kind, ObjectMeta, ObjectRef, Spec, Warning},
     model::ClusterId,
 };
 
@@ -275,6 +275,7 @@ impl Store {
 
     /// An immutable view for readers.
     pub fn snapshot(&self, version: u64, changes: ChangeSet) -> ConfigSnapshot {
+        let shadowed = shadowed_sidecars(&self.in_force);
         ConfigSnapshot {
             version,
             in_force: self.in_force.clone(),
@@ -282,16 +283,60 @@ impl Store {
                 .records
                 .iter()
                 .flat_map(|(o, copies)| copies.iter().map(move |(s, r)| (o.clone(), s.clone(), r.clone())))
-                .map(|(object, source, record)| RecordView {
-                    object,
-                    source,
-                    record,
+                .map(|(object, source, mut record)| {
+                    if let Some(w) = shadowed.get(&object).filter(|_| record.ignored.is_none()) {
+                        record.warnings.push(w.clone());
+                    }
+                    RecordView {
+                        object,
+                        source,
+                        record,
+                    }
                 })
                 .collect(),
             sources: self.sources.clone(),
             changes,
         }
     }
+}
+
+/// A cross-object rule no single object can break: a namespace's Sidecars without a `workloadSelector`
+/// beyond the oldest (creation time, then name). istiod applies only the oldest and its analyzer reports
+/// the others (`MultipleSidecarsWithoutWorkloadSelectors`); each of them gets a warning naming it.
+fn shadowed_sidecars(in_force: &BTreeMap<ObjectRef, Arc<Config>>) -> BTreeMap<ObjectRef, Warning> {
+    let mut by_namespace: BTreeMap<&str, Vec<(&ObjectRef, &Config)>> = BTreeMap::new();
+    for (obj, cfg) in in_force.iter().filter(|(o, _)| o.kind == Kind::Sidecar) {
+        if let Spec::Sidecar(sidecar) = &cfg.spec
+            && sidecar.workload_selector.is_none()
+        {
+            by_namespace.entry(&obj.namespace).or_default().push((obj, cfg));
+        }
+    }
+    let mut shadowed = BTreeMap::new();
+    for (namespace, mut sidecars) in by_namespace {
+        sidecars.sort_by(|(_, a), (_, b)| {
+            (a.meta.creation_timestamp.as_deref(), &a.meta.name)
+                .cmp(&(b.meta.creation_timestamp.as_deref(), &b.meta.name))
+        });
+        let Some(((_, oldest), rest)) = sidecars.split_first() else {
+            continue;
+        };
+        for (obj, _) in rest {
+            let message = format!(
+                "namespace {namespace} has several Sidecars without a workloadSelector: only the oldest, {}, \
+                 applies (as in istiod)",
+                oldest.meta.name
+            );
+            shadowed.insert(
+                (*obj).clone(),
+                Warning {
+                    field: "spec.workloadSelector".into(),
+                    message,
+                },
+            );
+        }
+    }
+    shadowed
 }
 
 /// One source's copy of an object, as `/debug/configz` lists it.

@@ -193,3 +193,81 @@ fn snapshots_diff_across_skipped_versions_and_list_by_kind() {
     assert_eq!(v2.of_kind(Kind::VirtualService).count(), 0);
     assert_eq!(v2.all().count(), 2);
 }
+
+/// A namespace-wide Sidecar named `name`, created at `created`.
+fn sidecar(name: &str, created: &str, selector: bool) -> (ObjectRef, ObjectMeta, Parsed) {
+    let mut m = meta(name, "1", Source::Cluster(ClusterId::from("c1")));
+    m.creation_timestamp = Some(created.into());
+    let mut spec = serde_json::json!({"egress": [{"hosts": ["./*"]}]});
+    if selector {
+        spec["workloadSelector"] = serde_json::json!({"labels": {"app": "a"}});
+    }
+    let (cfg, w) = istio::parse(Kind::Sidecar, m.clone(), &spec).expect("valid sidecar");
+    (
+        ObjectRef::new(Kind::Sidecar, "ns1", name),
+        m,
+        Parsed::Valid(Arc::new(cfg), w),
+    )
+}
+
+#[test]
+fn only_the_oldest_namespace_wide_sidecar_applies_and_the_others_are_reported() {
+    let cases: &[(&[(&str, &str, bool)], &[&str])] = &[
+        // One namespace-wide Sidecar, plus one with a selector: nothing to report.
+        (
+            &[
+                ("a", "2026-01-02T00:00:00Z", false),
+                ("b", "2026-01-01T00:00:00Z", true),
+            ],
+            &[],
+        ),
+        // Two: the newer is reported, whatever the names' order.
+        (
+            &[
+                ("a", "2026-01-02T00:00:00Z", false),
+                ("b", "2026-01-01T00:00:00Z", false),
+            ],
+            &["a"],
+        ),
+        // Same creation time: the name decides.
+        (
+            &[
+                ("b", "2026-01-01T00:00:00Z", false),
+                ("a", "2026-01-01T00:00:00Z", false),
+                ("c", "2026-01-03T00:00:00Z", false),
+            ],
+            &["b", "c"],
+        ),
+    ];
+    for (sidecars, want) in cases {
+        let mut store = Store::default();
+        for (name, created, selector) in *sidecars {
+            let (obj, m, p) = sidecar(name, created, *selector);
+            store.apply(cluster(), obj, m, p);
+        }
+        let snap = store.snapshot(1, ChangeSet::default());
+        let reported: Vec<&str> = snap
+            .records
+            .iter()
+            .filter(|r| {
+                r.record
+                    .warnings
+                    .iter()
+                    .any(|w| w.message.contains("several Sidecars"))
+            })
+            .map(|r| &*r.object.name)
+            .collect();
+        assert_eq!(&reported, want, "{sidecars:?}");
+        for r in &snap.records {
+            if let Some(w) = r
+                .record
+                .warnings
+                .iter()
+                .find(|w| w.message.contains("several Sidecars"))
+            {
+                assert_eq!(w.field, "spec.workloadSelector");
+                assert!(w.message.contains("only the oldest"), "{}", w.message);
+            }
+        }
+    }
+}

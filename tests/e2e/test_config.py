@@ -6,6 +6,7 @@ its last valid version; a conflict between the two sources is reported."""
 import json
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -154,3 +155,17 @@ def test_the_same_objects_from_config_dir_give_the_same_configz(tmp_path, mesh):
         assert by_name(istio_config(files))[("DestinationRule", "hello")]["status"] == "valid"
     finally:
         files.stop()
+
+
+def test_a_second_namespace_wide_sidecar_is_reported(mesh):
+    # Cross-object rule: only the oldest Sidecar without a workloadSelector applies in a namespace.
+    wide = "egress: [{hosts: ['./*']}]\n"
+    mesh.kubectl("cluster1", "apply", "-f", "-", stdin=manifest("Sidecar", "wide-old", wide))
+    eventually("wide-old in configz", lambda: ("Sidecar", "wide-old") in by_name(istio_config(mesh)))
+    assert not [r for r in json.loads(analyze(mesh, "-o", "json").stdout) if "several Sidecars" in r["reason"]]
+    time.sleep(1.1)  # creationTimestamp has second resolution
+    mesh.kubectl("cluster1", "apply", "-f", "-", stdin=manifest("Sidecar", "wide-new", wide))
+    rows = eventually("wide-new reported", lambda: [r for r in json.loads(analyze(mesh, "-o", "json").stdout)
+                                                    if "several Sidecars" in r["reason"]])
+    assert [r["name"] for r in rows] == ["sample/wide-new"], rows
+    assert "only the oldest, wide-old, applies" in rows[0]["reason"], rows
