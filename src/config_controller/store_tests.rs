@@ -210,9 +210,12 @@ fn sidecar(name: &str, created: &str, selector: bool) -> (ObjectRef, ObjectMeta,
     )
 }
 
+/// Sidecars (name, creation time, has a selector) and the names that must be reported.
+type SidecarCase<'a> = (&'a [(&'a str, &'a str, bool)], &'a [&'a str]);
+
 #[test]
 fn only_the_oldest_namespace_wide_sidecar_applies_and_the_others_are_reported() {
-    let cases: &[(&[(&str, &str, bool)], &[&str])] = &[
+    let cases: &[SidecarCase] = &[
         // One namespace-wide Sidecar, plus one with a selector: nothing to report.
         (
             &[
