@@ -27,6 +27,7 @@ pub mod signal;
 pub mod start;
 pub mod telemetry;
 pub mod tls;
+pub mod traffic;
 pub mod xds;
 
 #[cfg(test)]
