@@ -14,6 +14,7 @@ pub mod config_controller;
 pub mod drain;
 pub mod intern;
 pub mod istio;
+pub mod kube_errors;
 pub mod leader;
 pub mod metrics;
 pub mod model;
