@@ -13,7 +13,7 @@ use crate::{
     xds::{
         ProxyKind, Subscription, XdsType,
         cache::ResourceCache,
-        generator::{Context, StaticMesh, static_mesh::service},
+        generator::{Context, StaticMesh, scope_of, static_mesh::service},
     },
 };
 
@@ -468,6 +468,7 @@ fn explain_sends_exactly_what_eds_encodes_for_every_proxy_kind() {
                 view: &view,
                 endpoints: &SplitHorizon,
                 cache: &cache,
+                scope: &scope_of(&m, &p),
             };
             for svc in m.services() {
                 for report in explain(&m, &p, svc, None).ports {

@@ -8,6 +8,7 @@ pub mod destination_rule;
 pub mod hosts;
 pub mod peer_authn;
 pub mod policy;
+pub mod sidecar_scope;
 pub mod visibility;
 
 use std::{
@@ -18,6 +19,7 @@ use std::{
 pub use destination_rule::{DrIndex, MergedRule};
 pub use peer_authn::{PaIndex, PeerMode};
 pub use policy::{EffectivePolicy, effective};
+pub use sidecar_scope::{ProxyRef, Scopes, SidecarScope};
 pub use visibility::Visibility;
 
 use crate::{config::MeshConfig, config_controller::ConfigSnapshot, istio::Labels, model::Service};
@@ -64,6 +66,8 @@ pub struct Index {
     pub destination_rules: DrIndex,
     /// PeerAuthentications.
     pub peer_authn: PaIndex,
+    /// Sidecars, and the scopes built from them.
+    pub scopes: Scopes,
 }
 
 impl Default for Index {
@@ -78,6 +82,7 @@ impl Index {
         Self {
             destination_rules: DrIndex::build(config.all(), &settings),
             peer_authn: PaIndex::build(config.all(), &settings),
+            scopes: Scopes::build(&config),
             settings,
             config,
         }
@@ -98,6 +103,18 @@ impl Index {
     ) -> Option<&Arc<MergedRule>> {
         self.destination_rules
             .lookup(&self.settings.root_namespace, proxy_ns, labels, service)
+    }
+
+    /// What `proxy` sees of mesh `version`, whose services (every namespace's copy) `services` lists
+    /// (istiod's `SidecarScope`; built once per distinct scope and version).
+    pub fn scope<'a>(
+        &self,
+        version: u64,
+        proxy: ProxyRef<'_>,
+        services: impl FnOnce() -> Box<dyn Iterator<Item = &'a Service> + 'a>,
+    ) -> Arc<SidecarScope> {
+        self.scopes
+            .scope(version, proxy, &self.config, &self.settings, services)
     }
 
     /// The mTLS mode the workload in `namespace` with `labels` accepts on its target `port`.

@@ -304,7 +304,8 @@ impl SidecarScope {
             })
             .filter(|(c, vs)| {
                 (vs.gateways.is_empty() || vs.gateways.iter().any(|g| g == "mesh"))
-                    && Visibility::of_config(&vs.export_to, &c.meta.namespace, &Visibility::Public).visible_in(ns)
+                    && Visibility::of_config(&vs.export_to, &c.meta.namespace, &Visibility::Public)
+                        .visible_in(ns)
             })
             .collect();
         let egress: Vec<Egress> = spec
@@ -365,13 +366,20 @@ impl SidecarScope {
             for listener in &self.egress {
                 let matched = group
                     .iter()
-                    .filter(|s| listener.port.is_none_or(|p| s.ports.iter().any(|sp| sp.port == p)))
+                    .filter(|s| {
+                        listener
+                            .port
+                            .is_none_or(|p| s.ports.iter().any(|sp| sp.port == p))
+                    })
                     .filter_map(|s| listener.hosts.iter().find(|h| h.imports(s)).map(|h| (*s, h)))
                     .collect::<Vec<_>>();
                 let Some(svc) = prefer(&matched.iter().map(|(s, _)| *s).collect::<Vec<_>>(), &ns) else {
                     continue;
                 };
-                let by = matched.iter().find(|(s, _)| std::ptr::eq(*s, svc)).map(|(_, h)| h.to_string());
+                let by = matched
+                    .iter()
+                    .find(|(s, _)| std::ptr::eq(*s, svc))
+                    .map(|(_, h)| h.to_string());
                 let ports = listener.port.map_or(Ports::All, |p| Ports::Only([p].into()));
                 match &mut found {
                     Some((s, p, _)) if s.namespace == svc.namespace => p.merge(ports),
@@ -407,7 +415,12 @@ impl SidecarScope {
                     let Some(svc) = copies.get(&*host).and_then(|(_, g)| prefer(g, &ns)) else {
                         continue;
                     };
-                    let ports = match d.destination.port.as_ref().and_then(|p| u16::try_from(p.number).ok()) {
+                    let ports = match d
+                        .destination
+                        .port
+                        .as_ref()
+                        .and_then(|p| u16::try_from(p.number).ok())
+                    {
                         Some(p) if svc.ports.iter().any(|sp| sp.port == p) => Ports::Only([p].into()),
                         Some(_) => continue,
                         None => Ports::All,
@@ -437,7 +450,9 @@ impl SidecarScope {
     fn finish(&mut self, copies: &Copies) {
         if let Some(imports) = &self.imports {
             for (host, import) in imports {
-                let (defined, group) = copies.get(&**host).map_or((0, &[][..]), |(n, g)| (*n, g.as_slice()));
+                let (defined, group) = copies
+                    .get(&**host)
+                    .map_or((0, &[][..]), |(n, g)| (*n, g.as_slice()));
                 if defined > 1 {
                     self.choice.insert(host.clone(), import.namespace.clone());
                 }
@@ -463,7 +478,11 @@ impl SidecarScope {
         self.id = if self.imports.is_none() && self.choice.is_empty() && self.invisible.is_empty() {
             format!("{mode}*").into()
         } else {
-            format!("{mode}{}", hash_of(&(&self.imports, &self.choice, &self.invisible))).into()
+            format!(
+                "{mode}{}",
+                hash_of(&(&self.imports, &self.choice, &self.invisible))
+            )
+            .into()
         };
     }
 
@@ -483,6 +502,13 @@ impl SidecarScope {
             (Some(imports), p) => imports.keys().any(|h| p.matches(h)),
             (None, _) => true,
         }
+    }
+
+    /// Whether some service of `namespace` is in scope (the default scope: assumed).
+    pub fn sees_namespace(&self, namespace: &str) -> bool {
+        self.imports
+            .as_ref()
+            .is_none_or(|imports| imports.values().any(|i| &*i.namespace == namespace))
     }
 
     /// Whether a change of `object` (a Sidecar or VirtualService) can change what this proxy gets.

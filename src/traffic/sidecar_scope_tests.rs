@@ -16,11 +16,7 @@ use crate::{
 fn settings(mode: OutboundMode) -> Settings {
     let mut mesh = MeshConfig::default();
     mesh.outbound_traffic_policy.mode = mode;
-    Settings {
-        root_namespace: "istio-system".into(),
-        domain_suffix: "cluster.local".into(),
-        mesh: Arc::new(mesh),
-    }
+    Settings::new(Arc::new(mesh), "cluster.local")
 }
 
 fn object(kind: Kind, ns: &str, name: &str, created: &str, spec: serde_json::Value) -> Arc<Config> {
@@ -48,12 +44,19 @@ fn egress(hosts: &[&str]) -> serde_json::Value {
 }
 
 fn labels(pairs: &[(&str, &str)]) -> Labels {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 /// `name.ns` with one HTTP port 80 (and 9090 when `two_ports`).
 fn svc(name: &str, ns: &str) -> Service {
-    service(name, ns, &[("http", 80, Protocol::Http), ("metrics", 9090, Protocol::Http)])
+    service(
+        name,
+        ns,
+        &[("http", 80, Protocol::Http), ("metrics", 9090, Protocol::Http)],
+    )
 }
 
 fn external(host: &str, ns: &str) -> Service {
@@ -84,7 +87,13 @@ fn build(ns: &str, sc: Option<&Arc<Config>>, vss: &[Arc<Config>], services: &[Se
         labels: &l,
         router: false,
     };
-    SidecarScope::build(proxy, sc.map(|c| &**c), vss, services, &settings(OutboundMode::AllowAny))
+    SidecarScope::build(
+        proxy,
+        sc.map(|c| &**c),
+        vss,
+        services,
+        &settings(OutboundMode::AllowAny),
+    )
 }
 
 fn seen(scope: &SidecarScope, services: &[Service]) -> BTreeSet<String> {
@@ -117,7 +126,10 @@ fn each_egress_host_form_imports_what_istiod_imports() {
         (&["istio-system/*"], &[istiod]),
         (&["~/*"], &[]),
         (&["*/*.example.com"], &[api]),
-        (&["b/*.example.com", "./ratings.a.svc.cluster.local"], &[ratings, api]),
+        (
+            &["b/*.example.com", "./ratings.a.svc.cluster.local"],
+            &[ratings, api],
+        ),
         (&["a/details.b.svc.cluster.local"], &[]),
     ];
     for (hosts, want) in cases {
@@ -127,7 +139,11 @@ fn each_egress_host_form_imports_what_istiod_imports() {
         assert_eq!(scope.sidecar, Some(sc.object_ref()));
     }
     let all = build("a", None, &[], &services);
-    assert_eq!(seen(&all, &services).len(), services.len(), "no Sidecar: everything");
+    assert_eq!(
+        seen(&all, &services).len(),
+        services.len(),
+        "no Sidecar: everything"
+    );
     assert_eq!(&**all.id(), "A*", "nothing hidden: one id for every such proxy");
 }
 
@@ -142,9 +158,21 @@ fn export_to_hides_services_with_and_without_a_sidecar() {
     let services = vec![private, hidden, to_a, svc("public", "b")];
     let everything = sidecar("a", "default", "2024-01-01T00:00:00Z", egress(&["*/*"]));
     let cases = [
-        ("a", None, vec!["shared.b.svc.cluster.local", "public.b.svc.cluster.local"]),
-        ("a", Some(&everything), vec!["shared.b.svc.cluster.local", "public.b.svc.cluster.local"]),
-        ("b", None, vec!["secret.b.svc.cluster.local", "public.b.svc.cluster.local"]),
+        (
+            "a",
+            None,
+            vec!["shared.b.svc.cluster.local", "public.b.svc.cluster.local"],
+        ),
+        (
+            "a",
+            Some(&everything),
+            vec!["shared.b.svc.cluster.local", "public.b.svc.cluster.local"],
+        ),
+        (
+            "b",
+            None,
+            vec!["secret.b.svc.cluster.local", "public.b.svc.cluster.local"],
+        ),
         ("c", None, vec!["public.b.svc.cluster.local"]),
     ];
     for (ns, sc, want) in cases {
@@ -183,18 +211,32 @@ fn sidecar_selection_follows_istiods_precedence() {
     ];
     for (ns, l, want) in cases {
         let got = index.select(ns, &l, "istio-system");
-        assert_eq!(got.map(|c| c.object_ref()), want.map(|c| c.object_ref()), "{ns} {l:?}");
+        assert_eq!(
+            got.map(|c| c.object_ref()),
+            want.map(|c| c.object_ref()),
+            "{ns} {l:?}"
+        );
     }
-    assert!(SidecarIndex::build([&old_default]).select("b", &labels(&[]), "istio-system").is_none());
+    assert!(
+        SidecarIndex::build([&old_default])
+            .select("b", &labels(&[]), "istio-system")
+            .is_none()
+    );
 }
 
 #[test]
 fn a_root_namespace_sidecar_means_the_proxys_namespace_by_dot() {
     let services = mesh_services();
     let root = sidecar("istio-system", "root", "2024-01-01T00:00:00Z", egress(&["./*"]));
-    let scopes = [("a", vec!["reviews.a.svc.cluster.local", "ratings.a.svc.cluster.local"])];
+    let scopes = [(
+        "a",
+        vec!["reviews.a.svc.cluster.local", "ratings.a.svc.cluster.local"],
+    )];
     for (ns, want) in scopes {
-        assert_eq!(seen(&build(ns, Some(&root), &[], &services), &services), set(&want));
+        assert_eq!(
+            seen(&build(ns, Some(&root), &[], &services), &services),
+            set(&want)
+        );
     }
     let b = build("b", Some(&root), &[], &services);
     assert_eq!(
@@ -222,15 +264,11 @@ fn routers_ignore_sidecars() {
 #[test]
 fn one_copy_per_host_own_namespace_then_kubernetes_then_first() {
     let host = "api.example.com";
-    let services = vec![
-        external(host, "a"),
-        external(host, "c"),
-        {
-            let mut k = svc("api", "d");
-            k.hostname = host.into();
-            k
-        },
-    ];
+    let services = vec![external(host, "a"), external(host, "c"), {
+        let mut k = svc("api", "d");
+        k.hostname = host.into();
+        k
+    }];
     let everything = sidecar("a", "default", "2024-01-01T00:00:00Z", egress(&["*/*"]));
     let only_c = sidecar("a", "default", "2024-01-01T00:00:00Z", egress(&["c/*"]));
     let cases = [
@@ -242,7 +280,10 @@ fn one_copy_per_host_own_namespace_then_kubernetes_then_first() {
     for (ns, sc, want) in cases {
         let scope = build(ns, sc, &[], &services);
         assert_eq!(scope.chosen_namespace(host).map(|n| &**n), want, "{ns} {sc:?}");
-        assert!(!scope.services_id().is_empty(), "the copy is part of the CDS/EDS view");
+        assert!(
+            !scope.services_id().is_empty(),
+            "the copy is part of the CDS/EDS view"
+        );
     }
     let single = mesh_services();
     assert!(build("a", None, &[], &single).services_id().is_empty());
@@ -265,8 +306,20 @@ fn virtual_service_destinations_are_imported_trimmed_to_their_ports() {
             json!({"hosts": [host], "http": [{"route": [{"destination": d}]}]}),
         )
     };
-    let selected = vs("a", "to-details", "reviews", "details.b.svc.cluster.local", Some(9090));
-    let other_ns = vs("b", "elsewhere", "details", "istiod.istio-system.svc.cluster.local", None);
+    let selected = vs(
+        "a",
+        "to-details",
+        "reviews",
+        "details.b.svc.cluster.local",
+        Some(9090),
+    );
+    let other_ns = vs(
+        "b",
+        "elsewhere",
+        "details",
+        "istiod.istio-system.svc.cluster.local",
+        None,
+    );
     let scope = build("a", Some(&sc), &[selected.clone(), other_ns.clone()], &services);
     assert_eq!(
         seen(&scope, &services),
@@ -287,7 +340,10 @@ fn virtual_service_destinations_are_imported_trimmed_to_their_ports() {
     assert!(!scope.depends_on(&other_ns.object_ref()), "not selected: no push");
     assert!(scope.depends_on(&sc.object_ref()));
     let default = build("a", None, &[selected.clone(), other_ns.clone()], &services);
-    assert!(default.depends_on(&other_ns.object_ref()), "default scope: every visible VirtualService");
+    assert!(
+        default.depends_on(&other_ns.object_ref()),
+        "default scope: every visible VirtualService"
+    );
 }
 
 #[test]
@@ -308,9 +364,17 @@ fn port_bound_listeners_import_only_services_with_that_port() {
         seen(&scope, &services),
         set(&["reviews.a.svc.cluster.local", "ratings.a.svc.cluster.local"])
     );
-    let ports = |h: &str| scope.trimmed(h).map(|s| s.ports.iter().map(|p| p.port).collect::<Vec<_>>());
+    let ports = |h: &str| {
+        scope
+            .trimmed(h)
+            .map(|s| s.ports.iter().map(|p| p.port).collect::<Vec<_>>())
+    };
     assert_eq!(ports("reviews.a.svc.cluster.local"), Some(vec![9090]));
-    assert_eq!(ports("ratings.a.svc.cluster.local"), None, "the port-less listener imports every port");
+    assert_eq!(
+        ports("ratings.a.svc.cluster.local"),
+        None,
+        "the port-less listener imports every port"
+    );
 }
 
 #[test]
@@ -331,14 +395,28 @@ fn outbound_policy_is_the_sidecars_else_the_mesh_configs() {
     let cases = [
         (None, OutboundMode::AllowAny, OutboundMode::AllowAny),
         (None, OutboundMode::RegistryOnly, OutboundMode::RegistryOnly),
-        (Some(&registry_only), OutboundMode::AllowAny, OutboundMode::RegistryOnly),
+        (
+            Some(&registry_only),
+            OutboundMode::AllowAny,
+            OutboundMode::RegistryOnly,
+        ),
     ];
     for (sc, mesh, want) in cases {
         let scope = SidecarScope::build(proxy, sc.map(|c| &**c), [], &services, &settings(mesh));
         assert_eq!(scope.outbound, want);
     }
-    let scope = SidecarScope::build(proxy, Some(&registry_only), [], &services, &settings(OutboundMode::AllowAny));
-    assert_eq!(seen(&scope, &services), set(&[]), "a Sidecar without egress imports nothing");
+    let scope = SidecarScope::build(
+        proxy,
+        Some(&registry_only),
+        [],
+        &services,
+        &settings(OutboundMode::AllowAny),
+    );
+    assert_eq!(
+        seen(&scope, &services),
+        set(&[]),
+        "a Sidecar without egress imports nothing"
+    );
     assert_eq!(
         scope.hidden("reviews.a.svc.cluster.local", &services[..1]),
         Some(Hidden::NotImported {

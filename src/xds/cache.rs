@@ -12,6 +12,8 @@ use std::{collections::HashMap, sync::Arc};
 
 use parking_lot::Mutex;
 
+use crate::istio::Kind;
+
 use super::{
     Resource, XdsType,
     generator::cds::ClusterRef,
@@ -117,9 +119,11 @@ impl ResourceCache {
         }
     }
 
-    /// Moves the cache to `snapshot`. When it follows the newest version the cache knows and only
-    /// endpoints changed, every entry not about those services stays valid. Idempotent: every stream
-    /// calls it, the first does the work (and is the only one to build the scope).
+    /// Moves the cache to `snapshot`. When it follows the newest version the cache knows and names
+    /// what changed, every entry it does not touch stays valid: with endpoints only, everything but
+    /// those services' EDS; with services and Istio objects, the clusters and endpoints of other hosts
+    /// (listeners and routes are rebuilt once). Idempotent: every stream calls it, the first does the
+    /// work (and is the only one to build the scope).
     pub fn advance(&self, snapshot: &dyn Snapshot) {
         if self.capacity == 0 {
             return;
@@ -130,13 +134,24 @@ impl ResourceCache {
             return;
         }
         let base = inner.newest;
-        if let PushScope::Endpoints(hosts) = scope(snapshot, Some(base)) {
-            for (key, e) in inner.entries.iter_mut().filter(|(_, e)| e.to == base) {
-                let changed = key.ty == XdsType::Endpoint
-                    && ClusterRef::parse(&key.name).is_none_or(|c| hosts.contains(c.hostname()));
-                if !changed {
-                    e.to = version;
-                }
+        let keep: Box<dyn Fn(&CacheKey) -> bool> = match scope(snapshot, Some(base)) {
+            PushScope::Full => Box::new(|_| false),
+            PushScope::Endpoints(hosts) => Box::new(move |key| {
+                key.ty != XdsType::Endpoint
+                    || ClusterRef::parse(&key.name).is_some_and(|c| !hosts.contains(c.hostname()))
+            }),
+            // A PeerAuthentication can change any cluster's mTLS.
+            PushScope::Partial(c) if c.objects.keys().any(|o| o.kind == Kind::PeerAuthentication) => {
+                Box::new(|_| false)
+            }
+            PushScope::Partial(c) => Box::new(move |key| {
+                matches!(key.ty, XdsType::Cluster | XdsType::Endpoint)
+                    && ClusterRef::parse(&key.name).is_some_and(|r| !c.touches(r.hostname()))
+            }),
+        };
+        for (key, e) in inner.entries.iter_mut().filter(|(_, e)| e.to == base) {
+            if keep(key) {
+                e.to = version;
             }
         }
         inner.evict_before(version);

@@ -19,11 +19,13 @@ use tokio::{sync::mpsc, time::Instant};
 use tokio_stream::StreamExt;
 use tracing::{debug, info, warn};
 
+use crate::traffic::SidecarScope;
+
 use super::{
     Error, Proxy, XdsType,
-    generator::{Context, NetworkView, cds},
+    generator::{Context, Mesh, NetworkView, ScopedMesh, cds, scope_of},
     held::Held,
-    push::{PushScope, Snapshot, scope},
+    push::{Push, Recipient, Snapshot, decide, scope},
     resource::{Resource, Subscription},
     server::{Caller, Shared},
     status::{ConnectionStatus, StatusHandle, Watches},
@@ -231,6 +233,8 @@ struct Stream<P: Protocol> {
     /// The snapshot served: responses are built from it, and a newer one's change set applies only
     /// if it follows this one.
     snapshot: Arc<dyn Snapshot>,
+    /// What the proxy sees of `snapshot` (its Sidecar scope); a push compares it with the next one's.
+    scope: Arc<SidecarScope>,
     status: StatusHandle,
     out: Outbox,
     /// Responses sent on the current push version and not yet recorded for push_status, per type.
@@ -299,6 +303,7 @@ pub(crate) async fn run<P: Protocol>(
     shared.metrics.stream_opened();
     let mut stream = Stream::<P> {
         view: NetworkView::of(&proxy),
+        scope: scope_of(snapshot.mesh(), &proxy),
         shared: shared.clone(),
         proxy,
         state,
@@ -382,26 +387,39 @@ impl<P: Protocol> Stream<P> {
     }
 
     /// Moves to a newer snapshot and pushes what it changed for this stream: its change set if the
-    /// stream served the version that set applies to, else everything.
+    /// stream served the version that set applies to (narrowed to what the proxy's scope sees, before
+    /// or after), else everything. A change the proxy cannot see costs it nothing.
     async fn on_snapshot(&mut self, snapshot: Arc<dyn Snapshot>) -> StepResult {
         let (served, version) = (self.snapshot.mesh().version(), snapshot.mesh().version());
         if version <= served {
             return Ok(());
         }
-        let scope = scope(&*snapshot, Some(served));
+        let changes = scope(&*snapshot, Some(served));
         self.shared.push_log.begin(&*snapshot);
         self.shared.cache.advance(&*snapshot);
+        let new_scope = scope_of(snapshot.mesh(), &self.proxy);
+        let recipient = Recipient {
+            kind: self.proxy.kind,
+            namespace: self.proxy.namespace.as_deref().unwrap_or(""),
+            root: &snapshot.mesh().traffic().settings.root_namespace,
+        };
+        let push = decide(&changes, recipient, &self.scope, &new_scope);
         self.snapshot = snapshot;
+        self.scope = new_scope;
+        if push == Push::None {
+            self.status.pushed(version);
+            return Ok(());
+        }
         for ty in XdsType::PUSH_ORDER {
-            match &scope {
-                PushScope::Full => self.respond(ty, Mode::Pushed, None).await?,
-                PushScope::Endpoints(hosts) if ty == XdsType::Endpoint => {
+            match &push {
+                Push::Full => self.respond(ty, Mode::Pushed, None).await?,
+                Push::Endpoints(hosts) if ty == XdsType::Endpoint => {
                     let only = self.watched_clusters_of(hosts);
                     if !only.is_empty() {
                         self.respond(ty, Mode::Pushed, Some(&only)).await?;
                     }
                 }
-                PushScope::Endpoints(_) => {}
+                Push::Endpoints(_) | Push::None => {}
             }
         }
         if let Some(changed_at) = self.snapshot.changed_at() {
@@ -413,13 +431,13 @@ impl<P: Protocol> Stream<P> {
     }
 
     /// EDS names this stream watches that belong to one of `hosts`: looked up per changed service
-    /// port, so a push costs what changed, not what the stream subscribes to.
+    /// port (the copy this proxy sees), so a push costs what changed, not what the stream subscribes to.
     fn watched_clusters_of(&self, hosts: &BTreeSet<crate::model::Hostname>) -> BTreeSet<Arc<str>> {
         let state = self.state.0.lock();
         let Some(sub) = state.subscription(XdsType::Endpoint) else {
             return BTreeSet::new();
         };
-        let mesh = self.snapshot.mesh();
+        let mesh = ScopedMesh::new(self.snapshot.mesh(), &self.scope);
         hosts
             .iter()
             .filter_map(|host| mesh.service(host))
@@ -451,6 +469,7 @@ impl<P: Protocol> Stream<P> {
             view: &self.view,
             endpoints: &*self.shared.endpoints,
             cache: &self.shared.cache,
+            scope: &self.scope,
         };
         let resources = ctx.generate(ty, &sub, only);
         drop(permit);

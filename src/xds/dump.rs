@@ -156,7 +156,7 @@ mod tests {
             AllEndpoints, NetworkView, ProxyKind, Subscription,
             cache::ResourceCache,
             generator::{
-                Context, StaticMesh,
+                Context, StaticMesh, scope_of,
                 static_mesh::{endpoint, proxy, service},
             },
         },
@@ -187,6 +187,7 @@ mod tests {
             view: &NetworkView::default(),
             endpoints: &AllEndpoints,
             cache: &cache,
+            scope: &scope_of(&m, &p),
         };
         let wildcard = Subscription {
             wildcard: true,
@@ -262,6 +263,7 @@ mod tests {
         assert_eq!(
             names,
             [
+                "BlackHoleCluster",
                 "PassthroughCluster",
                 "outbound|5432||db.default.svc.cluster.local",
                 "outbound|80||echo.default.svc.cluster.local"
@@ -272,7 +274,7 @@ mod tests {
                 .iter()
                 .all(|c| c["version_info"].as_str().unwrap().len() == 16)
         );
-        let echo = &active[2]["cluster"];
+        let echo = &active[3]["cluster"];
         assert_eq!(echo["@type"], XdsType::Cluster.url());
         assert_eq!(echo["type"], "EDS", "enums by name");
         assert_eq!(

@@ -10,11 +10,12 @@ use tokio::{sync::watch, time::Instant};
 
 use super::{
     generator::Mesh,
-    push::{PushScope, Snapshot, SnapshotSource},
+    push::{Changes, PushScope, Snapshot, SnapshotSource},
 };
 use crate::{
     aggregate::{ChangeKind, MeshSnapshot, Snapshots},
     model::{Endpoint, NetworkGateway, Service, ServiceKey},
+    traffic::hosts::{HostPattern, resolve},
 };
 
 impl Mesh for MeshSnapshot {
@@ -58,6 +59,16 @@ impl Mesh for MeshSnapshot {
     fn traffic(&self) -> &crate::traffic::Index {
         MeshSnapshot::traffic(self)
     }
+
+    fn all_services(&self) -> Box<dyn Iterator<Item = &Service> + '_> {
+        Box::new(self.services.values().map(|s| &**s))
+    }
+
+    fn service_in(&self, hostname: &str, namespace: &str) -> Option<&Service> {
+        self.services
+            .get(&ServiceKey::new(hostname, namespace))
+            .map(|s| &**s)
+    }
 }
 
 /// Which of the services sharing a host name (in different namespaces) proxies see: a Kubernetes
@@ -79,11 +90,40 @@ impl Snapshot for MeshSnapshot {
 
     fn changes(&self) -> PushScope {
         let changes = &self.changes;
-        if changes.needs_full_push() {
+        if !changes.full.is_empty() {
             return PushScope::Full;
         }
-        debug_assert!(changes.services.values().all(|c| c.kind == ChangeKind::Eds));
-        PushScope::Endpoints(changes.services.keys().map(|k| k.hostname.clone()).collect())
+        if !changes.needs_full_push() {
+            debug_assert!(changes.services.values().all(|c| c.kind == ChangeKind::Eds));
+            return PushScope::Endpoints(changes.services.keys().map(|k| k.hostname.clone()).collect());
+        }
+        let hosts = |kind: ChangeKind| {
+            changes
+                .services
+                .iter()
+                .filter(move |(_, c)| c.kind == kind)
+                .map(|(k, _)| k.hostname.clone())
+                .collect()
+        };
+        let suffix = &self.settings.domain_suffix;
+        let objects = changes
+            .config
+            .objects
+            .iter()
+            .map(|(obj, c)| {
+                let hosts = c
+                    .hosts
+                    .iter()
+                    .map(|h| HostPattern::parse(&resolve(h, &obj.namespace, suffix)))
+                    .collect();
+                (obj.clone(), hosts)
+            })
+            .collect();
+        PushScope::Partial(Arc::new(Changes {
+            endpoints: hosts(ChangeKind::Eds),
+            services: hosts(ChangeKind::Full),
+            objects,
+        }))
     }
 
     fn changed_at(&self) -> Option<Instant> {
@@ -107,11 +147,13 @@ impl SnapshotSource for Snapshots {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
+    use std::collections::{BTreeMap, BTreeSet};
 
     use super::*;
     use crate::{
         aggregate::{ChangeSet, ServiceChange},
+        istio::{Kind, ObjectRef},
+        model::Hostname,
         model::Protocol,
         xds::generator::static_mesh::service,
         xds::push::scope,
@@ -182,7 +224,47 @@ mod tests {
         );
         assert_eq!(scope(&eds, Some(3)), PushScope::Full, "a missed change set");
         assert_eq!(scope(&eds, None), PushScope::Full);
-        assert_eq!(scope(&snapshot(5, 4, ChangeKind::Full), Some(4)), PushScope::Full);
+        let echo = || -> BTreeSet<Hostname> { ["echo.default.svc.cluster.local".into()].into() };
+        let service_changed = PushScope::Partial(Arc::new(Changes {
+            services: echo(),
+            ..Changes::default()
+        }));
+        assert_eq!(scope(&snapshot(5, 4, ChangeKind::Full), Some(4)), service_changed);
+        let mut mesh_wide = snapshot(5, 4, ChangeKind::Eds);
+        mesh_wide
+            .changes
+            .full
+            .insert(crate::aggregate::FullReason::Networks);
+        assert_eq!(scope(&mesh_wide, Some(4)), PushScope::Full);
+    }
+
+    #[test]
+    fn config_hosts_resolve_in_the_objects_namespace() {
+        let mut s = snapshot(5, 4, ChangeKind::Eds);
+        let vs = ObjectRef::new(Kind::VirtualService, "other", "vs");
+        let hosts = ["echo", "*.example.com", "api.example.com"]
+            .map(String::from)
+            .into();
+        s.changes
+            .config
+            .objects
+            .insert(vs.clone(), crate::config_controller::Change { hosts });
+        let want = Changes {
+            endpoints: echo_host(),
+            services: BTreeSet::new(),
+            objects: [(
+                vs,
+                ["*.example.com", "api.example.com", "echo.other.svc.cluster.local"]
+                    .map(HostPattern::parse)
+                    .into(),
+            )]
+            .into(),
+        };
+        assert_eq!(s.changes(), PushScope::Partial(Arc::new(want)));
+    }
+
+    fn echo_host() -> BTreeSet<Hostname> {
+        ["echo.default.svc.cluster.local".into()].into()
     }
 
     #[tokio::test(start_paused = true)]

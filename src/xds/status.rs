@@ -172,6 +172,7 @@ impl PushLog {
         let (reason, endpoints_changed) = match snapshot.changes() {
             PushScope::Full => ("full", Vec::new()),
             PushScope::Endpoints(hosts) => ("endpoints", hosts.into_iter().collect()),
+            PushScope::Partial(c) => ("partial", c.endpoints.iter().cloned().collect()),
         };
         *s = PushStatus {
             version,

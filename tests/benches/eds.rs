@@ -13,7 +13,7 @@ use meshd::{
         NetworkView, Proxy, ProxyKind, Subscription, XdsType,
         cache::ResourceCache,
         generator::{
-            Context, StaticMesh,
+            Context, StaticMesh, scope_of,
             static_mesh::{endpoint, service},
         },
     },
@@ -88,6 +88,7 @@ fn generate(mesh: &StaticMesh, cache: &ResourceCache, ty: XdsType, sub: &Subscri
         view: &view,
         endpoints: &endpoints,
         cache,
+        scope: &scope_of(mesh, &proxy),
     };
     ctx.generate(ty, sub, None).iter().map(|r| r.value().len()).sum()
 }

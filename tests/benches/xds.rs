@@ -10,7 +10,7 @@ use meshd::{
         AllEndpoints, NetworkView, Proxy, ProxyKind, Subscription, XdsType,
         cache::ResourceCache,
         generator::{
-            Context, StaticMesh,
+            Context, StaticMesh, scope_of,
             static_mesh::{endpoint, service},
         },
     },
@@ -55,6 +55,7 @@ fn cds_eds(mesh: &StaticMesh, cache: &ResourceCache) -> usize {
         view: &view,
         endpoints: &AllEndpoints,
         cache,
+        scope: &scope_of(mesh, &p),
     };
     let wildcard = Subscription {
         wildcard: true,

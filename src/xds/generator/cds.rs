@@ -56,6 +56,8 @@ pub const ROOT_CERT: &str = "ROOTCA";
 const SDS_CLUSTER: &str = "sds-grpc";
 /// The sidecar's original-destination cluster for traffic to no known service.
 pub const PASSTHROUGH: &str = "PassthroughCluster";
+/// The sidecar's cluster with no endpoints: where `REGISTRY_ONLY` sends traffic to no known service.
+pub const BLACKHOLE: &str = "BlackHoleCluster";
 
 /// How a cluster's upstream connections are secured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -154,6 +156,7 @@ pub(super) fn all_names(ctx: &Context) -> BTreeSet<Arc<str>> {
         .collect();
     if ctx.proxy.kind == ProxyKind::Sidecar {
         names.insert(PASSTHROUGH.into());
+        names.insert(BLACKHOLE.into());
     }
     if ctx.proxy.is_east_west_gateway() {
         names.extend(ctx.ports().map(|(s, p)| sni_name(p.port, &s.hostname).into()));
@@ -177,6 +180,9 @@ pub(super) fn view_key(ctx: &Context) -> Arc<str> {
 pub(super) fn build(ctx: &Context, name: Arc<str>) -> Option<Resource> {
     if &*name == PASSTHROUGH && ctx.proxy.kind == ProxyKind::Sidecar {
         return Some(Resource::encode(XdsType::Cluster, name, &passthrough_cluster()));
+    }
+    if &*name == BLACKHOLE && ctx.proxy.kind == ProxyKind::Sidecar {
+        return Some(Resource::encode(XdsType::Cluster, name, &blackhole_cluster()));
     }
     let Target {
         service,
@@ -258,6 +264,20 @@ pub fn eds_cluster(name: &str, tls: UpstreamTls, identities: &BTreeSet<Arc<str>>
         }
     }
     cluster
+}
+
+/// istiod's `BlackHoleCluster`: static, no endpoints, so every connection to it fails.
+pub fn blackhole_cluster() -> Cluster {
+    Cluster {
+        name: BLACKHOLE.to_owned(),
+        cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Static as i32)),
+        lb_policy: LbPolicy::RoundRobin as i32,
+        connect_timeout: Some(Duration {
+            seconds: 10,
+            nanos: 0,
+        }),
+        ..Default::default()
+    }
 }
 
 /// The sidecar's catch-all: forwards to the original destination.

@@ -40,6 +40,7 @@ use envoy_types::pb::{
 use super::{Context, Mesh, ads_source, any, cds, eds::socket};
 use crate::xds::{ProxyKind, XdsType, resource::Resource};
 use crate::{
+    config::mesh::OutboundMode,
     model::{Service, ServicePort},
     xds::Proxy,
 };
@@ -106,9 +107,14 @@ pub fn sidecar_listener_names(mesh: &dyn Mesh, proxy: &Proxy) -> BTreeSet<Arc<st
 }
 
 /// One sidecar listener by name.
-pub fn sidecar_listener(mesh: &dyn Mesh, proxy: &Proxy, name: &str) -> Option<Listener> {
+pub fn sidecar_listener(
+    mesh: &dyn Mesh,
+    proxy: &Proxy,
+    name: &str,
+    outbound: OutboundMode,
+) -> Option<Listener> {
     if name == VIRTUAL_OUTBOUND {
-        return Some(virtual_outbound());
+        return Some(virtual_outbound(outbound));
     }
     let (addr, port) = name.rsplit_once('_')?;
     let ip: IpAddr = addr.parse().ok()?;
@@ -190,12 +196,18 @@ pub fn east_west_listener(mesh: &dyn Mesh) -> Listener {
     }
 }
 
-fn virtual_outbound() -> Listener {
+/// istiod's catch-all for connections to no known listener: `PassthroughCluster` under `ALLOW_ANY`,
+/// `BlackHoleCluster` under `REGISTRY_ONLY` (the Sidecar's `outboundTrafficPolicy`, else MeshConfig's).
+fn virtual_outbound(outbound: OutboundMode) -> Listener {
+    let cluster = match outbound {
+        OutboundMode::AllowAny => cds::PASSTHROUGH,
+        OutboundMode::RegistryOnly => cds::BLACKHOLE,
+    };
     Listener {
         name: VIRTUAL_OUTBOUND.to_owned(),
         address: Some(socket(IpAddr::from([0, 0, 0, 0]), VIRTUAL_OUTBOUND_PORT)),
         use_original_dst: Some(BoolValue { value: true }),
-        filter_chains: vec![tcp_chain(VIRTUAL_OUTBOUND, cds::PASSTHROUGH)],
+        filter_chains: vec![tcp_chain(cluster, cluster)],
         traffic_direction: TrafficDirection::Outbound as i32,
         ..Default::default()
     }
@@ -272,7 +284,7 @@ pub(super) fn view_key(ctx: &Context) -> Arc<str> {
 pub(super) fn build(ctx: &Context, name: Arc<str>) -> Option<Resource> {
     let listener = match ctx.proxy.kind {
         ProxyKind::Grpc => grpc_listener(ctx.mesh, ctx.proxy, &name)?,
-        ProxyKind::Sidecar => sidecar_listener(ctx.mesh, ctx.proxy, &name)?,
+        ProxyKind::Sidecar => sidecar_listener(ctx.mesh, ctx.proxy, &name, ctx.scope.outbound)?,
         ProxyKind::Router if ctx.proxy.is_east_west_gateway() && &*name == EAST_WEST_LISTENER => {
             east_west_listener(ctx.mesh)
         }

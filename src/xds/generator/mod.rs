@@ -9,6 +9,7 @@ pub mod cds;
 pub mod eds;
 pub mod lds;
 pub mod rds;
+pub mod scoped;
 #[cfg(any(test, feature = "testing"))]
 pub mod static_mesh;
 
@@ -26,6 +27,7 @@ use super::{
     cache::{CacheKey, ResourceCache},
     resource::{Resource, Subscription},
 };
+pub use scoped::{ScopedMesh, scope_of};
 #[cfg(any(test, feature = "testing"))]
 pub use static_mesh::StaticMesh;
 
@@ -49,6 +51,15 @@ pub trait Mesh: Send + Sync {
     /// The Istio traffic config in force, indexed (none by default: every service with defaults).
     fn traffic(&self) -> &crate::traffic::Index {
         crate::traffic::Index::empty()
+    }
+    /// Every service including each namespace's copy of a host name several define (Sidecar scopes
+    /// choose among them per proxy).
+    fn all_services(&self) -> Box<dyn Iterator<Item = &Service> + '_> {
+        self.services()
+    }
+    /// The copy of `hostname` defined in `namespace`.
+    fn service_in(&self, hostname: &str, namespace: &str) -> Option<&Service> {
+        self.service(hostname).filter(|s| &*s.namespace == namespace)
     }
 }
 
@@ -114,12 +125,29 @@ pub struct Context<'a> {
     pub endpoints: &'a dyn EndpointView,
     /// Encoded resources shared across proxies.
     pub cache: &'a ResourceCache,
+    /// What the proxy sees of the mesh ([`scope_of`]): generation reads `mesh` through it.
+    pub scope: &'a crate::traffic::SidecarScope,
 }
 
 impl<'a> Context<'a> {
     /// The resources of `ty` that `sub` asks for. With `only`, just those names (an endpoint-only push
-    /// regenerates the changed clusters). Names that do not exist are left out.
+    /// regenerates the changed clusters). Names that do not exist, or that the proxy's scope hides, are
+    /// left out.
     pub fn generate(
+        &self,
+        ty: XdsType,
+        sub: &Subscription,
+        only: Option<&BTreeSet<Arc<str>>>,
+    ) -> Vec<Arc<Resource>> {
+        let scoped = ScopedMesh::new(self.mesh, self.scope);
+        Context {
+            mesh: &scoped,
+            ..*self
+        }
+        .generate_scoped(ty, sub, only)
+    }
+
+    fn generate_scoped(
         &self,
         ty: XdsType,
         sub: &Subscription,
@@ -178,11 +206,17 @@ impl<'a> Context<'a> {
 
     /// What besides the name and snapshot a resource depends on.
     fn view_key(&self, ty: XdsType) -> Arc<str> {
-        match ty {
-            XdsType::Endpoint => eds::view_key(self),
-            XdsType::Listener => lds::view_key(self),
-            XdsType::Cluster => cds::view_key(self),
-            XdsType::Route => rds::view_key(self),
+        let (view, scope) = match ty {
+            XdsType::Endpoint => (eds::view_key(self), self.scope.services_id()),
+            XdsType::Listener => (lds::view_key(self), self.scope.id()),
+            XdsType::Cluster => (cds::view_key(self), self.scope.services_id()),
+            XdsType::Route => (rds::view_key(self), self.scope.id()),
+        };
+        // Listener and route sets follow the whole scope; a cluster only which copy of its host it sees.
+        if scope.is_empty() {
+            view
+        } else {
+            format!("{view}|{scope}").into()
         }
     }
 
@@ -475,6 +509,7 @@ mod tests {
                 view: &view,
                 endpoints: &AllEndpoints,
                 cache: &cache,
+                scope: &super::scope_of(&m, &p),
             };
             ctx.generate(XdsType::Cluster, &sub, None)
         };
