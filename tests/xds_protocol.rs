@@ -35,6 +35,7 @@ const OTHER: &str = "outbound|80||other.default.svc.cluster.local";
 const THIRD: &str = "outbound|9090||third.default.svc.cluster.local";
 const MISSING: &str = "outbound|1||missing.default.svc.cluster.local";
 const PASSTHROUGH: &str = "PassthroughCluster";
+const BLACKHOLE: &str = "BlackHoleCluster";
 const ECHO_LISTENER: &str = "echo.default.svc.cluster.local:7070";
 
 /// How long "no response" is awaited.
@@ -159,7 +160,7 @@ async fn sotw_rules() {
             sidecar,
             &[
                 Request(CDS, &["*"]),
-                Expect(CDS, &[ECHO, OTHER, PASSTHROUGH]),
+                Expect(CDS, &[ECHO, OTHER, BLACKHOLE, PASSTHROUGH]),
                 Ack,
                 Quiet,
             ],
@@ -228,7 +229,7 @@ async fn sotw_rules() {
             sidecar,
             &[
                 Request(CDS, &["*"]),
-                Expect(CDS, &[ECHO, OTHER, PASSTHROUGH]),
+                Expect(CDS, &[ECHO, OTHER, BLACKHOLE, PASSTHROUGH]),
                 Ack,
                 Publish(Mesh::EchoScaled),
                 Quiet,
@@ -239,7 +240,7 @@ async fn sotw_rules() {
             sidecar,
             &[
                 Request(CDS, &["*"]),
-                Expect(CDS, &[ECHO, OTHER, PASSTHROUGH]),
+                Expect(CDS, &[ECHO, OTHER, BLACKHOLE, PASSTHROUGH]),
                 Ack,
                 Publish(Mesh::Base),
                 Quiet,
@@ -250,10 +251,10 @@ async fn sotw_rules() {
             sidecar,
             &[
                 Request(CDS, &["*"]),
-                Expect(CDS, &[ECHO, OTHER, PASSTHROUGH]),
+                Expect(CDS, &[ECHO, OTHER, BLACKHOLE, PASSTHROUGH]),
                 Ack,
                 Publish(Mesh::WithThird),
-                Expect(CDS, &[ECHO, OTHER, PASSTHROUGH, THIRD]),
+                Expect(CDS, &[ECHO, OTHER, BLACKHOLE, PASSTHROUGH, THIRD]),
                 Ack,
                 Quiet,
             ],
@@ -425,7 +426,7 @@ async fn delta_rules() {
             "a removed service is removed from CDS",
             &[
                 Subscribe(CDS, &["*"]),
-                Expect(CDS, &[ECHO, OTHER, PASSTHROUGH], &[]),
+                Expect(CDS, &[ECHO, OTHER, BLACKHOLE, PASSTHROUGH], &[]),
                 Ack,
                 Publish(Mesh::WithoutOther),
                 Expect(CDS, &[], &[OTHER]),

@@ -125,6 +125,7 @@ pub struct Harness {
     meshes: Arc<Meshes>,
     tasks: Tasks,
     addr: SocketAddr,
+    registry: prometheus_client::registry::Registry,
 }
 
 impl Harness {
@@ -140,10 +141,11 @@ impl Harness {
             meshes.publish(mesh, PushScope::Full);
         }
         let tasks = Tasks::new();
+        let mut registry = prometheus_client::registry::Registry::default();
         let ads = AdsServer::new(
             meshes.clone(),
             tasks.clone(),
-            Metrics::unregistered(),
+            Metrics::new(&mut registry),
             Arc::new(AllEndpoints),
             XdsLimits::default(),
         );
@@ -164,7 +166,23 @@ impl Harness {
             meshes,
             tasks,
             addr,
+            registry,
         })
+    }
+
+    /// The server's xDS metrics in the text exposition format (what work a push did).
+    pub fn metrics(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("encodes");
+        out
+    }
+
+    /// The value of the sample `name{labels}` (as written in the text format), 0 when absent.
+    pub fn metric(&self, sample: &str) -> f64 {
+        self.metrics()
+            .lines()
+            .find_map(|l| l.strip_prefix(sample)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or(0.0)
     }
 
     /// Where the server listens.
