@@ -371,6 +371,7 @@ pub fn explain_text(e: &Value) -> String {
         },
         s(&e["service"]),
     );
+    out += &scope_text(&e["sidecar"]);
     for port in e["ports"].as_array().into_iter().flatten() {
         out += &format!(
             "\nport {} ({}), EDS cluster {}\n\n  sent:\n",
@@ -427,6 +428,31 @@ pub fn explain_text(e: &Value) -> String {
         ));
     }
     out
+}
+
+/// The Sidecar scope line of `meshctl explain`: which Sidecar applies and whether it hid the service.
+fn scope_text(sc: &Value) -> String {
+    if sc.is_null() {
+        return String::new();
+    }
+    let sidecar = sc["sidecar"]
+        .as_str()
+        .map_or("none (every exported service)".into(), |n| format!("Sidecar {n}"));
+    let mode = sc["outboundTrafficPolicy"].as_str().unwrap_or("-");
+    let fate = match sc["hidden"]["reason"].as_str() {
+        None => "visible".to_owned(),
+        Some("notExported") => "hidden: not exported to the proxy's namespace (exportTo)".to_owned(),
+        Some(_) => {
+            let egress: Vec<&str> = sc["hidden"]["egress"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            format!("hidden: not imported by the egress hosts [{}]", egress.join(", "))
+        }
+    };
+    format!("scope {sidecar}, outbound {mode}: {fate}\n")
 }
 
 /// `region/zone/subzone`, or `-` when unset.
@@ -578,6 +604,31 @@ mod tests {
     }
 
     #[test]
+    fn explain_names_what_a_sidecar_hid() {
+        let report = |sidecar: Value| json!({"proxy": "p", "view": {}, "service": "h", "ports": [], "sidecar": sidecar});
+        let cases = [
+            (
+                json!({"sidecar": null, "outboundTrafficPolicy": "ALLOW_ANY", "visible": true}),
+                "scope none (every exported service), outbound ALLOW_ANY: visible",
+            ),
+            (
+                json!({"sidecar": "a/default", "outboundTrafficPolicy": "REGISTRY_ONLY", "visible": false,
+                       "hidden": {"reason": "notImported", "egress": ["b/echo", "./*"]}}),
+                "scope Sidecar a/default, outbound REGISTRY_ONLY: hidden: not imported by the egress hosts [b/echo, ./*]",
+            ),
+            (
+                json!({"sidecar": null, "outboundTrafficPolicy": "ALLOW_ANY", "visible": false,
+                       "hidden": {"reason": "notExported"}}),
+                "scope none (every exported service), outbound ALLOW_ANY: hidden: not exported to the proxy's namespace (exportTo)",
+            ),
+        ];
+        for (sidecar, want) in cases {
+            let text = explain_text(&report(sidecar));
+            assert_eq!(text.lines().nth(2), Some(want), "{text}");
+        }
+    }
+
+    #[test]
     fn explain_sent_rows_show_kind_locality_weight_and_health() {
         let report = json!({
             "proxy": "p", "view": {"network": "network1", "requestedNetworkView": []}, "service": "h",
@@ -591,6 +642,7 @@ mod tests {
                             "health": "Healthy", "gateway": true}]}],
         });
         let text = explain_text(&report);
+        assert!(!text.contains("scope"), "no scope section, no line");
         let rows: Vec<Vec<&str>> = text
             .lines()
             .skip_while(|l| !l.contains("ADDRESS"))

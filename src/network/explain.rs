@@ -1,14 +1,14 @@
 //! `/debug/explain?proxyID=&service=<host>[:<port>]` (what `meshctl explain` shows): for one connected
 //! proxy and one service, every endpoint the split-horizon filter is given and what it does with it
-//! (direct, through which gateways with what weight, or dropped by which rule), and the endpoints
-//! the proxy is actually sent.
+//! (direct, through which gateways with what weight, or dropped by which rule), the endpoints
+//! the proxy is actually sent, and what its Sidecar scope does with the service (hidden, and why).
 //!
 //! Owns: the pure report. The reasons come from [`split_horizon::explain`] and the sent endpoints
 //! from [`generator::assignment`], the function the EDS generator encodes (split horizon, then the
 //! proxy kind's duplicate handling), so the report cannot drift from EDS.
 //! Does NOT: hold state; it reads the current snapshot and the proxy's connection.
 
-use std::net::IpAddr;
+use std::{net::IpAddr, sync::Arc};
 
 use axum::{
     Json,
@@ -22,10 +22,15 @@ use super::{
     split_horizon::{self, Verdict},
 };
 use crate::{
+    config::mesh::OutboundMode,
     model::{ClusterId, Health, Locality, NetworkGateway, NetworkId, Service, TlsMode},
+    traffic::{
+        SidecarScope,
+        sidecar_scope::{Hidden, Ports, Via},
+    },
     xds::{
         NetworkView, Proxy,
-        generator::{self, Mesh, cds, eds::Assignment},
+        generator::{self, Mesh, ScopedMesh, cds, eds::Assignment, scope_of},
         status::Connections,
     },
 };
@@ -94,8 +99,52 @@ pub struct Explanation {
     pub view: ViewReport,
     /// The service's host name.
     pub service: String,
+    /// What the proxy's Sidecar scope does with the service.
+    pub sidecar: ScopeReport,
     /// One entry per explained port.
     pub ports: Vec<PortReport>,
+}
+
+/// What a proxy's Sidecar scope (istiod's `SidecarScope`) does with one service.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScopeReport {
+    /// The Sidecar in effect, `namespace/name`; none: the default scope (every exported service).
+    pub sidecar: Option<String>,
+    /// Traffic to unknown destinations.
+    pub outbound_traffic_policy: OutboundMode,
+    /// Whether the proxy gets the service at all; when not, it is sent nothing for it.
+    pub visible: bool,
+    /// Why not: not exported to the proxy's namespace, or not imported by the Sidecar's egress hosts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hidden: Option<Hidden>,
+    /// The namespace of the copy the proxy sees, when several namespaces define the host.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<Arc<str>>,
+    /// The ports it sees, when the Sidecar imported only some.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ports: Option<Ports>,
+    /// What imported it: an egress host or a VirtualService.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub via: Option<Via>,
+}
+
+/// The scope section of a report.
+fn scope_report(mesh: &dyn Mesh, scope: &SidecarScope, service: &Service) -> ScopeReport {
+    let host = &*service.hostname;
+    let import = scope.imports().and_then(|i| i.get(host));
+    ScopeReport {
+        sidecar: scope
+            .sidecar
+            .as_ref()
+            .map(|o| format!("{}/{}", o.namespace, o.name)),
+        outbound_traffic_policy: scope.outbound,
+        visible: scope.sees_host(host),
+        hidden: scope.hidden(host, mesh.all_services().filter(|s| &*s.hostname == host)),
+        namespace: scope.chosen_namespace(host).cloned(),
+        ports: import.map(|i| i.ports.clone()).filter(|p| *p != Ports::All),
+        via: import.map(|i| i.via.clone()),
+    }
 }
 
 /// A proxy's network view.
@@ -173,6 +222,9 @@ pub struct SentEndpoint {
 /// The report for `service`, only `port` when given, as `proxy` gets it.
 pub fn explain(mesh: &dyn Mesh, proxy: &Proxy, service: &Service, port: Option<u16>) -> Explanation {
     let view = NetworkView::of(proxy);
+    let scope = scope_of(mesh, proxy);
+    // What EDS reads: a service the scope hides is sent nothing.
+    let scoped = ScopedMesh::new(mesh, &scope);
     let gateways = mesh.gateways();
     let ports = service
         .ports
@@ -198,9 +250,10 @@ pub fn explain(mesh: &dyn Mesh, proxy: &Proxy, service: &Service, port: Option<u
                 .collect();
             let eds_cluster = cds::cluster_name(p.port, &service.hostname);
             // The generator's own function, after the proxy kind's duplicate handling.
-            let sent = generator::assignment(mesh, &SplitHorizon, proxy, &view, eds_cluster.as_str().into())
-                .map(|a| sent(&a, gateways))
-                .unwrap_or_default();
+            let sent =
+                generator::assignment(&scoped, &SplitHorizon, proxy, &view, eds_cluster.as_str().into())
+                    .map(|a| sent(&a, gateways))
+                    .unwrap_or_default();
             PortReport {
                 port: p.port,
                 name: p.name.to_string(),
@@ -218,6 +271,7 @@ pub fn explain(mesh: &dyn Mesh, proxy: &Proxy, service: &Service, port: Option<u
             requested_network_view: view.requested,
         },
         service: service.hostname.to_string(),
+        sidecar: scope_report(mesh, &scope, service),
         ports,
     }
 }

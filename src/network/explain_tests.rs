@@ -540,3 +540,61 @@ fn a_proxy_that_is_not_connected_is_parsed_from_the_query_metadata() {
         .unwrap_err();
     assert!(err.contains("GENERATOR"), "{err}");
 }
+
+// === Sidecar scope ===
+
+#[test]
+fn explain_says_what_a_sidecar_hid_and_sends_nothing_for_it() {
+    use crate::{
+        traffic::tests::config,
+        xds::generator::static_mesh::{endpoint, proxy},
+    };
+    let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+    let mut private = service("secret", "b", &[("http", 80, Protocol::Http)]);
+    private.export_to = crate::model::ExportTo::Namespaces(["b".into()].into());
+    let m = StaticMesh::new(1)
+        .with(
+            service("echo", "b", &[("http", 80, Protocol::Http)]),
+            vec![endpoint(ip("10.0.0.1"), &[("http", 8080)], "c1")],
+        )
+        .with(
+            service("other", "b", &[("http", 80, Protocol::Http)]),
+            vec![endpoint(ip("10.0.0.2"), &[("http", 8080)], "c1")],
+        )
+        .with(private, vec![endpoint(ip("10.0.0.3"), &[("http", 8080)], "c1")])
+        .with_config([config(
+            "Sidecar",
+            "a",
+            "default",
+            "1",
+            "egress: [{hosts: [b/echo.b.svc.cluster.local]}]",
+        )]);
+    let p = proxy(ProxyKind::Sidecar, "a");
+    let report = |host: &str| {
+        let svc = m.service(host).expect("service");
+        serde_json::to_value(explain(&m, &p, svc, None)).unwrap()
+    };
+    let echo = report("echo.b.svc.cluster.local");
+    assert_eq!(echo["sidecar"]["visible"], true);
+    assert_eq!(
+        echo["sidecar"]["via"],
+        serde_json::json!({"egress": "b/echo.b.svc.cluster.local"})
+    );
+    assert_eq!(echo["ports"][0]["sent"].as_array().map(Vec::len), Some(1));
+    let other = report("other.b.svc.cluster.local");
+    assert_eq!(
+        other["sidecar"],
+        serde_json::json!({
+            "sidecar": "a/default", "outboundTrafficPolicy": "ALLOW_ANY", "visible": false,
+            "hidden": {"reason": "notImported", "sidecar": {"kind": "Sidecar", "namespace": "a", "name": "default"},
+                       "egress": ["b/echo.b.svc.cluster.local"]},
+        })
+    );
+    assert_eq!(
+        other["ports"][0]["sent"],
+        serde_json::json!([]),
+        "hidden: nothing sent"
+    );
+    let secret = report("secret.b.svc.cluster.local");
+    assert_eq!(secret["sidecar"]["hidden"]["reason"], "notExported");
+}

@@ -251,6 +251,66 @@ mod tests {
     }
 
     #[test]
+    fn partial_pushes_carry_clusters_of_untouched_hosts_forward() {
+        use crate::{istio::ObjectRef, traffic::hosts::HostPattern, xds::push::Changes};
+        let lds = CacheKey {
+            ty: XdsType::Listener,
+            name: "virtualOutbound".into(),
+            view: "sidecar".into(),
+        };
+        let partial = |objects: Vec<(Kind, &str)>| {
+            let changes = Changes {
+                services: ["a".into()].into(),
+                objects: objects
+                    .into_iter()
+                    .map(|(kind, host)| (ObjectRef::new(kind, "ns", "x"), vec![HostPattern::parse(host)]))
+                    .collect(),
+                ..Changes::default()
+            };
+            PushScope::Partial(Arc::new(changes))
+        };
+        // (what changed, keys kept from version 1 to 2)
+        let cases = [
+            (partial(vec![]), vec!["b", "c"]),
+            (partial(vec![(Kind::DestinationRule, "*.c")]), vec!["b"]),
+            (partial(vec![(Kind::VirtualService, "b")]), vec!["c"]),
+            (partial(vec![(Kind::PeerAuthentication, "")]), vec![]),
+        ];
+        for (changes, kept) in cases {
+            let c = ResourceCache::new(10, None);
+            for host in ["a", "b", "x.c"] {
+                c.get_or_insert(eds(host), 1, || build(host));
+                c.get_or_insert(key(&format!("outbound|80||{host}")), 1, || build(host));
+            }
+            c.get_or_insert(lds.clone(), 1, || build("l"));
+            c.advance(&StaticMesh::new(2).after(1, changes.clone()));
+            let mut got = vec![];
+            for (host, label) in [("a", "a"), ("b", "b"), ("x.c", "c")] {
+                let (mut e, mut k) = (true, true);
+                c.get_or_insert(eds(host), 2, || {
+                    e = false;
+                    build(host)
+                });
+                c.get_or_insert(key(&format!("outbound|80||{host}")), 2, || {
+                    k = false;
+                    build(host)
+                });
+                assert_eq!(e, k, "{changes:?}: EDS and CDS of {host} alike");
+                if e {
+                    got.push(label);
+                }
+            }
+            assert_eq!(got, kept, "{changes:?}");
+            let mut listener = true;
+            c.get_or_insert(lds.clone(), 2, || {
+                listener = false;
+                build("l")
+            });
+            assert!(!listener, "listeners are rebuilt once");
+        }
+    }
+
+    #[test]
     fn caches_absence_and_respects_capacity() {
         let c = ResourceCache::new(1, None);
         assert!(c.get_or_insert(key("missing"), 1, || None).is_none());

@@ -1,7 +1,8 @@
 //! The xDS debug endpoints in istiod's JSON shapes, so `istioctl`-style tooling and `meshctl` read
 //! them: `/debug/adsz` (connected clients), `/debug/syncz` (per proxy and type: nonces sent and
 //! ACKed, last NACK), `/debug/config_dump?proxyID=` (what a proxy was last sent, as Envoy's admin
-//! `ConfigDump`), `/debug/push_status` (the latest push), and meshd's own `/debug/connections`.
+//! `ConfigDump`), `/debug/push_status` (the latest push), `/debug/sidecarz?proxyID=` (the proxy's
+//! Sidecar scope), and meshd's own `/debug/connections`.
 //!
 //! Owns: pure views over [`ConnectionStatus`] lists and the routes serving them. Does NOT: decide who
 //! may call (the admin middleware does; `config_dump` only checks the namespace it was handed).
@@ -19,8 +20,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{
-    AdsServer, ProxyKind, Resource, XdsType,
+    AdsServer, Proxy, ProxyKind, Resource, XdsType,
     dump::{self, Section},
+    generator::{Mesh, ScopedMesh, scope_of},
     status::ConnectionStatus,
 };
 use crate::admin::{self, DebugCaller};
@@ -34,6 +36,7 @@ pub fn routes(debug: admin::Debug, ads: &AdsServer) -> admin::Debug {
         ads.connections(),
     );
     let log = ads.push_log();
+    let ads = ads.clone();
     debug
         .route(
             "/debug/adsz",
@@ -58,6 +61,26 @@ pub fn routes(debug: admin::Debug, ads: &AdsServer) -> admin::Debug {
             "/debug/push_status",
             "the latest push: when, why, proxies pushed, responses and NACKs per type",
             get(move || async move { Json(log.current()) }),
+        )
+        .route(
+            "/debug/sidecarz",
+            "?proxyID=: the proxy's Sidecar scope: the Sidecar applied, outbound policy, services it sees and why",
+            get(move |Query(q): Query<ProxyQuery>| async move {
+                let snapshot = ads.snapshot();
+                let conns = ads.connections().list();
+                let proxy = conns
+                    .iter()
+                    .filter_map(|c| c.proxy.as_ref())
+                    .find(|p| *p.id == *q.proxy_id);
+                match (proxy, snapshot) {
+                    (Some(p), Some(s)) => Json(sidecarz(s.mesh(), p)).into_response(),
+                    _ => (
+                        StatusCode::NOT_FOUND,
+                        format!("proxy {:?} is not connected\n", q.proxy_id),
+                    )
+                        .into_response(),
+                }
+            }),
         )
         .route(
             "/debug/connections",
@@ -193,6 +216,37 @@ pub fn syncz(conns: &[Arc<ConnectionStatus>]) -> Vec<Value> {
         .collect()
 }
 
+/// `/debug/sidecarz?proxyID=`: what `proxy` sees of `mesh` (istiod's SidecarScope view): the Sidecar in
+/// effect (`null`: the default scope), the outbound policy, the egress hosts, every service it sees
+/// with the ports it sees and why (`via`: the egress host or VirtualService that imported it; absent
+/// without a Sidecar), and the VirtualServices a change of which pushes it.
+pub fn sidecarz(mesh: &dyn Mesh, proxy: &Proxy) -> Value {
+    let scope = scope_of(mesh, proxy);
+    let scoped = ScopedMesh::new(mesh, &scope);
+    let services: Vec<Value> = scoped
+        .services()
+        .map(|s| {
+            json!({
+                "hostname": s.hostname,
+                "namespace": s.namespace,
+                "ports": s.ports.iter().map(|p| p.port).collect::<Vec<_>>(),
+                "via": scope.imports().and_then(|i| i.get(&*s.hostname)).map(|i| &i.via),
+            })
+        })
+        .collect();
+    let name = |o: &crate::istio::ObjectRef| format!("{}/{}", o.namespace, o.name);
+    json!({
+        "proxyID": proxy.id,
+        "version": mesh.version(),
+        "namespace": scope.namespace,
+        "sidecar": scope.sidecar.as_ref().map(name),
+        "outboundTrafficPolicy": {"mode": scope.outbound},
+        "egressHosts": scope.egress_hosts(),
+        "services": services,
+        "virtualServices": scope.virtual_services().iter().map(name).collect::<Vec<_>>(),
+    })
+}
+
 /// istiod's `NodeType` names.
 fn proxy_type(kind: ProxyKind) -> &'static str {
     match kind {
@@ -243,5 +297,55 @@ fn config_dump(conns: &[Arc<ConnectionStatus>], proxy_id: &str, caller: &DebugCa
     match dump::render(&sections) {
         Ok(json) => ([(header::CONTENT_TYPE, "application/json")], json).into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        model::Protocol,
+        traffic::tests::config,
+        xds::generator::{
+            StaticMesh,
+            static_mesh::{proxy, service},
+        },
+    };
+
+    #[test]
+    fn sidecarz_shows_the_scope_a_proxy_is_served() {
+        let mesh = StaticMesh::new(3)
+            .with(
+                service("echo", "default", &[("http", 80, Protocol::Http)]),
+                vec![],
+            )
+            .with(
+                service("other", "default", &[("http", 80, Protocol::Http)]),
+                vec![],
+            )
+            .with_config([config(
+                "Sidecar",
+                "app",
+                "default",
+                "1",
+                "egress: [{hosts: [default/echo.default.svc.cluster.local]}]\n\
+                 outboundTrafficPolicy: {mode: REGISTRY_ONLY}",
+            )]);
+        let scoped = sidecarz(&mesh, &proxy(ProxyKind::Sidecar, "app"));
+        assert_eq!(
+            scoped,
+            json!({
+                "proxyID": "p", "version": 3, "namespace": "app", "sidecar": "app/default",
+                "outboundTrafficPolicy": {"mode": "REGISTRY_ONLY"},
+                "egressHosts": ["default/echo.default.svc.cluster.local"],
+                "services": [{"hostname": "echo.default.svc.cluster.local", "namespace": "default",
+                              "ports": [80], "via": {"egress": "default/echo.default.svc.cluster.local"}}],
+                "virtualServices": [],
+            })
+        );
+        let default = sidecarz(&mesh, &proxy(ProxyKind::Sidecar, "elsewhere"));
+        assert_eq!(default["sidecar"], Value::Null);
+        assert_eq!(default["outboundTrafficPolicy"]["mode"], "ALLOW_ANY");
+        assert_eq!(default["services"].as_array().map(Vec::len), Some(2));
     }
 }

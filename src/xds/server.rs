@@ -177,6 +177,12 @@ impl AdsServer {
         self.shared.connections.clone()
     }
 
+    /// The newest snapshot streams serve (`None` before the first), for debug views that compute what
+    /// a proxy gets from it.
+    pub fn snapshot(&self) -> Option<Arc<dyn super::Snapshot>> {
+        self.shared.snapshots.load()
+    }
+
     /// What the latest push did, for debug.
     pub fn push_log(&self) -> PushLog {
         self.shared.push_log.clone()
