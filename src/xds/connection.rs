@@ -25,7 +25,7 @@ use super::{
     Error, Proxy, XdsType,
     generator::{Context, Mesh, NetworkView, ScopedMesh, cds, scope_of},
     held::Held,
-    push::{Push, Recipient, Snapshot, decide, scope},
+    push::{Push, PushScope, Recipient, Snapshot, decide, scope},
     resource::{Resource, Subscription},
     server::{Caller, Shared},
     status::{ConnectionStatus, StatusHandle, Watches},
@@ -397,7 +397,11 @@ impl<P: Protocol> Stream<P> {
         let changes = scope(&*snapshot, Some(served));
         self.shared.push_log.begin(&*snapshot);
         self.shared.cache.advance(&*snapshot);
-        let new_scope = scope_of(snapshot.mesh(), &self.proxy);
+        // Endpoints alone change no scope: keep it rather than rebuild it for every endpoint change.
+        let new_scope = match &changes {
+            PushScope::Endpoints(_) => self.scope.clone(),
+            PushScope::Full | PushScope::Partial(_) => scope_of(snapshot.mesh(), &self.proxy),
+        };
         let recipient = Recipient {
             kind: self.proxy.kind,
             namespace: self.proxy.namespace.as_deref().unwrap_or(""),
