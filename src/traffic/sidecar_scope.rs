@@ -308,9 +308,19 @@ impl SidecarScope {
                         .visible_in(ns)
             })
             .collect();
+        // A Sidecar without egress listeners imports `*/*` (istiod's default listener).
+        let default_egress = [crate::istio::sidecar::EgressListener {
+            hosts: vec!["*/*".into()],
+            ..Default::default()
+        }];
         let egress: Vec<Egress> = spec
             .map(|sc| {
-                sc.egress
+                let listeners = if sc.egress.is_empty() {
+                    &default_egress[..]
+                } else {
+                    &sc.egress[..]
+                };
+                listeners
                     .iter()
                     .map(|l| Egress {
                         port: l
@@ -398,32 +408,37 @@ impl SidecarScope {
                 );
             }
         }
-        let hosts: Vec<&EgressHost> = self.egress.iter().flat_map(|l| &l.hosts).collect();
-        for (c, vs) in vss {
-            let vs_ns = &*c.meta.namespace;
-            let selected = vs.hosts.iter().any(|h| {
-                let h = resolve(h, vs_ns, &settings.domain_suffix);
-                hosts.iter().any(|e| e.selects(vs_ns, &h))
-            });
-            if !selected {
-                continue;
-            }
-            let object = c.object_ref();
-            for route in &vs.http {
-                for d in &route.route {
+        // Per egress listener, as istiod: the VirtualServices its hosts select, and their destinations
+        // (trimmed to the listener's port, else to the destination's).
+        for listener in &self.egress {
+            for (c, vs) in vss {
+                let vs_ns = &*c.meta.namespace;
+                let selected = vs.hosts.iter().any(|h| {
+                    let h = resolve(h, vs_ns, &settings.domain_suffix);
+                    listener.hosts.iter().any(|e| e.selects(vs_ns, &h))
+                });
+                if !selected {
+                    continue;
+                }
+                let object = c.object_ref();
+                for d in vs.http.iter().flat_map(|r| &r.route) {
                     let host = resolve(&d.destination.host, vs_ns, &settings.domain_suffix);
-                    let Some(svc) = copies.get(&*host).and_then(|(_, g)| prefer(g, &ns)) else {
+                    // The proxy's namespace's copy, else the first visible namespace (istiod's
+                    // `pickFirstVisibleNamespace`).
+                    let group = copies.get(&*host).map_or(&[][..], |(_, g)| g.as_slice());
+                    let Some(svc) = group.iter().find(|s| s.namespace == ns).or(group.first()) else {
                         continue;
                     };
-                    let ports = match d
+                    let has = |p: u16| svc.ports.iter().any(|sp| sp.port == p);
+                    let port = d
                         .destination
                         .port
                         .as_ref()
-                        .and_then(|p| u16::try_from(p.number).ok())
-                    {
-                        Some(p) if svc.ports.iter().any(|sp| sp.port == p) => Ports::Only([p].into()),
-                        Some(_) => continue,
-                        None => Ports::All,
+                        .and_then(|p| u16::try_from(p.number).ok());
+                    let ports = match (listener.port, port) {
+                        (Some(p), _) | (None, Some(p)) if has(p) => Ports::Only([p].into()),
+                        (Some(_), _) | (None, Some(_)) => continue,
+                        (None, None) => Ports::All,
                     };
                     match imports.get_mut(&*host) {
                         Some(i) if i.namespace == svc.namespace => i.ports.merge(ports),
@@ -440,8 +455,8 @@ impl SidecarScope {
                         }
                     }
                 }
+                self.virtual_services.insert(object);
             }
-            self.virtual_services.insert(object);
         }
         self.imports = Some(imports);
     }

@@ -413,17 +413,21 @@ fn outbound_policy_is_the_sidecars_else_the_mesh_configs() {
         &settings(OutboundMode::AllowAny),
     );
     assert_eq!(
-        seen(&scope, &services),
-        set(&[]),
-        "a Sidecar without egress imports nothing"
+        seen(&scope, &services).len(),
+        services.len(),
+        "a Sidecar without egress imports */* (istiod's default listener)"
     );
+    assert_eq!(scope.egress_hosts(), ["*/*"]);
+    let only_a = sidecar("a", "default", "2024-01-01T00:00:00Z", egress(&["./*"]));
+    let scope = build("a", Some(&only_a), &[], &services);
     assert_eq!(
-        scope.hidden("reviews.a.svc.cluster.local", &services[..1]),
+        scope.hidden("details.b.svc.cluster.local", &services[2..3]),
         Some(Hidden::NotImported {
-            sidecar: registry_only.object_ref(),
-            egress: vec![]
+            sidecar: only_a.object_ref(),
+            egress: vec!["a/*".into()]
         })
     );
+    assert_eq!(scope.hidden("reviews.a.svc.cluster.local", &services[..1]), None);
 }
 
 #[test]
@@ -444,4 +448,34 @@ fn scopes_are_built_once_per_key_and_version() {
     assert!(Arc::ptr_eq(&a, &b));
     let c = scopes.scope(2, proxy, &config, &s, list);
     assert!(!Arc::ptr_eq(&a, &c), "a new mesh version builds anew");
+}
+
+#[test]
+fn a_port_bound_listeners_virtual_services_import_destinations_on_its_port() {
+    let services = mesh_services();
+    let sc = sidecar(
+        "a",
+        "default",
+        "2024-01-01T00:00:00Z",
+        json!({"egress": [{"port": {"number": 9090, "protocol": "HTTP", "name": "m"}, "hosts": ["./reviews.a.svc.cluster.local"]}]}),
+    );
+    let vs = object(
+        Kind::VirtualService,
+        "a",
+        "to-details",
+        "2024-01-01T00:00:00Z",
+        json!({"hosts": ["reviews"], "http": [{"route": [{"destination": {"host": "details.b.svc.cluster.local", "port": {"number": 80}}}]}]}),
+    );
+    let scope = build("a", Some(&sc), &[vs], &services);
+    let ports = |h: &str| {
+        scope
+            .trimmed(h)
+            .map(|s| s.ports.iter().map(|p| p.port).collect::<Vec<_>>())
+    };
+    assert_eq!(ports("reviews.a.svc.cluster.local"), Some(vec![9090]));
+    assert_eq!(
+        ports("details.b.svc.cluster.local"),
+        Some(vec![9090]),
+        "the listener's port, not the destination's (istiod's serviceMatchingListenerPort)"
+    );
 }

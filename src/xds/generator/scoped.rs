@@ -76,3 +76,133 @@ pub fn scope_of(mesh: &dyn Mesh, proxy: &Proxy) -> Arc<SidecarScope> {
     };
     mesh.traffic().scope(mesh.version(), who, || mesh.all_services())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::{collections::BTreeSet, net::IpAddr};
+
+    use envoy_types::pb::envoy::{
+        config::listener::v3::{Listener, filter::ConfigType},
+        extensions::filters::network::tcp_proxy::v3::{TcpProxy, tcp_proxy::ClusterSpecifier},
+    };
+    use prost::Message;
+
+    use super::*;
+    use crate::{
+        model::Protocol,
+        traffic::tests::config,
+        xds::{
+            XdsType,
+            cache::ResourceCache,
+            generator::{
+                AllEndpoints, Context, NetworkView, StaticMesh,
+                static_mesh::{endpoint, proxy, service},
+            },
+            resource::Subscription,
+        },
+    };
+
+    fn mesh(sidecar: &str) -> StaticMesh {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        StaticMesh::new(1)
+            .with(
+                service(
+                    "echo",
+                    "b",
+                    &[("http", 80, Protocol::Http), ("grpc", 7070, Protocol::Grpc)],
+                ),
+                vec![endpoint(ip("10.0.0.1"), &[("http", 8080)], "c1")],
+            )
+            .with(
+                service("other", "b", &[("http", 80, Protocol::Http)]),
+                vec![endpoint(ip("10.0.0.2"), &[("http", 8080)], "c1")],
+            )
+            .with_config([config("Sidecar", "a", "default", "1", sidecar)])
+    }
+
+    #[test]
+    fn a_scoped_mesh_lists_and_finds_only_what_the_scope_shows() {
+        let m = mesh(
+            "egress: [{port: {number: 7070, protocol: GRPC, name: g}, hosts: [b/echo.b.svc.cluster.local]}]",
+        );
+        let p = proxy(ProxyKind::Sidecar, "a");
+        let scope = scope_of(&m, &p);
+        let scoped = ScopedMesh::new(&m, &scope);
+        let listed: Vec<(String, Vec<u16>)> = scoped
+            .services()
+            .map(|s| (s.hostname.to_string(), s.ports.iter().map(|p| p.port).collect()))
+            .collect();
+        assert_eq!(listed, [("echo.b.svc.cluster.local".to_owned(), vec![7070])]);
+        assert!(scoped.service("other.b.svc.cluster.local").is_none(), "hidden");
+        let echo = scoped.service("echo.b.svc.cluster.local").expect("imported");
+        assert_eq!(scoped.endpoints(echo).count(), 1, "endpoints of the trimmed copy");
+        let everything = scope_of(&m, &proxy(ProxyKind::Router, "a"));
+        assert_eq!(
+            ScopedMesh::new(&m, &everything).services().count(),
+            2,
+            "routers ignore Sidecars"
+        );
+    }
+
+    /// The cluster `virtualOutbound` sends unknown destinations to, and the wildcard CDS names.
+    fn catch_all(m: &StaticMesh) -> (String, BTreeSet<String>) {
+        let p = proxy(ProxyKind::Sidecar, "a");
+        let (cache, view) = (ResourceCache::new(10, None), NetworkView::default());
+        let ctx = Context {
+            mesh: m,
+            proxy: &p,
+            view: &view,
+            endpoints: &AllEndpoints,
+            cache: &cache,
+            scope: &scope_of(m, &p),
+        };
+        let wildcard = Subscription {
+            wildcard: true,
+            names: Default::default(),
+        };
+        let clusters = ctx.generate(XdsType::Cluster, &wildcard, None);
+        let listeners = ctx.generate(XdsType::Listener, &wildcard, None);
+        let outbound = listeners
+            .iter()
+            .find(|r| &*r.name == "virtualOutbound")
+            .expect("virtualOutbound");
+        let listener = Listener::decode(outbound.value()).expect("listener");
+        let any = listener.filter_chains[0].filters[0].config_type.clone();
+        let Some(ConfigType::TypedConfig(any)) = any else {
+            panic!("typed config");
+        };
+        let tcp = TcpProxy::decode(any.value.as_slice()).expect("tcp proxy");
+        let Some(ClusterSpecifier::Cluster(c)) = tcp.cluster_specifier else {
+            panic!("cluster");
+        };
+        assert_eq!(tcp.stat_prefix, c, "istiod's stat prefix is the cluster");
+        (c, clusters.iter().map(|r| r.name.to_string()).collect())
+    }
+
+    #[test]
+    fn registry_only_sends_unknown_destinations_to_the_black_hole() {
+        let cases = [
+            ("outboundTrafficPolicy: {mode: REGISTRY_ONLY}", "BlackHoleCluster"),
+            ("outboundTrafficPolicy: {mode: ALLOW_ANY}", "PassthroughCluster"),
+        ];
+        for (sidecar, want) in cases {
+            let (cluster, clusters) = catch_all(&mesh(sidecar));
+            assert_eq!(cluster, want, "{sidecar}");
+            assert!(
+                ["BlackHoleCluster", "PassthroughCluster"]
+                    .iter()
+                    .all(|c| clusters.contains(*c)),
+                "both catch-alls are always sent: {clusters:?}"
+            );
+        }
+        let mut registry_only = crate::config::MeshConfig::default();
+        registry_only.outbound_traffic_policy.mode = crate::config::mesh::OutboundMode::RegistryOnly;
+        let m = StaticMesh::new(1).with_mesh_config(registry_only);
+        assert_eq!(
+            catch_all(&m).0,
+            "BlackHoleCluster",
+            "MeshConfig's mode without a Sidecar"
+        );
+        assert_eq!(catch_all(&StaticMesh::new(1)).0, "PassthroughCluster");
+    }
+}
