@@ -196,3 +196,25 @@ async fn a_proxy_without_a_sidecar_is_pushed_what_it_sees() {
     assert!(cache_reads(&h) > reads, "generated");
     assert_eq!(assignments(&eds), set(&[THIRD]));
 }
+
+#[tokio::test]
+async fn a_narrowed_sidecar_removes_what_it_no_longer_imports_over_delta() {
+    let h = Harness::start(mesh(1, &["default/*"])).await.expect("harness");
+    let mut c = h.delta(harness::sidecar("client", "app")).await.expect("client");
+    c.subscribe(XdsType::Cluster, &["*"]).expect("send");
+    let cds = c.recv().await.expect("CDS");
+    let names: BTreeSet<String> = cds.resources.iter().map(|r| r.name.clone()).collect();
+    assert_eq!(
+        names,
+        set(&["BlackHoleCluster", "PassthroughCluster", ECHO, OTHER, THIRD])
+    );
+    c.ack(&cds).expect("ack");
+    let narrowed = Changes {
+        objects: [(ObjectRef::new(Kind::Sidecar, "app", "default"), vec![])].into(),
+        ..Changes::default()
+    };
+    h.publish(mesh(1, TWO), PushScope::Partial(Arc::new(narrowed)));
+    let cds = c.recv().await.expect("CDS after narrowing");
+    assert!(cds.resources.is_empty(), "nothing else changed");
+    assert_eq!(cds.removed_resources, [THIRD]);
+}
