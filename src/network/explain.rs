@@ -179,7 +179,8 @@ pub fn explain(mesh: &dyn Mesh, proxy: &Proxy, service: &Service, port: Option<u
         .iter()
         .filter(|p| port.is_none_or(|want| want == p.port))
         .map(|p| {
-            let endpoints = split_horizon::explain(mesh.endpoints(service), gateways, p, &view)
+            let q = generator::EndpointQuery::all(service, p, &view);
+            let endpoints = split_horizon::explain(mesh.endpoints(service), gateways, &q)
                 .into_iter()
                 .map(|(ep, verdict)| EndpointReport {
                     address: ep.address,

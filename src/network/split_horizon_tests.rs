@@ -12,8 +12,17 @@ use crate::{
     },
 };
 
+fn svc() -> Service {
+    service("hello", "sample", &[("http", 5000, Protocol::Http)])
+}
+
 fn port() -> ServicePort {
-    service("hello", "sample", &[("http", 5000, Protocol::Http)]).ports[0].clone()
+    svc().ports[0].clone()
+}
+
+/// Every endpoint of the port, no policy: today's rules.
+fn all<'q>(svc: &'q Service, view: &'q NetworkView) -> EndpointQuery<'q> {
+    EndpointQuery::all(svc, &svc.ports[0], view)
 }
 
 /// `ep("10.0.0.1", "net-a", "ca", "z1", mtls, healthy)`; an empty network is the unnamed one.
@@ -66,7 +75,8 @@ fn view(network: &str, requested: &[&str]) -> NetworkView {
 fn render(eps: &[Endpoint], gws: &[NetworkGateway], view: &NetworkView, dups: Duplicates) -> Vec<String> {
     let mut sorted = gws.to_vec();
     sorted.sort();
-    let out = filter(eps, &sorted, &port(), view);
+    let s = svc();
+    let out = filter(eps, &sorted, &all(&s, view));
     let a = eds::assignment("c".into(), &port(), out.iter().map(|e| &**e), dups);
     let mut lines = Vec::new();
     for g in &a.localities {
@@ -364,7 +374,7 @@ fn weights_past_uint32_are_divided_down_in_proportion() {
         gw("net-b", Some("cb"), "192.0.2.1"),
         gw("net-b", Some("cb"), "192.0.2.2"),
     ];
-    let out = filter([&big], &gws, &port(), &view("net-a", &[]));
+    let out = filter([&big], &gws, &all(&svc(), &view("net-a", &[])));
     let weights: Vec<u32> = out.iter().map(|e| e.weight).collect();
     assert_eq!(weights, [1 << 30, 1 << 30]);
 }
@@ -384,7 +394,8 @@ fn a_gateway_count_lcm_past_uint32_keeps_weights_valid_and_proportional() {
         ep("10.2.0.2", "net-b", "cb", "z1", true, true),
     ];
     let v = view("net-a", &[]);
-    let out = filter(&eps, &gws, &port(), &v);
+    let s = svc();
+    let out = filter(&eps, &gws, &all(&s, &v));
     let weights: Vec<(String, u32)> = out.iter().map(|e| (e.address.to_string(), e.weight)).collect();
     let local = u32::try_from(6_469_693_230u64 / 7).unwrap();
     assert_eq!(
@@ -397,7 +408,7 @@ fn a_gateway_count_lcm_past_uint32_keeps_weights_valid_and_proportional() {
     );
     assert!(weights.iter().map(|(_, w)| u64::from(*w)).sum::<u64>() <= u64::from(u32::MAX));
     // `meshctl explain` reports the weights EDS sends.
-    let explained: Vec<u32> = explain(&eps, &gws, &port(), &v)
+    let explained: Vec<u32> = explain(&eps, &gws, &all(&s, &v))
         .into_iter()
         .map(|(_, verdict)| match verdict {
             Verdict::Direct { weight, .. } => weight,

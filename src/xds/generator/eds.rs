@@ -1,9 +1,10 @@
-//! EDS: one `ClusterLoadAssignment` per `outbound|port||host` cluster.
+//! EDS: one `ClusterLoadAssignment` per `outbound|port|subset|host` cluster.
 //!
-//! Owns: grouping a service port's endpoints by locality (each group weighted by the sum of its
-//! endpoint weights, which gRPC requires), health mapping, `istio` endpoint metadata and a
-//! deterministic order. Does NOT: choose which endpoints a proxy sees (the [`super::EndpointView`]
-//! hook does, before this runs) or set priorities (everything is priority 0).
+//! Owns: grouping a service port's endpoints by locality and priority (each group weighted by the
+//! sum of its endpoint weights, which gRPC requires), gRPC's duplicate merge, renumbering priorities
+//! without gaps, health mapping, `istio` endpoint metadata and a deterministic order. Does NOT:
+//! choose which endpoints a proxy sees (the [`super::EndpointView`] hook does, before this runs) or
+//! decide priorities and locality weights ([`super::locality`]).
 //!
 //! The assignment is first built as a plain, hashable [`Assignment`]: its hash is the resource
 //! version, because the encoded proto holds protobuf maps that prost encodes in `HashMap` order.
@@ -40,12 +41,14 @@ pub struct Assignment {
     pub localities: Vec<LocalityGroup>,
 }
 
-/// The endpoints of one locality.
+/// The endpoints of one locality at one priority.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LocalityGroup {
     /// Where they run.
     pub locality: Locality,
+    /// 0 is used first; contiguous from 0 (gRPC NACKs a gap).
+    pub priority: u32,
     /// Sum of the endpoint weights (never 0: gRPC silently drops unweighted localities).
     pub weight: u32,
     /// Ordered by address and port.
@@ -85,39 +88,43 @@ pub enum Duplicates {
     Merge,
 }
 
-/// Builds the assignment for `port` of a service from the endpoints the proxy may see. An endpoint
-/// without a port of that name is skipped; a repeated address is handled as `duplicates` says,
-/// otherwise its first occurrence wins.
+/// Builds the assignment for `port` of a service from the endpoints the proxy may see, all at
+/// priority 0. An endpoint without a port of that name is skipped; a repeated address is handled as
+/// `duplicates` says.
 pub fn assignment<'a>(
     cluster: Arc<str>,
     port: &ServicePort,
     endpoints: impl IntoIterator<Item = &'a Endpoint>,
     duplicates: Duplicates,
 ) -> Assignment {
-    let mut seen: BTreeMap<(IpAddr, u16), BTreeSet<&Locality>> = BTreeMap::new();
-    let mut by_locality: BTreeMap<Locality, Vec<LbTarget>> = BTreeMap::new();
+    let mut a = grouped(cluster, port, endpoints, |_| 0);
+    if duplicates == Duplicates::Merge {
+        a.merge_duplicates();
+    }
+    a
+}
+
+/// Groups endpoints by (locality, `rank`), the rank becoming the group's priority (istiod splits each
+/// locality group by `failoverPriority` rank). Groups are ordered by locality, then rank; an address
+/// repeated within a group keeps its first occurrence.
+pub fn grouped<'a>(
+    cluster: Arc<str>,
+    port: &ServicePort,
+    endpoints: impl IntoIterator<Item = &'a Endpoint>,
+    rank: impl Fn(&Endpoint) -> u32,
+) -> Assignment {
+    let mut seen: BTreeSet<(&Locality, u32, IpAddr, u16)> = BTreeSet::new();
+    let mut groups: BTreeMap<(&Locality, u32), Vec<LbTarget>> = BTreeMap::new();
     for ep in endpoints {
         let Some(target_port) = ep.port(&port.name) else {
             continue;
         };
-        let localities = seen.entry((ep.address, target_port)).or_default();
-        match (localities.first(), duplicates) {
-            (Some(_), Duplicates::PerLocality) if localities.contains(&ep.locality) => continue,
-            (Some(first), Duplicates::Merge) => {
-                let target = by_locality.get_mut(*first).and_then(|ts| {
-                    ts.iter_mut()
-                        .find(|t| (t.address, t.port) == (ep.address, target_port))
-                });
-                if let Some(t) = target {
-                    t.weight = t.weight.saturating_add(ep.weight.max(1));
-                }
-                continue;
-            }
-            _ => {}
+        let priority = rank(ep);
+        if !seen.insert((&ep.locality, priority, ep.address, target_port)) {
+            continue;
         }
-        localities.insert(&ep.locality);
-        by_locality
-            .entry(ep.locality.clone())
+        groups
+            .entry((&ep.locality, priority))
             .or_default()
             .push(LbTarget {
                 address: ep.address,
@@ -130,14 +137,14 @@ pub fn assignment<'a>(
                 cluster: ep.cluster.clone(),
             });
     }
-    let localities = by_locality
+    let localities = groups
         .into_iter()
-        .map(|(locality, mut endpoints)| {
+        .map(|((locality, priority), mut endpoints)| {
             endpoints.sort_by_key(|e| (e.address, e.port));
-            let weight = endpoints.iter().fold(0u32, |sum, e| sum.saturating_add(e.weight));
             LocalityGroup {
-                locality,
-                weight,
+                locality: locality.clone(),
+                priority,
+                weight: sum(&endpoints),
                 endpoints,
             }
         })
@@ -145,7 +152,61 @@ pub fn assignment<'a>(
     Assignment { cluster, localities }
 }
 
+fn sum(endpoints: &[LbTarget]) -> u32 {
+    endpoints.iter().fold(0u32, |sum, e| sum.saturating_add(e.weight))
+}
+
 impl Assignment {
+    /// Renumbers the priorities in use to 0, 1, 2, … in order (istiod does the same after each
+    /// step; gRPC NACKs a missing priority).
+    pub fn renumber(&mut self) {
+        let used: BTreeSet<u32> = self.localities.iter().map(|g| g.priority).collect();
+        let new: BTreeMap<u32, u32> = used.into_iter().zip(0..).collect();
+        for g in &mut self.localities {
+            g.priority = new[&g.priority];
+        }
+    }
+
+    /// Proxyless gRPC NACKs an address repeated anywhere in an assignment: the first occurrence in
+    /// (priority, wire order) keeps it with the weights of the others added, groups left empty are
+    /// dropped and priorities renumbered.
+    pub fn merge_duplicates(&mut self) {
+        let mut order: Vec<usize> = (0..self.localities.len()).collect();
+        order.sort_by_key(|&i| self.localities[i].priority);
+        let mut first: BTreeMap<(IpAddr, u16), (usize, usize)> = BTreeMap::new();
+        let mut moved: Vec<(usize, usize, u32)> = Vec::new();
+        for &gi in &order {
+            let group = &mut self.localities[gi];
+            let mut ei = 0;
+            group.endpoints.retain(|t| {
+                let keep = match first.get(&(t.address, t.port)) {
+                    Some(&(g, e)) => {
+                        moved.push((g, e, t.weight));
+                        false
+                    }
+                    None => {
+                        first.insert((t.address, t.port), (gi, ei));
+                        true
+                    }
+                };
+                ei += usize::from(keep);
+                keep
+            });
+        }
+        if moved.is_empty() {
+            return;
+        }
+        for (g, e, w) in moved {
+            let t = &mut self.localities[g].endpoints[e];
+            t.weight = t.weight.saturating_add(w);
+        }
+        self.localities.retain(|g| !g.endpoints.is_empty());
+        for g in &mut self.localities {
+            g.weight = sum(&g.endpoints);
+        }
+        self.renumber();
+    }
+
     /// The resource version: a hash of exactly what is encoded.
     pub fn version(&self) -> u64 {
         let mut h = DefaultHasher::new();
@@ -168,6 +229,7 @@ impl Assignment {
                     }),
                     lb_endpoints: g.endpoints.iter().map(LbTarget::to_proto).collect(),
                     load_balancing_weight: Some(UInt32Value { value: g.weight }),
+                    priority: g.priority,
                     ..Default::default()
                 })
                 .collect(),

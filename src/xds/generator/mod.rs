@@ -8,11 +8,16 @@
 pub mod cds;
 pub mod eds;
 pub mod lds;
+pub mod locality;
 pub mod rds;
 #[cfg(any(test, feature = "testing"))]
 pub mod static_mesh;
 
-use std::{borrow::Cow, collections::BTreeSet, sync::Arc};
+use std::{
+    borrow::Cow,
+    collections::{BTreeMap, BTreeSet},
+    sync::Arc,
+};
 
 use envoy_types::pb::{
     envoy::config::core::v3::{
@@ -68,11 +73,64 @@ impl NetworkView {
     }
 }
 
+/// What EDS asks of a service port's endpoints for one cluster and proxy.
+#[derive(Clone, Copy)]
+pub struct EndpointQuery<'q> {
+    /// The service.
+    pub service: &'q Service,
+    /// Its port.
+    pub port: &'q ServicePort,
+    /// The proxy's network view.
+    pub view: &'q NetworkView,
+    /// A subset's labels: only endpoints whose (augmented) labels include them; `None` is all.
+    pub subset: Option<&'q BTreeMap<String, String>>,
+    /// Whether the client sends the endpoint Istio mTLS that it takes (istiod's `checkMtlsEnabled`
+    /// on a sidecar endpoint): required through a gateway, and `tlsMode: istio` is sent only then.
+    pub mtls: &'q (dyn Fn(&Endpoint) -> bool + Sync),
+}
+
+impl<'q> EndpointQuery<'q> {
+    /// Every endpoint, mTLS wherever there is a sidecar (no policy).
+    pub fn all(service: &'q Service, port: &'q ServicePort, view: &'q NetworkView) -> Self {
+        Self {
+            service,
+            port,
+            view,
+            subset: None,
+            mtls: &has_sidecar,
+        }
+    }
+
+    /// Whether `ep` belongs to the subset (istiod's `subsetLabels.SubsetOf(ep.Labels)`).
+    pub fn in_subset(&self, ep: &Endpoint) -> bool {
+        self.subset
+            .is_none_or(|want| want.iter().all(|(k, v)| ep.label(k) == Some(v.as_str())))
+    }
+
+    /// See [`EndpointQuery::mtls`].
+    pub fn mtls(&self, ep: &Endpoint) -> bool {
+        (self.mtls)(ep)
+    }
+
+    /// The `tlsMode` sent for `ep`: `istio` only when the client sends it mTLS.
+    pub fn tls_mode(&self, ep: &Endpoint) -> TlsMode {
+        if self.mtls(ep) {
+            TlsMode::Istio
+        } else {
+            TlsMode::Disabled
+        }
+    }
+}
+
+fn has_sidecar(ep: &Endpoint) -> bool {
+    ep.tls_mode == TlsMode::Istio
+}
+
 /// Which endpoints of a service a proxy with a given network view sees. Split-horizon EDS (`network`)
 /// replaces the default by keeping same-network endpoints and standing in one gateway endpoint per
 /// remote network. Must be a pure function of its arguments: results are cached per view.
 pub trait EndpointView: Send + Sync + 'static {
-    /// The endpoints to balance `port` of `service` over.
+    /// The endpoints to balance `port` of `service` over, before any policy.
     fn endpoints<'a>(
         &self,
         mesh: &'a dyn Mesh,
@@ -80,6 +138,21 @@ pub trait EndpointView: Send + Sync + 'static {
         port: &ServicePort,
         view: &NetworkView,
     ) -> Vec<Cow<'a, Endpoint>>;
+
+    /// The endpoints of a cluster (subset, mTLS policy): by default every endpoint in the subset, its
+    /// `tlsMode` as the query decides.
+    fn select<'a>(&self, mesh: &'a dyn Mesh, q: &EndpointQuery<'_>) -> Vec<Cow<'a, Endpoint>> {
+        mesh.endpoints(q.service)
+            .filter(|e| q.in_subset(e))
+            .map(|e| match q.tls_mode(e) {
+                tls if tls == e.tls_mode => Cow::Borrowed(e),
+                tls_mode => Cow::Owned(Endpoint {
+                    tls_mode,
+                    ..e.clone()
+                }),
+            })
+            .collect()
+    }
 }
 
 /// The default view: every endpoint, whatever its network.
