@@ -29,10 +29,17 @@ use envoy_types::pb::{
 };
 use serde::Serialize;
 
-use super::Context;
-use crate::xds::{XdsType, resource::Resource};
-
-use crate::model::{ClusterId, Endpoint, Health, Locality, NetworkId, ServicePort, TlsMode};
+use super::{
+    Context, EndpointQuery, EndpointView, Mesh, NetworkView, Target,
+    locality::{self, Place},
+    mtls::MtlsCheck,
+    parse_cluster,
+};
+use crate::{
+    model::{ClusterId, Endpoint, Health, Locality, NetworkId, ServicePort, TlsMode},
+    traffic::{self, MergedRule},
+    xds::{Proxy, XdsType, resource::Resource},
+};
 
 /// A load assignment before encoding: what goes on the wire, in wire order.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
@@ -310,8 +317,8 @@ pub(super) fn strings(pairs: &[(&str, &str)]) -> Struct {
     }
 }
 
-/// What an assignment depends on besides its name: the network view, and whether duplicates merge
-/// (gRPC) or not (Envoy).
+/// What every assignment for this proxy depends on besides its name: the network view, and whether
+/// duplicates merge (gRPC) or not (Envoy). [`name_key`] adds what one cluster's depends on.
 pub(super) fn view_key(ctx: &Context) -> Arc<str> {
     format!(
         "{}|{}|{}",
@@ -320,6 +327,16 @@ pub(super) fn view_key(ctx: &Context) -> Arc<str> {
         ctx.requested_networks()
     )
     .into()
+}
+
+/// [`view_key`] plus what cluster `name` depends on for this proxy: the DestinationRule it uses
+/// (objects and revisions) and what locality load balancing reads of the proxy. A cluster with
+/// neither keeps the shared key, so every proxy with the same view shares one encode.
+pub(super) fn name_key(ctx: &Context, view: &Arc<str>, name: &str) -> Arc<str> {
+    match EdsCluster::resolve(ctx.mesh, ctx.proxy, name).and_then(|c| c.key(ctx.proxy)) {
+        Some(key) => format!("{view}|{key}").into(),
+        None => view.clone(),
+    }
 }
 
 /// The assignment of EDS cluster `name` for the proxy; `None` when no such cluster exists.
@@ -332,4 +349,103 @@ pub(super) fn build(ctx: &Context, name: Arc<str>) -> Option<Resource> {
         &a.to_proto(),
         version,
     ))
+}
+
+/// One EDS cluster as one proxy gets it: what its name refers to, the DestinationRule the proxy uses
+/// for the service, and what that decides (subset labels, mTLS per endpoint, locality load
+/// balancing). EDS and `meshctl explain` both read it, so they cannot disagree.
+pub struct EdsCluster<'a> {
+    /// The service, port and subset named.
+    pub target: Target<'a, 'a>,
+    /// The proxy's DestinationRule for the service.
+    pub rule: Option<&'a Arc<MergedRule>>,
+    /// The subset's labels; `None` selects every endpoint (also for a subset the rule does not
+    /// define, as istiod's `getSubSetLabels`).
+    pub subset: Option<&'a BTreeMap<String, String>>,
+    /// Locality load balancing for the cluster.
+    pub locality: locality::Mode,
+    /// The mTLS rule for its endpoints.
+    pub mtls: MtlsCheck<'a>,
+}
+
+impl<'a> EdsCluster<'a> {
+    /// Cluster `name` for `proxy`; `None` when the name refers to no service port.
+    pub fn resolve(mesh: &'a dyn Mesh, proxy: &Proxy, name: &'a str) -> Option<Self> {
+        let target = parse_cluster(mesh, name)?;
+        let traffic = mesh.traffic();
+        let ns = proxy.namespace.as_deref().unwrap_or("");
+        let rule = traffic.destination_rule(ns, &proxy.labels, target.service);
+        let subset = Some(target.subset).filter(|s| !s.is_empty());
+        let policy = traffic::effective(rule.map(|r| &r.rule), target.port.port, subset);
+        let dr_lb = policy
+            .load_balancer
+            .as_ref()
+            .and_then(|lb| lb.locality_lb_setting.as_ref());
+        let locality = locality::mode(
+            dr_lb,
+            &traffic.settings.mesh.locality_lb_setting,
+            policy.outlier_detection.is_some(),
+        );
+        let dr_tls = rule.and_then(|r| Some((policy.tls.as_ref()?.mode, &**r)));
+        Some(Self {
+            rule,
+            subset: subset
+                .and_then(|s| rule?.subset(s))
+                .map(|s| &s.labels)
+                .filter(|l| !l.is_empty()),
+            locality,
+            mtls: MtlsCheck::new(traffic, &target.service.namespace, target.port, dr_tls),
+            target,
+        })
+    }
+
+    /// What the assignment depends on for `proxy` besides the name and network view; `None` when
+    /// nothing (no DestinationRule, no locality setting that reads the proxy).
+    fn key(&self, proxy: &Proxy) -> Option<String> {
+        let plan = locality::Plan::new(&self.locality, Place::of(proxy)).key();
+        if self.rule.is_none() && plan.is_empty() {
+            return None;
+        }
+        Some(format!("dr={}|{plan}", self.rule.map_or("", |r| &*r.key)))
+    }
+
+    /// The endpoints query for this cluster and view.
+    pub fn query<'q>(
+        &'q self,
+        view: &'q NetworkView,
+        mtls: &'q dyn Fn(&Endpoint) -> bool,
+    ) -> EndpointQuery<'q> {
+        EndpointQuery {
+            service: self.target.service,
+            port: self.target.port,
+            view,
+            subset: self.subset,
+            mtls,
+        }
+    }
+
+    /// The load assignment `proxy` is sent: the view's endpoints for the query, the SNI-DNAT mTLS
+    /// filter, then priorities or locality weights and the proxy kind's duplicate handling.
+    pub fn assignment(
+        &self,
+        mesh: &dyn Mesh,
+        endpoints: &dyn EndpointView,
+        proxy: &Proxy,
+        view: &NetworkView,
+        name: Arc<str>,
+    ) -> Assignment {
+        let mtls = |e: &Endpoint| self.mtls.enabled(e);
+        let mut eps = endpoints.select(mesh, &self.query(view, &mtls));
+        if self.target.sni_dnat {
+            // The gateway passes mTLS through: only endpoints that take it from this client
+            // (istiod's `EndpointsWithMTLSFilter`).
+            eps.retain(|e| e.tls_mode == TlsMode::Istio);
+        }
+        locality::Plan::new(&self.locality, Place::of(proxy)).assignment(
+            name,
+            self.target.port,
+            eps.iter().map(|e| &**e),
+            super::duplicates(proxy.kind),
+        )
+    }
 }

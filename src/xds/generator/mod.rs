@@ -9,6 +9,7 @@ pub mod cds;
 pub mod eds;
 pub mod lds;
 pub mod locality;
+pub mod mtls;
 pub mod rds;
 #[cfg(any(test, feature = "testing"))]
 pub mod static_mesh;
@@ -90,7 +91,7 @@ pub struct EndpointQuery<'q> {
     pub subset: Option<&'q BTreeMap<String, String>>,
     /// Whether the client sends the endpoint Istio mTLS that it takes (istiod's `checkMtlsEnabled`
     /// on a sidecar endpoint): required through a gateway, and `tlsMode: istio` is sent only then.
-    pub mtls: &'q (dyn Fn(&Endpoint) -> bool + Sync),
+    pub mtls: &'q dyn Fn(&Endpoint) -> bool,
 }
 
 impl<'q> EndpointQuery<'q> {
@@ -217,7 +218,14 @@ impl<'a> Context<'a> {
         let view = self.view_key(ty);
         names
             .into_iter()
-            .filter_map(|name| self.resource(ty, name, &view))
+            .filter_map(|name| match ty {
+                // An assignment also depends on the DestinationRule the proxy uses for its service.
+                XdsType::Endpoint => {
+                    let view = eds::name_key(self, &view, &name);
+                    self.resource(ty, name, &view)
+                }
+                _ => self.resource(ty, name, &view),
+            })
             .collect()
     }
 
@@ -285,9 +293,9 @@ impl<'a> Context<'a> {
     }
 }
 
-/// The load assignment of EDS cluster `name` exactly as `proxy` is sent it: the endpoint view, the
-/// SNI-DNAT mTLS filter and the proxy kind's duplicate handling. `meshctl explain` calls this too, so
-/// its "sent" table cannot differ from EDS. `None` when no such cluster exists.
+/// The load assignment of EDS cluster `name` exactly as `proxy` is sent it (see
+/// [`eds::EdsCluster::assignment`]). `meshctl explain` calls this too, so its "sent" table cannot
+/// differ from EDS. `None` when no such cluster exists.
 pub fn assignment(
     mesh: &dyn Mesh,
     endpoints: &dyn EndpointView,
@@ -295,24 +303,8 @@ pub fn assignment(
     view: &NetworkView,
     name: Arc<str>,
 ) -> Option<eds::Assignment> {
-    let Target {
-        service,
-        port,
-        sni_dnat,
-        ..
-    } = parse_cluster(mesh, &name)?;
-    let mut eps = endpoints.endpoints(mesh, service, port, view);
-    if sni_dnat {
-        // The gateway passes mTLS through: only endpoints that terminate it can take it
-        // (istiod's `EndpointsWithMTLSFilter`).
-        eps.retain(|e| e.tls_mode == TlsMode::Istio);
-    }
-    Some(eds::assignment(
-        name,
-        port,
-        eps.iter().map(|e| &**e),
-        duplicates(proxy.kind),
-    ))
+    let cluster = eds::EdsCluster::resolve(mesh, proxy, &name)?;
+    Some(cluster.assignment(mesh, endpoints, proxy, view, name.clone()))
 }
 
 /// gRPC NACKs a repeated address anywhere in an assignment; Envoy keeps one per locality.
