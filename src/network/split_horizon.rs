@@ -285,8 +285,6 @@ pub fn filter<'a>(
             }
         })
         .collect();
-    let labels = Labels::default();
-    let no_cluster = ClusterId::from("");
     let mut ports_by_gw_port: BTreeMap<u16, Arc<[EndpointPort]>> = BTreeMap::new();
     for ((locality, gw), weight) in weighted.via {
         let ports = ports_by_gw_port
@@ -298,22 +296,33 @@ pub fn filter<'a>(
                 }])
             })
             .clone();
-        out.push(Cow::Owned(Endpoint {
-            address: gw.address,
-            ports,
-            cluster: gw.cluster.clone().unwrap_or_else(|| no_cluster.clone()),
-            network: Some(gw.network.clone()),
-            locality: locality.clone(),
-            labels: labels.clone(),
-            service_account: None,
-            tls_mode: TlsMode::Istio,
-            health: Health::Healthy,
-            workload: None,
-            kind: WorkloadKind::NetworkGateway,
-            weight: fit(weight, divisor),
-        }));
+        out.push(Cow::Owned(stand_in(gw, ports, locality, fit(weight, divisor))));
     }
     out
+}
+
+/// The endpoint a gateway is sent as, in the locality of the endpoints it stands in for: no labels
+/// but its cluster and network (istiod's gateway `IstioEndpoint`), Istio mTLS, healthy.
+pub fn stand_in(
+    gw: &NetworkGateway,
+    ports: Arc<[EndpointPort]>,
+    locality: &Locality,
+    weight: u32,
+) -> Endpoint {
+    Endpoint {
+        address: gw.address,
+        ports,
+        cluster: gw.cluster.clone().unwrap_or_else(|| ClusterId::from("")),
+        network: Some(gw.network.clone()),
+        locality: locality.clone(),
+        labels: Labels::default(),
+        service_account: None,
+        tls_mode: TlsMode::Istio,
+        health: Health::Healthy,
+        workload: None,
+        kind: WorkloadKind::NetworkGateway,
+        weight,
+    }
 }
 
 /// Why each of `endpoints` is sent as is, through gateways, or not at all, by the rules [`filter`]
