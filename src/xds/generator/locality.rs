@@ -78,8 +78,8 @@ impl<'p> Place<'p> {
     /// Whether the augmented labels are empty (istiod then applies no `failoverPriority`).
     fn has_labels(&self) -> bool {
         let (r, z, s) = self.locality();
-        !self.proxy.labels.is_empty()
-            || !(r.is_empty() && z.is_empty() && s.is_empty())
+        let no_locality = r.is_empty() && z.is_empty() && s.is_empty();
+        !(self.proxy.labels.is_empty() && no_locality)
             || self.proxy.cluster_id.as_deref().is_some_and(|c| !c.is_empty())
             || self.proxy.network.is_some()
     }
@@ -412,6 +412,11 @@ impl<'a> Plan<'a> {
                 a.merge_duplicates();
             }
             self.apply(&mut a);
+            if merge {
+                // istiod keeps a locality `distribute` empties; grpcio reports an EDS resource with
+                // empty localities as an error, and an empty locality takes no traffic anyway.
+                a.localities.retain(|g| !g.endpoints.is_empty());
+            }
         } else {
             self.apply(&mut a);
             if merge {

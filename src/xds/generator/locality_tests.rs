@@ -232,6 +232,9 @@ fn the_destination_rule_setting_replaces_the_mesh_setting_whole() {
     );
 }
 
+/// name, failoverPriority, the proxy's labels, the rendered assignment.
+type PriorityCase<'a> = (&'a str, Vec<&'a str>, Vec<(&'a str, &'a str)>, Vec<&'a str>);
+
 #[test]
 fn failover_priority_splits_localities_by_label_match() {
     // istiod's FailoverPriority table: endpoints in three regions with network/cluster/key labels.
@@ -254,7 +257,7 @@ fn failover_priority_splits_localities_by_label_match() {
         ),
     ];
     let net_cluster = [LABEL_NETWORK, LABEL_CLUSTER];
-    let cases: [(&str, Vec<&str>, Vec<(&str, &str)>, Vec<&str>); 5] = [
+    let cases: [PriorityCase; 5] = [
         (
             "match no label: one priority",
             net_cluster.to_vec(),
@@ -435,6 +438,13 @@ fn distribute_shares_each_percentage_by_weight_and_empties_the_rest() {
         // Distribute applies without outlier detection.
         let mode = mode(Some(&setting), &mesh::LocalityLbSetting::default(), false);
         assert_eq!(run(&mode, &p, &eps, Duplicates::PerLocality), want, "{name}");
+        // gRPC is not sent the emptied locality.
+        let grpc: Vec<String> = want
+            .iter()
+            .filter(|l| !l.ends_with(": "))
+            .map(|l| l.to_string())
+            .collect();
+        assert_eq!(run(&mode, &p, &eps, Duplicates::Merge), grpc, "{name}, gRPC");
     }
 }
 
@@ -491,4 +501,56 @@ fn the_cache_key_holds_only_what_the_result_reads() {
     b.labels.insert(LABEL_REGION.into(), "region9".into());
     assert_eq!(Place::of(&b).locality(), ("region9", "", ""));
     assert_eq!(Place::of(&b).label(LABEL_REGION), Some("region9"));
+}
+
+#[test]
+fn proxies_of_one_locality_share_one_encode() {
+    use crate::{
+        traffic::tests::config,
+        xds::{
+            XdsType,
+            cache::ResourceCache,
+            generator::{AllEndpoints, Context, NetworkView, StaticMesh},
+            resource::Subscription,
+        },
+    };
+    let name: Arc<str> = "outbound|7070||echo.default.svc.cluster.local".into();
+    let svc = service("echo", "default", &[("grpc", 7070, Protocol::Grpc)]);
+    let eps = vec![
+        ep("10.0.0.1", "region1/zone1/subzone1", &[]),
+        ep("10.0.0.2", "region2/zone1/subzone1", &[]),
+    ];
+    let plain = StaticMesh::new(1).with(svc.clone(), eps.clone());
+    let failover = StaticMesh::new(1).with(svc, eps).with_config([config(
+        "DestinationRule",
+        "default",
+        "echo",
+        "1",
+        "host: echo\ntrafficPolicy: {outlierDetection: {consecutive5xxErrors: 1}}\n",
+    )]);
+    let sub = Subscription {
+        wildcard: false,
+        names: Arc::new([name].into()),
+    };
+    let cache = ResourceCache::new(100, None);
+    let eds = |mesh: &StaticMesh, p: &Proxy| {
+        let view = NetworkView::of(p);
+        let ctx = Context {
+            mesh,
+            proxy: p,
+            view: &view,
+            endpoints: &AllEndpoints,
+            cache: &cache,
+        };
+        ctx.generate(XdsType::Endpoint, &sub, None).remove(0)
+    };
+    let a = client(&[("app", "a")]);
+    let b = client(&[("app", "b")]);
+    let mut elsewhere = client(&[("app", "a")]);
+    elsewhere.locality.region = "region2".into();
+    // Failover reads the locality: one encode per locality, whatever the other labels.
+    assert!(Arc::ptr_eq(&eds(&failover, &a), &eds(&failover, &b)));
+    assert!(!Arc::ptr_eq(&eds(&failover, &a), &eds(&failover, &elsewhere)));
+    // Without a DestinationRule nothing reads the proxy: one encode for all.
+    assert!(Arc::ptr_eq(&eds(&plain, &a), &eds(&plain, &elsewhere)));
 }

@@ -80,11 +80,11 @@ impl<'a> MtlsCheck<'a> {
         let enabled = self.enabled(ep);
         let why = match self.rule(ep) {
             Rule::NoSidecar => MtlsWhy::NoSidecar,
-            Rule::DestinationRule(mode, rule) => MtlsWhy::DestinationRule {
+            Rule::Dr(mode, rule) => MtlsWhy::DestinationRule {
                 mode,
                 from: rule.from.clone(),
             },
-            Rule::PeerAuthentication(pm) => MtlsWhy::PeerAuthentication {
+            Rule::Pa(pm) => MtlsWhy::PeerAuthentication {
                 mode: pm.mode,
                 from: pm.from,
             },
@@ -96,8 +96,8 @@ impl<'a> MtlsCheck<'a> {
     pub fn enabled(&self, ep: &Endpoint) -> bool {
         match self.rule(ep) {
             Rule::NoSidecar => false,
-            Rule::DestinationRule(mode, _) => mode == DrTlsMode::IstioMutual,
-            Rule::PeerAuthentication(pm) => pm.mode != MtlsMode::Disable,
+            Rule::Dr(mode, _) => mode == DrTlsMode::IstioMutual,
+            Rule::Pa(pm) => pm.mode != MtlsMode::Disable,
         }
     }
 
@@ -108,15 +108,16 @@ impl<'a> MtlsCheck<'a> {
             return Rule::NoSidecar;
         }
         if let Some((mode, rule)) = self.dr {
-            return Rule::DestinationRule(mode, rule);
+            return Rule::Dr(mode, rule);
         }
         let port = ep.port(&self.port.name).unwrap_or(self.port.port);
-        Rule::PeerAuthentication(self.traffic.peer_mode(self.namespace, &ep.labels, port))
+        Rule::Pa(self.traffic.peer_mode(self.namespace, &ep.labels, port))
     }
 }
 
+/// Which rule decides, in istiod's order.
 enum Rule<'a> {
     NoSidecar,
-    DestinationRule(DrTlsMode, &'a MergedRule),
-    PeerAuthentication(PeerMode),
+    Dr(DrTlsMode, &'a MergedRule),
+    Pa(PeerMode),
 }
