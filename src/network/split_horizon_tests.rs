@@ -77,7 +77,10 @@ fn render(eps: &[Endpoint], gws: &[NetworkGateway], view: &NetworkView, dups: Du
     sorted.sort();
     let s = svc();
     let out = filter(eps, &sorted, &all(&s, view));
-    let a = eds::assignment("c".into(), &port(), out.iter().map(|e| &**e), dups);
+    let mut a = eds::grouped("c".into(), &port(), out.iter().map(|e| &**e), |_| 0);
+    if dups == Duplicates::Merge {
+        a.merge_duplicates();
+    }
     let mut lines = Vec::new();
     for g in &a.localities {
         lines.push(format!("{} w={}", g.locality, g.weight));

@@ -93,25 +93,9 @@ pub struct LbTarget {
 pub enum Duplicates {
     /// Envoy: keep one per locality (istiod's shape: the gateway stays in each locality it serves).
     PerLocality,
-    /// Proxyless gRPC, which NACKs an address repeated anywhere in an assignment: the first locality
-    /// keeps it, with the weights of the later ones added.
+    /// Proxyless gRPC, which NACKs an address repeated anywhere in an assignment: its best priority
+    /// keeps it, with the weights of the other occurrences added ([`Assignment::merge_duplicates`]).
     Merge,
-}
-
-/// Builds the assignment for `port` of a service from the endpoints the proxy may see, all at
-/// priority 0. An endpoint without a port of that name is skipped; a repeated address is handled as
-/// `duplicates` says.
-pub fn assignment<'a>(
-    cluster: Arc<str>,
-    port: &ServicePort,
-    endpoints: impl IntoIterator<Item = &'a Endpoint>,
-    duplicates: Duplicates,
-) -> Assignment {
-    let mut a = grouped(cluster, port, endpoints, |_| 0);
-    if duplicates == Duplicates::Merge {
-        a.merge_duplicates();
-    }
-    a
 }
 
 /// Groups endpoints by (locality, `rank`), the rank becoming the group's priority (istiod splits each

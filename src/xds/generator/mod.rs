@@ -441,11 +441,11 @@ mod tests {
             ),
         ];
         for (name, eps) in cases {
-            let a = eds::assignment(
+            let a = eds::grouped(
                 "outbound|7070||echo.default.svc.cluster.local".into(),
                 port,
                 &eps,
-                eds::Duplicates::PerLocality,
+                |_| 0,
             );
             golden(name, &a);
             // The proto carries the same shape; weights are never 0 (gRPC drops or NACKs those).
@@ -463,8 +463,7 @@ mod tests {
     fn eds_version_is_stable_and_content_sensitive() {
         let port = &service("echo", "default", &[("grpc", 7070, Protocol::Grpc)]).ports[0];
         let eps = vec![endpoint(ip("10.0.0.1"), &[("grpc", 80)], "c1")];
-        let v =
-            |eps: &[Endpoint]| eds::assignment("c".into(), port, eps, eds::Duplicates::PerLocality).version();
+        let v = |eps: &[Endpoint]| eds::grouped("c".into(), port, eps, |_| 0).version();
         assert_eq!(v(&eps), v(&eps.clone()));
         let mut moved = eps.clone();
         moved[0].address = ip("10.0.0.2");
