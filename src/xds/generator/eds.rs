@@ -317,6 +317,14 @@ pub(super) fn view_key(ctx: &Context) -> Arc<str> {
 /// (objects and revisions) and what locality load balancing reads of the proxy. A cluster with
 /// neither keeps the shared key, so every proxy with the same view shares one encode.
 pub(super) fn name_key(ctx: &Context, view: &Arc<str>, name: &str) -> Arc<str> {
+    // Without DestinationRules only a mesh-wide `distribute` reads the proxy (failover needs a
+    // rule's outlierDetection): skip the per-cluster lookups.
+    let traffic = ctx.mesh.traffic();
+    if traffic.destination_rules.rules().next().is_none()
+        && traffic.settings.mesh.locality_lb_setting.distribute.is_empty()
+    {
+        return view.clone();
+    }
     match EdsCluster::resolve(ctx.mesh, ctx.proxy, name).and_then(|c| c.key(ctx.proxy)) {
         Some(key) => format!("{view}|{key}").into(),
         None => view.clone(),
