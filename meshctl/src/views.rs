@@ -376,6 +376,10 @@ pub fn priority_words(v: &Value) -> String {
         return "-".into();
     }
     let why = &v["why"];
+    if why.is_null() {
+        // Locality load balancing is off: everything is at priority 0.
+        return v["priority"].to_string();
+    }
     let mut reasons = Vec::new();
     if let Some(m) = why["labelMismatch"].as_object() {
         let get = |k: &str| m.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
@@ -745,6 +749,7 @@ mod tests {
         assert_eq!(mtls_words(&dr), "no: DestinationRule tls DISABLE");
         let cases = [
             (json!(null), "-"),
+            (json!({"priority": 0}), "0"),
             (
                 json!({"priority": 1, "why": {"labelMismatch": {"index": 0, "key": "topology.istio.io/network",
                        "want": "n1", "got": "n2"}}}),

@@ -187,8 +187,10 @@ pub struct SubsetReport {
 pub struct PriorityReport {
     /// The priority sent.
     pub priority: u32,
-    /// What ranked it (failoverPriority label, locality ladder, distribute entry).
-    pub why: PriorityWhy,
+    /// What ranked it (failoverPriority label, locality ladder, distribute entry); `None` when
+    /// locality load balancing is off for the cluster.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<PriorityWhy>,
 }
 
 /// An endpoint in the assignment the proxy receives.
@@ -327,7 +329,7 @@ fn priority(
         .or_else(|| a.localities.iter().find(holds))?;
     Some(PriorityReport {
         priority: group.priority,
-        why: plan.why(&ranked, &ep.locality),
+        why: plan.applies().then(|| plan.why(&ranked, &ep.locality)),
     })
 }
 

@@ -614,14 +614,17 @@ fn a_subset_cluster_explains_membership_mtls_and_priority() {
     let local = row("10.10.0.1");
     assert_eq!(short(&local.verdict), "direct SameNetwork w=2");
     let p = local.priority.as_ref().unwrap();
-    assert_eq!((p.priority, p.why.label_mismatch.is_none()), (0, true));
+    assert_eq!(
+        (p.priority, p.why.as_ref().unwrap().label_mismatch.is_none()),
+        (0, true)
+    );
     // Remote through the gateways: priority 1, the network label differs.
     let remote = row("10.20.0.1");
     assert_eq!(short(&remote.verdict), "via 2 gw share=1");
     let p = remote.priority.as_ref().unwrap();
     assert_eq!(p.priority, 1);
     assert_eq!(
-        p.why.label_mismatch,
+        p.why.as_ref().unwrap().label_mismatch,
         Some(LabelMismatch {
             index: 0,
             key: "topology.istio.io/network".into(),

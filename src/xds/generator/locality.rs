@@ -302,6 +302,11 @@ impl<'a> Plan<'a> {
         Self { mode, place }
     }
 
+    /// Whether locality load balancing changes anything (the mode is not off).
+    pub fn applies(&self) -> bool {
+        !matches!(self.mode, Mode::Off { .. })
+    }
+
     /// The `failoverPriority` labels that apply for this proxy (none when it has no labels at all).
     fn labels(&self) -> &'a [PriorityLabel] {
         match self.mode {
