@@ -1,14 +1,17 @@
 //! `/debug/explain?proxyID=&service=<host>[:<port>]` (what `meshctl explain` shows): for one connected
 //! proxy and one service, every endpoint the split-horizon filter is given and what it does with it
-//! (direct, through which gateways with what weight, or dropped by which rule), the endpoints
-//! the proxy is actually sent, and what its Sidecar scope does with the service (hidden, and why).
+//! (direct, through which gateways with what weight, or dropped by which rule), and the endpoints
+//! the proxy is actually sent.
 //!
-//! Owns: the pure report. The reasons come from [`split_horizon::explain`] and the sent endpoints
-//! from [`generator::assignment`], the function the EDS generator encodes (split horizon, then the
-//! proxy kind's duplicate handling), so the report cannot drift from EDS.
+//! Owns: the pure report. The reasons come from [`split_horizon::explain`] (subset, network,
+//! gateways), [`generator::mtls`] (mTLS per endpoint) and [`generator::locality`] (priority or weight)
+//! through the cluster EDS resolves ([`EdsCluster`]), and the sent endpoints from
+//! [`generator::assignment`], the function the EDS generator encodes, so the report cannot drift
+//! from EDS. The `sidecar` section says what the proxy's Sidecar scope does with the service (hidden,
+//! and why); a hidden service is sent nothing.
 //! Does NOT: hold state; it reads the current snapshot and the proxy's connection.
 
-use std::{net::IpAddr, sync::Arc};
+use std::{collections::BTreeMap, net::IpAddr, sync::Arc};
 
 use axum::{
     Json,
@@ -23,14 +26,22 @@ use super::{
 };
 use crate::{
     config::mesh::OutboundMode,
-    model::{ClusterId, Health, Locality, NetworkGateway, NetworkId, Service, TlsMode},
+    model::{
+        ClusterId, Endpoint, Health, Locality, NetworkGateway, NetworkId, Service, ServicePort, TlsMode,
+    },
     traffic::{
         SidecarScope,
         sidecar_scope::{Hidden, Ports, Via},
     },
     xds::{
         NetworkView, Proxy,
-        generator::{self, Mesh, ScopedMesh, cds, eds::Assignment, scope_of},
+        generator::{
+            self, Mesh, ScopedMesh, cds,
+            eds::{Assignment, EdsCluster, LocalityGroup},
+            locality::{self, Place, Plan, PriorityWhy},
+            mtls::MtlsDecision,
+            scope_of,
+        },
         status::Connections,
     },
 };
@@ -54,6 +65,9 @@ pub struct ExplainQuery {
     /// `GENERATOR` of a proxy that is not connected (`grpc`; default: from the ID, as for a stream).
     #[serde(default)]
     pub generator: Option<String>,
+    /// A DestinationRule subset: explain its cluster `outbound|<port>|<subset>|<host>`.
+    #[serde(default)]
+    pub subset: Option<String>,
 }
 
 impl ExplainQuery {
@@ -167,6 +181,11 @@ pub struct PortReport {
     pub name: String,
     /// The EDS cluster name.
     pub eds_cluster: String,
+    /// The subset explained and the labels that select it (`None`: every endpoint).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subset: Option<SubsetReport>,
+    /// Locality load balancing for this cluster and where its setting came from.
+    pub locality_lb: locality::Mode,
     /// Every endpoint of the service (all clusters) and its fate.
     pub endpoints: Vec<EndpointReport>,
     /// What the proxy is sent, gateways included.
@@ -195,6 +214,34 @@ pub struct EndpointReport {
     pub tls_mode: TlsMode,
     /// What the filter does with it.
     pub verdict: Verdict,
+    /// Whether this client sends it Istio mTLS, and what decided.
+    pub mtls: MtlsDecision,
+    /// The priority it (or the gateway standing in for it) is sent at, and why; `None` when not sent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priority: Option<PriorityReport>,
+}
+
+/// A subset and its labels.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubsetReport {
+    /// The subset's name.
+    pub name: String,
+    /// Its labels (`None`: the rule does not define it or selects everything, so every endpoint is in
+    /// it, as istiod).
+    pub labels: Option<BTreeMap<String, String>>,
+}
+
+/// Where an endpoint lands in the assignment.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PriorityReport {
+    /// The priority sent.
+    pub priority: u32,
+    /// What ranked it (failoverPriority label, locality ladder, distribute entry); `None` when
+    /// locality load balancing is off for the cluster.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<PriorityWhy>,
 }
 
 /// An endpoint in the assignment the proxy receives.
@@ -217,50 +264,40 @@ pub struct SentEndpoint {
     pub health: Health,
     /// Whether this is a network gateway standing in for remote endpoints.
     pub gateway: bool,
+    /// Its locality group's priority.
+    pub priority: u32,
 }
 
 /// The report for `service`, only `port` when given, as `proxy` gets it.
 pub fn explain(mesh: &dyn Mesh, proxy: &Proxy, service: &Service, port: Option<u16>) -> Explanation {
+    explain_subset(mesh, proxy, service, port, None)
+}
+
+/// [`explain`] for the clusters of a DestinationRule subset.
+pub fn explain_subset(
+    mesh: &dyn Mesh,
+    proxy: &Proxy,
+    service: &Service,
+    port: Option<u16>,
+    subset: Option<&str>,
+) -> Explanation {
     let view = NetworkView::of(proxy);
     let scope = scope_of(mesh, proxy);
-    // What EDS reads: a service the scope hides is sent nothing.
     let scoped = ScopedMesh::new(mesh, &scope);
-    let gateways = mesh.gateways();
     let ports = service
         .ports
         .iter()
         .filter(|p| port.is_none_or(|want| want == p.port))
-        .map(|p| {
-            let endpoints = split_horizon::explain(mesh.endpoints(service), gateways, p, &view)
-                .into_iter()
-                .map(|(ep, verdict)| EndpointReport {
-                    address: ep.address,
-                    target_port: ep.port(&p.name),
-                    cluster: ep.cluster.clone(),
-                    network: ep.network.clone(),
-                    workload: ep.workload.as_deref().map(str::to_owned),
-                    origin: ep
-                        .workload
-                        .as_ref()
-                        .map(|w| format!("{:?} {}/{w}", ep.kind, service.namespace)),
-                    health: ep.health,
-                    tls_mode: ep.tls_mode,
-                    verdict,
-                })
-                .collect();
-            let eds_cluster = cds::cluster_name(p.port, &service.hostname);
-            // The generator's own function, after the proxy kind's duplicate handling.
-            let sent =
-                generator::assignment(&scoped, &SplitHorizon, proxy, &view, eds_cluster.as_str().into())
-                    .map(|a| sent(&a, gateways))
-                    .unwrap_or_default();
-            PortReport {
-                port: p.port,
-                name: p.name.to_string(),
-                eds_cluster,
-                endpoints,
-                sent,
-            }
+        .filter_map(|p| {
+            let name = cds::subset_cluster_name(p.port, subset.unwrap_or(""), &service.hostname);
+            // What the proxy gets comes through its Sidecar scope; a port the scope hides is still
+            // explained, and sent nothing.
+            port_report(&scoped, proxy, &view, p, &name).or_else(|| {
+                let mut hidden = port_report(mesh, proxy, &view, p, &name)?;
+                hidden.sent.clear();
+                hidden.endpoints.iter_mut().for_each(|e| e.priority = None);
+                Some(hidden)
+            })
         })
         .collect();
     Explanation {
@@ -274,6 +311,87 @@ pub fn explain(mesh: &dyn Mesh, proxy: &Proxy, service: &Service, port: Option<u
         sidecar: scope_report(mesh, &scope, service),
         ports,
     }
+}
+
+fn port_report(
+    mesh: &dyn Mesh,
+    proxy: &Proxy,
+    view: &NetworkView,
+    p: &ServicePort,
+    name: &str,
+) -> Option<PortReport> {
+    let cluster = EdsCluster::resolve(mesh, proxy, name)?;
+    let gateways = mesh.gateways();
+    // The generator's own function, after the proxy kind's duplicate handling.
+    let a = generator::assignment(mesh, &SplitHorizon, proxy, view, name.into())?;
+    let plan = Plan::new(&cluster.locality, Place::of(proxy));
+    let mtls = |e: &Endpoint| cluster.mtls.enabled(e);
+    let q = cluster.query(view, &mtls);
+    let endpoints = split_horizon::explain(mesh.endpoints(cluster.target.service), gateways, &q)
+        .into_iter()
+        .map(|(ep, verdict)| EndpointReport {
+            address: ep.address,
+            target_port: ep.port(&p.name),
+            cluster: ep.cluster.clone(),
+            network: ep.network.clone(),
+            workload: ep.workload.as_deref().map(str::to_owned),
+            origin: ep
+                .workload
+                .as_ref()
+                .map(|w| format!("{:?} {}/{w}", ep.kind, cluster.target.service.namespace)),
+            health: ep.health,
+            tls_mode: ep.tls_mode,
+            mtls: cluster.mtls.decide(ep),
+            priority: priority(ep, &verdict, p, &a, &plan),
+            verdict,
+        })
+        .collect();
+    let subset = Some(cluster.target.subset)
+        .filter(|s| !s.is_empty())
+        .map(|s| SubsetReport {
+            name: s.to_owned(),
+            labels: cluster.subset.cloned(),
+        });
+    Some(PortReport {
+        port: p.port,
+        name: p.name.to_string(),
+        eds_cluster: name.to_owned(),
+        subset,
+        locality_lb: cluster.locality.clone(),
+        endpoints,
+        sent: sent(&a, gateways),
+    })
+}
+
+/// The priority `ep` is sent at (directly, or through the gateway standing in for it, which sits in
+/// its locality or, for gRPC, wherever the duplicate merge kept it) and why.
+fn priority(
+    ep: &Endpoint,
+    verdict: &Verdict,
+    p: &ServicePort,
+    a: &Assignment,
+    plan: &Plan,
+) -> Option<PriorityReport> {
+    let (target, ranked) = match verdict {
+        Verdict::Direct { .. } => ((ep.address, ep.port(&p.name)?), ep.clone()),
+        Verdict::ViaGateways { gateways, .. } => {
+            let gw = gateways.first()?;
+            let stand_in = split_horizon::stand_in(gw, ep.ports.clone(), &ep.locality, 1);
+            ((gw.address, gw.port), stand_in)
+        }
+        Verdict::Dropped { .. } => return None,
+    };
+    let holds = |g: &&LocalityGroup| g.endpoints.iter().any(|t| (t.address, t.port) == target);
+    let group = a
+        .localities
+        .iter()
+        .filter(holds)
+        .find(|g| g.locality == ep.locality)
+        .or_else(|| a.localities.iter().find(holds))?;
+    Some(PriorityReport {
+        priority: group.priority,
+        why: plan.applies().then(|| plan.why(&ranked, &ep.locality)),
+    })
 }
 
 /// The assignment's endpoints in wire order (locality, then address), gateways marked.
@@ -292,6 +410,7 @@ fn sent(a: &Assignment, gateways: &[NetworkGateway]) -> Vec<SentEndpoint> {
                 gateway: gateways
                     .iter()
                     .any(|gw| (gw.address, gw.port) == (t.address, t.port)),
+                priority: g.priority,
             })
         })
         .collect()
@@ -344,7 +463,7 @@ pub(super) fn handle(mesh: &dyn Mesh, connections: &Connections, q: &ExplainQuer
     };
     match find_service(mesh, &q.service) {
         Ok((service, port)) => {
-            let mut report = explain(mesh, &proxy, service, port);
+            let mut report = explain_subset(mesh, &proxy, service, port, q.subset.as_deref());
             report.connected = connected.is_some();
             Json(report).into_response()
         }
