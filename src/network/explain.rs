@@ -8,6 +8,8 @@
 //! proxy kind's duplicate handling), so the report cannot drift from EDS.
 //! Does NOT: hold state; it reads the current snapshot and the proxy's connection.
 
+pub mod routes;
+
 use std::net::IpAddr;
 
 use axum::{
@@ -122,6 +124,9 @@ pub struct PortReport {
     pub endpoints: Vec<EndpointReport>,
     /// What the proxy is sent, gateways included.
     pub sent: Vec<SentEndpoint>,
+    /// Its HTTP routes and the VirtualService they come from (none for a sidecar's TCP port).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub routes: Option<routes::RoutesReport>,
 }
 
 /// A candidate endpoint and the filter's verdict.
@@ -207,6 +212,7 @@ pub fn explain(mesh: &dyn Mesh, proxy: &Proxy, service: &Service, port: Option<u
                 eds_cluster,
                 endpoints,
                 sent,
+                routes: routes::report(mesh, proxy, service, p.port),
             }
         })
         .collect();

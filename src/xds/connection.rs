@@ -391,6 +391,9 @@ impl<P: Protocol> Stream<P> {
         let scope = scope(&*snapshot, Some(served));
         self.shared.push_log.begin(&*snapshot);
         self.shared.cache.advance(&*snapshot);
+        if matches!(scope, PushScope::Full) {
+            self.shared.metrics.config_in_force(snapshot.mesh().traffic());
+        }
         self.snapshot = snapshot;
         for ty in XdsType::PUSH_ORDER {
             match &scope {

@@ -39,6 +39,8 @@ pub struct Metrics {
     send_time: Histogram,
     convergence: Histogram,
     cache: Family<CacheLabel, Counter>,
+    virtual_services: Gauge,
+    duplicate_hosts: Gauge,
 }
 
 impl Metrics {
@@ -53,6 +55,8 @@ impl Metrics {
             send_time: Histogram::new(seconds_buckets()),
             convergence: Histogram::new(seconds_buckets()),
             cache: Family::default(),
+            virtual_services: Gauge::default(),
+            duplicate_hosts: Gauge::default(),
         };
         registry.register(
             "pilot_xds",
@@ -94,7 +98,25 @@ impl Metrics {
             "Total number of xds cache reads",
             m.cache.clone(),
         );
+        registry.register(
+            "pilot_virt_services",
+            "Total virtual services known to pilot.",
+            m.virtual_services.clone(),
+        );
+        registry.register(
+            "pilot_vservice_dup_domain",
+            "Virtual services with dup domains.",
+            m.duplicate_hosts.clone(),
+        );
         m
+    }
+
+    /// The config gauges of the snapshot being pushed: mesh-bound VirtualServices in force, and
+    /// hosts several of them name (istiod sets these per push context).
+    pub(crate) fn config_in_force(&self, traffic: &crate::traffic::Index) {
+        let vs = &traffic.virtual_services;
+        self.virtual_services.set(vs.len() as i64);
+        self.duplicate_hosts.set(vs.duplicates().len() as i64);
     }
 
     /// Metrics recorded nowhere (tests, benches).

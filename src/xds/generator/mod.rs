@@ -9,6 +9,7 @@ pub mod cds;
 pub mod eds;
 pub mod lds;
 pub mod rds;
+pub mod route;
 #[cfg(any(test, feature = "testing"))]
 pub mod static_mesh;
 
