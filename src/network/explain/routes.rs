@@ -219,3 +219,82 @@ fn fault_words(f: &HttpFault) -> String {
     }
     parts.join(", ")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        model::Protocol,
+        traffic::tests::config,
+        xds::generator::{
+            StaticMesh,
+            static_mesh::{proxy, service},
+        },
+    };
+
+    #[test]
+    fn report_names_the_virtual_service_its_routes_and_what_grpc_ignores() {
+        let split = "hosts: [echo]\nhttp:\n- name: split\n  fault: {abort: {grpcStatus: UNAVAILABLE, percentage: {value: 50}}}\n  \
+                     headers: {request: {set: {x-a: b}}}\n  \
+                     route: [{destination: {host: echo, subset: v1}, weight: 80}, {destination: {host: echo, subset: v2}, weight: 20}]";
+        let m = StaticMesh::new(1)
+            .with(
+                service(
+                    "echo",
+                    "default",
+                    &[("grpc", 7070, Protocol::Grpc), ("tcp", 5432, Protocol::Tcp)],
+                ),
+                vec![],
+            )
+            .with_config([
+                config("VirtualService", "default", "new", "2", split),
+                config("VirtualService", "default", "old", "1", split),
+            ]);
+        let echo = m.service("echo.default.svc.cluster.local").unwrap();
+        let grpc = proxy(ProxyKind::Grpc, "default");
+        let r = report(&m, &grpc, echo, 7070).unwrap();
+        assert_eq!(r.route_config, "outbound|7070||echo.default.svc.cluster.local");
+        assert_eq!(
+            r.virtual_service.as_deref(),
+            Some("default/old"),
+            "the oldest wins"
+        );
+        assert_eq!(r.shadowed, ["default/new"]);
+        let route = &r.routes[0];
+        assert_eq!(route.name, "split");
+        let dests: Vec<(&str, Option<u32>)> = route
+            .destinations
+            .iter()
+            .map(|d| (d.cluster.as_str(), d.weight))
+            .collect();
+        assert_eq!(
+            dests,
+            [
+                ("outbound|7070|v1|echo.default.svc.cluster.local", Some(80)),
+                ("outbound|7070|v2|echo.default.svc.cluster.local", Some(20)),
+            ]
+        );
+        assert_eq!(route.fault.as_deref(), Some("abort with gRPC status 14 for 50%"));
+        assert_eq!(route.timeout.as_deref(), Some("0s"));
+        assert!(
+            r.ignored.iter().any(|f| f.starts_with("spec.http[0].headers")),
+            "{:?}",
+            r.ignored
+        );
+
+        let sidecar = proxy(ProxyKind::Sidecar, "default");
+        assert!(
+            report(&m, &sidecar, echo, 5432).is_none(),
+            "a TCP port has no routes"
+        );
+        let other = proxy(ProxyKind::Sidecar, "elsewhere");
+        let r = report(&m, &other, echo, 7070).unwrap();
+        assert_eq!(r.route_config, "7070");
+        assert_eq!(
+            r.virtual_service.as_deref(),
+            Some("default/old"),
+            "public by default"
+        );
+        assert!(r.ignored.is_empty(), "sidecars act on every field");
+    }
+}

@@ -73,7 +73,8 @@ pub struct RouteInput<'a> {
 pub type HashOf<'a> = &'a dyn Fn(&str, u16, Option<&str>) -> Option<ConsistentHashLb>;
 
 /// The routes of `vs` for this proxy and port; empty when none survives the proxy's source matches
-/// (the service then keeps its default route). A catch-all match ends the list, as in istiod.
+/// (the service then keeps its default route). A catch-all match ends the list, as in istiod. For
+/// gRPC, matches on query parameters are left out (see below).
 pub fn virtual_service_routes(inp: &RouteInput, vs: &ResolvedVs, hash: HashOf) -> Vec<Route> {
     let mut out = Vec::new();
     for http in &vs.spec.http {
@@ -83,6 +84,11 @@ pub fn virtual_service_routes(inp: &RouteInput, vs: &ResolvedVs, hash: HashOf) -
         }
         let mut catch_all = false;
         for m in &http.matches {
+            // gRPC requests have no query string, so such a route can never match one: grpcio skips
+            // it, but grpc-js ignores the condition and would send every request down it.
+            if inp.kind == ProxyKind::Grpc && !m.query_params.is_empty() {
+                continue;
+            }
             if let Some(r) = translate(inp, vs, http, Some(m), hash) {
                 catch_all = is_catch_all(&r);
                 out.push(r);
@@ -605,7 +611,9 @@ pub fn ignored_fields(kind: ProxyKind, vs: &ResolvedVs) -> Vec<String> {
         }
         for (j, m) in http.matches.iter().enumerate() {
             if !m.query_params.is_empty() {
-                out.push(f(&format!("match[{j}].queryParams (gRPC skips the whole route)")));
+                out.push(f(&format!(
+                    "match[{j}].queryParams (gRPC requests have no query: meshd leaves the match out for gRPC)"
+                )));
             }
         }
     }

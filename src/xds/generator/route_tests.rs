@@ -282,3 +282,86 @@ fn fault_filter_precedes_the_router_in_every_hcm() {
         .collect();
     assert_eq!(filters, [FAULT_FILTER, "envoy.filters.http.router"]);
 }
+
+#[test]
+fn proxies_with_the_same_routes_share_one_encode() {
+    use std::collections::BTreeSet;
+
+    use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
+
+    use crate::xds::{
+        XdsType,
+        cache::ResourceCache,
+        generator::{AllEndpoints, Context, NetworkView},
+        resource::{Resource, Subscription},
+    };
+    let by_source = config(
+        "VirtualService",
+        "default",
+        "vs",
+        "1",
+        "hosts: [reviews]\nhttp:\n- match: [{sourceLabels: {app: productpage}}]\n  \
+         route: [{destination: {host: reviews, subset: v2}}]\n- route: [{destination: {host: reviews, subset: v1}}]",
+    );
+    let cache = ResourceCache::new(100, None);
+    let view = NetworkView::default();
+    let rds =
+        |m: &StaticMesh, kind: ProxyKind, ns: &str, app: &str, pod: &str, name: &str| -> Arc<Resource> {
+            let mut p = proxy(kind, ns);
+            p.labels.insert("app".into(), app.into());
+            p.labels.insert("pod".into(), pod.into());
+            let ctx = Context {
+                mesh: m,
+                proxy: &p,
+                view: &view,
+                endpoints: &AllEndpoints,
+                cache: &cache,
+            };
+            let sub = Subscription {
+                wildcard: false,
+                names: Arc::new(BTreeSet::from([Arc::from(name)])),
+            };
+            ctx.generate(XdsType::Route, &sub, None)
+                .pop()
+                .expect("route configuration")
+        };
+
+    // No VirtualService: one encode per kind, whatever the namespace or labels.
+    let plain = mesh(vec![]);
+    let (a, b) = (
+        rds(&plain, ProxyKind::Sidecar, "default", "x", "1", "9080"),
+        rds(&plain, ProxyKind::Sidecar, "other", "y", "2", "9080"),
+    );
+    assert!(Arc::ptr_eq(&a, &b));
+
+    // A sourceLabels match: proxies share by outcome, not by label set.
+    let m = mesh(vec![by_source]);
+    let product = rds(&m, ProxyKind::Sidecar, "default", "productpage", "1", "9080");
+    let product2 = rds(&m, ProxyKind::Sidecar, "default", "productpage", "2", "9080");
+    let other = rds(&m, ProxyKind::Sidecar, "default", "other", "1", "9080");
+    let another = rds(&m, ProxyKind::Sidecar, "default", "another", "1", "9080");
+    assert!(
+        Arc::ptr_eq(&product, &product2),
+        "same outcome, other labels: shared"
+    );
+    assert!(Arc::ptr_eq(&other, &another), "both miss the match: shared");
+    assert_ne!(product.value(), other.value(), "the match holds for one only");
+
+    // gRPC asks by cluster name; the source match holds for it too.
+    let grpc = rds(
+        &m,
+        ProxyKind::Grpc,
+        "default",
+        "productpage",
+        "1",
+        &format!("outbound|9080||{REVIEWS}"),
+    );
+    let rc = RouteConfiguration::decode(grpc.value()).unwrap();
+    // The source match is a catch-all for this proxy: it ends the routes (istiod's IsCatchAllRoute).
+    assert_eq!(rc.virtual_hosts[0].routes.len(), 1);
+    let v = json(&rc, "envoy.config.route.v3.RouteConfiguration");
+    assert_eq!(
+        v["virtualHosts"][0]["routes"][0]["route"]["cluster"],
+        format!("outbound|9080|v2|{REVIEWS}")
+    );
+}
