@@ -171,40 +171,53 @@ impl VsIndex {
     /// The VirtualServices a proxy in `namespace` sees, in istiod's order (`VirtualServicesForGateway`):
     /// those private to the namespace, then those exported to it, then public ones, each by age.
     pub fn visible<'s>(&'s self, namespace: &str) -> impl Iterator<Item = &'s Arc<ResolvedVs>> + use<'s> {
-        let class = |vs: &ResolvedVs| match &vs.visibility {
+        self.ordered(namespace, |_| true).into_iter()
+    }
+
+    /// [`VsIndex::visible`], only those `keep` accepts (filtered before ordering: cheap per host).
+    fn ordered<'s>(
+        &'s self,
+        namespace: &str,
+        keep: impl Fn(&ResolvedVs) -> bool,
+    ) -> Vec<&'s Arc<ResolvedVs>> {
+        let mut out: Vec<&Arc<ResolvedVs>> = self
+            .all
+            .iter()
+            .filter(|vs| vs.visibility.visible_in(namespace) && keep(vs))
+            .collect();
+        // Stable: `all` is already by age.
+        out.sort_by_key(|vs| match &vs.visibility {
             Visibility::Public => 2,
             _ if *vs.object.namespace == *namespace => 0,
             _ => 1,
-        };
-        let mut seen: Vec<(u8, usize)> = self
-            .all
-            .iter()
-            .enumerate()
-            .filter(|(_, vs)| vs.visibility.visible_in(namespace))
-            .map(|(i, vs)| (class(vs), i))
-            .collect();
-        seen.sort();
-        seen.into_iter().map(|(_, i)| &self.all[i])
+        });
+        out
     }
 
     /// The VirtualServices that may route `host` for a proxy in `namespace`, best first: every one
     /// naming the host exactly, in [`VsIndex::visible`] order; failing that, the one with the most
-    /// specific wildcard matching it (the oldest on a tie), as istiod's `mostSpecificWildcardVsIndex`.
-    /// The first whose routes survive the proxy's source matches wins; the rest are duplicates.
+    /// specific wildcard matching it (the first seen on a tie), as istiod's
+    /// `mostSpecificWildcardVsIndex`. The first whose routes survive the proxy's source matches wins;
+    /// the rest are duplicates.
     pub fn for_host<'s>(&'s self, namespace: &str, host: &str) -> Vec<&'s Arc<ResolvedVs>> {
-        let exact: Vec<_> = self
-            .visible(namespace)
-            .filter(|vs| vs.hosts.iter().any(|h| h.is_exact() && h.matches(host)))
-            .collect();
+        let exact = self.ordered(namespace, |vs| {
+            vs.hosts.iter().any(|h| h.is_exact() && h.matches(host))
+        });
         if !exact.is_empty() {
             return exact;
         }
+        let specificity = |vs: &ResolvedVs| {
+            vs.hosts
+                .iter()
+                .filter(|h| !h.is_exact() && h.matches(host))
+                .map(|h| h.specificity())
+                .max()
+        };
         let mut best: Option<(usize, &'s Arc<ResolvedVs>)> = None;
-        for vs in self.visible(namespace) {
-            for h in vs.hosts.iter().filter(|h| !h.is_exact() && h.matches(host)) {
-                if best.is_none_or(|(s, _)| h.specificity() > s) {
-                    best = Some((h.specificity(), vs));
-                }
+        for vs in self.ordered(namespace, |vs| specificity(vs).is_some()) {
+            let s = specificity(vs).unwrap_or_default();
+            if best.is_none_or(|(b, _)| s > b) {
+                best = Some((s, vs));
             }
         }
         best.map(|(_, vs)| vs).into_iter().collect()

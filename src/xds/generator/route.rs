@@ -441,7 +441,7 @@ pub fn retry_policy(r: Option<&HttpRetry>, consistent_hash: bool) -> Option<Retr
         let (mut on, mut codes) = (Vec::new(), Vec::new());
         for part in r.retry_on.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             match part.parse::<u32>() {
-                Ok(code) if (100..600).contains(&code) => codes.push(code),
+                Ok(code) if is_http_status(code) => codes.push(code),
                 _ => on.push(part),
             }
         }
@@ -461,6 +461,12 @@ pub fn retry_policy(r: Option<&HttpRetry>, consistent_hash: bool) -> Option<Retr
         });
     }
     Some(out)
+}
+
+/// The status codes Go's `http.StatusText` names: what istiod's `parseRetryOn` takes as a code.
+fn is_http_status(c: u32) -> bool {
+    matches!(c, 100..=103 | 200..=208 | 226 | 300..=305 | 307 | 308 | 400..=418 | 421..=426 | 428 | 429
+        | 431 | 451 | 500..=508 | 510 | 511)
 }
 
 /// istiod's `TranslateFault`: a fixed delay and an HTTP or gRPC abort, each with its share
@@ -606,8 +612,30 @@ pub fn ignored_fields(kind: ProxyKind, vs: &ResolvedVs) -> Vec<String> {
         if http.rewrite.is_some() {
             out.push(f("rewrite (gRPC does not rewrite requests)"));
         }
-        if http.retries.as_ref().is_some_and(|r| r.per_try_timeout.is_some()) {
-            out.push(f("retries.perTryTimeout"));
+        if let Some(r) = &http.retries {
+            if r.per_try_timeout.is_some() {
+                out.push(f("retries.perTryTimeout"));
+            }
+            // gRFC A44: gRPC retries on status codes only.
+            const GRPC_RETRY_ON: &[&str] = &[
+                "cancelled",
+                "deadline-exceeded",
+                "internal",
+                "resource-exhausted",
+                "unavailable",
+            ];
+            let other: Vec<&str> = r
+                .retry_on
+                .split(',')
+                .map(str::trim)
+                .filter(|c| !c.is_empty() && !GRPC_RETRY_ON.contains(c))
+                .collect();
+            if !other.is_empty() {
+                out.push(f(&format!(
+                    "retries.retryOn {} (gRPC retries on status codes only)",
+                    other.join(",")
+                )));
+            }
         }
         for (j, m) in http.matches.iter().enumerate() {
             if !m.query_params.is_empty() {

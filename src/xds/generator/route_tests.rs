@@ -365,3 +365,33 @@ fn proxies_with_the_same_routes_share_one_encode() {
         format!("outbound|9080|v2|{REVIEWS}")
     );
 }
+
+#[test]
+fn grpc_is_told_which_fields_it_does_not_act_on() {
+    let vs = config(
+        "VirtualService",
+        "default",
+        "vs",
+        "1",
+        "hosts: [reviews]\nhttp:\n- match: [{queryParams: {a: {exact: '1'}}}]\n  \
+         retries: {attempts: 2, retryOn: '5xx,unavailable,503', perTryTimeout: 1s}\n  \
+         headers: {request: {set: {x-a: b}}}\n  route: [{destination: {host: reviews}}]",
+    );
+    let m = mesh(vec![vs]);
+    let resolved = &m.traffic().virtual_services.for_host("default", REVIEWS)[0];
+    let ignored = ignored_fields(ProxyKind::Grpc, resolved);
+    let want = [
+        "spec.http[0].headers",
+        "spec.http[0].retries.perTryTimeout",
+        "spec.http[0].retries.retryOn 5xx,503 (",
+        "spec.http[0].match[0].queryParams",
+    ];
+    for w in want {
+        assert!(
+            ignored.iter().any(|f| f.starts_with(w)),
+            "{w} missing from {ignored:?}"
+        );
+    }
+    assert_eq!(ignored.len(), want.len(), "{ignored:?}");
+    assert!(ignored_fields(ProxyKind::Sidecar, resolved).is_empty());
+}
