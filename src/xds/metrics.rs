@@ -169,3 +169,55 @@ impl Metrics {
         self.cache.get_or_create(&CacheLabel { r#type: "miss" }).inc();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use prometheus_client::{encoding::text::encode, registry::Registry};
+
+    use super::Metrics;
+    use crate::{
+        config_controller::ConfigSnapshot,
+        traffic::{Index, Settings, tests::config},
+    };
+
+    #[test]
+    fn config_gauges_count_virtual_services_and_shared_hosts() {
+        let mut registry = Registry::default();
+        let m = Metrics::new(&mut registry);
+        let route = "http: [{route: [{destination: {host: a}}]}]";
+        let configs = [
+            config(
+                "VirtualService",
+                "ns",
+                "one",
+                "1",
+                &format!("hosts: [a, b]\n{route}"),
+            ),
+            config(
+                "VirtualService",
+                "ns",
+                "two",
+                "2",
+                &format!("hosts: [a]\n{route}"),
+            ),
+            config(
+                "VirtualService",
+                "ns",
+                "gateway-only",
+                "3",
+                &format!("hosts: [c]\ngateways: [gw]\n{route}"),
+            ),
+        ];
+        let index = Index::build(
+            Arc::new(ConfigSnapshot::from_configs(1, configs)),
+            Settings::default(),
+        );
+        m.config_in_force(&index);
+        let mut text = String::new();
+        encode(&mut text, &registry).unwrap();
+        assert!(text.contains("\npilot_virt_services 2\n"), "{text}");
+        assert!(text.contains("\npilot_vservice_dup_domain 1\n"), "{text}");
+    }
+}
