@@ -297,6 +297,7 @@ pub(crate) async fn run<P: Protocol>(
     info!(node = %proxy.id, kind = %proxy.kind, protocol, "xDS stream connected");
     shared.push_log.begin(&*snapshot);
     shared.metrics.stream_opened();
+    shared.metrics.config_in_force(snapshot.mesh().traffic());
     let mut stream = Stream::<P> {
         view: NetworkView::of(&proxy),
         shared: shared.clone(),
@@ -392,6 +393,7 @@ impl<P: Protocol> Stream<P> {
         self.shared.push_log.begin(&*snapshot);
         self.shared.cache.advance(&*snapshot);
         if matches!(scope, PushScope::Full) {
+            // Also on connect: the gauges follow the snapshot proxies are served.
             self.shared.metrics.config_in_force(snapshot.mesh().traffic());
         }
         self.snapshot = snapshot;
