@@ -44,7 +44,6 @@ _HANDLED = {
     "map": {"min_pairs", "max_pairs", "keys", "values", "ignore_empty", "no_sparse"},
     "any": {"required", "in", "not_in"},
     "duration": {"required", "const", "lt", "lte", "gt", "gte", "in", "not_in"},
-    "message": {"required", "skip"},
     "bool": {"const"},
 }
 
@@ -86,15 +85,13 @@ def _message(msg: message.Message, path: str, out: list[str]) -> None:
             else:
                 _repeated(field, value, rules, fpath, out)
             continue
+        if field.containing_oneof is not None and msg.WhichOneof(field.containing_oneof.name) != field.name:
+            continue  # an unset oneof member is not validated
         if field.type == FD.TYPE_MESSAGE:
-            present = msg.HasField(field.name)
-            value = getattr(msg, field.name) if present else None
+            value = getattr(msg, field.name) if msg.HasField(field.name) else None
             _message_field(field, value, rules, fpath, out)
-        else:
-            if field.containing_oneof is not None and msg.WhichOneof(field.containing_oneof.name) != field.name:
-                continue  # an unset oneof member is not validated
-            if rules is not None:
-                _scalar(field, getattr(msg, field.name), rules, fpath, out)
+        elif rules is not None:
+            _scalar(field, getattr(msg, field.name), rules, fpath, out)
 
 
 def _is_map(field) -> bool:
@@ -103,15 +100,17 @@ def _is_map(field) -> bool:
 
 def _message_field(field, value, rules, path, out) -> None:
     kind = rules.WhichOneof("type") if rules is not None else None
-    if kind == "message" and rules.message.skip:
+    # `message` is beside the `type` oneof in validate.proto: it combines with any of them.
+    mrules = rules.message if rules is not None and rules.HasField("message") else None
+    if mrules is not None and mrules.skip:
         return
-    required = (kind == "message" and rules.message.required) or (kind == "any" and rules.any.required) or (
+    required = (mrules is not None and mrules.required) or (kind == "any" and rules.any.required) or (
         kind == "duration" and rules.duration.required)
     if value is None:
         if required:
             out.append(f"{path}: value is required")
         return
-    if kind is not None and kind != "message":
+    if kind is not None:
         _unsupported(rules, kind, path, out)
     name = field.message_type.full_name
     if name in _WRAPPERS and kind in _NUMERIC | {"string", "bytes", "bool"}:
