@@ -5,8 +5,8 @@ Each ``console`` block marked ``<!-- docs-test: traffic -->`` is a sequence of `
 (backslash continuations and ``<<'EOF'`` here-documents included), each followed by its output. The
 blocks run in document order, by bash, in one scratch folder whose ``TMPDIR`` is the sandbox's state
 parent (so ``meshd &`` starts a sandbox of its own, on free ports if the default ones are taken, and
-``meshctl`` finds it). A background command (``… &``) is started and the next command waits for the
-sandbox meshd to be ready; ``export NAME=value`` sets the variable for the commands after it; every
+``meshctl`` finds it), with the test's Python (grpcio) first on ``PATH``. A background command (its first
+line ends with ``&``) is started and the next command waits for the sandbox meshd to be ready; ``export NAME=value`` sets the variable for the commands after it; every
 other command must print exactly the pasted output (stdout and stderr). ``meshctl`` reads are retried
 for a few seconds, since config applied with kubectl reaches meshd asynchronously. ``UPDATE_GOLDENS=1``
 rewrites the pasted output with what the commands print. (``tests/e2e/test_docs_commands.py`` skips
@@ -19,6 +19,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -78,7 +79,7 @@ def test_the_doc_has_worked_examples():
 def test_worked_examples_run_as_written(tmp_path):
     kubectl = shutil.which(KUBECTL)
     assert kubectl, f"no kubectl ({KUBECTL})"
-    env = {"PATH": f"{BIN_DIR}:{Path(kubectl).parent}:{os.environ['PATH']}", "HOME": str(tmp_path),
+    env = {"PATH": f"{Path(sys.executable).parent}:{BIN_DIR}:{Path(kubectl).parent}:{os.environ['PATH']}", "HOME": str(tmp_path),
            "TMPDIR": str(tmp_path), "KUBECTL": kubectl}
     # The docs call it `kubectl`; tests/run.sh's copy may be named kubectl-1.34.
     if Path(kubectl).name != "kubectl":
@@ -95,14 +96,18 @@ def test_worked_examples_run_as_written(tmp_path):
                                            capture_output=True, text=True, check=True).stdout
                 printed.append(want)
                 continue
-            if cmd.rstrip().endswith("&"):
-                background.append(subprocess.Popen(["bash", "-c", cmd.rstrip()[:-1]], cwd=tmp_path, env=env,
+            first, _, rest = cmd.partition("\n")
+            if first.rstrip().endswith("&"):
+                script = first.rstrip()[:-1] + ("\n" + rest if rest else "")
+                background.append(subprocess.Popen(["bash", "-c", script], cwd=tmp_path, env=env,
                                                    stdout=open(tmp_path / f"bg{len(background)}.log", "w"),
                                                    stderr=subprocess.STDOUT, start_new_session=True))
                 wait_ready(env, tmp_path)
                 printed.append(want)
                 continue
             retry = cmd.startswith("meshctl")
+            if retry and UPDATE:
+                time.sleep(2)  # what meshd shows once the commands before have taken effect
             deadline = time.monotonic() + (15 if retry else 0)
             while True:
                 out = subprocess.run(["bash", "-c", cmd], cwd=tmp_path, env=env, capture_output=True, text=True,
