@@ -42,7 +42,11 @@ use envoy_types::pb::{
     google::protobuf::Duration,
 };
 
-use super::{ads_source, any, eds::strings};
+use super::{Context, Target, ads_source, any, eds::strings, parse_cluster};
+use crate::{
+    model::TlsMode,
+    xds::{ProxyKind, XdsType, resource::Resource},
+};
 
 /// The certificate-provider / SDS name of the workload certificate.
 pub const WORKLOAD_CERT: &str = "default";
@@ -66,51 +70,145 @@ pub enum UpstreamTls {
 
 /// `outbound|<port>||<hostname>` (istiod's `BuildSubsetKey` without a subset).
 pub fn cluster_name(port: u16, hostname: &str) -> String {
-    format!("outbound|{port}||{hostname}")
+    subset_cluster_name(port, "", hostname)
+}
+
+/// `outbound|<port>|<subset>|<hostname>`: a DestinationRule subset's cluster (istiod's `BuildSubsetKey`).
+pub fn subset_cluster_name(port: u16, subset: &str, hostname: &str) -> String {
+    format!("outbound|{port}|{subset}|{hostname}")
 }
 
 /// `outbound_.<port>_._.<hostname>` (istiod's `BuildDNSSrvSubsetKey`): the SNI a sidecar sends with
 /// Istio mTLS, and the name of the east-west gateway's cluster that SNI is routed to.
 pub fn sni_name(port: u16, hostname: &str) -> String {
-    format!("outbound_.{port}_._.{hostname}")
+    subset_sni_name(port, "", hostname)
+}
+
+/// `outbound_.<port>_.<subset>_.<hostname>`: [`sni_name`] of a subset cluster.
+pub fn subset_sni_name(port: u16, subset: &str, hostname: &str) -> String {
+    format!("outbound_.{port}_.{subset}_.{hostname}")
 }
 
 /// What a cluster name means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClusterRef<'a> {
-    /// `outbound|<port>||<hostname>`: a service port, for sidecars, gRPC and gateways.
+    /// `outbound|<port>|<subset>|<hostname>`: a service port, for sidecars, gRPC and gateways.
     Outbound {
         /// Service port.
         port: u16,
+        /// DestinationRule subset; empty for the whole service.
+        subset: &'a str,
         /// Service host name.
         hostname: &'a str,
     },
-    /// `outbound_.<port>_._.<hostname>`: an east-west gateway's SNI-DNAT cluster (local mTLS endpoints).
+    /// `outbound_.<port>_.<subset>_.<hostname>`: an east-west gateway's SNI-DNAT cluster (local mTLS
+    /// endpoints).
     SniDnat {
         /// Service port.
         port: u16,
+        /// DestinationRule subset; empty for the whole service.
+        subset: &'a str,
         /// Service host name.
         hostname: &'a str,
     },
 }
 
 impl<'a> ClusterRef<'a> {
-    /// Parses a cluster name; `None` for names meshd does not build (subsets, inbound, …).
+    /// Parses a cluster name; `None` for names meshd does not build (inbound, …).
     pub fn parse(name: &'a str) -> Option<Self> {
         if let Some(rest) = name.strip_prefix("outbound|") {
-            let (port, hostname) = rest.split_once("||")?;
+            let mut parts = rest.splitn(3, '|');
+            let (port, subset, hostname) = (parts.next()?, parts.next()?, parts.next()?);
+            if hostname.is_empty() {
+                return None;
+            }
             return Some(Self::Outbound {
                 port: port.parse().ok()?,
+                subset,
                 hostname,
             });
         }
         let rest = name.strip_prefix("outbound_.")?;
-        let (port, hostname) = rest.split_once("_._.")?;
+        let (port, rest) = rest.split_once("_.")?;
+        let (subset, hostname) = rest.split_once("_.")?;
         Some(Self::SniDnat {
             port: port.parse().ok()?,
+            subset,
             hostname,
         })
     }
+
+    /// The service host name it names.
+    pub fn hostname(&self) -> &'a str {
+        match self {
+            Self::Outbound { hostname, .. } | Self::SniDnat { hostname, .. } => hostname,
+        }
+    }
+}
+
+/// Every cluster name a proxy's wildcard CDS lists.
+pub(super) fn all_names(ctx: &Context) -> BTreeSet<Arc<str>> {
+    let mut names: BTreeSet<Arc<str>> = ctx
+        .ports()
+        .map(|(s, p)| cluster_name(p.port, &s.hostname).into())
+        .collect();
+    if ctx.proxy.kind == ProxyKind::Sidecar {
+        names.insert(PASSTHROUGH.into());
+    }
+    if ctx.proxy.is_east_west_gateway() {
+        names.extend(ctx.ports().map(|(s, p)| sni_name(p.port, &s.hostname).into()));
+    }
+    names
+}
+
+/// What a cluster depends on besides its name: which clusters use mTLS depends on the endpoints the
+/// view sees (gateways are mTLS).
+pub(super) fn view_key(ctx: &Context) -> Arc<str> {
+    format!(
+        "{}|{}|{}",
+        ctx.kind_name(),
+        ctx.view.network.as_deref().unwrap_or(""),
+        ctx.requested_networks()
+    )
+    .into()
+}
+
+/// The cluster `name` for the proxy; `None` when it does not exist.
+pub(super) fn build(ctx: &Context, name: Arc<str>) -> Option<Resource> {
+    if &*name == PASSTHROUGH && ctx.proxy.kind == ProxyKind::Sidecar {
+        return Some(Resource::encode(XdsType::Cluster, name, &passthrough_cluster()));
+    }
+    let Target {
+        service,
+        port,
+        sni_dnat,
+        ..
+    } = parse_cluster(ctx.mesh, &name)?;
+    if sni_dnat {
+        return ctx
+            .proxy
+            .is_east_west_gateway()
+            .then(|| Resource::encode(XdsType::Cluster, name.clone(), &sni_dnat_cluster(&name)));
+    }
+    let endpoints = ctx.endpoints.endpoints(ctx.mesh, service, port, ctx.view);
+    // Secure naming pins every workload identity of the service, including those behind gateways.
+    let mut identities = service.service_accounts.clone();
+    identities.extend(
+        ctx.mesh
+            .endpoints(service)
+            .filter_map(|e| e.service_account.clone()),
+    );
+    let mtls = endpoints.iter().filter(|e| e.tls_mode == TlsMode::Istio).count();
+    let tls = match ctx.proxy.kind {
+        ProxyKind::Grpc if mtls > 0 && mtls == endpoints.len() => UpstreamTls::GrpcMutual,
+        ProxyKind::Sidecar | ProxyKind::Router if mtls > 0 => UpstreamTls::SidecarAuto,
+        _ => UpstreamTls::None,
+    };
+    Some(Resource::encode(
+        XdsType::Cluster,
+        name.clone(),
+        &eds_cluster(&name, tls, &identities, &sni_name(port.port, &service.hostname)),
+    ))
 }
 
 /// An east-west gateway's cluster for one SNI: EDS over the local network's mTLS endpoints; no
@@ -266,4 +364,56 @@ fn san_matchers(identities: &BTreeSet<Arc<str>>) -> Vec<SubjectAltNameMatcher> {
             ..Default::default()
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_with_and_without_subsets() {
+        let h = "reviews.ns.svc.cluster.local";
+        assert_eq!(
+            cluster_name(9080, h),
+            "outbound|9080||reviews.ns.svc.cluster.local"
+        );
+        assert_eq!(
+            subset_sni_name(9080, "v1", h),
+            "outbound_.9080_.v1_.reviews.ns.svc.cluster.local"
+        );
+        assert_eq!(
+            sni_name(9080, h),
+            "outbound_.9080_._.reviews.ns.svc.cluster.local"
+        );
+        for (subset, sni) in [("", false), ("v1", false), ("", true), ("v2", true)] {
+            let name = if sni {
+                subset_sni_name(9080, subset, h)
+            } else {
+                subset_cluster_name(9080, subset, h)
+            };
+            let want = if sni {
+                ClusterRef::SniDnat {
+                    port: 9080,
+                    subset,
+                    hostname: h,
+                }
+            } else {
+                ClusterRef::Outbound {
+                    port: 9080,
+                    subset,
+                    hostname: h,
+                }
+            };
+            assert_eq!(ClusterRef::parse(&name), Some(want), "{name}");
+        }
+        for bad in [
+            "outbound|x||h",
+            "outbound|80|v1|",
+            "inbound|80||h",
+            "outbound|80",
+            "outbound_.80_.h",
+        ] {
+            assert_eq!(ClusterRef::parse(bad), None, "{bad}");
+        }
+    }
 }
