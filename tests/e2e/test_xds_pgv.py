@@ -21,6 +21,7 @@ from meshd_proc import Meshd, eventually
 from xdsharness import CDS, EDS, LDS, RDS, Ads, Fixture, decode
 
 HELLO = "helloworld.sample.svc.cluster.local"
+SUBSET_CLUSTERS = {f"outbound|5000|v1|{HELLO}", f"outbound|5000|v2|{HELLO}"}
 
 
 def obj(kind: str, name: str, spec: dict) -> dict:
@@ -194,14 +195,15 @@ def test_the_walker_catches_each_rule_kind(make, want):
 @pytest.fixture(scope="module")
 def sandbox(tmp_path_factory):
     m = Meshd(tmp_path_factory.mktemp("pgv"))
-    before = m.json("/debug/push_status")["version"]
     m.kubectl("cluster1", "apply", "-f", "-", stdin="\n---\n".join(json.dumps(o) for o in CONFIG))
     objects = lambda: [o for o in m.json("/debug/configz")["istioConfig"]["objects"] if o["namespace"] == "sample"
                        and o["kind"] in ("DestinationRule", "VirtualService", "PeerAuthentication")]
     eventually("the config read", lambda: len(objects()) == len(CONFIG))
     assert [(o["name"], o["status"], o.get("warnings") or []) for o in objects() if o["status"] != "valid"
             or o.get("warnings")] == []
-    eventually("a snapshot with the config", lambda: m.json("/debug/push_status")["version"] > before)
+    # Served once the subset clusters are: every later stream gets a snapshot with the whole config.
+    eventually("the subset clusters served", lambda: SUBSET_CLUSTERS <= set(
+        served(f"127.0.0.1:{m.grpc}", NODES["sidecar-network1"])[CDS]))
     yield m
     assert m.stop() == 0, m.log()
 
@@ -213,7 +215,7 @@ def test_sandbox_resources_pass_envoys_validation_rules(sandbox, who):
     assert violations(got) == []
     if who.startswith("sidecar"):
         # The rich config is in what was checked: subset clusters and the VirtualService's routes.
-        assert {f"outbound|5000|v1|{HELLO}", f"outbound|5000|v2|{HELLO}"} <= set(got[CDS])
+        assert SUBSET_CLUSTERS <= set(got[CDS])
         routes = [r for rc in got[RDS].values() for vh in rc.virtual_hosts for r in vh.routes]
         assert any(r.route.HasField("weighted_clusters") for r in routes)
 
@@ -237,6 +239,6 @@ def test_xds_fixture_resources_pass_envoys_validation_rules(tmp_path):
         got = served(fixture.addr, node("sidecar~10.0.0.99~client.sample~sample.svc.cluster.local",
                                         NAMESPACE="sample"))
         assert violations(got) == []
-        assert {f"outbound|5000|v1|{HELLO}", f"outbound|5000|v2|{HELLO}"} <= set(got[CDS])
+        assert SUBSET_CLUSTERS <= set(got[CDS])
     finally:
         fixture.close()
