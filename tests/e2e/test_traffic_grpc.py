@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import pytest
 from envoy.extensions.filters.network.http_connection_manager.v3 import http_connection_manager_pb2 as hcm_pb2
+
+# Registered for json_format: typed configs meshd nests in routes (fault, retry host predicate).
+from envoy.extensions.filters.http.fault.v3 import fault_pb2  # noqa: F401
+from envoy.extensions.retry.host.previous_hosts.v3 import previous_hosts_pb2  # noqa: F401
 from google.protobuf import json_format, struct_pb2
 from envoy.config.core.v3 import base_pb2
 
