@@ -111,6 +111,7 @@ def test_weighted_canary_across_clusters_and_moving_all_traffic_within_one_secon
             stream.close()
         assert all(r["status"] == "OK" for r in records), [r for r in records if r["status"] != "OK"][:5]
         last_v1 = max((r["t"] for r in records if r["backend"] == "echo-v1-0"), default=t_apply)
+        print(f"v1 last answered {last_v1 - t_apply:.3f}s after the apply began")
         assert last_v1 - t_apply < 1.0, f"v1 still answered {last_v1 - t_apply:.3f}s after the apply"
     finally:
         mesh.delete("virtualservice", "echo")
