@@ -155,11 +155,10 @@ def _numeric(r, v, path, out) -> None:
             out.append(f"{path}: {v} must be outside {hi}..{lo}")
     elif not (ok_lo and ok_hi):
         out.append(f"{path}: {v} out of range {lo} {hi}")
-    if r.__class__.DESCRIPTOR.fields_by_name.get("in") is not None:
-        if list(getattr(r, "in")) and v not in getattr(r, "in"):
-            out.append(f"{path}: {v} not in {list(getattr(r, 'in'))}")
-        if v in r.not_in:
-            out.append(f"{path}: {v} in {list(r.not_in)}")
+    if list(getattr(r, "in")) and v not in getattr(r, "in"):
+        out.append(f"{path}: {v} not in {list(getattr(r, 'in'))}")
+    if v in r.not_in:
+        out.append(f"{path}: {v} in {list(r.not_in)}")
 
 
 def _enum(r, v, field, path, out) -> None:
