@@ -11,6 +11,8 @@
 //! and why); a hidden service is sent nothing.
 //! Does NOT: hold state; it reads the current snapshot and the proxy's connection.
 
+pub mod routes;
+
 use std::{collections::BTreeMap, net::IpAddr, sync::Arc};
 
 use axum::{
@@ -190,6 +192,9 @@ pub struct PortReport {
     pub endpoints: Vec<EndpointReport>,
     /// What the proxy is sent, gateways included.
     pub sent: Vec<SentEndpoint>,
+    /// Its HTTP routes and the VirtualService they come from (none for a sidecar's TCP port).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub routes: Option<routes::RoutesReport>,
 }
 
 /// A candidate endpoint and the filter's verdict.
@@ -291,13 +296,19 @@ pub fn explain_subset(
         .filter_map(|p| {
             let name = cds::subset_cluster_name(p.port, subset.unwrap_or(""), &service.hostname);
             // What the proxy gets comes through its Sidecar scope; a port the scope hides is still
-            // explained, and sent nothing.
-            port_report(&scoped, proxy, &view, p, &name).or_else(|| {
-                let mut hidden = port_report(mesh, proxy, &view, p, &name)?;
-                hidden.sent.clear();
-                hidden.endpoints.iter_mut().for_each(|e| e.priority = None);
-                Some(hidden)
-            })
+            // explained, and sent nothing (no endpoints, no routes).
+            match port_report(&scoped, proxy, &view, p, &name) {
+                Some(mut report) => {
+                    report.routes = routes::report(&scoped, proxy, service, p.port);
+                    Some(report)
+                }
+                None => {
+                    let mut hidden = port_report(mesh, proxy, &view, p, &name)?;
+                    hidden.sent.clear();
+                    hidden.endpoints.iter_mut().for_each(|e| e.priority = None);
+                    Some(hidden)
+                }
+            }
         })
         .collect();
     Explanation {
@@ -360,6 +371,7 @@ fn port_report(
         locality_lb: cluster.locality.clone(),
         endpoints,
         sent: sent(&a, gateways),
+        routes: None,
     })
 }
 

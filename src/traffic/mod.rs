@@ -9,6 +9,7 @@ pub mod hosts;
 pub mod peer_authn;
 pub mod policy;
 pub mod sidecar_scope;
+pub mod virtual_service;
 pub mod visibility;
 
 use std::{
@@ -20,6 +21,7 @@ pub use destination_rule::{DrIndex, MergedRule};
 pub use peer_authn::{PaIndex, PeerMode};
 pub use policy::{EffectivePolicy, effective};
 pub use sidecar_scope::{ProxyRef, Scopes, SidecarScope};
+pub use virtual_service::VsIndex;
 pub use visibility::Visibility;
 
 use crate::{config::MeshConfig, config_controller::ConfigSnapshot, istio::Labels, model::Service};
@@ -68,6 +70,8 @@ pub struct Index {
     pub peer_authn: PaIndex,
     /// Sidecars, and the scopes built from them.
     pub scopes: Scopes,
+    /// Mesh-bound VirtualServices.
+    pub virtual_services: VsIndex,
 }
 
 impl Default for Index {
@@ -83,6 +87,7 @@ impl Index {
             destination_rules: DrIndex::build(config.all(), &settings),
             peer_authn: PaIndex::build(config.all(), &settings),
             scopes: Scopes::build(&config),
+            virtual_services: VsIndex::build(config.all(), &settings),
             settings,
             config,
         }

@@ -301,6 +301,7 @@ pub(crate) async fn run<P: Protocol>(
     info!(node = %proxy.id, kind = %proxy.kind, protocol, "xDS stream connected");
     shared.push_log.begin(&*snapshot);
     shared.metrics.stream_opened();
+    shared.metrics.config_in_force(snapshot.mesh().traffic());
     let mut stream = Stream::<P> {
         view: NetworkView::of(&proxy),
         scope: scope_of(snapshot.mesh(), &proxy),
@@ -408,6 +409,10 @@ impl<P: Protocol> Stream<P> {
             root: &snapshot.mesh().traffic().settings.root_namespace,
         };
         let push = decide(&changes, recipient, &self.scope, &new_scope);
+        if !matches!(changes, PushScope::Endpoints(_)) {
+            // Also on connect: the gauges follow the snapshot proxies are served.
+            self.shared.metrics.config_in_force(snapshot.mesh().traffic());
+        }
         self.snapshot = snapshot;
         self.scope = new_scope;
         if push == Push::None {

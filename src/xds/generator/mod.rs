@@ -11,6 +11,7 @@ pub mod lds;
 pub mod locality;
 pub mod mtls;
 pub mod rds;
+pub mod route;
 pub mod scoped;
 #[cfg(any(test, feature = "testing"))]
 pub mod static_mesh;
