@@ -295,20 +295,11 @@ pub fn explain_subset(
         .filter(|p| port.is_none_or(|want| want == p.port))
         .filter_map(|p| {
             let name = cds::subset_cluster_name(p.port, subset.unwrap_or(""), &service.hostname);
-            // What the proxy gets comes through its Sidecar scope; a port the scope hides is still
-            // explained, and sent nothing (no endpoints, no routes).
-            match port_report(&scoped, proxy, &view, p, &name) {
-                Some(mut report) => {
-                    report.routes = routes::report(&scoped, proxy, service, p.port);
-                    Some(report)
-                }
-                None => {
-                    let mut hidden = port_report(mesh, proxy, &view, p, &name)?;
-                    hidden.sent.clear();
-                    hidden.endpoints.iter_mut().for_each(|e| e.priority = None);
-                    Some(hidden)
-                }
-            }
+            // What the proxy gets comes through its Sidecar scope: a port the scope hides has no
+            // cluster, so no report (the `sidecar` section says why).
+            let mut report = port_report(&scoped, proxy, &view, p, &name)?;
+            report.routes = routes::report(&scoped, proxy, service, p.port);
+            Some(report)
         })
         .collect();
     Explanation {
