@@ -29,6 +29,7 @@ const ENVOY_ROOTS: &[&str] = &[
     "envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager.proto",
     "envoy/extensions/filters/network/tcp_proxy/v3/tcp_proxy.proto",
     "envoy/extensions/filters/http/router/v3/router.proto",
+    "envoy/extensions/upstreams/http/v3/http_protocol_options.proto",
 ];
 
 /// Compiles [`ENVOY_ROOTS`] from the `.proto` sources the `envoy-types` crate ships (the very sources its

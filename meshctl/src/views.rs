@@ -371,13 +371,16 @@ pub fn explain_text(e: &Value) -> String {
         },
         s(&e["service"]),
     );
+    out += &destination_rule_line(&e["destinationRule"]);
     for port in e["ports"].as_array().into_iter().flatten() {
         out += &format!(
-            "\nport {} ({}), EDS cluster {}\n\n  sent:\n",
+            "\nport {} ({}), EDS cluster {}\n",
             port["port"],
             s(&port["name"]),
             s(&port["edsCluster"])
         );
+        out += &cluster_policy_rows(port);
+        out += "\n  sent:\n";
         let sent: Vec<Vec<String>> = port["sent"]
             .as_array()
             .into_iter()
@@ -427,6 +430,53 @@ pub fn explain_text(e: &Value) -> String {
         ));
     }
     out
+}
+
+/// Which DestinationRule applied (every contributing one when several were merged).
+fn destination_rule_line(r: &Value) -> String {
+    let from: Vec<&str> = r["from"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    if from.is_empty() {
+        return "destination rule: none (defaults)\n".into();
+    }
+    format!(
+        "destination rule: {} (host {})\n",
+        from.join(", "),
+        r["host"].as_str().unwrap_or("-")
+    )
+}
+
+/// Per cluster of a port (the default, then each subset), what this proxy's client does with each
+/// field of the rule: applies, downgraded to what, or ignored and why.
+fn cluster_policy_rows(port: &Value) -> String {
+    let mut rows = Vec::new();
+    for c in port["clusters"].as_array().into_iter().flatten() {
+        let name = c["name"].as_str().unwrap_or("-").to_owned();
+        let notes = c["notes"].as_array().map(Vec::as_slice).unwrap_or_default();
+        if notes.is_empty() {
+            rows.push(vec![name.clone(), "-".into(), "defaults".into()]);
+        }
+        for n in notes {
+            let effect = match n["effect"].as_str().unwrap_or("") {
+                "applies" => "applies".to_owned(),
+                "downgraded" => format!("downgraded to {}", n["to"].as_str().unwrap_or("?")),
+                "ignored" => format!("ignored: {}", n["why"].as_str().unwrap_or("?")),
+                other => other.to_owned(),
+            };
+            rows.push(vec![name.clone(), n["field"].as_str().unwrap_or("-").to_owned(), effect]);
+        }
+    }
+    if rows.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\n  clusters:\n{}",
+        indent(&super::output::table(&["CLUSTER", "FIELD", "EFFECT"], &rows))
+    )
 }
 
 /// `region/zone/subzone`, or `-` when unset.
@@ -575,6 +625,42 @@ mod tests {
             let got = verdict_words(&v);
             assert!(got.starts_with(want), "{got}");
         }
+    }
+
+    #[test]
+    fn explain_names_the_rule_and_what_the_client_does_with_each_field() {
+        let report = json!({
+            "proxy": "p", "view": {"network": "network1", "requestedNetworkView": []}, "service": "h",
+            "destinationRule": {"from": ["DestinationRule default/h"], "host": "h"},
+            "ports": [{"port": 80, "name": "grpc", "edsCluster": "outbound|80||h", "endpoints": [], "sent": [],
+                       "clusters": [
+                           {"name": "outbound|80||h", "notes": []},
+                           {"name": "outbound|80|v1|h", "subset": "v1", "notes": [
+                               {"field": "loadBalancer.simple", "effect": "downgraded", "to": "ROUND_ROBIN"},
+                               {"field": "outlierDetection.consecutive5xxErrors", "effect": "ignored",
+                                "why": "gRPC ejects only on success rate"},
+                               {"field": "tls.mode", "effect": "applies"}]}]}],
+        });
+        let text = explain_text(&report);
+        assert!(text.contains("destination rule: DestinationRule default/h (host h)"), "{text}");
+        let rows: Vec<String> = text
+            .lines()
+            .skip_while(|l| !l.contains("FIELD"))
+            .skip(1)
+            .take(4)
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                "outbound|80||h - defaults",
+                "outbound|80|v1|h loadBalancer.simple downgraded to ROUND_ROBIN",
+                "outbound|80|v1|h outlierDetection.consecutive5xxErrors ignored: gRPC ejects only on success rate",
+                "outbound|80|v1|h tls.mode applies",
+            ]
+        );
+        let none = explain_text(&json!({"proxy": "p", "view": {}, "service": "h", "ports": []}));
+        assert!(none.contains("destination rule: none (defaults)"), "{none}");
     }
 
     #[test]

@@ -11,8 +11,6 @@
 //! connection without terminating it. Does NOT: DestinationRule
 //! policies, subsets, outlier detection or circuit breakers.
 
-use std::{collections::BTreeSet, sync::Arc};
-
 use envoy_types::pb::{
     envoy::{
         config::{
@@ -23,7 +21,7 @@ use envoy_types::pb::{
                 },
             },
             core::v3::{
-                ApiConfigSource, ApiVersion, ConfigSource, GrpcService, TransportSocket,
+                ApiConfigSource, ApiVersion, ConfigSource, GrpcService, Metadata, TransportSocket,
                 api_config_source::ApiType, config_source::ConfigSourceSpecifier, grpc_service,
                 transport_socket,
             },
@@ -32,17 +30,29 @@ use envoy_types::pb::{
             raw_buffer::v3::RawBuffer,
             tls::v3::{
                 CertificateProviderPluginInstance, CertificateValidationContext, CommonTlsContext,
-                SdsSecretConfig, SubjectAltNameMatcher, UpstreamTlsContext,
+                SdsSecretConfig, SubjectAltNameMatcher, TlsParameters, UpstreamTlsContext,
                 common_tls_context::{CombinedCertificateValidationContext, ValidationContextType},
                 subject_alt_name_matcher::SanType,
+                tls_parameters::TlsProtocol,
             },
         },
         r#type::matcher::v3::{StringMatcher, string_matcher::MatchPattern},
     },
-    google::protobuf::Duration,
+    google::protobuf::{Duration, ListValue, Struct, Value, value::Kind},
 };
 
-use super::{ads_source, any, eds::strings};
+use super::{
+    ads_source, any,
+    cluster_policy::{Client, UpstreamTls},
+    eds::strings,
+};
+use crate::{
+    istio::{
+        ObjectRef,
+        destination_rule::{ClientTlsSettings, TlsMode},
+    },
+    model::Service,
+};
 
 /// The certificate-provider / SDS name of the workload certificate.
 pub const WORKLOAD_CERT: &str = "default";
@@ -52,17 +62,6 @@ pub const ROOT_CERT: &str = "ROOTCA";
 const SDS_CLUSTER: &str = "sds-grpc";
 /// The sidecar's original-destination cluster for traffic to no known service.
 pub const PASSTHROUGH: &str = "PassthroughCluster";
-
-/// How a cluster's upstream connections are secured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UpstreamTls {
-    /// Plaintext only.
-    None,
-    /// Proxyless gRPC: every endpoint takes Istio mTLS; certificate-provider instances.
-    GrpcMutual,
-    /// Sidecar: Istio mTLS to endpoints labelled `tlsMode: istio`, plaintext to the rest.
-    SidecarAuto,
-}
 
 /// `outbound|<port>||<hostname>` (istiod's `BuildSubsetKey` without a subset).
 pub fn cluster_name(port: u16, hostname: &str) -> String {
@@ -113,40 +112,38 @@ impl<'a> ClusterRef<'a> {
     }
 }
 
-/// An east-west gateway's cluster for one SNI: EDS over the local network's mTLS endpoints; no
-/// transport socket, since the client's mTLS passes through untouched.
-pub fn sni_dnat_cluster(name: &str) -> Cluster {
-    eds_cluster(name, UpstreamTls::None, &BTreeSet::new(), "")
-}
-
-/// An EDS cluster over ADS, round robin. `sni` is sent with Istio mTLS (sidecars), so that an east-west
-/// gateway can route the connection without terminating it.
-pub fn eds_cluster(name: &str, tls: UpstreamTls, identities: &BTreeSet<Arc<str>>, sni: &str) -> Cluster {
-    let mut cluster = Cluster {
+/// The EDS cluster `name` over ADS, before any policy ([`cluster_policy::apply`]).
+pub fn eds_cluster(name: &str) -> Cluster {
+    Cluster {
         name: name.to_owned(),
         cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Eds as i32)),
         eds_cluster_config: Some(EdsClusterConfig {
             eds_config: Some(ads_source()),
             service_name: name.to_owned(),
         }),
-        lb_policy: LbPolicy::RoundRobin as i32,
-        connect_timeout: Some(Duration {
-            seconds: 10,
-            nanos: 0,
-        }),
         ..Default::default()
-    };
-    match tls {
-        UpstreamTls::None => {}
-        UpstreamTls::GrpcMutual => {
-            cluster.transport_socket = Some(tls_socket(provider_tls(identities), String::new()));
+    }
+}
+
+/// Secures `c`'s upstream connections as `tls` says. gRPC gets certificate-provider instances
+/// (`default` for its certificate, `ROOTCA` for the root; the bootstrap's `certificate_providers`),
+/// Envoy SDS secrets from the istio-agent; auto-mTLS is Envoy's transport-socket matches on the
+/// endpoints' `tlsMode` (gRPC does not evaluate those).
+pub fn apply_tls(c: &mut Cluster, tls: &UpstreamTls, client: Client) {
+    match (tls, client) {
+        (UpstreamTls::None, _) => {}
+        (UpstreamTls::IstioMutual { sans, .. }, Client::Grpc) => {
+            c.transport_socket = Some(tls_socket(provider_tls(sans), String::new()));
         }
-        UpstreamTls::SidecarAuto => {
-            cluster.transport_socket_matches = vec![
+        (UpstreamTls::IstioMutual { sans, sni }, _) => {
+            c.transport_socket = Some(tls_socket(sds_tls(sans), sni.clone()));
+        }
+        (UpstreamTls::Auto { sans, sni }, _) => {
+            c.transport_socket_matches = vec![
                 TransportSocketMatch {
                     name: "tlsMode-istio".to_owned(),
                     r#match: Some(strings(&[("tlsMode", "istio")])),
-                    transport_socket: Some(tls_socket(sds_tls(identities), sni.to_owned())),
+                    transport_socket: Some(tls_socket(sds_tls(sans), sni.clone())),
                 },
                 TransportSocketMatch {
                     name: "tlsMode-disabled".to_owned(),
@@ -158,8 +155,59 @@ pub fn eds_cluster(name: &str, tls: UpstreamTls, identities: &BTreeSet<Arc<str>>
                 },
             ];
         }
+        (UpstreamTls::Originate(t), _) => {
+            c.transport_socket = Some(tls_socket(originate_tls(t), t.sni.clone()));
+        }
     }
-    cluster
+}
+
+/// `metadata.filter_metadata.istio` as istiod writes it (`AddConfigInfoMetadata`,
+/// `AddSubsetToMetadata`, telemetry's `services`): the service, and the DestinationRule and subset
+/// the cluster was built from (what `/debug/config_dump` shows).
+pub fn istio_metadata(service: &Service, rule: Option<&ObjectRef>, subset: Option<&str>) -> Metadata {
+    let s = |v: &str| Value {
+        kind: Some(Kind::StringValue(v.to_owned())),
+    };
+    let svc = Struct {
+        fields: [
+            ("host", s(&service.hostname)),
+            ("name", s(&service.name)),
+            ("namespace", s(&service.namespace)),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect(),
+    };
+    let mut fields = std::collections::BTreeMap::from([(
+        "services".to_owned(),
+        Value {
+            kind: Some(Kind::ListValue(ListValue {
+                values: vec![Value {
+                    kind: Some(Kind::StructValue(svc)),
+                }],
+            })),
+        },
+    )]);
+    if let Some(r) = rule {
+        let config = format!(
+            "/apis/networking.istio.io/v1/namespaces/{}/destination-rule/{}",
+            r.namespace, r.name
+        );
+        fields.insert("config".to_owned(), s(&config));
+    }
+    if let Some(subset) = subset {
+        fields.insert("subset".to_owned(), s(subset));
+    }
+    Metadata {
+        filter_metadata: [(
+            "istio".to_owned(),
+            Struct {
+                fields: fields.into_iter().collect(),
+            },
+        )]
+        .into(),
+        ..Default::default()
+    }
 }
 
 /// The sidecar's catch-all: forwards to the original destination.
@@ -189,7 +237,7 @@ fn tls_socket(common: CommonTlsContext, sni: String) -> TransportSocket {
 }
 
 /// gRPC: the new-style provider-instance fields (grpc-js-xds understands only these).
-fn provider_tls(identities: &BTreeSet<Arc<str>>) -> CommonTlsContext {
+fn provider_tls(sans: &[String]) -> CommonTlsContext {
     CommonTlsContext {
         tls_certificate_provider_instance: Some(CertificateProviderPluginInstance {
             instance_name: WORKLOAD_CERT.to_owned(),
@@ -201,7 +249,7 @@ fn provider_tls(identities: &BTreeSet<Arc<str>>) -> CommonTlsContext {
                     instance_name: WORKLOAD_CERT.to_owned(),
                     certificate_name: ROOT_CERT.to_owned(),
                 }),
-                match_typed_subject_alt_names: san_matchers(identities),
+                match_typed_subject_alt_names: san_matchers(sans),
                 ..Default::default()
             },
         )),
@@ -211,13 +259,13 @@ fn provider_tls(identities: &BTreeSet<Arc<str>>) -> CommonTlsContext {
 
 /// Sidecar: SDS secrets from the agent, as istiod configures them; the SAN matchers are the default
 /// part of a combined validation context whose root comes from SDS.
-fn sds_tls(identities: &BTreeSet<Arc<str>>) -> CommonTlsContext {
+fn sds_tls(sans: &[String]) -> CommonTlsContext {
     CommonTlsContext {
         tls_certificate_sds_secret_configs: vec![sds(WORKLOAD_CERT)],
         validation_context_type: Some(ValidationContextType::CombinedValidationContext(
             CombinedCertificateValidationContext {
                 default_validation_context: Some(CertificateValidationContext {
-                    match_typed_subject_alt_names: san_matchers(identities),
+                    match_typed_subject_alt_names: san_matchers(sans),
                     ..Default::default()
                 }),
                 validation_context_sds_secret_config: Some(sds(ROOT_CERT)),
@@ -225,6 +273,59 @@ fn sds_tls(identities: &BTreeSet<Arc<str>>) -> CommonTlsContext {
             },
         )),
         alpn_protocols: vec!["istio-peer-exchange".to_owned(), "istio".to_owned()],
+        tls_params: Some(tls_1_2_to_1_3()),
+        ..Default::default()
+    }
+}
+
+/// istiod's `defaultUpstreamCommonTLSContext`: TLS 1.2 to 1.3.
+fn tls_1_2_to_1_3() -> TlsParameters {
+    TlsParameters {
+        tls_minimum_protocol_version: TlsProtocol::TlSv12 as i32,
+        tls_maximum_protocol_version: TlsProtocol::TlSv13 as i32,
+        ..Default::default()
+    }
+}
+
+/// `SIMPLE` / `MUTUAL` origination (istiod's `constructUpstreamTLS`): with `credentialName`, the
+/// agent serves the secret (`kubernetes://<name>`, its CA as `<name>-cacert`); otherwise the files
+/// named in the rule, through the agent's SDS (`file-cert:<cert>~<key>`, `file-root:<ca or system>`).
+fn originate_tls(t: &ClientTlsSettings) -> CommonTlsContext {
+    let mutual = t.mode == TlsMode::Mutual;
+    let (cert, root) = if t.credential_name.is_empty() {
+        let ca = if t.ca_certificates.is_empty() { "system" } else { &t.ca_certificates };
+        (
+            format!("file-cert:{}~{}", t.client_certificate, t.private_key),
+            format!("file-root:{ca}"),
+        )
+    } else {
+        let name = format!("kubernetes://{}", t.credential_name);
+        (name.clone(), format!("{name}-cacert"))
+    };
+    let validation = if t.insecure_skip_verify == Some(true) {
+        ValidationContextType::ValidationContext(CertificateValidationContext::default())
+    } else {
+        ValidationContextType::CombinedValidationContext(CombinedCertificateValidationContext {
+            default_validation_context: Some(CertificateValidationContext {
+                #[allow(deprecated)] // istiod's field: SANs of any type, matched exactly
+                match_subject_alt_names: t
+                    .subject_alt_names
+                    .iter()
+                    .map(|san| StringMatcher {
+                        match_pattern: Some(MatchPattern::Exact(san.clone())),
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            }),
+            validation_context_sds_secret_config: Some(sds(&root)),
+            ..Default::default()
+        })
+    };
+    CommonTlsContext {
+        tls_certificate_sds_secret_configs: if mutual { vec![sds(&cert)] } else { vec![] },
+        validation_context_type: Some(validation),
+        tls_params: Some(tls_1_2_to_1_3()),
         ..Default::default()
     }
 }
@@ -254,13 +355,12 @@ fn sds(name: &str) -> SdsSecretConfig {
     }
 }
 
-fn san_matchers(identities: &BTreeSet<Arc<str>>) -> Vec<SubjectAltNameMatcher> {
-    identities
-        .iter()
+fn san_matchers(sans: &[String]) -> Vec<SubjectAltNameMatcher> {
+    sans.iter()
         .map(|id| SubjectAltNameMatcher {
             san_type: SanType::Uri as i32,
             matcher: Some(StringMatcher {
-                match_pattern: Some(MatchPattern::Exact(id.to_string())),
+                match_pattern: Some(MatchPattern::Exact(id.clone())),
                 ..Default::default()
             }),
             ..Default::default()
