@@ -14,6 +14,7 @@ pub mod config_controller;
 pub mod drain;
 pub mod intern;
 pub mod istio;
+pub mod kube_errors;
 pub mod leader;
 pub mod metrics;
 pub mod model;
@@ -27,6 +28,7 @@ pub mod signal;
 pub mod start;
 pub mod telemetry;
 pub mod tls;
+pub mod traffic;
 pub mod xds;
 
 #[cfg(test)]

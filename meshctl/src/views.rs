@@ -467,7 +467,11 @@ fn cluster_policy_rows(port: &Value) -> String {
                 "ignored" => format!("ignored: {}", n["why"].as_str().unwrap_or("?")),
                 other => other.to_owned(),
             };
-            rows.push(vec![name.clone(), n["field"].as_str().unwrap_or("-").to_owned(), effect]);
+            rows.push(vec![
+                name.clone(),
+                n["field"].as_str().unwrap_or("-").to_owned(),
+                effect,
+            ]);
         }
     }
     if rows.is_empty() {
@@ -642,7 +646,10 @@ mod tests {
                                {"field": "tls.mode", "effect": "applies"}]}]}],
         });
         let text = explain_text(&report);
-        assert!(text.contains("destination rule: DestinationRule default/h (host h)"), "{text}");
+        assert!(
+            text.contains("destination rule: DestinationRule default/h (host h)"),
+            "{text}"
+        );
         let rows: Vec<String> = text
             .lines()
             .skip_while(|l| !l.contains("FIELD"))

@@ -30,7 +30,8 @@ pub use snapshot::{
 };
 
 use crate::{
-    config::MeshNetworks,
+    config::{MeshConfig, MeshNetworks},
+    config_controller::{self, ConfigSnapshot},
     drain::Tasks,
     model::{ClusterId, Endpoint, NetworkGateway, Provider, Service, ServiceKey, ShardKey},
 };
@@ -142,6 +143,8 @@ pub struct Options {
     pub debounce_max: Duration,
     /// `pilot_debounce_time`.
     pub metrics: Metrics,
+    /// The cluster domain suffix (Istio config short names resolve with it).
+    pub domain_suffix: Arc<str>,
 }
 
 /// Builds the aggregator (no I/O, no task yet). Returns it, where registries send, and the reader handle.
@@ -159,6 +162,11 @@ pub fn new(
             networks,
             ignored_gateways: Vec::new(),
             metrics: opts.metrics,
+            config: Inputs::closed(),
+            settings: crate::traffic::Settings::new(Arc::new(MeshConfig::default()), &opts.domain_suffix),
+            domain_suffix: opts.domain_suffix,
+            config_seen: Arc::default(),
+            config_changes: config_controller::ChangeSet::default(),
         },
         rx,
     };
@@ -172,6 +180,22 @@ pub struct Aggregator {
 }
 
 impl Aggregator {
+    /// Follows the Istio config store and the mesh config: each snapshot carries the config in force,
+    /// so registry data and traffic rules reach proxies in one version. Without this, no config.
+    pub fn with_config(
+        mut self,
+        istio: watch::Receiver<Arc<ConfigSnapshot>>,
+        mesh: watch::Receiver<Arc<MeshConfig>>,
+    ) -> Self {
+        self.writer.settings =
+            crate::traffic::Settings::new(mesh.borrow().clone(), &self.writer.domain_suffix);
+        self.writer.config = Inputs {
+            istio: Some(istio),
+            mesh: Some(mesh),
+        };
+        self
+    }
+
     /// Runs the aggregator task until `tasks` is cancelled or every sender is gone.
     pub fn spawn(self, tasks: &Tasks) {
         tasks.spawn("aggregate", self.writer.run(self.rx, tasks.cancelled()));
@@ -186,6 +210,38 @@ struct Writer {
     /// Labelled Services last found unusable as gateways (each is warned about once).
     ignored_gateways: Vec<gateways::Ignored>,
     metrics: Metrics,
+    /// Where Istio and mesh config come from.
+    config: Inputs,
+    /// The traffic settings snapshots carry (from the latest mesh config).
+    settings: crate::traffic::Settings,
+    domain_suffix: Arc<str>,
+    /// The Istio config the next snapshot carries.
+    config_seen: Arc<ConfigSnapshot>,
+    /// What changed in it since the last publish.
+    config_changes: config_controller::ChangeSet,
+}
+
+/// The config receivers; `None` once closed (or never given).
+struct Inputs {
+    istio: Option<watch::Receiver<Arc<ConfigSnapshot>>>,
+    mesh: Option<watch::Receiver<Arc<MeshConfig>>>,
+}
+
+impl Inputs {
+    fn closed() -> Self {
+        Self {
+            istio: None,
+            mesh: None,
+        }
+    }
+}
+
+/// Waits for a change on an open receiver; never resolves for a closed one.
+async fn changed<T>(rx: &mut Option<watch::Receiver<T>>) -> bool {
+    match rx {
+        Some(r) => r.changed().await.is_ok(),
+        None => std::future::pending().await,
+    }
 }
 
 impl Writer {
@@ -210,15 +266,44 @@ impl Writer {
                     Ok(()) => self.index.record_full(FullReason::Networks),
                     Err(_) => networks_open = false,
                 },
+                open = changed(&mut self.config.istio) => match open {
+                    true => self.take_istio_config(),
+                    false => self.config.istio = None,
+                },
+                open = changed(&mut self.config.mesh) => match open {
+                    true => self.take_mesh_config(),
+                    false => self.config.mesh = None,
+                },
                 _ = sleep_until(deadline), if deadline.is_some() => {
                     self.publish();
                     continue;
                 }
             }
-            if self.index.has_changes() {
+            if self.index.has_changes() || !self.config_changes.is_empty() {
                 self.debounce.record(tokio::time::Instant::now());
             }
         }
+    }
+
+    /// Adopts the config store's newest snapshot, recording what changed in force since the last one
+    /// taken (a diff when snapshots were skipped).
+    fn take_istio_config(&mut self) {
+        let Some(rx) = &mut self.config.istio else {
+            return;
+        };
+        let next = rx.borrow_and_update().clone();
+        self.config_changes.merge(next.changes_since(&self.config_seen));
+        self.config_seen = next;
+    }
+
+    /// Adopts a new mesh config: every rule's defaults may have changed.
+    fn take_mesh_config(&mut self) {
+        let Some(rx) = &mut self.config.mesh else {
+            return;
+        };
+        let mesh = rx.borrow_and_update().clone();
+        self.settings = crate::traffic::Settings::new(mesh, &self.domain_suffix);
+        self.index.record_full(FullReason::MeshConfig);
     }
 
     /// Builds the next snapshot off the current index and swaps it in.
@@ -230,6 +315,7 @@ impl Writer {
         self.debounce.reset();
         let previous = self.publisher.current();
         let mut changes = self.index.take_changes();
+        changes.config = std::mem::take(&mut self.config_changes);
         let gateways_dirty = self.index.take_gateways_dirty();
         let (gateways, gateway_hostnames) = if changes.needs_full_push() || gateways_dirty {
             let (gws, names) = self.gateways();
@@ -257,6 +343,9 @@ impl Writer {
             registries: self.index.registries(),
             changes,
             changed_at: first,
+            config: self.config_seen.clone(),
+            settings: self.settings.clone(),
+            traffic: Default::default(),
         });
     }
 

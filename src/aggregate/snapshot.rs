@@ -5,14 +5,18 @@
 
 use std::{
     collections::{BTreeMap, BTreeSet},
-    sync::Arc,
+    sync::{Arc, OnceLock},
 };
 
 use arc_swap::ArcSwap;
 use serde::Serialize;
 use tokio::{sync::watch, time::Instant};
 
-use crate::model::{ClusterId, Endpoint, NetworkGateway, Provider, Service, ServiceKey, ShardKey};
+use crate::{
+    config_controller::{self, ConfigSnapshot},
+    model::{ClusterId, Endpoint, NetworkGateway, Provider, Service, ServiceKey, ShardKey},
+    traffic,
+};
 
 /// The merged mesh at one version. Cheap to share: every map holds `Arc`s.
 #[derive(Debug, Default)]
@@ -35,6 +39,21 @@ pub struct MeshSnapshot {
     /// When the oldest change in `changes` happened (the debounce start), so proxy convergence time
     /// counts the debounce as istiod's does. `None` for the empty start.
     pub changed_at: Option<Instant>,
+    /// The Istio config in force at this version (DestinationRules, VirtualServices, …).
+    pub config: Arc<ConfigSnapshot>,
+    /// What the traffic index is built with (mesh config, domain suffix).
+    pub settings: traffic::Settings,
+    /// `config` indexed, built by the first reader that needs it (most snapshots change only
+    /// endpoints; their index is built once, not per proxy).
+    pub traffic: OnceLock<Arc<traffic::Index>>,
+}
+
+impl MeshSnapshot {
+    /// The traffic index of this snapshot's config.
+    pub fn traffic(&self) -> &traffic::Index {
+        self.traffic
+            .get_or_init(|| Arc::new(traffic::Index::build(self.config.clone(), self.settings.clone())))
+    }
 }
 
 /// A service's endpoints, one shard per registry: (provider, cluster) (istiod's `EndpointShards`).
@@ -72,6 +91,9 @@ pub struct ChangeSet {
     pub services: BTreeMap<ServiceKey, ServiceChange>,
     /// Mesh-wide reasons to recompute everything (empty for incremental changes).
     pub full: BTreeSet<FullReason>,
+    /// Istio objects whose version in force changed.
+    #[serde(skip_serializing_if = "config_controller::ChangeSet::is_empty")]
+    pub config: config_controller::ChangeSet,
 }
 
 /// How one service changed.
@@ -103,17 +125,21 @@ pub enum FullReason {
     Networks,
     /// The network gateways changed.
     Gateways,
+    /// The mesh config changed (root namespace, defaults every rule falls back to).
+    MeshConfig,
 }
 
 impl ChangeSet {
     /// True when nothing changed.
     pub fn is_empty(&self) -> bool {
-        self.services.is_empty() && self.full.is_empty()
+        self.services.is_empty() && self.full.is_empty() && self.config.is_empty()
     }
 
     /// True when more than EDS is needed somewhere.
     pub fn needs_full_push(&self) -> bool {
-        !self.full.is_empty() || self.services.values().any(|c| c.kind == ChangeKind::Full)
+        !self.full.is_empty()
+            || !self.config.is_empty()
+            || self.services.values().any(|c| c.kind == ChangeKind::Full)
     }
 
     /// Records that `cluster`'s part of `key` changed.

@@ -339,6 +339,7 @@ async fn a_burst_is_published_once_after_the_quiet_period() {
         debounce_after: Duration::from_millis(100),
         debounce_max: Duration::from_secs(10),
         metrics: super::Metrics::unregistered(),
+        domain_suffix: "cluster.local".into(),
     };
     let (aggregator, tx, mut snaps) = new(opts, nets);
     aggregator.spawn(&tasks);
@@ -526,4 +527,70 @@ fn snapshots_name_the_live_registries() {
         generation: 1,
     });
     assert_eq!(names(&ix), ["Kubernetes/c1#1", "External/c1#3"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn istio_config_changes_reach_snapshots_with_the_registry_data() {
+    use crate::{
+        config::MeshConfig,
+        config_controller::ConfigSnapshot,
+        istio::{self, Kind, ObjectMeta, Source},
+    };
+    let dr = |version: u64, host: &str| {
+        let meta = ObjectMeta {
+            namespace: "ns".into(),
+            name: "reviews".into(),
+            labels: Default::default(),
+            annotations: Default::default(),
+            revision: version.to_string(),
+            creation_timestamp: None,
+            source: Source::Cluster("c1".into()),
+        };
+        let spec = serde_json::json!({"host": host, "subsets": [{"name": "v1", "labels": {"v": "1"}}]});
+        let cfg = Arc::new(istio::parse(Kind::DestinationRule, meta, &spec).unwrap().0);
+        Arc::new(ConfigSnapshot::from_configs(version, [cfg]))
+    };
+    let tasks = crate::drain::Tasks::new();
+    let (_nets_tx, nets) = watch::channel(Arc::new(MeshNetworks::default()));
+    let (config_tx, config) = watch::channel(Arc::new(ConfigSnapshot::default()));
+    let mesh_cfg = MeshConfig {
+        root_namespace: "mesh-root".into(),
+        ..MeshConfig::default()
+    };
+    let (mesh_tx, mesh) = watch::channel(Arc::new(mesh_cfg));
+    let opts = Options {
+        primary: "c1".into(),
+        debounce_after: Duration::from_millis(100),
+        debounce_max: Duration::from_secs(10),
+        metrics: super::Metrics::unregistered(),
+        domain_suffix: "example.local".into(),
+    };
+    let (aggregator, tx, mut snaps) = new(opts, nets);
+    aggregator.with_config(config, mesh).spawn(&tasks);
+    tx.send(replace("c1", 1, &[service("a", "c1", "10.1.0.1", 80)], &[]))
+        .await;
+    config_tx.send_replace(dr(5, "reviews"));
+    let snap = snaps.changed().await.expect("published");
+    assert_eq!(snap.version, 1, "registry data and config in one snapshot");
+    assert_eq!(snap.changes.config.objects.len(), 1);
+    assert!(snap.changes.needs_full_push());
+    let traffic = snap.traffic();
+    assert_eq!(&*traffic.settings.root_namespace, "mesh-root");
+    let rule = traffic.destination_rules.rules().next().expect("indexed");
+    assert_eq!(
+        &*rule.host, "reviews.ns.svc.example.local",
+        "short name resolved with the suffix"
+    );
+    // A config change alone publishes, and says what changed.
+    config_tx.send_replace(dr(7, "ratings"));
+    let snap = snaps.changed().await.expect("published");
+    assert_eq!((snap.version, snap.changes.since), (2, 1));
+    assert!(snap.changes.services.is_empty());
+    assert_eq!(snap.changes.config.hosts(), ["ratings", "reviews"].into());
+    // A mesh config change is a full push with the new settings.
+    mesh_tx.send_replace(Arc::new(MeshConfig::default()));
+    let snap = snaps.changed().await.expect("published");
+    assert!(snap.changes.full.contains(&FullReason::MeshConfig));
+    assert_eq!(&*snap.traffic().settings.root_namespace, "istio-system");
+    tasks.drain(Duration::from_secs(1)).await.unwrap();
 }

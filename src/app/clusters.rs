@@ -13,7 +13,7 @@ use tokio::sync::watch;
 
 use crate::{
     aggregate::{self, Aggregator, Snapshots, UpdateSender},
-    config::MeshNetworks,
+    config::{MeshConfig, MeshNetworks},
     config_controller::ConfigHandle,
     model::ClusterId,
     multicluster::{
@@ -91,6 +91,8 @@ pub struct ClusterView {
 pub struct ClusterDiscovery {
     opts: Options,
     networks: watch::Receiver<Arc<MeshNetworks>>,
+    /// The mesh config the traffic index follows.
+    mesh: watch::Receiver<Arc<MeshConfig>>,
     aggregator: Aggregator,
     updates: UpdateSender,
     view: ClusterView,
@@ -111,6 +113,7 @@ pub fn new(
             debounce_after: opts.debounce_after,
             debounce_max: opts.debounce_max,
             metrics: metrics.aggregate.clone(),
+            domain_suffix: opts.domain_suffix.as_str().into(),
         },
         networks.clone(),
     );
@@ -118,6 +121,7 @@ pub fn new(
     let discovery = ClusterDiscovery {
         opts,
         networks,
+        mesh: watch::channel(Arc::new(MeshConfig::default())).1,
         aggregator,
         updates,
         view: view.clone(),
@@ -127,6 +131,12 @@ pub fn new(
 }
 
 impl ClusterDiscovery {
+    /// Follows `mesh` (root namespace, traffic defaults) instead of the default mesh config.
+    pub fn with_mesh_config(mut self, mesh: watch::Receiver<Arc<MeshConfig>>) -> Self {
+        self.mesh = mesh;
+        self
+    }
+
     /// Starts the aggregator, the config cluster's registry (readiness waits for its initial sync) and
     /// the secret controller (readiness waits for each remote cluster, up to the timeout). `server` is
     /// the primary's API server URL, for messages.
@@ -134,12 +144,13 @@ impl ClusterDiscovery {
         let ClusterDiscovery {
             opts,
             networks,
+            mesh,
             aggregator,
             updates,
             view,
             metrics,
         } = self;
-        aggregator.spawn(&ctx.tasks);
+        aggregator.with_config(istio.subscribe(), mesh).spawn(&ctx.tasks);
         dns::spawn(
             &ctx.tasks,
             Arc::new(dns::SystemResolver),

@@ -163,6 +163,7 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
         clusters,
         cluster_metrics,
     );
+    let cluster_discovery = cluster_discovery.with_mesh_config(watches.mesh.clone());
     let registry = Arc::new(registry);
     let ads = xds_server(&server.context().tasks, view.snapshots.clone(), xds_metrics);
 
@@ -488,7 +489,7 @@ async fn primary_client(source: &KubeSource) -> anyhow::Result<(kube::Client, St
         }
         _ => kube::Config::incluster().context("loading the in-cluster config")?,
     };
-    let server = crate::registry::errors::server_url(&config);
+    let server = crate::kube_errors::server_url(&config);
     let client = kube::Client::try_from(config)
         .with_context(|| format!("building the Kubernetes client for {server}"))?;
     Ok((client, server))

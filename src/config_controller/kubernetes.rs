@@ -21,9 +21,9 @@ use super::{
 use crate::{
     drain::Tasks,
     istio::{self, Kind, ObjectMeta, ObjectRef, Source},
+    kube_errors as errors,
     model::ClusterId,
     readiness::Ready,
-    registry::errors,
     telemetry::{REPEAT_WINDOW, Repeats},
 };
 

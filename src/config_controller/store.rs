@@ -369,6 +369,16 @@ pub struct ConfigSnapshot {
 }
 
 impl ConfigSnapshot {
+    /// A snapshot holding exactly `configs` (fixtures and tests; no sources, no change set).
+    #[cfg(any(test, feature = "testing"))]
+    pub fn from_configs(version: u64, configs: impl IntoIterator<Item = Arc<Config>>) -> Self {
+        Self {
+            version,
+            in_force: configs.into_iter().map(|c| (c.object_ref(), c)).collect(),
+            ..Self::default()
+        }
+    }
+
     /// The version of `obj` in force.
     pub fn get(&self, obj: &ObjectRef) -> Option<&Arc<Config>> {
         self.in_force.get(obj)

@@ -225,7 +225,7 @@ impl Supervisor {
                 return None;
             }
         };
-        let server: Arc<str> = registry::errors::server_url(&config).into();
+        let server: Arc<str> = crate::kube_errors::server_url(&config).into();
         let client = match build_client(config, self.env.qps) {
             Ok(c) => c,
             Err(e) => {

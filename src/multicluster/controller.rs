@@ -100,7 +100,7 @@ impl Controller {
                     secrets.remove(&secret_name(&s));
                 }
                 Err(e) => {
-                    let reason = crate::registry::errors::describe(&e, &self.server);
+                    let reason = crate::kube_errors::describe(&e, &self.server);
                     match repeats.observe(&reason, tokio::time::Instant::now()) {
                         Some(0) => warn!(error = %reason, "watching remote cluster secrets failed; retrying"),
                         Some(n) => {

@@ -7,7 +7,6 @@
 //! and deletes only what the new list lacks, so the last good state is served meanwhile.
 
 pub mod endpoints;
-pub mod errors;
 pub mod invalid;
 mod metrics;
 pub mod network;
@@ -228,7 +227,7 @@ impl Registry {
     }
 
     fn on_error(&mut self, kind: Kind, e: &watcher::Error) {
-        let reason = errors::describe(e, &self.server);
+        let reason = crate::kube_errors::describe(e, &self.server);
         match self.repeats.observe(&reason, tokio::time::Instant::now()) {
             Some(0) => {
                 warn!(cluster = %self.id.cluster, %kind, error = %reason, "watch failed; backing off and relisting");

@@ -14,6 +14,7 @@ use parking_lot::Mutex;
 
 use super::{
     Resource, XdsType,
+    generator::cds::ClusterRef,
     metrics::Metrics,
     push::{PushScope, Snapshot, scope},
 };
@@ -132,10 +133,7 @@ impl ResourceCache {
         if let PushScope::Endpoints(hosts) = scope(snapshot, Some(base)) {
             for (key, e) in inner.entries.iter_mut().filter(|(_, e)| e.to == base) {
                 let changed = key.ty == XdsType::Endpoint
-                    && key
-                        .name
-                        .rsplit_once("||")
-                        .is_none_or(|(_, host)| hosts.contains(host));
+                    && ClusterRef::parse(&key.name).is_none_or(|c| hosts.contains(c.hostname()));
                 if !changed {
                     e.to = version;
                 }

@@ -54,6 +54,10 @@ impl Mesh for MeshSnapshot {
     fn gateways(&self) -> &[NetworkGateway] {
         &self.gateways
     }
+
+    fn traffic(&self) -> &crate::traffic::Index {
+        MeshSnapshot::traffic(self)
+    }
 }
 
 /// Which of the services sharing a host name (in different namespaces) proxies see: a Kubernetes
@@ -126,7 +130,7 @@ mod tests {
             changes: ChangeSet {
                 since,
                 services: BTreeMap::from([(svc.key(), change)]),
-                full: Default::default(),
+                ..Default::default()
             },
             ..Default::default()
         }
@@ -190,6 +194,7 @@ mod tests {
             debounce_after: std::time::Duration::from_millis(100),
             debounce_max: std::time::Duration::from_secs(1),
             metrics: crate::aggregate::Metrics::unregistered(),
+            domain_suffix: "cluster.local".into(),
         };
         let (aggregator, updates, snapshots) = crate::aggregate::new(opts, networks);
         let source: Arc<dyn SnapshotSource> = Arc::new(snapshots);

@@ -43,6 +43,7 @@ fn rebuild(c: &mut Criterion) {
         debounce_after: Duration::ZERO,
         debounce_max: Duration::ZERO,
         metrics: aggregate::Metrics::unregistered(),
+        domain_suffix: "cluster.local".into(),
     };
     let (aggregator, tx, mut snapshots) = aggregate::new(opts, networks);
     let services: Vec<_> = (0..SERVICES)

@@ -11,6 +11,8 @@
 //! connection without terminating it. Does NOT: DestinationRule
 //! policies, subsets, outlier detection or circuit breakers.
 
+use std::{collections::BTreeSet, sync::Arc};
+
 use envoy_types::pb::{
     envoy::{
         config::{
@@ -42,16 +44,20 @@ use envoy_types::pb::{
 };
 
 use super::{
-    ads_source, any,
-    cluster_policy::{Client, UpstreamTls},
+    Context, Mesh, Target, ads_source, any,
+    cluster_policy::{self, Client, FieldNote, TlsContext, UpstreamTls, upstream_tls},
     eds::strings,
+    parse_cluster,
 };
 use crate::{
     istio::{
         ObjectRef,
         destination_rule::{ClientTlsSettings, TlsMode},
+        peer_authentication::MtlsMode,
     },
     model::Service,
+    traffic::MergedRule,
+    xds::{Proxy, ProxyKind, XdsType, resource::Resource},
 };
 
 /// The certificate-provider / SDS name of the workload certificate.
@@ -65,51 +71,206 @@ pub const PASSTHROUGH: &str = "PassthroughCluster";
 
 /// `outbound|<port>||<hostname>` (istiod's `BuildSubsetKey` without a subset).
 pub fn cluster_name(port: u16, hostname: &str) -> String {
-    format!("outbound|{port}||{hostname}")
+    subset_cluster_name(port, "", hostname)
+}
+
+/// `outbound|<port>|<subset>|<hostname>`: a DestinationRule subset's cluster (istiod's `BuildSubsetKey`).
+pub fn subset_cluster_name(port: u16, subset: &str, hostname: &str) -> String {
+    format!("outbound|{port}|{subset}|{hostname}")
 }
 
 /// `outbound_.<port>_._.<hostname>` (istiod's `BuildDNSSrvSubsetKey`): the SNI a sidecar sends with
 /// Istio mTLS, and the name of the east-west gateway's cluster that SNI is routed to.
 pub fn sni_name(port: u16, hostname: &str) -> String {
-    format!("outbound_.{port}_._.{hostname}")
+    subset_sni_name(port, "", hostname)
+}
+
+/// `outbound_.<port>_.<subset>_.<hostname>`: [`sni_name`] of a subset cluster.
+pub fn subset_sni_name(port: u16, subset: &str, hostname: &str) -> String {
+    format!("outbound_.{port}_.{subset}_.{hostname}")
 }
 
 /// What a cluster name means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClusterRef<'a> {
-    /// `outbound|<port>||<hostname>`: a service port, for sidecars, gRPC and gateways.
+    /// `outbound|<port>|<subset>|<hostname>`: a service port, for sidecars, gRPC and gateways.
     Outbound {
         /// Service port.
         port: u16,
+        /// DestinationRule subset; empty for the whole service.
+        subset: &'a str,
         /// Service host name.
         hostname: &'a str,
     },
-    /// `outbound_.<port>_._.<hostname>`: an east-west gateway's SNI-DNAT cluster (local mTLS endpoints).
+    /// `outbound_.<port>_.<subset>_.<hostname>`: an east-west gateway's SNI-DNAT cluster (local mTLS
+    /// endpoints).
     SniDnat {
         /// Service port.
         port: u16,
+        /// DestinationRule subset; empty for the whole service.
+        subset: &'a str,
         /// Service host name.
         hostname: &'a str,
     },
 }
 
 impl<'a> ClusterRef<'a> {
-    /// Parses a cluster name; `None` for names meshd does not build (subsets, inbound, …).
+    /// Parses a cluster name; `None` for names meshd does not build (inbound, …).
     pub fn parse(name: &'a str) -> Option<Self> {
         if let Some(rest) = name.strip_prefix("outbound|") {
-            let (port, hostname) = rest.split_once("||")?;
+            let mut parts = rest.splitn(3, '|');
+            let (port, subset, hostname) = (parts.next()?, parts.next()?, parts.next()?);
+            if hostname.is_empty() {
+                return None;
+            }
             return Some(Self::Outbound {
                 port: port.parse().ok()?,
+                subset,
                 hostname,
             });
         }
         let rest = name.strip_prefix("outbound_.")?;
-        let (port, hostname) = rest.split_once("_._.")?;
+        let (port, rest) = rest.split_once("_.")?;
+        let (subset, hostname) = rest.split_once("_.")?;
         Some(Self::SniDnat {
             port: port.parse().ok()?,
+            subset,
             hostname,
         })
     }
+
+    /// The service host name it names.
+    pub fn hostname(&self) -> &'a str {
+        match self {
+            Self::Outbound { hostname, .. } | Self::SniDnat { hostname, .. } => hostname,
+        }
+    }
+}
+
+/// Every cluster name a proxy's wildcard CDS lists: per service port the default cluster and one per
+/// subset of the DestinationRule the proxy gets (an east-west gateway: their SNI-DNAT clusters too),
+/// and a sidecar's `PassthroughCluster`.
+pub(super) fn all_names(ctx: &Context) -> BTreeSet<Arc<str>> {
+    let east_west = ctx.proxy.is_east_west_gateway();
+    let mut names = BTreeSet::new();
+    for (s, p) in ctx.ports() {
+        let rule = rule_for(ctx.mesh, ctx.proxy, s);
+        let subsets = rule
+            .into_iter()
+            .flat_map(|r| r.rule.subsets.iter().map(|x| x.name.as_str()));
+        for subset in std::iter::once("").chain(subsets) {
+            names.insert(subset_cluster_name(p.port, subset, &s.hostname).into());
+            if east_west {
+                names.insert(subset_sni_name(p.port, subset, &s.hostname).into());
+            }
+        }
+    }
+    if ctx.proxy.kind == ProxyKind::Sidecar {
+        names.insert(PASSTHROUGH.into());
+    }
+    names
+}
+
+/// What cluster `name` depends on besides its name and the snapshot: the proxy kind and the
+/// DestinationRule it gets for the service (its objects and revisions), so proxies that get the same
+/// rule share one encode whatever their namespace.
+pub(super) fn view_key(ctx: &Context, name: &str) -> Arc<str> {
+    let rule = ClusterRef::parse(name)
+        .and_then(|r| ctx.mesh.service(r.hostname()))
+        .and_then(|s| rule_for(ctx.mesh, ctx.proxy, s));
+    match rule {
+        Some(r) => format!("{}|{}", ctx.kind_name(), r.key).into(),
+        None => ctx.kind_name().into(),
+    }
+}
+
+/// The cluster `name` for the proxy; `None` when it does not exist.
+pub(super) fn build(ctx: &Context, name: Arc<str>) -> Option<Resource> {
+    if &*name == PASSTHROUGH && ctx.proxy.kind == ProxyKind::Sidecar {
+        return Some(Resource::encode(XdsType::Cluster, name, &passthrough_cluster()));
+    }
+    let built = cluster(ctx.mesh, ctx.proxy, &name)?;
+    Some(Resource::encode(XdsType::Cluster, name, &built.cluster))
+}
+
+/// The DestinationRule `proxy` gets for `service` (outbound).
+pub fn rule_for<'m>(mesh: &'m dyn Mesh, proxy: &Proxy, service: &Service) -> Option<&'m Arc<MergedRule>> {
+    mesh.traffic()
+        .destination_rule(proxy.namespace.as_deref().unwrap_or(""), &proxy.labels, service)
+}
+
+/// A cluster as a proxy gets it, with what built it.
+#[derive(Debug)]
+pub struct Built<'m> {
+    /// The cluster.
+    pub cluster: Cluster,
+    /// The DestinationRule that applied.
+    pub rule: Option<&'m Arc<MergedRule>>,
+    /// What this proxy's client does with each field of the rule it read.
+    pub notes: Vec<FieldNote>,
+}
+
+/// Cluster `name` as `proxy` gets it (CDS encodes it, `explain` shows its notes); `None` when it does
+/// not exist: an unknown service or port, a subset the proxy's rule does not define (istiod builds
+/// only its rule's subsets), an SNI-DNAT cluster for anything but an east-west gateway.
+pub fn cluster<'m>(mesh: &'m dyn Mesh, proxy: &Proxy, name: &str) -> Option<Built<'m>> {
+    let Target {
+        service,
+        port,
+        subset,
+        sni_dnat,
+    } = parse_cluster(mesh, name)?;
+    if sni_dnat && !proxy.is_east_west_gateway() {
+        return None;
+    }
+    let traffic = mesh.traffic();
+    let rule = rule_for(mesh, proxy, service);
+    let subset = (!subset.is_empty()).then_some(subset);
+    if let Some(s) = subset
+        && rule.and_then(|r| r.subset(s)).is_none()
+    {
+        return None;
+    }
+    let policy = crate::traffic::effective(rule.map(|r| &r.rule), port.port, subset);
+    let client = Client::of(proxy.kind);
+    let settings = &traffic.settings.mesh;
+    // The gateway passes the client's mTLS through its SNI-DNAT clusters: no TLS of their own.
+    let (tls, tls_note) = if sni_dnat {
+        (UpstreamTls::None, None)
+    } else {
+        // Secure naming pins every workload identity of the service, including those behind gateways.
+        let mut identities = service.service_accounts.clone();
+        identities.extend(mesh.endpoints(service).filter_map(|e| e.service_account.clone()));
+        let sni = subset_sni_name(port.port, subset.unwrap_or(""), &service.hostname);
+        let ctx = TlsContext {
+            identities: &identities,
+            sni: &sni,
+            auto_mtls: settings.enable_auto_mtls
+                && !service.mesh_external
+                && traffic.peer_authn.namespace_mode(&service.namespace).mode != MtlsMode::Disable,
+            rule_has_selector: rule.is_some_and(|r| r.selector.is_some()),
+        };
+        upstream_tls(policy.tls.as_ref(), client, &ctx)
+    };
+    let mut c = eds_cluster(name);
+    let mut notes = cluster_policy::apply(
+        &mut c,
+        &policy,
+        client,
+        port.protocol.is_http(),
+        settings.connect_timeout,
+        &tls,
+    );
+    notes.extend(tls_note);
+    apply_tls(&mut c, &tls, client);
+    if client != Client::Grpc {
+        c.metadata = Some(istio_metadata(service, rule.and_then(|r| r.from.first()), subset));
+    }
+    Some(Built {
+        cluster: c,
+        rule,
+        notes,
+    })
 }
 
 /// The EDS cluster `name` over ADS, before any policy ([`cluster_policy::apply`]).
@@ -293,7 +454,11 @@ fn tls_1_2_to_1_3() -> TlsParameters {
 fn originate_tls(t: &ClientTlsSettings) -> CommonTlsContext {
     let mutual = t.mode == TlsMode::Mutual;
     let (cert, root) = if t.credential_name.is_empty() {
-        let ca = if t.ca_certificates.is_empty() { "system" } else { &t.ca_certificates };
+        let ca = if t.ca_certificates.is_empty() {
+            "system"
+        } else {
+            &t.ca_certificates
+        };
         (
             format!("file-cert:{}~{}", t.client_certificate, t.private_key),
             format!("file-root:{ca}"),
@@ -367,3 +532,7 @@ fn san_matchers(sans: &[String]) -> Vec<SubjectAltNameMatcher> {
         })
         .collect()
 }
+
+#[cfg(test)]
+#[path = "cds_tests.rs"]
+mod tests;

@@ -147,7 +147,13 @@ pub fn apply(
     if let Some(od) = &policy.outlier_detection {
         outlier_detection(c, od, client, &mut notes);
     }
-    load_balancer(c, policy.load_balancer.as_ref(), policy.outlier_detection.is_some(), client, &mut notes);
+    load_balancer(
+        c,
+        policy.load_balancer.as_ref(),
+        policy.outlier_detection.is_some(),
+        client,
+        &mut notes,
+    );
     notes
 }
 
@@ -179,14 +185,14 @@ fn load_balancer(
                 c.lb_config = slow_start().map(|s| {
                     LbConfig::RoundRobinLbConfig(RoundRobinLbConfig {
                         slow_start_config: Some(s),
-                        ..Default::default()
                     })
                 });
             }
             Some(SimpleLb::Random) => c.lb_policy = LbPolicy::Random as i32,
             Some(SimpleLb::Passthrough) => {
                 c.lb_policy = LbPolicy::ClusterProvided as i32;
-                c.cluster_discovery_type = Some(ClusterDiscoveryType::Type(DiscoveryType::OriginalDst as i32));
+                c.cluster_discovery_type =
+                    Some(ClusterDiscoveryType::Type(DiscoveryType::OriginalDst as i32));
                 c.eds_cluster_config = None;
             }
             Some(SimpleLb::LeastRequest | SimpleLb::LeastConn | SimpleLb::Unspecified) | None => {
@@ -222,7 +228,10 @@ fn load_balancer(
             && matches!(
                 simple,
                 None | Some(
-                    SimpleLb::RoundRobin | SimpleLb::LeastRequest | SimpleLb::LeastConn | SimpleLb::Unspecified
+                    SimpleLb::RoundRobin
+                        | SimpleLb::LeastRequest
+                        | SimpleLb::LeastConn
+                        | SimpleLb::Unspecified
                 )
             );
         notes.push(if slow_start_applies {
@@ -241,7 +250,7 @@ fn load_balancer(
         match (&ch.maglev, &ch.ring_hash) {
             (Some(maglev), _) if client.envoy() => {
                 c.lb_policy = LbPolicy::Maglev as i32;
-                c.lb_config = (maglev.table_size != 0).then(|| {
+                c.lb_config = (maglev.table_size != 0).then_some({
                     LbConfig::MaglevLbConfig(MaglevLbConfig {
                         table_size: Some(UInt64Value {
                             value: maglev.table_size,
@@ -260,13 +269,19 @@ fn load_balancer(
             (None, ring) => {
                 let size = match ring {
                     Some(r) => r.minimum_ring_size,
-                    None => ch.minimum_ring_size.filter(|&s| s != 0).unwrap_or(DEFAULT_RING_SIZE),
+                    None => ch
+                        .minimum_ring_size
+                        .filter(|&s| s != 0)
+                        .unwrap_or(DEFAULT_RING_SIZE),
                 };
                 c.lb_policy = LbPolicy::RingHash as i32;
                 c.lb_config = None;
                 if size > GRPC_MAX_RING_SIZE && client == Client::Grpc {
                     ring_hash(c, GRPC_MAX_RING_SIZE);
-                    notes.push(downgraded(HASH, "RING_HASH with the largest ring gRPC accepts (8388608 entries)"));
+                    notes.push(downgraded(
+                        HASH,
+                        "RING_HASH with the largest ring gRPC accepts (8388608 entries)",
+                    ));
                 } else {
                     if size != 0 {
                         ring_hash(c, size);
@@ -328,7 +343,8 @@ fn outlier_detection(c: &mut Cluster, od: &Outlier, client: Client, notes: &mut 
         enforcing_success_rate: Some(u32v(0)),
         ..Default::default()
     };
-    let grpc_no_effect = "gRPC ejects only on success rate and failure percentage (gRFC A50), not on consecutive errors";
+    let grpc_no_effect =
+        "gRPC ejects only on success rate and failure percentage (gRFC A50), not on consecutive errors";
     let mut field = |name: &'static str, envoy_only: Option<&str>| {
         notes.push(match (client, envoy_only) {
             (Client::Grpc, Some(why)) => ignored(name, why),
@@ -364,7 +380,10 @@ fn outlier_detection(c: &mut Cluster, od: &Outlier, client: Client, notes: &mut 
             out.enforcing_consecutive_local_origin_failure = Some(u32v(100));
         }
         out.enforcing_local_origin_success_rate = Some(u32v(0));
-        field("outlierDetection.splitExternalLocalOriginErrors", Some(grpc_no_effect));
+        field(
+            "outlierDetection.splitExternalLocalOriginErrors",
+            Some(grpc_no_effect),
+        );
     }
     if od.consecutive_errors.is_some() {
         notes.push(ignored(
@@ -422,13 +441,29 @@ fn connection_pool(
             });
         }
     };
-    field("connectionPool.http.http2MaxRequests", max_requests.is_some(), None);
+    field(
+        "connectionPool.http.http2MaxRequests",
+        max_requests.is_some(),
+        None,
+    );
     let pending = positive(http_settings.and_then(|h| h.http1_max_pending_requests));
-    field("connectionPool.http.http1MaxPendingRequests", pending.is_some(), Some(grpc_ignores));
+    field(
+        "connectionPool.http.http1MaxPendingRequests",
+        pending.is_some(),
+        Some(grpc_ignores),
+    );
     let retries = positive(http_settings.and_then(|h| h.max_retries));
-    field("connectionPool.http.maxRetries", retries.is_some(), Some(grpc_ignores));
+    field(
+        "connectionPool.http.maxRetries",
+        retries.is_some(),
+        Some(grpc_ignores),
+    );
     let connections = positive(tcp.and_then(|t| t.max_connections));
-    field("connectionPool.tcp.maxConnections", connections.is_some(), Some(grpc_ignores));
+    field(
+        "connectionPool.tcp.maxConnections",
+        connections.is_some(),
+        Some(grpc_ignores),
+    );
     match client {
         Client::Sidecar | Client::Router => {
             c.circuit_breakers = Some(CircuitBreakers {
@@ -462,7 +497,10 @@ fn connection_pool(
         );
     }
     if tcp.is_some_and(|t| t.tcp_keepalive.is_some()) {
-        notes.push(ignored("connectionPool.tcp.tcpKeepalive", "not implemented by meshd yet"));
+        notes.push(ignored(
+            "connectionPool.tcp.tcpKeepalive",
+            "not implemented by meshd yet",
+        ));
     }
     if http_settings.is_some_and(|h| h.h2_upgrade_policy.is_some()) {
         notes.push(ignored(
@@ -476,12 +514,13 @@ fn connection_pool(
         let auto_sni = t.sni.is_empty();
         let auto_san = auto_sni && t.subject_alt_names.is_empty() && t.insecure_skip_verify != Some(true);
         if auto_sni || auto_san {
-            options.get_or_insert_with(http1_options).upstream_http_protocol_options =
-                Some(UpstreamHttpProtocolOptions {
-                    auto_sni,
-                    auto_san_validation: auto_san,
-                    ..Default::default()
-                });
+            options
+                .get_or_insert_with(http1_options)
+                .upstream_http_protocol_options = Some(UpstreamHttpProtocolOptions {
+                auto_sni,
+                auto_san_validation: auto_san,
+                ..Default::default()
+            });
         }
     }
     if let Some(options) = options {
@@ -493,7 +532,9 @@ fn connection_pool(
 fn http1_options() -> HttpProtocolOptions {
     HttpProtocolOptions {
         upstream_protocol_options: Some(UpstreamProtocolOptions::ExplicitHttpConfig(ExplicitHttpConfig {
-            protocol_config: Some(ProtocolConfig::HttpProtocolOptions(Http1ProtocolOptions::default())),
+            protocol_config: Some(ProtocolConfig::HttpProtocolOptions(
+                Http1ProtocolOptions::default(),
+            )),
         })),
         ..Default::default()
     }
@@ -518,9 +559,18 @@ fn protocol_options(
     let lifetime = tcp.and_then(|t| t.max_connection_duration);
     let downstream = http_settings.is_some_and(|h| h.use_client_protocol == Some(true));
     let fields = [
-        ("connectionPool.http.idleTimeout", http_settings.is_some_and(|h| h.idle_timeout.is_some())),
-        ("connectionPool.tcp.idleTimeout", tcp.is_some_and(|t| t.idle_timeout.is_some())),
-        ("connectionPool.http.maxRequestsPerConnection", per_connection.is_some()),
+        (
+            "connectionPool.http.idleTimeout",
+            http_settings.is_some_and(|h| h.idle_timeout.is_some()),
+        ),
+        (
+            "connectionPool.tcp.idleTimeout",
+            tcp.is_some_and(|t| t.idle_timeout.is_some()),
+        ),
+        (
+            "connectionPool.http.maxRequestsPerConnection",
+            per_connection.is_some(),
+        ),
         ("connectionPool.tcp.maxConnectionDuration", lifetime.is_some()),
         ("connectionPool.http.useClientProtocol", downstream),
         (
@@ -534,13 +584,14 @@ fn protocol_options(
         (_, false) => Some("not an HTTP port"),
         _ => None,
     };
-    for (field, set) in fields.into_iter().filter(|(_, set)| *set) {
+    for (field, _) in fields.into_iter().filter(|(_, set)| *set) {
         notes.push(match why {
             Some(why) => ignored(field, why),
             // Streams per connection are an HTTP/2 option: meshd sends HTTP/1.1 options.
-            None if field == "connectionPool.http.maxConcurrentStreams" => {
-                ignored(field, "applies to HTTP/2 upstreams only; meshd sends HTTP/1.1 options")
-            }
+            None if field == "connectionPool.http.maxConcurrentStreams" => ignored(
+                field,
+                "applies to HTTP/2 upstreams only; meshd sends HTTP/1.1 options",
+            ),
             None => applies(field),
         });
     }
@@ -639,7 +690,13 @@ pub fn upstream_tls(
                 _ if t.sni.is_empty() => ctx.sni.to_owned(),
                 _ => t.sni.clone(),
             };
-            (UpstreamTls::IstioMutual { sans: sans(Some(t)), sni }, Some(applies(FIELD)))
+            (
+                UpstreamTls::IstioMutual {
+                    sans: sans(Some(t)),
+                    sni,
+                },
+                Some(applies(FIELD)),
+            )
         }
         (TlsMode::Simple | TlsMode::Mutual, Client::Grpc) => (
             UpstreamTls::None,
@@ -660,7 +717,8 @@ pub fn upstream_tls(
             )
         }
         (TlsMode::Mutual, _)
-            if t.credential_name.is_empty() && (t.client_certificate.is_empty() || t.private_key.is_empty()) =>
+            if t.credential_name.is_empty()
+                && (t.client_certificate.is_empty() || t.private_key.is_empty()) =>
         {
             (
                 UpstreamTls::None,

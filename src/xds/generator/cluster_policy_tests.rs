@@ -1,7 +1,11 @@
 //! One row per DestinationRule field × client: the Cluster fields written (proto3 JSON, the name and
 //! EDS config left out) and the notes `explain` shows.
 
-use std::{collections::BTreeSet, sync::Arc, time::Duration};
+use std::{
+    collections::BTreeSet,
+    sync::{Arc, LazyLock},
+    time::Duration,
+};
 
 use prost::Message;
 use prost_reflect::{DescriptorPool, DynamicMessage, SerializeOptions};
@@ -16,6 +20,15 @@ use crate::{
 
 const MESH_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// What, the rule's `trafficPolicy` (YAML), the client, the cluster's JSON, (field, effect) notes.
+type Row = (
+    &'static str,
+    &'static str,
+    Client,
+    Value,
+    Vec<(&'static str, &'static str)>,
+);
+
 fn policy(yaml: &str) -> EffectivePolicy {
     let p: TrafficPolicy = serde_yaml::from_str(yaml).expect("trafficPolicy yaml");
     EffectivePolicy {
@@ -26,10 +39,16 @@ fn policy(yaml: &str) -> EffectivePolicy {
     }
 }
 
+/// The Envoy descriptors `build.rs` compiled.
+static ENVOY: LazyLock<DescriptorPool> = LazyLock::new(|| {
+    DescriptorPool::decode(&include_bytes!(concat!(env!("OUT_DIR"), "/envoy.bin"))[..]).unwrap()
+});
+
 /// The cluster as proto3 JSON (Envoy's descriptors, `Any` expanded), without what every row shares.
 fn json_of(c: &envoy_types::pb::envoy::config::cluster::v3::Cluster) -> Value {
-    let pool = DescriptorPool::decode(&include_bytes!(concat!(env!("OUT_DIR"), "/envoy.bin"))[..]).unwrap();
-    let desc = pool.get_message_by_name("envoy.config.cluster.v3.Cluster").unwrap();
+    let desc = ENVOY
+        .get_message_by_name("envoy.config.cluster.v3.Cluster")
+        .unwrap();
     let msg = DynamicMessage::decode(desc, c.encode_to_vec().as_slice()).unwrap();
     let mut v = msg
         .serialize_with_options(serde_json::value::Serializer, &SerializeOptions::new())
@@ -126,134 +145,364 @@ fn no_policy_is_istiods_default_cluster() {
 fn every_field_per_client() {
     let od_envoy = json!({"consecutive5xx": 3, "enforcingConsecutive5xx": 100, "enforcingSuccessRate": 0,
         "interval": "5s", "baseEjectionTime": "30s", "maxEjectionPercent": 50});
-    let cases: Vec<(&str, &str, Client, Value, Vec<(&str, &str)>)> = vec![
-        ("round robin", "loadBalancer: {simple: ROUND_ROBIN}", Client::Sidecar,
-         merged(envoy_defaults(), json!({"lbPolicy": null})), vec![("loadBalancer.simple", "applies")]),
-        ("round robin", "loadBalancer: {simple: ROUND_ROBIN}", Client::Grpc, json!({}),
-         vec![("loadBalancer.simple", "applies")]),
-        ("random", "loadBalancer: {simple: RANDOM}", Client::Sidecar,
-         merged(envoy_defaults(), json!({"lbPolicy": "RANDOM"})), vec![("loadBalancer.simple", "applies")]),
-        ("random → RR", "loadBalancer: {simple: RANDOM}", Client::Grpc, json!({}),
-         vec![("loadBalancer.simple", "downgraded")]),
-        ("least request → RR", "loadBalancer: {simple: LEAST_REQUEST}", Client::Grpc, json!({}),
-         vec![("loadBalancer.simple", "downgraded")]),
-        ("least conn", "loadBalancer: {simple: LEAST_CONN}", Client::Router, envoy_defaults(),
-         vec![("loadBalancer.simple", "applies")]),
-        ("passthrough", "loadBalancer: {simple: PASSTHROUGH}", Client::Sidecar,
-         merged(envoy_defaults(), json!({"lbPolicy": "CLUSTER_PROVIDED", "type": null})),
-         vec![("loadBalancer.simple", "applies")]),
-        ("passthrough", "loadBalancer: {simple: PASSTHROUGH}", Client::Grpc, json!({}),
-         vec![ig("loadBalancer.simple")]),
-        ("warmup", "loadBalancer: {simple: ROUND_ROBIN, warmupDurationSecs: 30s}", Client::Sidecar,
-         merged(envoy_defaults(), json!({"lbPolicy": null,
-             "roundRobinLbConfig": {"slowStartConfig": {"slowStartWindow": "30s"}}})),
-         vec![("loadBalancer.simple", "applies"), ("loadBalancer.warmupDurationSecs", "applies")]),
-        ("warmup", "loadBalancer: {warmupDurationSecs: 30s}", Client::Grpc, json!({}),
-         vec![ig("loadBalancer.warmupDurationSecs")]),
-        ("ring hash default", "loadBalancer: {consistentHash: {httpHeaderName: x-user}}", Client::Sidecar,
-         merged(envoy_defaults(), json!({"lbPolicy": "RING_HASH", "ringHashLbConfig": {"minimumRingSize": "1024"}})),
-         vec![("loadBalancer.consistentHash", "applies")]),
-        ("ring hash default", "loadBalancer: {consistentHash: {httpHeaderName: x-user}}", Client::Grpc,
-         json!({"lbPolicy": "RING_HASH", "ringHashLbConfig": {"minimumRingSize": "1024"}}),
-         vec![("loadBalancer.consistentHash", "applies")]),
-        ("ring hash size", "loadBalancer: {consistentHash: {httpHeaderName: x, ringHash: {minimumRingSize: 64}}}",
-         Client::Grpc, json!({"lbPolicy": "RING_HASH", "ringHashLbConfig": {"minimumRingSize": "64"}}),
-         vec![("loadBalancer.consistentHash", "applies")]),
-        ("ring too large for gRPC", "loadBalancer: {consistentHash: {httpHeaderName: x, ringHash: {minimumRingSize: 9000000}}}",
-         Client::Grpc, json!({"lbPolicy": "RING_HASH", "ringHashLbConfig": {"minimumRingSize": "8388608"}}),
-         vec![("loadBalancer.consistentHash", "downgraded")]),
-        ("deprecated ring size", "loadBalancer: {consistentHash: {useSourceIp: true, minimumRingSize: 2048}}",
-         Client::Sidecar,
-         merged(envoy_defaults(), json!({"lbPolicy": "RING_HASH", "ringHashLbConfig": {"minimumRingSize": "2048"}})),
-         vec![("loadBalancer.consistentHash", "applies")]),
-        ("maglev", "loadBalancer: {consistentHash: {httpHeaderName: x, maglev: {tableSize: 65537}}}", Client::Sidecar,
-         merged(envoy_defaults(), json!({"lbPolicy": "MAGLEV", "maglevLbConfig": {"tableSize": "65537"}})),
-         vec![("loadBalancer.consistentHash", "applies")]),
-        ("maglev → ring", "loadBalancer: {consistentHash: {httpHeaderName: x, maglev: {tableSize: 65537}}}",
-         Client::Grpc, json!({"lbPolicy": "RING_HASH", "ringHashLbConfig": {"minimumRingSize": "1024"}}),
-         vec![("loadBalancer.consistentHash", "downgraded")]),
-        ("distribute", "loadBalancer: {localityLbSetting: {distribute: [{from: r/*, to: {r/a: 80, r/b: 20}}]}}",
-         Client::Sidecar,
-         merged(envoy_defaults(), json!({"commonLbConfig": {"localityWeightedLbConfig": {}}})),
-         vec![("loadBalancer.localityLbSetting", "applies")]),
-        ("distribute", "loadBalancer: {localityLbSetting: {distribute: [{from: r/*, to: {r/a: 80, r/b: 20}}]}}",
-         Client::Grpc, json!({}), vec![("loadBalancer.localityLbSetting", "applies")]),
-        ("failover without outlier detection", "loadBalancer: {localityLbSetting: {failover: [{from: r1, to: r2}]}}",
-         Client::Sidecar, envoy_defaults(), vec![ig("loadBalancer.localityLbSetting.failover")]),
-        ("failover", "loadBalancer: {localityLbSetting: {failover: [{from: r1, to: r2}]}}\noutlierDetection: {}",
-         Client::Sidecar,
-         merged(envoy_defaults(), json!({"outlierDetection": {"enforcingSuccessRate": 0},
-             "commonLbConfig": {"localityWeightedLbConfig": {}, "healthyPanicThreshold": {}}})),
-         vec![("loadBalancer.localityLbSetting", "applies")]),
-        ("locality off", "loadBalancer: {localityLbSetting: {enabled: false, distribute: [{from: '*', to: {r: 100}}]}}",
-         Client::Sidecar, envoy_defaults(), vec![("loadBalancer.localityLbSetting", "applies")]),
-        ("outlier detection", "outlierDetection: {consecutive5xxErrors: 3, interval: 5s, baseEjectionTime: 30s, maxEjectionPercent: 50}",
-         Client::Sidecar,
-         merged(envoy_defaults(), json!({"outlierDetection": od_envoy, "commonLbConfig": {"healthyPanicThreshold": {}}})),
-         vec![("outlierDetection.consecutive5xxErrors", "applies"), ("outlierDetection.interval", "applies"),
-              ("outlierDetection.baseEjectionTime", "applies"), ("outlierDetection.maxEjectionPercent", "applies")]),
-        ("outlier detection", "outlierDetection: {consecutive5xxErrors: 3, interval: 5s, baseEjectionTime: 30s, maxEjectionPercent: 50}",
-         Client::Grpc, json!({"outlierDetection": od_envoy}),
-         vec![ig("outlierDetection.consecutive5xxErrors"), ("outlierDetection.interval", "applies"),
-              ("outlierDetection.baseEjectionTime", "applies"), ("outlierDetection.maxEjectionPercent", "applies")]),
-        ("zero errors disable enforcing", "outlierDetection: {consecutiveGatewayErrors: 0, minHealthPercent: 25}",
-         Client::Sidecar,
-         merged(envoy_defaults(), json!({"outlierDetection": {"enforcingSuccessRate": 0,
+    let cases: Vec<Row> = vec![
+        (
+            "round robin",
+            "loadBalancer: {simple: ROUND_ROBIN}",
+            Client::Sidecar,
+            merged(envoy_defaults(), json!({"lbPolicy": null})),
+            vec![("loadBalancer.simple", "applies")],
+        ),
+        (
+            "round robin",
+            "loadBalancer: {simple: ROUND_ROBIN}",
+            Client::Grpc,
+            json!({}),
+            vec![("loadBalancer.simple", "applies")],
+        ),
+        (
+            "random",
+            "loadBalancer: {simple: RANDOM}",
+            Client::Sidecar,
+            merged(envoy_defaults(), json!({"lbPolicy": "RANDOM"})),
+            vec![("loadBalancer.simple", "applies")],
+        ),
+        (
+            "random → RR",
+            "loadBalancer: {simple: RANDOM}",
+            Client::Grpc,
+            json!({}),
+            vec![("loadBalancer.simple", "downgraded")],
+        ),
+        (
+            "least request → RR",
+            "loadBalancer: {simple: LEAST_REQUEST}",
+            Client::Grpc,
+            json!({}),
+            vec![("loadBalancer.simple", "downgraded")],
+        ),
+        (
+            "least conn",
+            "loadBalancer: {simple: LEAST_CONN}",
+            Client::Router,
+            envoy_defaults(),
+            vec![("loadBalancer.simple", "applies")],
+        ),
+        (
+            "passthrough",
+            "loadBalancer: {simple: PASSTHROUGH}",
+            Client::Sidecar,
+            merged(
+                envoy_defaults(),
+                json!({"lbPolicy": "CLUSTER_PROVIDED", "type": null}),
+            ),
+            vec![("loadBalancer.simple", "applies")],
+        ),
+        (
+            "passthrough",
+            "loadBalancer: {simple: PASSTHROUGH}",
+            Client::Grpc,
+            json!({}),
+            vec![ig("loadBalancer.simple")],
+        ),
+        (
+            "warmup",
+            "loadBalancer: {simple: ROUND_ROBIN, warmupDurationSecs: 30s}",
+            Client::Sidecar,
+            merged(
+                envoy_defaults(),
+                json!({"lbPolicy": null,
+             "roundRobinLbConfig": {"slowStartConfig": {"slowStartWindow": "30s"}}}),
+            ),
+            vec![
+                ("loadBalancer.simple", "applies"),
+                ("loadBalancer.warmupDurationSecs", "applies"),
+            ],
+        ),
+        (
+            "warmup",
+            "loadBalancer: {warmupDurationSecs: 30s}",
+            Client::Grpc,
+            json!({}),
+            vec![ig("loadBalancer.warmupDurationSecs")],
+        ),
+        (
+            "ring hash default",
+            "loadBalancer: {consistentHash: {httpHeaderName: x-user}}",
+            Client::Sidecar,
+            merged(
+                envoy_defaults(),
+                json!({"lbPolicy": "RING_HASH", "ringHashLbConfig": {"minimumRingSize": "1024"}}),
+            ),
+            vec![("loadBalancer.consistentHash", "applies")],
+        ),
+        (
+            "ring hash default",
+            "loadBalancer: {consistentHash: {httpHeaderName: x-user}}",
+            Client::Grpc,
+            json!({"lbPolicy": "RING_HASH", "ringHashLbConfig": {"minimumRingSize": "1024"}}),
+            vec![("loadBalancer.consistentHash", "applies")],
+        ),
+        (
+            "ring hash size",
+            "loadBalancer: {consistentHash: {httpHeaderName: x, ringHash: {minimumRingSize: 64}}}",
+            Client::Grpc,
+            json!({"lbPolicy": "RING_HASH", "ringHashLbConfig": {"minimumRingSize": "64"}}),
+            vec![("loadBalancer.consistentHash", "applies")],
+        ),
+        (
+            "ring too large for gRPC",
+            "loadBalancer: {consistentHash: {httpHeaderName: x, ringHash: {minimumRingSize: 9000000}}}",
+            Client::Grpc,
+            json!({"lbPolicy": "RING_HASH", "ringHashLbConfig": {"minimumRingSize": "8388608"}}),
+            vec![("loadBalancer.consistentHash", "downgraded")],
+        ),
+        (
+            "deprecated ring size",
+            "loadBalancer: {consistentHash: {useSourceIp: true, minimumRingSize: 2048}}",
+            Client::Sidecar,
+            merged(
+                envoy_defaults(),
+                json!({"lbPolicy": "RING_HASH", "ringHashLbConfig": {"minimumRingSize": "2048"}}),
+            ),
+            vec![("loadBalancer.consistentHash", "applies")],
+        ),
+        (
+            "maglev",
+            "loadBalancer: {consistentHash: {httpHeaderName: x, maglev: {tableSize: 65537}}}",
+            Client::Sidecar,
+            merged(
+                envoy_defaults(),
+                json!({"lbPolicy": "MAGLEV", "maglevLbConfig": {"tableSize": "65537"}}),
+            ),
+            vec![("loadBalancer.consistentHash", "applies")],
+        ),
+        (
+            "maglev → ring",
+            "loadBalancer: {consistentHash: {httpHeaderName: x, maglev: {tableSize: 65537}}}",
+            Client::Grpc,
+            json!({"lbPolicy": "RING_HASH", "ringHashLbConfig": {"minimumRingSize": "1024"}}),
+            vec![("loadBalancer.consistentHash", "downgraded")],
+        ),
+        (
+            "distribute",
+            "loadBalancer: {localityLbSetting: {distribute: [{from: r/*, to: {r/a: 80, r/b: 20}}]}}",
+            Client::Sidecar,
+            merged(
+                envoy_defaults(),
+                json!({"commonLbConfig": {"localityWeightedLbConfig": {}}}),
+            ),
+            vec![("loadBalancer.localityLbSetting", "applies")],
+        ),
+        (
+            "distribute",
+            "loadBalancer: {localityLbSetting: {distribute: [{from: r/*, to: {r/a: 80, r/b: 20}}]}}",
+            Client::Grpc,
+            json!({}),
+            vec![("loadBalancer.localityLbSetting", "applies")],
+        ),
+        (
+            "failover without outlier detection",
+            "loadBalancer: {localityLbSetting: {failover: [{from: r1, to: r2}]}}",
+            Client::Sidecar,
+            envoy_defaults(),
+            vec![ig("loadBalancer.localityLbSetting.failover")],
+        ),
+        (
+            "failover",
+            "loadBalancer: {localityLbSetting: {failover: [{from: r1, to: r2}]}}\noutlierDetection: {}",
+            Client::Sidecar,
+            merged(
+                envoy_defaults(),
+                json!({"outlierDetection": {"enforcingSuccessRate": 0},
+             "commonLbConfig": {"localityWeightedLbConfig": {}, "healthyPanicThreshold": {}}}),
+            ),
+            vec![("loadBalancer.localityLbSetting", "applies")],
+        ),
+        (
+            "locality off",
+            "loadBalancer: {localityLbSetting: {enabled: false, distribute: [{from: '*', to: {r: 100}}]}}",
+            Client::Sidecar,
+            envoy_defaults(),
+            vec![("loadBalancer.localityLbSetting", "applies")],
+        ),
+        (
+            "outlier detection",
+            "outlierDetection: {consecutive5xxErrors: 3, interval: 5s, baseEjectionTime: 30s, maxEjectionPercent: 50}",
+            Client::Sidecar,
+            merged(
+                envoy_defaults(),
+                json!({"outlierDetection": od_envoy, "commonLbConfig": {"healthyPanicThreshold": {}}}),
+            ),
+            vec![
+                ("outlierDetection.consecutive5xxErrors", "applies"),
+                ("outlierDetection.interval", "applies"),
+                ("outlierDetection.baseEjectionTime", "applies"),
+                ("outlierDetection.maxEjectionPercent", "applies"),
+            ],
+        ),
+        (
+            "outlier detection",
+            "outlierDetection: {consecutive5xxErrors: 3, interval: 5s, baseEjectionTime: 30s, maxEjectionPercent: 50}",
+            Client::Grpc,
+            json!({"outlierDetection": od_envoy}),
+            vec![
+                ig("outlierDetection.consecutive5xxErrors"),
+                ("outlierDetection.interval", "applies"),
+                ("outlierDetection.baseEjectionTime", "applies"),
+                ("outlierDetection.maxEjectionPercent", "applies"),
+            ],
+        ),
+        (
+            "zero errors disable enforcing",
+            "outlierDetection: {consecutiveGatewayErrors: 0, minHealthPercent: 25}",
+            Client::Sidecar,
+            merged(
+                envoy_defaults(),
+                json!({"outlierDetection": {"enforcingSuccessRate": 0,
              "consecutiveGatewayFailure": 0, "enforcingConsecutiveGatewayFailure": 0},
-             "commonLbConfig": {"healthyPanicThreshold": {"value": 25.0}}})),
-         vec![("outlierDetection.consecutiveGatewayErrors", "applies"), ("outlierDetection.minHealthPercent", "applies")]),
-        ("local origin", "outlierDetection: {splitExternalLocalOriginErrors: true, consecutiveLocalOriginFailures: 4}",
-         Client::Grpc,
-         json!({"outlierDetection": {"enforcingSuccessRate": 0, "splitExternalLocalOriginErrors": true,
+             "commonLbConfig": {"healthyPanicThreshold": {"value": 25.0}}}),
+            ),
+            vec![
+                ("outlierDetection.consecutiveGatewayErrors", "applies"),
+                ("outlierDetection.minHealthPercent", "applies"),
+            ],
+        ),
+        (
+            "local origin",
+            "outlierDetection: {splitExternalLocalOriginErrors: true, consecutiveLocalOriginFailures: 4}",
+            Client::Grpc,
+            json!({"outlierDetection": {"enforcingSuccessRate": 0, "splitExternalLocalOriginErrors": true,
              "consecutiveLocalOriginFailure": 4, "enforcingConsecutiveLocalOriginFailure": 100,
              "enforcingLocalOriginSuccessRate": 0}}),
-         vec![ig("outlierDetection.splitExternalLocalOriginErrors")]),
-        ("min health on gRPC", "outlierDetection: {minHealthPercent: 10}", Client::Grpc,
-         json!({"outlierDetection": {"enforcingSuccessRate": 0}}), vec![ig("outlierDetection.minHealthPercent")]),
-        ("breakers", "connectionPool: {http: {http2MaxRequests: 7, http1MaxPendingRequests: 3, maxRetries: 2}, tcp: {maxConnections: 5}}",
-         Client::Sidecar,
-         merged(envoy_defaults(), json!({"circuitBreakers": {"thresholds": [{"maxConnections": 5,
-             "maxPendingRequests": 3, "maxRequests": 7, "maxRetries": 2, "trackRemaining": true}]}})),
-         vec![("connectionPool.http.http2MaxRequests", "applies"),
-              ("connectionPool.http.http1MaxPendingRequests", "applies"),
-              ("connectionPool.http.maxRetries", "applies"), ("connectionPool.tcp.maxConnections", "applies")]),
-        ("breakers", "connectionPool: {http: {http2MaxRequests: 7, http1MaxPendingRequests: 3, maxRetries: 2}, tcp: {maxConnections: 5}}",
-         Client::Grpc, json!({"circuitBreakers": {"thresholds": [{"maxRequests": 7}]}}),
-         vec![("connectionPool.http.http2MaxRequests", "applies"),
-              ig("connectionPool.http.http1MaxPendingRequests"), ig("connectionPool.http.maxRetries"),
-              ig("connectionPool.tcp.maxConnections")]),
-        ("zero keeps the default", "connectionPool: {http: {http2MaxRequests: 0}}", Client::Sidecar,
-         envoy_defaults(), vec![]),
-        ("no max requests on gRPC", "connectionPool: {tcp: {maxConnections: 5}}", Client::Grpc, json!({}),
-         vec![ig("connectionPool.tcp.maxConnections")]),
-        ("http options", "connectionPool: {http: {idleTimeout: 60s, maxRequestsPerConnection: 1}, tcp: {maxConnectionDuration: 1h}}",
-         Client::Sidecar,
-         merged(envoy_defaults(), json!({"typedExtensionProtocolOptions": {
+            vec![ig("outlierDetection.splitExternalLocalOriginErrors")],
+        ),
+        (
+            "min health on gRPC",
+            "outlierDetection: {minHealthPercent: 10}",
+            Client::Grpc,
+            json!({"outlierDetection": {"enforcingSuccessRate": 0}}),
+            vec![ig("outlierDetection.minHealthPercent")],
+        ),
+        (
+            "breakers",
+            "connectionPool: {http: {http2MaxRequests: 7, http1MaxPendingRequests: 3, maxRetries: 2}, tcp: {maxConnections: 5}}",
+            Client::Sidecar,
+            merged(
+                envoy_defaults(),
+                json!({"circuitBreakers": {"thresholds": [{"maxConnections": 5,
+             "maxPendingRequests": 3, "maxRequests": 7, "maxRetries": 2, "trackRemaining": true}]}}),
+            ),
+            vec![
+                ("connectionPool.http.http2MaxRequests", "applies"),
+                ("connectionPool.http.http1MaxPendingRequests", "applies"),
+                ("connectionPool.http.maxRetries", "applies"),
+                ("connectionPool.tcp.maxConnections", "applies"),
+            ],
+        ),
+        (
+            "breakers",
+            "connectionPool: {http: {http2MaxRequests: 7, http1MaxPendingRequests: 3, maxRetries: 2}, tcp: {maxConnections: 5}}",
+            Client::Grpc,
+            json!({"circuitBreakers": {"thresholds": [{"maxRequests": 7}]}}),
+            vec![
+                ("connectionPool.http.http2MaxRequests", "applies"),
+                ig("connectionPool.http.http1MaxPendingRequests"),
+                ig("connectionPool.http.maxRetries"),
+                ig("connectionPool.tcp.maxConnections"),
+            ],
+        ),
+        (
+            "zero keeps the default",
+            "connectionPool: {http: {http2MaxRequests: 0}}",
+            Client::Sidecar,
+            envoy_defaults(),
+            vec![],
+        ),
+        (
+            "no max requests on gRPC",
+            "connectionPool: {tcp: {maxConnections: 5}}",
+            Client::Grpc,
+            json!({}),
+            vec![ig("connectionPool.tcp.maxConnections")],
+        ),
+        (
+            "http options",
+            "connectionPool: {http: {idleTimeout: 60s, maxRequestsPerConnection: 1}, tcp: {maxConnectionDuration: 1h}}",
+            Client::Sidecar,
+            merged(
+                envoy_defaults(),
+                json!({"typedExtensionProtocolOptions": {
              "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
                  "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
                  "commonHttpProtocolOptions": {"idleTimeout": "60s", "maxConnectionDuration": "3600s",
                      "maxRequestsPerConnection": 1},
-                 "explicitHttpConfig": {"httpProtocolOptions": {}}}}})),
-         vec![("connectionPool.http.idleTimeout", "applies"),
-              ("connectionPool.http.maxRequestsPerConnection", "applies"),
-              ("connectionPool.tcp.maxConnectionDuration", "applies")]),
-        ("client protocol", "connectionPool: {http: {useClientProtocol: true}}", Client::Sidecar,
-         merged(envoy_defaults(), json!({"typedExtensionProtocolOptions": {
+                 "explicitHttpConfig": {"httpProtocolOptions": {}}}}}),
+            ),
+            vec![
+                ("connectionPool.http.idleTimeout", "applies"),
+                ("connectionPool.http.maxRequestsPerConnection", "applies"),
+                ("connectionPool.tcp.maxConnectionDuration", "applies"),
+            ],
+        ),
+        (
+            "client protocol",
+            "connectionPool: {http: {useClientProtocol: true}}",
+            Client::Sidecar,
+            merged(
+                envoy_defaults(),
+                json!({"typedExtensionProtocolOptions": {
              "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
                  "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
-                 "useDownstreamProtocolConfig": {"httpProtocolOptions": {}, "http2ProtocolOptions": {}}}}})),
-         vec![("connectionPool.http.useClientProtocol", "applies")]),
-        ("http options", "connectionPool: {http: {idleTimeout: 60s}}", Client::Grpc, json!({}),
-         vec![ig("connectionPool.http.idleTimeout")]),
-        ("not implemented", "connectionPool: {http: {h2UpgradePolicy: UPGRADE}, tcp: {tcpKeepalive: {time: 10s}}}",
-         Client::Sidecar, envoy_defaults(),
-         vec![ig("connectionPool.tcp.tcpKeepalive"), ig("connectionPool.http.h2UpgradePolicy")]),
-        ("tls disable", "tls: {mode: DISABLE}", Client::Grpc, json!({}), vec![("tls.mode", "applies")]),
-        ("simple on gRPC", "tls: {mode: SIMPLE}", Client::Grpc, json!({}), vec![ig("tls.mode")]),
-        ("mutual without certificates", "tls: {mode: MUTUAL}", Client::Sidecar, envoy_defaults(),
-         vec![ig("tls.mode")]),
-        ("credential without selector", "tls: {mode: SIMPLE, credentialName: c}", Client::Sidecar,
-         envoy_defaults(), vec![ig("tls.mode")]),
+                 "useDownstreamProtocolConfig": {"httpProtocolOptions": {}, "http2ProtocolOptions": {}}}}}),
+            ),
+            vec![("connectionPool.http.useClientProtocol", "applies")],
+        ),
+        (
+            "http options",
+            "connectionPool: {http: {idleTimeout: 60s}}",
+            Client::Grpc,
+            json!({}),
+            vec![ig("connectionPool.http.idleTimeout")],
+        ),
+        (
+            "not implemented",
+            "connectionPool: {http: {h2UpgradePolicy: UPGRADE}, tcp: {tcpKeepalive: {time: 10s}}}",
+            Client::Sidecar,
+            envoy_defaults(),
+            vec![
+                ig("connectionPool.tcp.tcpKeepalive"),
+                ig("connectionPool.http.h2UpgradePolicy"),
+            ],
+        ),
+        (
+            "tls disable",
+            "tls: {mode: DISABLE}",
+            Client::Grpc,
+            json!({}),
+            vec![("tls.mode", "applies")],
+        ),
+        (
+            "simple on gRPC",
+            "tls: {mode: SIMPLE}",
+            Client::Grpc,
+            json!({}),
+            vec![ig("tls.mode")],
+        ),
+        (
+            "mutual without certificates",
+            "tls: {mode: MUTUAL}",
+            Client::Sidecar,
+            envoy_defaults(),
+            vec![ig("tls.mode")],
+        ),
+        (
+            "credential without selector",
+            "tls: {mode: SIMPLE, credentialName: c}",
+            Client::Sidecar,
+            envoy_defaults(),
+            vec![ig("tls.mode")],
+        ),
     ];
     for (what, yaml, client, want, want_notes) in cases {
         let (got, notes, _) = build(yaml, client);
@@ -284,18 +533,58 @@ fn tls_modes_per_client() {
     let id = vec!["spiffe://cluster.local/ns/d/sa/r".to_owned()];
     let sni = "outbound_.80_.v1_.r.d.svc.cluster.local".to_owned();
     let istio = policy("tls: {mode: ISTIO_MUTUAL}").tls;
-    let custom = policy("tls: {mode: ISTIO_MUTUAL, sni: s.example, subjectAltNames: [spiffe://x/ns/y/sa/z]}").tls;
+    let custom =
+        policy("tls: {mode: ISTIO_MUTUAL, sni: s.example, subjectAltNames: [spiffe://x/ns/y/sa/z]}").tls;
     let cases = [
         // No rule TLS: Envoy auto-mTLS unless the mesh or PeerAuthentication turns it off; gRPC plaintext.
-        (None, Client::Sidecar, true, UpstreamTls::Auto { sans: id.clone(), sni: sni.clone() }),
-        (None, Client::Router, true, UpstreamTls::Auto { sans: id.clone(), sni: sni.clone() }),
+        (
+            None,
+            Client::Sidecar,
+            true,
+            UpstreamTls::Auto {
+                sans: id.clone(),
+                sni: sni.clone(),
+            },
+        ),
+        (
+            None,
+            Client::Router,
+            true,
+            UpstreamTls::Auto {
+                sans: id.clone(),
+                sni: sni.clone(),
+            },
+        ),
         (None, Client::Sidecar, false, UpstreamTls::None),
         (None, Client::Grpc, true, UpstreamTls::None),
         // ISTIO_MUTUAL overrides both, to every endpoint; gRPC sends no SNI (istiod's gRPC generator).
-        (istio.clone(), Client::Sidecar, false, UpstreamTls::IstioMutual { sans: id.clone(), sni: sni.clone() }),
-        (istio.clone(), Client::Grpc, false, UpstreamTls::IstioMutual { sans: id.clone(), sni: String::new() }),
-        (custom.clone(), Client::Sidecar, true, UpstreamTls::IstioMutual {
-            sans: vec!["spiffe://x/ns/y/sa/z".to_owned()], sni: "s.example".to_owned() }),
+        (
+            istio.clone(),
+            Client::Sidecar,
+            false,
+            UpstreamTls::IstioMutual {
+                sans: id.clone(),
+                sni: sni.clone(),
+            },
+        ),
+        (
+            istio.clone(),
+            Client::Grpc,
+            false,
+            UpstreamTls::IstioMutual {
+                sans: id.clone(),
+                sni: String::new(),
+            },
+        ),
+        (
+            custom.clone(),
+            Client::Sidecar,
+            true,
+            UpstreamTls::IstioMutual {
+                sans: vec!["spiffe://x/ns/y/sa/z".to_owned()],
+                sni: "s.example".to_owned(),
+            },
+        ),
     ];
     for (tls, client, auto, want) in cases {
         let (got, _) = upstream_tls(tls.as_ref(), client, &ctx(auto));
@@ -310,7 +599,10 @@ fn tls_sockets_render_as_istiod() {
     let ctx = &grpc["transportSocket"]["typedConfig"];
     assert_eq!(grpc["transportSocket"]["name"], "envoy.transport_sockets.tls");
     assert!(ctx.get("sni").is_none(), "{ctx}");
-    assert_eq!(ctx["commonTlsContext"]["tlsCertificateProviderInstance"]["instanceName"], "default");
+    assert_eq!(
+        ctx["commonTlsContext"]["tlsCertificateProviderInstance"]["instanceName"],
+        "default"
+    );
     assert_eq!(
         ctx["commonTlsContext"]["validationContext"]["caCertificateProviderInstance"]["certificateName"],
         "ROOTCA"
@@ -320,8 +612,14 @@ fn tls_sockets_render_as_istiod() {
     assert!(sidecar.get("transportSocketMatches").is_none());
     let ctx = &sidecar["transportSocket"]["typedConfig"];
     assert_eq!(ctx["sni"], "outbound_.80_._.r.d.svc.cluster.local");
-    assert_eq!(ctx["commonTlsContext"]["tlsCertificateSdsSecretConfigs"][0]["name"], "default");
-    assert_eq!(ctx["commonTlsContext"]["tlsParams"]["tlsMinimumProtocolVersion"], "TLSv1_2");
+    assert_eq!(
+        ctx["commonTlsContext"]["tlsCertificateSdsSecretConfigs"][0]["name"],
+        "default"
+    );
+    assert_eq!(
+        ctx["commonTlsContext"]["tlsParams"]["tlsMinimumProtocolVersion"],
+        "TLSv1_2"
+    );
     // SIMPLE from files: the agent's file SDS, system roots by default, auto SNI and SAN checks.
     let (simple, notes, _) = build("tls: {mode: SIMPLE}", Client::Sidecar);
     assert_eq!(notes, vec![a("tls.mode")]);
@@ -331,8 +629,12 @@ fn tls_sockets_render_as_istiod() {
         ctx["combinedValidationContext"]["validationContextSdsSecretConfig"]["name"],
         "file-root:system"
     );
-    let opts = &simple["typedExtensionProtocolOptions"]["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"];
-    assert_eq!(opts["upstreamHttpProtocolOptions"], json!({"autoSni": true, "autoSanValidation": true}));
+    let opts =
+        &simple["typedExtensionProtocolOptions"]["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"];
+    assert_eq!(
+        opts["upstreamHttpProtocolOptions"],
+        json!({"autoSni": true, "autoSanValidation": true})
+    );
     assert_eq!(opts["explicitHttpConfig"], json!({"httpProtocolOptions": {}}));
     // MUTUAL with files: the client certificate too; a given SNI turns auto SNI off.
     let (mutual, _, _) = build(

@@ -28,6 +28,9 @@ use envoy_types::pb::{
 };
 use serde::Serialize;
 
+use super::Context;
+use crate::xds::{XdsType, resource::Resource};
+
 use crate::model::{ClusterId, Endpoint, Health, Locality, NetworkId, ServicePort, TlsMode};
 
 /// A load assignment before encoding: what goes on the wire, in wire order.
@@ -243,4 +246,28 @@ pub(super) fn strings(pairs: &[(&str, &str)]) -> Struct {
             })
             .collect(),
     }
+}
+
+/// What an assignment depends on besides its name: the network view, and whether duplicates merge
+/// (gRPC) or not (Envoy).
+pub(super) fn view_key(ctx: &Context) -> Arc<str> {
+    format!(
+        "{}|{}|{}",
+        super::duplicates(ctx.proxy.kind) == Duplicates::Merge,
+        ctx.view.network.as_deref().unwrap_or(""),
+        ctx.requested_networks()
+    )
+    .into()
+}
+
+/// The assignment of EDS cluster `name` for the proxy; `None` when no such cluster exists.
+pub(super) fn build(ctx: &Context, name: Arc<str>) -> Option<Resource> {
+    let a = super::assignment(ctx.mesh, ctx.endpoints, ctx.proxy, ctx.view, name.clone())?;
+    let version = a.version();
+    Some(Resource::encode_with_version(
+        XdsType::Endpoint,
+        name,
+        &a.to_proto(),
+        version,
+    ))
 }

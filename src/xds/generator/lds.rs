@@ -37,7 +37,8 @@ use envoy_types::pb::{
     google::protobuf::BoolValue,
 };
 
-use super::{Mesh, ads_source, any, cds, eds::socket};
+use super::{Context, Mesh, ads_source, any, cds, eds::socket};
+use crate::xds::{ProxyKind, XdsType, resource::Resource};
 use crate::{
     model::{Service, ServicePort},
     xds::Proxy,
@@ -240,4 +241,42 @@ fn tcp_chain(stat_prefix: &str, cluster: &str) -> FilterChain {
         }],
         ..Default::default()
     }
+}
+
+/// Every listener name a proxy's wildcard LDS lists.
+pub(super) fn all_names(ctx: &Context) -> BTreeSet<Arc<str>> {
+    match ctx.proxy.kind {
+        ProxyKind::Grpc => ctx
+            .ports()
+            .map(|(s, p)| format!("{}:{}", s.hostname, p.port).into())
+            .collect(),
+        ProxyKind::Sidecar => sidecar_listener_names(ctx.mesh, ctx.proxy),
+        ProxyKind::Router if ctx.proxy.is_east_west_gateway() => BTreeSet::from([EAST_WEST_LISTENER.into()]),
+        ProxyKind::Router => BTreeSet::new(),
+    }
+}
+
+/// What a listener depends on besides its name: short listener names resolve in the proxy's
+/// namespace; sidecar TCP listeners use its cluster's VIPs.
+pub(super) fn view_key(ctx: &Context) -> Arc<str> {
+    format!(
+        "{}|{}|{}",
+        ctx.kind_name(),
+        ctx.proxy.namespace.as_deref().unwrap_or(""),
+        ctx.proxy.cluster_id.as_deref().unwrap_or("")
+    )
+    .into()
+}
+
+/// The listener `name` for the proxy; `None` when it does not exist.
+pub(super) fn build(ctx: &Context, name: Arc<str>) -> Option<Resource> {
+    let listener = match ctx.proxy.kind {
+        ProxyKind::Grpc => grpc_listener(ctx.mesh, ctx.proxy, &name)?,
+        ProxyKind::Sidecar => sidecar_listener(ctx.mesh, ctx.proxy, &name)?,
+        ProxyKind::Router if ctx.proxy.is_east_west_gateway() && &*name == EAST_WEST_LISTENER => {
+            east_west_listener(ctx.mesh)
+        }
+        ProxyKind::Router => return None,
+    };
+    Some(Resource::encode(XdsType::Listener, name, &listener))
 }

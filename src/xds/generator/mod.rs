@@ -6,6 +6,7 @@
 //! [`EndpointView`].
 
 pub mod cds;
+pub mod cluster_policy;
 pub mod eds;
 pub mod lds;
 pub mod rds;
@@ -45,6 +46,10 @@ pub trait Mesh: Send + Sync {
     /// The resolved network gateways (split horizon), sorted; none unless multi-network.
     fn gateways(&self) -> &[NetworkGateway] {
         &[]
+    }
+    /// The Istio traffic config in force, indexed (none by default: every service with defaults).
+    fn traffic(&self) -> &crate::traffic::Index {
+        crate::traffic::Index::empty()
     }
 }
 
@@ -112,7 +117,7 @@ pub struct Context<'a> {
     pub cache: &'a ResourceCache,
 }
 
-impl Context<'_> {
+impl<'a> Context<'a> {
     /// The resources of `ty` that `sub` asks for. With `only`, just those names (an endpoint-only push
     /// regenerates the changed clusters). Names that do not exist are left out.
     pub fn generate(
@@ -140,42 +145,32 @@ impl Context<'_> {
         let view = self.view_key(ty);
         names
             .into_iter()
-            .filter_map(|name| self.resource(ty, name, &view))
+            .filter_map(|name| match ty {
+                // A cluster depends on the DestinationRule the proxy gets for its service.
+                XdsType::Cluster => {
+                    let view = cds::view_key(self, &name);
+                    self.resource(ty, name, &view)
+                }
+                _ => self.resource(ty, name, &view),
+            })
             .collect()
     }
 
     /// Every name of a wildcard type (LDS/CDS).
     fn all_names(&self, ty: XdsType) -> BTreeSet<Arc<str>> {
-        let ports = || {
-            self.mesh
-                .services()
-                .flat_map(|s| s.ports.iter().map(move |p| (s, p)))
-                .filter(|(_, p)| p.protocol != crate::model::Protocol::Udp)
-        };
-        match (ty, self.proxy.kind) {
-            (XdsType::Cluster, kind) => {
-                let mut names: BTreeSet<Arc<str>> = ports()
-                    .map(|(s, p)| cds::cluster_name(p.port, &s.hostname).into())
-                    .collect();
-                if kind == ProxyKind::Sidecar {
-                    names.insert(cds::PASSTHROUGH.into());
-                }
-                if self.proxy.is_east_west_gateway() {
-                    names.extend(ports().map(|(s, p)| cds::sni_name(p.port, &s.hostname).into()));
-                }
-                names
-            }
-            (XdsType::Listener, ProxyKind::Grpc) => ports()
-                .map(|(s, p)| format!("{}:{}", s.hostname, p.port).into())
-                .collect(),
-            (XdsType::Listener, ProxyKind::Sidecar) => lds::sidecar_listener_names(self.mesh, self.proxy),
-            (XdsType::Listener, ProxyKind::Router) if self.proxy.is_east_west_gateway() => {
-                BTreeSet::from([lds::EAST_WEST_LISTENER.into()])
-            }
-            (XdsType::Listener, ProxyKind::Router) | (XdsType::Endpoint | XdsType::Route, _) => {
-                BTreeSet::new()
-            }
+        match ty {
+            XdsType::Cluster => cds::all_names(self),
+            XdsType::Listener => lds::all_names(self),
+            XdsType::Endpoint | XdsType::Route => BTreeSet::new(),
         }
+    }
+
+    /// Every service port a proxy may reach (UDP has no clusters or listeners).
+    pub(crate) fn ports(&self) -> impl Iterator<Item = (&'a Service, &'a ServicePort)> + 'a {
+        self.mesh
+            .services()
+            .flat_map(|s| s.ports.iter().map(move |p| (s, p)))
+            .filter(|(_, p)| p.protocol != crate::model::Protocol::Udp)
     }
 
     /// One resource by name, from the cache when another proxy with the same view built it already.
@@ -191,121 +186,38 @@ impl Context<'_> {
 
     /// What besides the name and snapshot a resource depends on.
     fn view_key(&self, ty: XdsType) -> Arc<str> {
-        let kind = match self.proxy.kind {
+        match ty {
+            XdsType::Endpoint => eds::view_key(self),
+            XdsType::Listener => lds::view_key(self),
+            // Per name: see `generate`.
+            XdsType::Cluster => self.kind_name().into(),
+            XdsType::Route => rds::view_key(self),
+        }
+    }
+
+    /// The proxy kind as cache views spell it.
+    pub(crate) fn kind_name(&self) -> &'static str {
+        match self.proxy.kind {
             ProxyKind::Grpc => "grpc",
             ProxyKind::Sidecar => "sidecar",
             ProxyKind::Router if self.proxy.is_east_west_gateway() => "east-west",
             ProxyKind::Router => "router",
-        };
-        match ty {
-            // The network view, and whether duplicates merge (gRPC) or not (Envoy).
-            XdsType::Endpoint => {
-                let nets: Vec<&str> = self.view.requested.iter().map(|n| n.as_str()).collect();
-                format!(
-                    "{}|{}|{}",
-                    duplicates(self.proxy.kind) == eds::Duplicates::Merge,
-                    self.view.network.as_deref().unwrap_or(""),
-                    nets.join(",")
-                )
-                .into()
-            }
-            // Short listener names resolve in the proxy's namespace; sidecar TCP listeners use its cluster's VIPs.
-            XdsType::Listener => format!(
-                "{kind}|{}|{}",
-                self.proxy.namespace.as_deref().unwrap_or(""),
-                self.proxy.cluster_id.as_deref().unwrap_or("")
-            )
-            .into(),
-            // Which clusters use mTLS depends on the endpoints the view sees (gateways are mTLS).
-            XdsType::Cluster => format!(
-                "{kind}|{}|{}",
-                self.view.network.as_deref().unwrap_or(""),
-                self.view
-                    .requested
-                    .iter()
-                    .map(|n| n.as_str())
-                    .collect::<Vec<_>>()
-                    .join(",")
-            )
-            .into(),
-            XdsType::Route => kind.into(),
         }
+    }
+
+    /// The proxy's requested network view, comma-joined (cache views).
+    pub(crate) fn requested_networks(&self) -> String {
+        let nets: Vec<&str> = self.view.requested.iter().map(|n| n.as_str()).collect();
+        nets.join(",")
     }
 
     fn build(&self, ty: XdsType, name: Arc<str>) -> Option<Resource> {
         match ty {
-            XdsType::Cluster => self.build_cluster(name),
-            XdsType::Endpoint => {
-                let a = assignment(self.mesh, self.endpoints, self.proxy, self.view, name.clone())?;
-                let version = a.version();
-                Some(Resource::encode_with_version(ty, name, &a.to_proto(), version))
-            }
-            XdsType::Listener => {
-                let listener = match self.proxy.kind {
-                    ProxyKind::Grpc => lds::grpc_listener(self.mesh, self.proxy, &name)?,
-                    ProxyKind::Sidecar => lds::sidecar_listener(self.mesh, self.proxy, &name)?,
-                    ProxyKind::Router
-                        if self.proxy.is_east_west_gateway() && &*name == lds::EAST_WEST_LISTENER =>
-                    {
-                        lds::east_west_listener(self.mesh)
-                    }
-                    ProxyKind::Router => return None,
-                };
-                Some(Resource::encode(ty, name, &listener))
-            }
-            XdsType::Route => {
-                let route = match self.proxy.kind {
-                    ProxyKind::Grpc => {
-                        let (service, port, _) = parse_cluster(self.mesh, &name)?;
-                        rds::service_route(&name, service, port.port)
-                    }
-                    ProxyKind::Sidecar => rds::port_route(self.mesh, name.parse().ok()?)?,
-                    ProxyKind::Router => return None,
-                };
-                Some(Resource::encode(ty, name, &route))
-            }
+            XdsType::Cluster => cds::build(self, name),
+            XdsType::Endpoint => eds::build(self, name),
+            XdsType::Listener => lds::build(self, name),
+            XdsType::Route => rds::build(self, name),
         }
-    }
-
-    fn build_cluster(&self, name: Arc<str>) -> Option<Resource> {
-        if &*name == cds::PASSTHROUGH && self.proxy.kind == ProxyKind::Sidecar {
-            return Some(Resource::encode(
-                XdsType::Cluster,
-                name,
-                &cds::passthrough_cluster(),
-            ));
-        }
-        let (service, port, sni_dnat) = parse_cluster(self.mesh, &name)?;
-        if sni_dnat {
-            return self
-                .proxy
-                .is_east_west_gateway()
-                .then(|| Resource::encode(XdsType::Cluster, name.clone(), &cds::sni_dnat_cluster(&name)));
-        }
-        let endpoints = self.endpoints.endpoints(self.mesh, service, port, self.view);
-        // Secure naming pins every workload identity of the service, including those behind gateways.
-        let mut identities = service.service_accounts.clone();
-        identities.extend(
-            self.mesh
-                .endpoints(service)
-                .filter_map(|e| e.service_account.clone()),
-        );
-        let mtls = endpoints.iter().filter(|e| e.tls_mode == TlsMode::Istio).count();
-        let tls = match self.proxy.kind {
-            ProxyKind::Grpc if mtls > 0 && mtls == endpoints.len() => cds::UpstreamTls::GrpcMutual,
-            ProxyKind::Sidecar | ProxyKind::Router if mtls > 0 => cds::UpstreamTls::SidecarAuto,
-            _ => cds::UpstreamTls::None,
-        };
-        Some(Resource::encode(
-            XdsType::Cluster,
-            name.clone(),
-            &cds::eds_cluster(
-                &name,
-                tls,
-                &identities,
-                &cds::sni_name(port.port, &service.hostname),
-            ),
-        ))
     }
 }
 
@@ -319,7 +231,12 @@ pub fn assignment(
     view: &NetworkView,
     name: Arc<str>,
 ) -> Option<eds::Assignment> {
-    let (service, port, sni_dnat) = parse_cluster(mesh, &name)?;
+    let Target {
+        service,
+        port,
+        sni_dnat,
+        ..
+    } = parse_cluster(mesh, &name)?;
     let mut eps = endpoints.endpoints(mesh, service, port, view);
     if sni_dnat {
         // The gateway passes mTLS through: only endpoints that terminate it can take it
@@ -335,21 +252,47 @@ pub fn assignment(
 }
 
 /// gRPC NACKs a repeated address anywhere in an assignment; Envoy keeps one per locality.
-fn duplicates(kind: ProxyKind) -> eds::Duplicates {
+pub(crate) fn duplicates(kind: ProxyKind) -> eds::Duplicates {
     match kind {
         ProxyKind::Grpc => eds::Duplicates::Merge,
         ProxyKind::Sidecar | ProxyKind::Router => eds::Duplicates::PerLocality,
     }
 }
 
-/// A cluster name → the service, its port, and whether it is an SNI-DNAT cluster.
-fn parse_cluster<'m>(mesh: &'m dyn Mesh, name: &str) -> Option<(&'m Service, &'m ServicePort, bool)> {
-    let (port, hostname, sni_dnat) = match cds::ClusterRef::parse(name)? {
-        cds::ClusterRef::Outbound { port, hostname } => (port, hostname, false),
-        cds::ClusterRef::SniDnat { port, hostname } => (port, hostname, true),
+/// What a cluster name refers to in a mesh.
+#[derive(Debug, Clone, Copy)]
+pub struct Target<'m, 'n> {
+    /// The service.
+    pub service: &'m Service,
+    /// Its port.
+    pub port: &'m ServicePort,
+    /// The DestinationRule subset (empty: the whole service).
+    pub subset: &'n str,
+    /// An east-west gateway's SNI-DNAT cluster.
+    pub sni_dnat: bool,
+}
+
+/// A cluster name → the service, its port, the subset, and whether it is an SNI-DNAT cluster.
+pub fn parse_cluster<'m, 'n>(mesh: &'m dyn Mesh, name: &'n str) -> Option<Target<'m, 'n>> {
+    let (port, subset, hostname, sni_dnat) = match cds::ClusterRef::parse(name)? {
+        cds::ClusterRef::Outbound {
+            port,
+            subset,
+            hostname,
+        } => (port, subset, hostname, false),
+        cds::ClusterRef::SniDnat {
+            port,
+            subset,
+            hostname,
+        } => (port, subset, hostname, true),
     };
     let service = mesh.service(hostname)?;
-    Some((service, service.ports.iter().find(|p| p.port == port)?, sni_dnat))
+    Some(Target {
+        service,
+        port: service.ports.iter().find(|p| p.port == port)?,
+        subset,
+        sni_dnat,
+    })
 }
 
 /// ADS as the config source (`{ads: {}, resource_api_version: V3}`).

@@ -9,8 +9,11 @@ use envoy_types::pb::envoy::config::route::v3::{
     Route, RouteAction, RouteConfiguration, RouteMatch, VirtualHost, route, route_action, route_match,
 };
 
-use super::{Mesh, cds::cluster_name};
+use std::sync::Arc;
+
+use super::{Context, Mesh, cds::cluster_name, parse_cluster};
 use crate::model::Service;
+use crate::xds::{ProxyKind, XdsType, resource::Resource};
 
 /// The gRPC route configuration for `port` of `service`, named `name`.
 pub fn service_route(name: &str, service: &Service, port: u16) -> RouteConfiguration {
@@ -87,4 +90,22 @@ pub fn domains(service: &Service, port: u16) -> Vec<String> {
         }
     }
     out
+}
+
+/// What a route configuration depends on besides its name.
+pub(super) fn view_key(ctx: &Context) -> Arc<str> {
+    ctx.kind_name().into()
+}
+
+/// The route configuration `name` for the proxy; `None` when it does not exist.
+pub(super) fn build(ctx: &Context, name: Arc<str>) -> Option<Resource> {
+    let route = match ctx.proxy.kind {
+        ProxyKind::Grpc => {
+            let target = parse_cluster(ctx.mesh, &name)?;
+            service_route(&name, target.service, target.port.port)
+        }
+        ProxyKind::Sidecar => port_route(ctx.mesh, name.parse().ok()?)?,
+        ProxyKind::Router => return None,
+    };
+    Some(Resource::encode(XdsType::Route, name, &route))
 }

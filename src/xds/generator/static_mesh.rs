@@ -9,10 +9,14 @@ use tokio::time::Instant;
 use super::Mesh;
 use crate::xds::push::{PushScope, Snapshot};
 use crate::{
+    config::MeshConfig,
+    config_controller::ConfigSnapshot,
+    istio,
     model::{
         ClusterId, Endpoint, EndpointPort, Health, Hostname, Locality, NetworkGateway, Protocol, Resolution,
         Service, ServicePort, TlsMode,
     },
+    traffic,
     xds::{Proxy, ProxyKind},
 };
 
@@ -31,6 +35,8 @@ pub struct StaticMesh {
     pub changes: PushScope,
     /// When the change happened (as a snapshot).
     pub changed_at: Option<Instant>,
+    /// Istio config, indexed.
+    pub traffic: Arc<traffic::Index>,
 }
 
 impl StaticMesh {
@@ -47,6 +53,23 @@ impl StaticMesh {
     pub fn after(mut self, since: u64, changes: PushScope) -> Self {
         self.since = since;
         self.changes = changes;
+        self
+    }
+
+    /// Serves these Istio objects (and keeps the mesh config).
+    pub fn with_config(mut self, configs: impl IntoIterator<Item = Arc<istio::Config>>) -> Self {
+        let snapshot = ConfigSnapshot::from_configs(self.version, configs);
+        self.traffic = Arc::new(traffic::Index::build(
+            Arc::new(snapshot),
+            self.traffic.settings.clone(),
+        ));
+        self
+    }
+
+    /// Serves with this mesh config (and keeps the Istio objects).
+    pub fn with_mesh_config(mut self, mesh: MeshConfig) -> Self {
+        let settings = traffic::Settings::new(Arc::new(mesh), &self.traffic.settings.domain_suffix);
+        self.traffic = Arc::new(traffic::Index::build(self.traffic.config.clone(), settings));
         self
     }
 
@@ -80,6 +103,10 @@ impl Mesh for StaticMesh {
 
     fn gateways(&self) -> &[NetworkGateway] {
         &self.gateways
+    }
+
+    fn traffic(&self) -> &traffic::Index {
+        &self.traffic
     }
 }
 
