@@ -5,7 +5,9 @@
 //!
 //! Owns: the pure report. The reasons come from [`split_horizon::explain`] and the sent endpoints
 //! from [`generator::assignment`], the function the EDS generator encodes (split horizon, then the
-//! proxy kind's duplicate handling), so the report cannot drift from EDS.
+//! proxy kind's duplicate handling), so the report cannot drift from EDS; the DestinationRule that
+//! applied and what the proxy's client does with each of its fields come from [`cds::cluster`], the
+//! function CDS encodes.
 //! Does NOT: hold state; it reads the current snapshot and the proxy's connection.
 
 use std::net::IpAddr;
@@ -25,7 +27,7 @@ use crate::{
     model::{ClusterId, Health, Locality, NetworkGateway, NetworkId, Service, TlsMode},
     xds::{
         NetworkView, Proxy,
-        generator::{self, Mesh, cds, eds::Assignment},
+        generator::{self, Mesh, cds, cluster_policy::FieldNote, eds::Assignment},
         status::Connections,
     },
 };
@@ -94,8 +96,34 @@ pub struct Explanation {
     pub view: ViewReport,
     /// The service's host name.
     pub service: String,
+    /// The DestinationRule the proxy gets for the service (`None`: defaults).
+    pub destination_rule: Option<RuleReport>,
     /// One entry per explained port.
     pub ports: Vec<PortReport>,
+}
+
+/// The DestinationRule that applied.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RuleReport {
+    /// Every contributing DestinationRule (`DestinationRule <namespace>/<name>`), oldest first.
+    pub from: Vec<String>,
+    /// The host it is written for.
+    pub host: String,
+}
+
+/// One cluster of a port (the default, then each subset) and what the proxy's client does with each
+/// field of the rule it was built from (the same function CDS builds it with).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterReport {
+    /// The cluster name.
+    pub name: String,
+    /// The subset, for a subset cluster.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subset: Option<String>,
+    /// Per field of the rule: applies, downgraded, or ignored and why.
+    pub notes: Vec<FieldNote>,
 }
 
 /// A proxy's network view.
@@ -118,6 +146,8 @@ pub struct PortReport {
     pub name: String,
     /// The EDS cluster name.
     pub eds_cluster: String,
+    /// The port's clusters as CDS builds them for this proxy.
+    pub clusters: Vec<ClusterReport>,
     /// Every endpoint of the service (all clusters) and its fate.
     pub endpoints: Vec<EndpointReport>,
     /// What the proxy is sent, gateways included.
@@ -204,6 +234,7 @@ pub fn explain(mesh: &dyn Mesh, proxy: &Proxy, service: &Service, port: Option<u
             PortReport {
                 port: p.port,
                 name: p.name.to_string(),
+                clusters: clusters(mesh, proxy, service, p.port),
                 eds_cluster,
                 endpoints,
                 sent,
@@ -218,8 +249,31 @@ pub fn explain(mesh: &dyn Mesh, proxy: &Proxy, service: &Service, port: Option<u
             requested_network_view: view.requested,
         },
         service: service.hostname.to_string(),
+        destination_rule: cds::rule_for(mesh, proxy, service).map(|r| RuleReport {
+            from: r.from.iter().map(ToString::to_string).collect(),
+            host: r.host.to_string(),
+        }),
         ports,
     }
+}
+
+/// The default cluster of `port` and one per subset of the proxy's rule, with their field notes.
+fn clusters(mesh: &dyn Mesh, proxy: &Proxy, service: &Service, port: u16) -> Vec<ClusterReport> {
+    let subsets = cds::rule_for(mesh, proxy, service)
+        .into_iter()
+        .flat_map(|r| r.rule.subsets.iter().map(|s| s.name.as_str()));
+    std::iter::once("")
+        .chain(subsets)
+        .filter_map(|subset| {
+            let name = cds::subset_cluster_name(port, subset, &service.hostname);
+            let built = cds::cluster(mesh, proxy, &name)?;
+            Some(ClusterReport {
+                name,
+                subset: (!subset.is_empty()).then(|| subset.to_owned()),
+                notes: built.notes,
+            })
+        })
+        .collect()
 }
 
 /// The assignment's endpoints in wire order (locality, then address), gateways marked.
