@@ -1,15 +1,17 @@
-//! CDS: one EDS cluster per service port, `outbound|<port>||<hostname>`, plus the sidecar's
-//! `PassthroughCluster` and an east-west gateway's SNI-DNAT clusters `outbound_.<port>_._.<hostname>`.
+//! CDS: per service port the EDS cluster `outbound|<port>||<hostname>` and one
+//! `outbound|<port>|<subset>|<hostname>` per subset of the DestinationRule the proxy gets, the
+//! sidecar's `PassthroughCluster`, and an east-west gateway's SNI-DNAT clusters
+//! `outbound_.<port>_.<subset>_.<hostname>`.
 //!
-//! Owns: the cluster shape and its upstream TLS. Secure naming pins the service's SPIFFE identities
-//! as URI SANs. Proxyless gRPC gets a plain `transport_socket` with certificate-provider instances
-//! (`default` for its certificate, `ROOTCA` for the root; the bootstrap's `certificate_providers`)
-//! when every endpoint takes Istio mTLS, because gRPC does not evaluate transport-socket matches.
-//! Envoy sidecars get transport-socket matches on the endpoints' `tlsMode` with SDS secrets
-//! (`default`, `ROOTCA`) from the istio-agent's `sds-grpc` cluster, and the SNI
-//! `outbound_.<port>_._.<hostname>` that lets a remote network's east-west gateway route the
-//! connection without terminating it. Does NOT: DestinationRule
-//! policies, subsets, outlier detection or circuit breakers.
+//! Owns: which clusters exist for a proxy, the cluster shape, its metadata and its TLS sockets.
+//! Secure naming pins the service's SPIFFE identities as URI SANs. Proxyless gRPC gets a plain
+//! `transport_socket` with certificate-provider instances (`default` for its certificate, `ROOTCA` for
+//! the root; the bootstrap's `certificate_providers`) only when the rule says `ISTIO_MUTUAL`, as
+//! istiod's gRPC generator. Envoy gets auto-mTLS (transport-socket matches on the endpoints'
+//! `tlsMode`) unless the rule or PeerAuthentication says otherwise, with SDS secrets (`default`,
+//! `ROOTCA`) from the istio-agent's `sds-grpc` cluster and the SNI `outbound_.<port>_.<subset>_.<host>`
+//! that lets a remote network's east-west gateway route the connection without terminating it. The
+//! rule's policy fields are [`cluster_policy`]'s. Does NOT: endpoints (EDS), inbound clusters.
 
 use std::{collections::BTreeSet, sync::Arc};
 
