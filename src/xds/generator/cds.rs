@@ -173,16 +173,16 @@ pub(super) fn all_names(ctx: &Context) -> BTreeSet<Arc<str>> {
     names
 }
 
-/// What cluster `name` depends on besides its name and the snapshot: the proxy kind and the
-/// DestinationRule it gets for the service (its objects and revisions), so proxies that get the same
-/// rule share one encode whatever their namespace.
-pub(super) fn view_key(ctx: &Context, name: &str) -> Arc<str> {
+/// What cluster `name` depends on besides its name and the snapshot: the proxy kind (`kind`, the
+/// type's view) and the DestinationRule the proxy gets for the service (its objects and revisions), so
+/// proxies that get the same rule share one encode whatever their namespace.
+pub(super) fn view_key(ctx: &Context, name: &str, kind: &Arc<str>) -> Arc<str> {
     let rule = ClusterRef::parse(name)
         .and_then(|r| ctx.mesh.service(r.hostname()))
         .and_then(|s| rule_for(ctx.mesh, ctx.proxy, s));
     match rule {
-        Some(r) => format!("{}|{}", ctx.kind_name(), r.key).into(),
-        None => ctx.kind_name().into(),
+        Some(r) => format!("{kind}|{}", r.key).into(),
+        None => kind.clone(),
     }
 }
 

@@ -148,7 +148,7 @@ impl<'a> Context<'a> {
             .filter_map(|name| match ty {
                 // A cluster depends on the DestinationRule the proxy gets for its service.
                 XdsType::Cluster => {
-                    let view = cds::view_key(self, &name);
+                    let view = cds::view_key(self, &name, &view);
                     self.resource(ty, name, &view)
                 }
                 _ => self.resource(ty, name, &view),
@@ -189,7 +189,7 @@ impl<'a> Context<'a> {
         match ty {
             XdsType::Endpoint => eds::view_key(self),
             XdsType::Listener => lds::view_key(self),
-            // Per name: see `generate`.
+            // Refined per name in `generate` (`cds::view_key`).
             XdsType::Cluster => self.kind_name().into(),
             XdsType::Route => rds::view_key(self),
         }
