@@ -205,24 +205,26 @@ fn load_balancer(
                 });
             }
         },
-        Client::Grpc => {
-            c.lb_policy = LbPolicy::RoundRobin as i32;
-            match simple {
-                None | Some(SimpleLb::RoundRobin | SimpleLb::Unspecified) => {}
-                Some(SimpleLb::Passthrough) => notes.push(ignored(
-                    SIMPLE,
-                    "gRPC cannot dial the original destination (ORIGINAL_DST clusters are NACKed); ROUND_ROBIN over EDS",
-                )),
-                Some(_) => notes.push(downgraded(
-                    SIMPLE,
-                    "ROUND_ROBIN (gRPC accepts only ROUND_ROBIN and RING_HASH as lb_policy; others are NACKed)",
-                )),
-            }
+        Client::Grpc => c.lb_policy = LbPolicy::RoundRobin as i32,
+    }
+    let hashed = lb.is_some_and(|l| l.consistent_hash.is_some());
+    notes.extend(match (simple, client) {
+        (None, _) => None,
+        // istiod applies the hash after the simple policy, which it replaces.
+        (Some(_), _) if hashed => Some(ignored(SIMPLE, "consistentHash takes precedence")),
+        (Some(_), Client::Sidecar | Client::Router) | (Some(SimpleLb::RoundRobin), Client::Grpc) => {
+            Some(applies(SIMPLE))
         }
-    }
-    if simple.is_some() && (client.envoy() || simple == Some(SimpleLb::RoundRobin)) {
-        notes.push(applies(SIMPLE));
-    }
+        (Some(SimpleLb::Unspecified), Client::Grpc) => None,
+        (Some(SimpleLb::Passthrough), Client::Grpc) => Some(ignored(
+            SIMPLE,
+            "gRPC cannot dial the original destination (ORIGINAL_DST clusters are NACKed); ROUND_ROBIN over EDS",
+        )),
+        (Some(_), Client::Grpc) => Some(downgraded(
+            SIMPLE,
+            "ROUND_ROBIN (gRPC accepts only ROUND_ROBIN and RING_HASH as lb_policy; others are NACKed)",
+        )),
+    });
     if warmup.is_some() {
         let slow_start_applies = client.envoy()
             && matches!(
