@@ -149,26 +149,34 @@ impl<'a> ClusterRef<'a> {
     }
 }
 
-/// Every cluster name a proxy's wildcard CDS lists: per service port the default cluster and one per
-/// subset of the DestinationRule the proxy gets (an east-west gateway: their SNI-DNAT clusters too),
-/// and a sidecar's `PassthroughCluster`.
+/// Every cluster name a proxy's wildcard CDS lists: [`port_cluster_names`] of every service port, and
+/// a sidecar's `PassthroughCluster`.
 pub(super) fn all_names(ctx: &Context) -> BTreeSet<Arc<str>> {
-    let east_west = ctx.proxy.is_east_west_gateway();
-    let mut names = BTreeSet::new();
-    for (s, p) in ctx.ports() {
-        let rule = rule_for(ctx.mesh, ctx.proxy, s);
-        let subsets = rule
-            .into_iter()
-            .flat_map(|r| r.rule.subsets.iter().map(|x| x.name.as_str()));
-        for subset in std::iter::once("").chain(subsets) {
-            names.insert(subset_cluster_name(p.port, subset, &s.hostname).into());
-            if east_west {
-                names.insert(subset_sni_name(p.port, subset, &s.hostname).into());
-            }
-        }
-    }
+    let mut names: BTreeSet<Arc<str>> = ctx
+        .ports()
+        .flat_map(|(s, p)| port_cluster_names(ctx.mesh, ctx.proxy, s, p.port))
+        .map(Into::into)
+        .collect();
     if ctx.proxy.kind == ProxyKind::Sidecar {
         names.insert(PASSTHROUGH.into());
+    }
+    names
+}
+
+/// The clusters of one service port for `proxy`: the default one and one per subset of the
+/// DestinationRule it gets, and for an east-west gateway their SNI-DNAT clusters (wildcard CDS, and
+/// the EDS names an endpoint change of the service touches).
+pub fn port_cluster_names(mesh: &dyn Mesh, proxy: &Proxy, service: &Service, port: u16) -> Vec<String> {
+    let east_west = proxy.is_east_west_gateway();
+    let subsets = rule_for(mesh, proxy, service)
+        .into_iter()
+        .flat_map(|r| r.rule.subsets.iter().map(|x| x.name.as_str()));
+    let mut names = Vec::new();
+    for subset in std::iter::once("").chain(subsets) {
+        names.push(subset_cluster_name(port, subset, &service.hostname));
+        if east_west {
+            names.push(subset_sni_name(port, subset, &service.hostname));
+        }
     }
     names
 }
