@@ -272,7 +272,12 @@ pub fn cluster<'m>(mesh: &'m dyn Mesh, proxy: &Proxy, name: &str) -> Option<Buil
         &tls,
     );
     notes.extend(tls_note);
-    apply_tls(&mut c, &tls, client);
+    // istiod leaves auto-mTLS off an original-destination (PASSTHROUGH) cluster: no endpoint metadata.
+    let original_dst =
+        c.cluster_discovery_type == Some(ClusterDiscoveryType::Type(DiscoveryType::OriginalDst as i32));
+    if !(original_dst && matches!(tls, UpstreamTls::Auto { .. })) {
+        apply_tls(&mut c, &tls, client);
+    }
     if client != Client::Grpc {
         c.metadata = Some(istio_metadata(service, rule.and_then(|r| r.from.first()), subset));
     }

@@ -291,6 +291,22 @@ fn sidecar_auto_mtls_follows_peer_authentication_and_the_rule() {
     for (configs, want) in cases {
         assert_eq!(tls(&mesh(&configs)), want, "{configs:?}");
     }
+    // A PASSTHROUGH cluster dials the original destination: no auto-mTLS (as istiod).
+    let m = mesh(&[(
+        "DestinationRule",
+        "default",
+        "echo",
+        "host: echo\ntrafficPolicy: {loadBalancer: {simple: PASSTHROUGH}}",
+    )]);
+    let c = built(
+        &m,
+        ProxyKind::Sidecar,
+        "default",
+        &format!("outbound|7070||{HOST}"),
+    )
+    .unwrap();
+    assert!(c.eds_cluster_config.is_none() && c.transport_socket_matches.is_empty());
+    assert_eq!(c.lb_policy, LbPolicy::ClusterProvided as i32);
 }
 
 #[test]
