@@ -13,7 +13,11 @@
 //! that lets a remote network's east-west gateway route the connection without terminating it. The
 //! rule's policy fields are [`cluster_policy`]'s. Does NOT: endpoints (EDS), inbound clusters.
 
-use std::{collections::BTreeSet, sync::Arc};
+use std::{
+    collections::BTreeSet,
+    hash::{DefaultHasher, Hash, Hasher},
+    sync::Arc,
+};
 
 use envoy_types::pb::{
     envoy::{
@@ -44,6 +48,8 @@ use envoy_types::pb::{
     },
     google::protobuf::{Duration, ListValue, Struct, Value, value::Kind},
 };
+
+use prost::Message;
 
 use super::{
     Context, Mesh, Target, ads_source, any,
@@ -200,7 +206,53 @@ pub(super) fn build(ctx: &Context, name: Arc<str>) -> Option<Resource> {
         return Some(Resource::encode(XdsType::Cluster, name, &passthrough_cluster()));
     }
     let built = cluster(ctx.mesh, ctx.proxy, &name)?;
-    Some(Resource::encode(XdsType::Cluster, name, &built.cluster))
+    let version = version(&built.cluster);
+    Some(Resource::encode_with_version(
+        XdsType::Cluster,
+        name,
+        &built.cluster,
+        version,
+    ))
+}
+
+/// A cluster's resource version: a hash of its encoding with the metadata left out, and of the
+/// metadata's content in key order (prost encodes protobuf maps, `Struct`s included, in `HashMap`
+/// order, so equal clusters may differ in bytes; their versions must not).
+fn version(c: &Cluster) -> u64 {
+    fn hash_struct(s: &Struct, h: &mut DefaultHasher) {
+        let mut fields: Vec<_> = s.fields.iter().collect();
+        fields.sort_by(|a, b| a.0.cmp(b.0));
+        for (k, v) in fields {
+            k.hash(h);
+            hash_value(v, h);
+        }
+    }
+    fn hash_value(v: &Value, h: &mut DefaultHasher) {
+        match &v.kind {
+            Some(Kind::StructValue(s)) => {
+                1u8.hash(h);
+                hash_struct(s, h);
+            }
+            Some(Kind::ListValue(l)) => {
+                2u8.hash(h);
+                l.values.len().hash(h);
+                l.values.iter().for_each(|x| hash_value(x, h));
+            }
+            _ => v.encode_to_vec().hash(h),
+        }
+    }
+    let mut h = DefaultHasher::new();
+    let mut bare = c.clone();
+    if let Some(meta) = bare.metadata.take() {
+        let mut filters: Vec<_> = meta.filter_metadata.iter().collect();
+        filters.sort_by(|a, b| a.0.cmp(b.0));
+        for (k, s) in filters {
+            k.hash(&mut h);
+            hash_struct(s, &mut h);
+        }
+    }
+    bare.encode_to_vec().hash(&mut h);
+    h.finish()
 }
 
 /// The DestinationRule `proxy` gets for `service` (outbound).
