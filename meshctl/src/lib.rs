@@ -90,6 +90,9 @@ pub enum Command {
         /// For a proxy that is not connected: its `GENERATOR` (`grpc` for proxyless gRPC).
         #[arg(long, requires = "network")]
         generator: Option<String>,
+        /// A DestinationRule subset: explain its clusters (`outbound|<port>|<subset>|<host>`).
+        #[arg(long)]
+        subset: Option<String>,
     },
     /// What meshd last sent a proxy, as istioctl's proxy-config tables; `-o json|yaml` print that
     /// section of `/debug/config_dump` (Envoy's admin `ConfigDump`) as is.
@@ -326,6 +329,7 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
             network,
             cluster,
             generator,
+            subset,
         } => {
             let mut path = format!(
                 "/debug/explain?proxyID={}&service={}",
@@ -336,6 +340,7 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
                 ("network", network),
                 ("cluster", cluster),
                 ("generator", generator),
+                ("subset", subset),
             ] {
                 if let Some(v) = value {
                     path += &format!("&{key}={}", query_value(&v));

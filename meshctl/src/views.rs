@@ -333,9 +333,11 @@ pub fn verdict_words(v: &Value) -> String {
         "dropped" => {
             let reason = match why {
                 "outsideNetworkView" => "outside the proxy's REQUESTED_NETWORK_VIEW",
+                "notInSubset" => "not in the subset (its labels lack the subset's)",
                 "noSuchPort" => "does not serve this port",
                 "notMtls" => {
-                    "not mTLS-capable (a remote endpoint is reached through the gateway by its mTLS SNI)"
+                    "not mTLS-capable from this client (a remote endpoint is reached through the gateway \
+                     by its mTLS SNI; see MTLS)"
                 }
                 "unhealthy" => {
                     "unhealthy (a remote endpoint would draw traffic through the gateway to nothing)"
@@ -343,6 +345,129 @@ pub fn verdict_words(v: &Value) -> String {
                 other => other,
             };
             format!("DROPPED: {reason}")
+        }
+        other => other.to_owned(),
+    }
+}
+
+/// Whether a client sends an endpoint Istio mTLS, and what decided, in words.
+pub fn mtls_words(v: &Value) -> String {
+    let yes = if v["enabled"] == true { "yes" } else { "no" };
+    let why = &v["why"];
+    let mode = why["mode"].as_str().unwrap_or("");
+    match why["by"].as_str().unwrap_or("") {
+        "noSidecar" => format!("{yes}: no sidecar"),
+        "destinationRule" => format!("{yes}: DestinationRule tls {mode}"),
+        "peerAuthentication" => match why["from"].as_object() {
+            Some(from) => format!(
+                "{yes}: PeerAuthentication {}/{} {mode}",
+                from.get("namespace").and_then(Value::as_str).unwrap_or(""),
+                from.get("name").and_then(Value::as_str).unwrap_or("")
+            ),
+            None => format!("{yes}: auto-mTLS ({mode} by default)"),
+        },
+        _ => yes.to_owned(),
+    }
+}
+
+/// An endpoint's priority and what ranked it, in words; `-` when it is not sent.
+pub fn priority_words(v: &Value) -> String {
+    if v.is_null() {
+        return "-".into();
+    }
+    let why = &v["why"];
+    if why.is_null() {
+        // Locality load balancing is off: everything is at priority 0.
+        return v["priority"].to_string();
+    }
+    let mut reasons = Vec::new();
+    if let Some(m) = why["labelMismatch"].as_object() {
+        let get = |k: &str| m.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+        reasons.push(format!(
+            "{} differs ({} ≠ {})",
+            get("key"),
+            get("want"),
+            get("got")
+        ));
+    }
+    let ladder = &why["ladder"];
+    match ladder["match"].as_str() {
+        Some("sameSubzone") => reasons.push("same subzone".into()),
+        Some("sameZone") => reasons.push("same zone".into()),
+        Some("sameRegion") => reasons.push("same region".into()),
+        Some("otherRegion") => reasons.push("other region".into()),
+        Some("notFailoverTarget") => reasons.push(format!(
+            "not {}'s failover region {}",
+            ladder["from"].as_str().unwrap_or(""),
+            ladder["to"].as_str().unwrap_or("")
+        )),
+        _ => {}
+    }
+    match &why["distribute"] {
+        Value::Array(d) => reasons.push(format!(
+            "distribute {} → {} {}%",
+            d[0].as_str().unwrap_or(""),
+            d[1].as_str().unwrap_or(""),
+            d[2]
+        )),
+        Value::Null if why.get("distribute").is_some() => reasons.push("no distribute entry: emptied".into()),
+        _ => {}
+    }
+    if reasons.is_empty() {
+        reasons.push("every failoverPriority label matches".into());
+    }
+    format!("{}: {}", v["priority"], reasons.join(", "))
+}
+
+/// A cluster's locality load balancing in words.
+fn locality_words(v: &Value) -> String {
+    let source = |s: &Value| match s.as_str() {
+        Some("destinationRule") => "DestinationRule",
+        _ => "MeshConfig",
+    };
+    match v["mode"].as_str().unwrap_or("") {
+        "off" => match v["why"].as_object().and_then(|o| o.iter().next()) {
+            Some((k, s)) if k == "disabled" => format!("off (disabled by the {})", source(s)),
+            Some((_, s)) => format!("off ({}'s failover needs outlierDetection)", source(s)),
+            None => "off".into(),
+        },
+        "distribute" => format!("distribute (from the {})", source(&v["source"])),
+        "failover" => {
+            let labels: Vec<String> = v["priority"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|l| match l["value"].as_str() {
+                    Some(value) => format!("{}={value}", l["key"].as_str().unwrap_or("")),
+                    None => l["key"].as_str().unwrap_or("").to_owned(),
+                })
+                .collect();
+            let pairs: Vec<String> = v["failover"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|f| {
+                    format!(
+                        "{}→{}",
+                        f["from"].as_str().unwrap_or(""),
+                        f["to"].as_str().unwrap_or("")
+                    )
+                })
+                .collect();
+            format!(
+                "failover (from the {}){}{}",
+                source(&v["source"]),
+                if labels.is_empty() {
+                    String::new()
+                } else {
+                    format!(", failoverPriority {}", labels.join(","))
+                },
+                if pairs.is_empty() {
+                    String::new()
+                } else {
+                    format!(", failover {}", pairs.join(" "))
+                }
+            )
         }
         other => other.to_owned(),
     }
@@ -379,6 +504,32 @@ pub fn explain_text(e: &Value) -> String {
             s(&port["name"]),
             s(&port["edsCluster"])
         );
+        if let Some(subset) = port["subset"].as_object() {
+            let labels: Vec<String> = subset
+                .get("labels")
+                .and_then(Value::as_object)
+                .map(|l| {
+                    l.iter()
+                        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                        .collect()
+                })
+                .unwrap_or_default();
+            out += &format!(
+                "  subset {}: {}\n",
+                subset.get("name").and_then(Value::as_str).unwrap_or(""),
+                if labels.is_empty() {
+                    "every endpoint (no labels)".to_owned()
+                } else {
+                    labels.join(",")
+                }
+            );
+        }
+        if !port["localityLb"].is_null() {
+            out += &format!(
+                "  locality load balancing: {}\n",
+                locality_words(&port["localityLb"])
+            );
+        }
         out += &cluster_policy_rows(port);
         out += "\n  sent:\n";
         let sent: Vec<Vec<String>> = port["sent"]
@@ -398,12 +549,13 @@ pub fn explain_text(e: &Value) -> String {
                     locality(&ep["locality"]),
                     ep["weight"].to_string(),
                     s(&ep["health"]).to_lowercase(),
+                    ep["priority"].as_u64().map_or("-".into(), |p| p.to_string()),
                 ]
             })
             .collect();
         out += &indent(&super::output::table(
             &[
-                "ADDRESS", "KIND", "CLUSTER", "NETWORK", "LOCALITY", "WEIGHT", "HEALTH",
+                "ADDRESS", "KIND", "CLUSTER", "NETWORK", "LOCALITY", "WEIGHT", "HEALTH", "PRIORITY",
             ],
             &sent,
         ));
@@ -420,12 +572,20 @@ pub fn explain_text(e: &Value) -> String {
                     s(&ep["network"]),
                     s(&ep["health"]).to_lowercase(),
                     s(&ep["tlsMode"]),
+                    if ep["mtls"].is_null() {
+                        "-".into()
+                    } else {
+                        mtls_words(&ep["mtls"])
+                    },
+                    priority_words(&ep["priority"]),
                     verdict_words(&ep["verdict"]),
                 ]
             })
             .collect();
         out += &indent(&super::output::table(
-            &["ADDRESS", "ORIGIN", "CLUSTER", "NETWORK", "HEALTH", "TLS", "WHY"],
+            &[
+                "ADDRESS", "ORIGIN", "CLUSTER", "NETWORK", "HEALTH", "TLS", "MTLS", "PRIORITY", "WHY",
+            ],
             &eps,
         ));
     }
@@ -671,6 +831,67 @@ mod tests {
     }
 
     #[test]
+    fn mtls_priority_and_locality_in_words() {
+        let pa = json!({"enabled": false, "why": {"by": "peerAuthentication", "mode": "DISABLE",
+                        "from": {"kind": "PeerAuthentication", "namespace": "app", "name": "off"}}});
+        assert_eq!(mtls_words(&pa), "no: PeerAuthentication app/off DISABLE");
+        let auto = json!({"enabled": true, "why": {"by": "peerAuthentication", "mode": "PERMISSIVE"}});
+        assert_eq!(mtls_words(&auto), "yes: auto-mTLS (PERMISSIVE by default)");
+        let dr = json!({"enabled": false, "why": {"by": "destinationRule", "mode": "DISABLE", "from": []}});
+        assert_eq!(mtls_words(&dr), "no: DestinationRule tls DISABLE");
+        let cases = [
+            (json!(null), "-"),
+            (json!({"priority": 0}), "0"),
+            (
+                json!({"priority": 1, "why": {"labelMismatch": {"index": 0, "key": "topology.istio.io/network",
+                       "want": "n1", "got": "n2"}}}),
+                "1: topology.istio.io/network differs (n1 ≠ n2)",
+            ),
+            (
+                json!({"priority": 3, "why": {"ladder": {"match": "notFailoverTarget", "from": "r1", "to": "r3"}}}),
+                "3: not r1's failover region r3",
+            ),
+            (
+                json!({"priority": 0, "why": {"ladder": {"match": "sameZone"}}}),
+                "0: same zone",
+            ),
+            (
+                json!({"priority": 0, "why": {"distribute": ["r1/*", "r2", 20]}}),
+                "0: distribute r1/* → r2 20%",
+            ),
+            (
+                json!({"priority": 0, "why": {"distribute": null}}),
+                "0: no distribute entry: emptied",
+            ),
+            (
+                json!({"priority": 0, "why": {}}),
+                "0: every failoverPriority label matches",
+            ),
+        ];
+        for (v, want) in cases {
+            assert_eq!(priority_words(&v), want);
+        }
+        let modes = [
+            (
+                json!({"mode": "off", "why": {"noOutlierDetection": "meshConfig"}}),
+                "off (MeshConfig's failover needs outlierDetection)",
+            ),
+            (
+                json!({"mode": "off", "why": {"disabled": "destinationRule"}}),
+                "off (disabled by the DestinationRule)",
+            ),
+            (
+                json!({"mode": "failover", "source": "destinationRule", "failover": [{"from": "r1", "to": "r3"}],
+                       "priority": [{"key": "topology.istio.io/network"}, {"key": "k", "value": "v"}]}),
+                "failover (from the DestinationRule), failoverPriority topology.istio.io/network,k=v, failover r1→r3",
+            ),
+        ];
+        for (v, want) in modes {
+            assert_eq!(locality_words(&v), want);
+        }
+    }
+
+    #[test]
     fn explain_sent_rows_show_kind_locality_weight_and_health() {
         let report = json!({
             "proxy": "p", "view": {"network": "network1", "requestedNetworkView": []}, "service": "h",
@@ -678,10 +899,10 @@ mod tests {
                        "sent": [
                            {"address": "10.10.2.4", "port": 5000, "cluster": "cluster1", "network": "network1",
                             "locality": {"region": "r", "zone": "a", "subzone": ""}, "weight": 1,
-                            "health": "Unhealthy", "gateway": false},
+                            "health": "Unhealthy", "gateway": false, "priority": 0},
                            {"address": "198.51.100.10", "port": 15443, "cluster": "cluster2", "network": "network2",
                             "locality": {"region": "r", "zone": "a", "subzone": ""}, "weight": 2,
-                            "health": "Healthy", "gateway": true}]}],
+                            "health": "Healthy", "gateway": true, "priority": 1}]}],
         });
         let text = explain_text(&report);
         let rows: Vec<Vec<&str>> = text
@@ -694,7 +915,7 @@ mod tests {
             rows,
             [
                 vec![
-                    "ADDRESS", "KIND", "CLUSTER", "NETWORK", "LOCALITY", "WEIGHT", "HEALTH"
+                    "ADDRESS", "KIND", "CLUSTER", "NETWORK", "LOCALITY", "WEIGHT", "HEALTH", "PRIORITY"
                 ],
                 vec![
                     "10.10.2.4:5000",
@@ -703,7 +924,8 @@ mod tests {
                     "network1",
                     "r/a/",
                     "1",
-                    "unhealthy"
+                    "unhealthy",
+                    "0"
                 ],
                 vec![
                     "198.51.100.10:15443",
@@ -712,7 +934,8 @@ mod tests {
                     "network2",
                     "r/a/",
                     "2",
-                    "healthy"
+                    "healthy",
+                    "1"
                 ],
             ]
         );

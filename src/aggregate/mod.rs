@@ -316,6 +316,11 @@ impl Writer {
         let previous = self.publisher.current();
         let mut changes = self.index.take_changes();
         changes.config = std::mem::take(&mut self.config_changes);
+        let traffic = if changes.config.is_empty() && !changes.full.contains(&FullReason::MeshConfig) {
+            previous.traffic.clone()
+        } else {
+            Default::default()
+        };
         let gateways_dirty = self.index.take_gateways_dirty();
         let (gateways, gateway_hostnames) = if changes.needs_full_push() || gateways_dirty {
             let (gws, names) = self.gateways();
@@ -345,7 +350,7 @@ impl Writer {
             changed_at: first,
             config: self.config_seen.clone(),
             settings: self.settings.clone(),
-            traffic: Default::default(),
+            traffic,
         });
     }
 

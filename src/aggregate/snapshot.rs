@@ -43,9 +43,9 @@ pub struct MeshSnapshot {
     pub config: Arc<ConfigSnapshot>,
     /// What the traffic index is built with (mesh config, domain suffix).
     pub settings: traffic::Settings,
-    /// `config` indexed, built by the first reader that needs it (most snapshots change only
-    /// endpoints; their index is built once, not per proxy).
-    pub traffic: OnceLock<Arc<traffic::Index>>,
+    /// `config` indexed, built by the first reader that needs it. Snapshots that changed neither the
+    /// config nor the settings share the previous one's cell, so an endpoint churn never rebuilds it.
+    pub traffic: Arc<OnceLock<Arc<traffic::Index>>>,
 }
 
 impl MeshSnapshot {

@@ -587,10 +587,25 @@ async fn istio_config_changes_reach_snapshots_with_the_registry_data() {
     assert_eq!((snap.version, snap.changes.since), (2, 1));
     assert!(snap.changes.services.is_empty());
     assert_eq!(snap.changes.config.hosts(), ["ratings", "reviews"].into());
+    // Registry changes alone keep the built index; config changes replace it.
+    let built: *const crate::traffic::Index = snap.traffic();
+    tx.send(Update::Endpoints {
+        from: from("c1", 1),
+        key: key("a"),
+        endpoints: endpoints("c1", &["10.1.1.9"], "a"),
+    })
+    .await;
+    let snap = snaps.changed().await.expect("published");
+    assert!(snap.changes.config.is_empty());
+    assert!(
+        std::ptr::eq(snap.traffic(), built),
+        "endpoint/service churn reuses the index"
+    );
     // A mesh config change is a full push with the new settings.
     mesh_tx.send_replace(Arc::new(MeshConfig::default()));
     let snap = snaps.changed().await.expect("published");
     assert!(snap.changes.full.contains(&FullReason::MeshConfig));
     assert_eq!(&*snap.traffic().settings.root_namespace, "istio-system");
+    assert!(!std::ptr::eq(snap.traffic(), built));
     tasks.drain(Duration::from_secs(1)).await.unwrap();
 }

@@ -49,12 +49,41 @@ pub enum OutboundMode {
     RegistryOnly,
 }
 
-/// Istio's `LocalityLoadBalancerSetting` (the switch meshd honours).
+/// Istio's `LocalityLoadBalancerSetting`, the mesh-wide default a DestinationRule's replaces whole.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct LocalityLbSetting {
     /// Prefer endpoints in the proxy's own locality.
     pub enabled: bool,
+    /// Weights from a source locality to destination localities.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub distribute: Vec<LocalityDistribute>,
+    /// Region to fail over to when a region has no healthy endpoint.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub failover: Vec<LocalityFailover>,
+    /// Label keys (or `key=value`) ordering endpoints into priorities.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub failover_priority: Vec<String>,
+}
+
+/// Istio's `LocalityLoadBalancerSetting.Distribute`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct LocalityDistribute {
+    /// Source locality (`region/zone/subzone`, `*` per segment).
+    pub from: String,
+    /// Destination locality → weight.
+    pub to: std::collections::BTreeMap<String, u32>,
+}
+
+/// Istio's `LocalityLoadBalancerSetting.Failover`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct LocalityFailover {
+    /// Source region.
+    pub from: String,
+    /// Region to fail over to.
+    pub to: String,
 }
 
 /// Istio's `ProxyConfig` (the fields meshd reads).
@@ -78,7 +107,7 @@ impl Default for MeshConfig {
             outbound_traffic_policy: OutboundTrafficPolicy {
                 mode: OutboundMode::AllowAny,
             },
-            locality_lb_setting: LocalityLbSetting { enabled: true },
+            locality_lb_setting: LocalityLbSetting::default(),
             default_config: ProxyConfig {
                 discovery_address: "istiod.istio-system.svc:15012".into(),
                 mesh_id: String::new(),
@@ -95,7 +124,12 @@ impl Default for OutboundTrafficPolicy {
 
 impl Default for LocalityLbSetting {
     fn default() -> Self {
-        Self { enabled: true }
+        Self {
+            enabled: true,
+            distribute: Vec::new(),
+            failover: Vec::new(),
+            failover_priority: Vec::new(),
+        }
     }
 }
 
@@ -131,7 +165,8 @@ mod tests {
     fn known_fields_parse_and_unknown_are_reported() {
         let (cfg, unknown) = MeshConfig::parse(
             "trustDomain: example.org\ntrustDomainAliases: [old.org]\nconnectTimeout: 1.5s\n\
-             outboundTrafficPolicy: {mode: REGISTRY_ONLY}\nlocalityLbSetting: {enabled: false}\n\
+             outboundTrafficPolicy: {mode: REGISTRY_ONLY}\n\
+             localityLbSetting: {enabled: false, failover: [{from: us-east1, to: us-west1}], failoverPriority: [topology.istio.io/network]}\n\
              enableAutoMtls: false\nrootNamespace: mesh-root\n\
              defaultConfig: {discoveryAddress: 'meshd.mesh:15012', meshId: m1, holdApplicationUntilProxyStarts: true}\n\
              accessLogFile: /dev/stdout\n",
@@ -142,6 +177,11 @@ mod tests {
         assert_eq!(cfg.connect_timeout, Duration::from_millis(1500));
         assert_eq!(cfg.outbound_traffic_policy.mode, OutboundMode::RegistryOnly);
         assert!(!cfg.locality_lb_setting.enabled && !cfg.enable_auto_mtls);
+        assert_eq!(cfg.locality_lb_setting.failover[0].to, "us-west1");
+        assert_eq!(
+            cfg.locality_lb_setting.failover_priority,
+            ["topology.istio.io/network"]
+        );
         assert_eq!(cfg.root_namespace, "mesh-root");
         assert_eq!(cfg.default_config.discovery_address, "meshd.mesh:15012");
         assert_eq!(cfg.default_config.mesh_id, "m1");

@@ -49,10 +49,19 @@ impl Endpoint {
             .map(|p| p.port)
     }
 
-    /// A label as in istiod's augmented endpoint labels (for subset selection): the topology labels come
-    /// from the endpoint itself (a pod's own network label wins), every other key from the pod.
+    /// A label as in istiod's augmented endpoint labels (for subset selection and failoverPriority): the
+    /// topology labels come from the endpoint itself (a pod's own network label wins), every other key
+    /// from the pod. A network gateway standing in for remote endpoints has only its cluster and network
+    /// (istiod's gateway `IstioEndpoint`), though it sits in their locality group.
     pub fn label(&self, key: &str) -> Option<&str> {
         let pod = self.labels.get(key).map(String::as_str);
+        if self.kind == WorkloadKind::NetworkGateway {
+            return match key {
+                LABEL_CLUSTER => Some(self.cluster.as_str()).filter(|c| !c.is_empty()),
+                LABEL_NETWORK => self.network.as_deref(),
+                _ => None,
+            };
+        }
         match key {
             LABEL_CLUSTER => Some(&self.cluster),
             LABEL_NETWORK => pod.or(self.network.as_deref()),
@@ -80,6 +89,8 @@ pub enum WorkloadKind {
     WorkloadEntry,
     /// An inline endpoint of a `ServiceEntry`.
     ServiceEntry,
+    /// A network gateway that split horizon put in place of a remote network's endpoints.
+    NetworkGateway,
 }
 
 /// One port of an endpoint: the service port name it serves and the port it listens on.

@@ -3,14 +3,15 @@
 //! (direct, through which gateways with what weight, or dropped by which rule), and the endpoints
 //! the proxy is actually sent.
 //!
-//! Owns: the pure report. The reasons come from [`split_horizon::explain`] and the sent endpoints
-//! from [`generator::assignment`], the function the EDS generator encodes (split horizon, then the
-//! proxy kind's duplicate handling), so the report cannot drift from EDS; the DestinationRule that
-//! applied and what the proxy's client does with each of its fields come from [`cds::cluster`], the
-//! function CDS encodes.
+//! Owns: the pure report. The reasons come from [`split_horizon::explain`] (subset, network,
+//! gateways), [`generator::mtls`] (mTLS per endpoint) and [`generator::locality`] (priority or weight)
+//! through the cluster EDS resolves ([`EdsCluster`]), and the sent endpoints from
+//! [`generator::assignment`], the function the EDS generator encodes, so the report cannot drift
+//! from EDS; the DestinationRule that applied and what the proxy's client does with each of its
+//! fields come from [`cds::cluster`], the function CDS encodes.
 //! Does NOT: hold state; it reads the current snapshot and the proxy's connection.
 
-use std::net::IpAddr;
+use std::{collections::BTreeMap, net::IpAddr};
 
 use axum::{
     Json,
@@ -24,10 +25,18 @@ use super::{
     split_horizon::{self, Verdict},
 };
 use crate::{
-    model::{ClusterId, Health, Locality, NetworkGateway, NetworkId, Service, TlsMode},
+    model::{
+        ClusterId, Endpoint, Health, Locality, NetworkGateway, NetworkId, Service, ServicePort, TlsMode,
+    },
     xds::{
         NetworkView, Proxy,
-        generator::{self, Mesh, cds, cluster_policy::FieldNote, eds::Assignment},
+        generator::{
+            self, Mesh, cds,
+            cluster_policy::FieldNote,
+            eds::{Assignment, EdsCluster, LocalityGroup},
+            locality::{self, Place, Plan, PriorityWhy},
+            mtls::MtlsDecision,
+        },
         status::Connections,
     },
 };
@@ -51,6 +60,9 @@ pub struct ExplainQuery {
     /// `GENERATOR` of a proxy that is not connected (`grpc`; default: from the ID, as for a stream).
     #[serde(default)]
     pub generator: Option<String>,
+    /// A DestinationRule subset: explain its cluster `outbound|<port>|<subset>|<host>`.
+    #[serde(default)]
+    pub subset: Option<String>,
 }
 
 impl ExplainQuery {
@@ -148,6 +160,11 @@ pub struct PortReport {
     pub eds_cluster: String,
     /// The port's clusters as CDS builds them for this proxy.
     pub clusters: Vec<ClusterReport>,
+    /// The subset explained and the labels that select it (`None`: every endpoint).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subset: Option<SubsetReport>,
+    /// Locality load balancing for this cluster and where its setting came from.
+    pub locality_lb: locality::Mode,
     /// Every endpoint of the service (all clusters) and its fate.
     pub endpoints: Vec<EndpointReport>,
     /// What the proxy is sent, gateways included.
@@ -176,6 +193,34 @@ pub struct EndpointReport {
     pub tls_mode: TlsMode,
     /// What the filter does with it.
     pub verdict: Verdict,
+    /// Whether this client sends it Istio mTLS, and what decided.
+    pub mtls: MtlsDecision,
+    /// The priority it (or the gateway standing in for it) is sent at, and why; `None` when not sent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priority: Option<PriorityReport>,
+}
+
+/// A subset and its labels.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubsetReport {
+    /// The subset's name.
+    pub name: String,
+    /// Its labels (`None`: the rule does not define it or selects everything, so every endpoint is in
+    /// it, as istiod).
+    pub labels: Option<BTreeMap<String, String>>,
+}
+
+/// Where an endpoint lands in the assignment.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PriorityReport {
+    /// The priority sent.
+    pub priority: u32,
+    /// What ranked it (failoverPriority label, locality ladder, distribute entry); `None` when
+    /// locality load balancing is off for the cluster.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<PriorityWhy>,
 }
 
 /// An endpoint in the assignment the proxy receives.
@@ -198,47 +243,31 @@ pub struct SentEndpoint {
     pub health: Health,
     /// Whether this is a network gateway standing in for remote endpoints.
     pub gateway: bool,
+    /// Its locality group's priority.
+    pub priority: u32,
 }
 
 /// The report for `service`, only `port` when given, as `proxy` gets it.
 pub fn explain(mesh: &dyn Mesh, proxy: &Proxy, service: &Service, port: Option<u16>) -> Explanation {
+    explain_subset(mesh, proxy, service, port, None)
+}
+
+/// [`explain`] for the clusters of a DestinationRule subset.
+pub fn explain_subset(
+    mesh: &dyn Mesh,
+    proxy: &Proxy,
+    service: &Service,
+    port: Option<u16>,
+    subset: Option<&str>,
+) -> Explanation {
     let view = NetworkView::of(proxy);
-    let gateways = mesh.gateways();
     let ports = service
         .ports
         .iter()
         .filter(|p| port.is_none_or(|want| want == p.port))
-        .map(|p| {
-            let endpoints = split_horizon::explain(mesh.endpoints(service), gateways, p, &view)
-                .into_iter()
-                .map(|(ep, verdict)| EndpointReport {
-                    address: ep.address,
-                    target_port: ep.port(&p.name),
-                    cluster: ep.cluster.clone(),
-                    network: ep.network.clone(),
-                    workload: ep.workload.as_deref().map(str::to_owned),
-                    origin: ep
-                        .workload
-                        .as_ref()
-                        .map(|w| format!("{:?} {}/{w}", ep.kind, service.namespace)),
-                    health: ep.health,
-                    tls_mode: ep.tls_mode,
-                    verdict,
-                })
-                .collect();
-            let eds_cluster = cds::cluster_name(p.port, &service.hostname);
-            // The generator's own function, after the proxy kind's duplicate handling.
-            let sent = generator::assignment(mesh, &SplitHorizon, proxy, &view, eds_cluster.as_str().into())
-                .map(|a| sent(&a, gateways))
-                .unwrap_or_default();
-            PortReport {
-                port: p.port,
-                name: p.name.to_string(),
-                clusters: clusters(mesh, proxy, service, p.port),
-                eds_cluster,
-                endpoints,
-                sent,
-            }
+        .filter_map(|p| {
+            let name = cds::subset_cluster_name(p.port, subset.unwrap_or(""), &service.hostname);
+            port_report(mesh, proxy, &view, p, &name)
         })
         .collect();
     Explanation {
@@ -276,6 +305,88 @@ fn clusters(mesh: &dyn Mesh, proxy: &Proxy, service: &Service, port: u16) -> Vec
         .collect()
 }
 
+fn port_report(
+    mesh: &dyn Mesh,
+    proxy: &Proxy,
+    view: &NetworkView,
+    p: &ServicePort,
+    name: &str,
+) -> Option<PortReport> {
+    let cluster = EdsCluster::resolve(mesh, proxy, name)?;
+    let gateways = mesh.gateways();
+    // The generator's own function, after the proxy kind's duplicate handling.
+    let a = generator::assignment(mesh, &SplitHorizon, proxy, view, name.into())?;
+    let plan = Plan::new(&cluster.locality, Place::of(proxy));
+    let mtls = |e: &Endpoint| cluster.mtls.enabled(e);
+    let q = cluster.query(view, &mtls);
+    let endpoints = split_horizon::explain(mesh.endpoints(cluster.target.service), gateways, &q)
+        .into_iter()
+        .map(|(ep, verdict)| EndpointReport {
+            address: ep.address,
+            target_port: ep.port(&p.name),
+            cluster: ep.cluster.clone(),
+            network: ep.network.clone(),
+            workload: ep.workload.as_deref().map(str::to_owned),
+            origin: ep
+                .workload
+                .as_ref()
+                .map(|w| format!("{:?} {}/{w}", ep.kind, cluster.target.service.namespace)),
+            health: ep.health,
+            tls_mode: ep.tls_mode,
+            mtls: cluster.mtls.decide(ep),
+            priority: priority(ep, &verdict, p, &a, &plan),
+            verdict,
+        })
+        .collect();
+    let subset = Some(cluster.target.subset)
+        .filter(|s| !s.is_empty())
+        .map(|s| SubsetReport {
+            name: s.to_owned(),
+            labels: cluster.subset.cloned(),
+        });
+    Some(PortReport {
+        port: p.port,
+        name: p.name.to_string(),
+        eds_cluster: name.to_owned(),
+        clusters: clusters(mesh, proxy, cluster.target.service, p.port),
+        subset,
+        locality_lb: cluster.locality.clone(),
+        endpoints,
+        sent: sent(&a, gateways),
+    })
+}
+
+/// The priority `ep` is sent at (directly, or through the gateway standing in for it, which sits in
+/// its locality or, for gRPC, wherever the duplicate merge kept it) and why.
+fn priority(
+    ep: &Endpoint,
+    verdict: &Verdict,
+    p: &ServicePort,
+    a: &Assignment,
+    plan: &Plan,
+) -> Option<PriorityReport> {
+    let (target, ranked) = match verdict {
+        Verdict::Direct { .. } => ((ep.address, ep.port(&p.name)?), ep.clone()),
+        Verdict::ViaGateways { gateways, .. } => {
+            let gw = gateways.first()?;
+            let stand_in = split_horizon::stand_in(gw, ep.ports.clone(), &ep.locality, 1);
+            ((gw.address, gw.port), stand_in)
+        }
+        Verdict::Dropped { .. } => return None,
+    };
+    let holds = |g: &&LocalityGroup| g.endpoints.iter().any(|t| (t.address, t.port) == target);
+    let group = a
+        .localities
+        .iter()
+        .filter(holds)
+        .find(|g| g.locality == ep.locality)
+        .or_else(|| a.localities.iter().find(holds))?;
+    Some(PriorityReport {
+        priority: group.priority,
+        why: plan.applies().then(|| plan.why(&ranked, &ep.locality)),
+    })
+}
+
 /// The assignment's endpoints in wire order (locality, then address), gateways marked.
 fn sent(a: &Assignment, gateways: &[NetworkGateway]) -> Vec<SentEndpoint> {
     a.localities
@@ -292,6 +403,7 @@ fn sent(a: &Assignment, gateways: &[NetworkGateway]) -> Vec<SentEndpoint> {
                 gateway: gateways
                     .iter()
                     .any(|gw| (gw.address, gw.port) == (t.address, t.port)),
+                priority: g.priority,
             })
         })
         .collect()
@@ -344,7 +456,7 @@ pub(super) fn handle(mesh: &dyn Mesh, connections: &Connections, q: &ExplainQuer
     };
     match find_service(mesh, &q.service) {
         Ok((service, port)) => {
-            let mut report = explain(mesh, &proxy, service, port);
+            let mut report = explain_subset(mesh, &proxy, service, port, q.subset.as_deref());
             report.connected = connected.is_some();
             Json(report).into_response()
         }

@@ -514,6 +514,7 @@ fn a_proxy_that_is_not_connected_is_parsed_from_the_query_metadata() {
         network: network.map(Into::into),
         cluster: Some("cluster1".into()),
         generator: generator.map(Into::into),
+        subset: None,
     };
     assert!(query(None, None).hypothetical_proxy().unwrap().is_none());
     let p = query(Some("network2"), Some("grpc"))
@@ -597,4 +598,134 @@ fn the_rule_that_applied_and_what_each_client_does_with_its_fields() {
     assert!(e.destination_rule.is_none());
     assert_eq!(e.ports[0].clusters.len(), 1);
     assert!(e.ports[0].clusters[0].notes.is_empty());
+}
+
+#[test]
+fn a_subset_cluster_explains_membership_mtls_and_priority() {
+    use crate::{
+        istio::peer_authentication::MtlsMode,
+        traffic::tests::config,
+        xds::generator::{
+            locality::{LabelMismatch, Mode, Source},
+            mtls::MtlsWhy,
+        },
+    };
+    // version=v2 on 10.10.0.1 (local), 10.20.0.1 and 10.20.0.2 (remote; .2 behind PeerAuthentication
+    // DISABLE); the DR fails over by network.
+    let mut m = mesh();
+    for (_, eps) in m.services.values_mut() {
+        for e in eps.iter_mut() {
+            let mut labels = std::collections::BTreeMap::new();
+            if ["10.10.0.1", "10.20.0.1", "10.20.0.2"].contains(&e.address.to_string().as_str()) {
+                labels.insert("version".to_owned(), "v2".to_owned());
+            }
+            if e.address.to_string() == "10.20.0.2" {
+                labels.insert("mtls".to_owned(), "off".to_owned());
+            }
+            e.labels = Arc::new(labels);
+        }
+    }
+    let m = m.with_config([
+        config(
+            "DestinationRule",
+            "sample",
+            "hello",
+            "1",
+            "host: hello\ntrafficPolicy:\n  outlierDetection: {consecutive5xxErrors: 1}\n  \
+             loadBalancer: {localityLbSetting: {failoverPriority: [topology.istio.io/network]}}\n\
+             subsets:\n- {name: v2, labels: {version: v2}}\n",
+        ),
+        config(
+            "PeerAuthentication",
+            "sample",
+            "off",
+            "1",
+            "selector: {matchLabels: {mtls: \"off\"}}\nmtls: {mode: DISABLE}\n",
+        ),
+    ]);
+    let svc = m.service("hello.sample.svc.cluster.local").unwrap();
+    let report = explain_subset(&m, &sidecar("network1", &[]), svc, None, Some("v2"));
+    let port = &report.ports[0];
+    assert_eq!(
+        port.eds_cluster,
+        "outbound|5000|v2|hello.sample.svc.cluster.local"
+    );
+    assert_eq!(
+        port.subset.as_ref().unwrap().labels.as_ref().unwrap()["version"],
+        "v2"
+    );
+    assert!(matches!(
+        port.locality_lb,
+        Mode::Failover {
+            source: Source::DestinationRule,
+            ..
+        }
+    ));
+    let row = |ip: &str| {
+        port.endpoints
+            .iter()
+            .find(|e| e.address.to_string() == ip)
+            .unwrap()
+    };
+    // Outside the subset.
+    assert_eq!(short(&row("10.10.0.2").verdict), "dropped NotInSubset");
+    // Local, in the subset: priority 0, every label matches.
+    let local = row("10.10.0.1");
+    assert_eq!(short(&local.verdict), "direct SameNetwork w=2");
+    let p = local.priority.as_ref().unwrap();
+    assert_eq!(
+        (p.priority, p.why.as_ref().unwrap().label_mismatch.is_none()),
+        (0, true)
+    );
+    // Remote through the gateways: priority 1, the network label differs.
+    let remote = row("10.20.0.1");
+    assert_eq!(short(&remote.verdict), "via 2 gw share=1");
+    let p = remote.priority.as_ref().unwrap();
+    assert_eq!(p.priority, 1);
+    assert_eq!(
+        p.why.as_ref().unwrap().label_mismatch,
+        Some(LabelMismatch {
+            index: 0,
+            key: "topology.istio.io/network".into(),
+            want: "network1".into(),
+            got: "network2".into()
+        })
+    );
+    assert_eq!(
+        remote.mtls.why,
+        MtlsWhy::PeerAuthentication {
+            mode: MtlsMode::Permissive,
+            from: None
+        }
+    );
+    // PeerAuthentication DISABLE: not through a gateway, and the report names the policy.
+    let off = row("10.20.0.2");
+    assert_eq!(short(&off.verdict), "dropped NotMtls");
+    assert!(off.priority.is_none() && !off.mtls.enabled);
+    match &off.mtls.why {
+        MtlsWhy::PeerAuthentication { mode, from } => {
+            assert_eq!(*mode, MtlsMode::Disable);
+            assert_eq!(
+                from.as_ref().unwrap().to_string(),
+                "PeerAuthentication sample/off"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // No sidecar.
+    assert_eq!(row("10.20.0.3").mtls.why, MtlsWhy::NoSidecar);
+    // The sent table carries the same priorities.
+    let sent: Vec<(String, u32)> = port
+        .sent
+        .iter()
+        .map(|e| (e.address.to_string(), e.priority))
+        .collect();
+    assert_eq!(
+        sent,
+        [
+            ("10.10.0.1".to_owned(), 0),
+            ("198.51.100.10".to_owned(), 1),
+            ("198.51.100.11".to_owned(), 1)
+        ]
+    );
 }

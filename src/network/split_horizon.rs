@@ -1,11 +1,17 @@
 //! Split-horizon EDS (istiod's `EndpointsByNetworkFilter`): which endpoints of a service a proxy with a
-//! given network view is sent, as a pure function of the endpoints, the gateways and the view.
+//! given network view is sent, as a pure function of the endpoints, the gateways and the query.
 //!
 //! - Endpoints outside `REQUESTED_NETWORK_VIEW` are dropped (the unnamed network is always visible).
+//! - For a subset cluster, endpoints outside the subset are dropped first: they neither go direct nor
+//!   count toward a gateway's weight, so a gateway stands in only for its network's subset endpoints.
 //! - With no gateway anywhere, multi-network is off: every visible endpoint goes as is.
 //! - An endpoint on the proxy's network, or on a network with no gateway, goes direct.
 //! - Any other endpoint is replaced by its network's gateways, preferring those of its own cluster. It
-//!   must take Istio mTLS (the gateway routes by the mTLS SNI) and be healthy, or it is dropped.
+//!   must take Istio mTLS from this client (the gateway routes by the mTLS SNI: sidecar, no
+//!   PeerAuthentication DISABLE, no DestinationRule tls other than ISTIO_MUTUAL; the query's `mtls`
+//!   decides) and be healthy, or it is dropped.
+//! - Every endpoint sent as is carries `tlsMode: istio` only when the client sends it mTLS (istiod
+//!   clears it otherwise, so the sidecar's transport-socket match picks plaintext).
 //! - Every weight is multiplied by the LCM of the gateway counts (per network and per network+cluster),
 //!   so that splitting an endpoint's weight evenly over its gateways is exact; a gateway's weight is the
 //!   sum of its shares, per locality: gateway endpoints stay in the locality of the endpoints they stand
@@ -25,9 +31,12 @@ use serde::Serialize;
 use crate::{
     model::{
         ClusterId, Endpoint, EndpointPort, Health, Labels, Locality, NetworkGateway, NetworkId, Service,
-        ServicePort, TlsMode,
+        ServicePort, TlsMode, WorkloadKind,
     },
-    xds::{EndpointView, NetworkView, generator::Mesh},
+    xds::{
+        EndpointView, NetworkView,
+        generator::{EndpointQuery, Mesh},
+    },
 };
 
 /// The split-horizon [`EndpointView`], reading the snapshot's gateways.
@@ -42,7 +51,12 @@ impl EndpointView for SplitHorizon {
         port: &ServicePort,
         view: &NetworkView,
     ) -> Vec<Cow<'a, Endpoint>> {
-        filter(mesh.endpoints(service), mesh.gateways(), port, view)
+        let q = EndpointQuery::all(service, port, view);
+        filter(mesh.endpoints(service), mesh.gateways(), &q)
+    }
+
+    fn select<'a>(&self, mesh: &'a dyn Mesh, q: &EndpointQuery<'_>) -> Vec<Cow<'a, Endpoint>> {
+        filter(mesh.endpoints(q.service), mesh.gateways(), q)
     }
 }
 
@@ -103,8 +117,7 @@ impl<'a, 'g> Weighted<'a, 'g> {
     fn new(
         endpoints: impl IntoIterator<Item = &'a Endpoint>,
         index: &GatewayIndex<'g>,
-        port: &ServicePort,
-        view: &NetworkView,
+        q: &EndpointQuery<'_>,
     ) -> Self {
         let mut out = Self {
             direct: Vec::new(),
@@ -112,7 +125,7 @@ impl<'a, 'g> Weighted<'a, 'g> {
         };
         for ep in endpoints {
             let weight = index.scaled(ep);
-            match decide(ep, index, port, view) {
+            match decide(ep, index, q) {
                 Decision::Dropped(_) => {}
                 Decision::Direct(_) => out.direct.push((ep, weight)),
                 Decision::Gateways(gws) => {
@@ -175,9 +188,12 @@ pub enum Direct {
 pub enum Dropped {
     /// Its network is not in the proxy's `REQUESTED_NETWORK_VIEW`.
     OutsideNetworkView,
+    /// Its labels do not include the subset's.
+    NotInSubset,
     /// It does not serve the port.
     NoSuchPort,
-    /// Remote, and not Istio-mTLS capable: the gateway routes by the mTLS SNI.
+    /// Remote, and this client would not send it Istio mTLS (no sidecar, PeerAuthentication DISABLE,
+    /// DestinationRule tls other than ISTIO_MUTUAL): the gateway routes by the mTLS SNI.
     NotMtls,
     /// Remote and not healthy: it would draw traffic through the gateway to nothing.
     Unhealthy,
@@ -208,32 +224,30 @@ pub enum Verdict {
     },
 }
 
-fn decide<'i, 'g>(
-    ep: &Endpoint,
-    index: &'i GatewayIndex<'g>,
-    port: &ServicePort,
-    view: &NetworkView,
-) -> Decision<'i, 'g> {
-    if !view.sees(ep.network.as_ref()) {
+fn decide<'i, 'g>(ep: &Endpoint, index: &'i GatewayIndex<'g>, q: &EndpointQuery<'_>) -> Decision<'i, 'g> {
+    if !q.view.sees(ep.network.as_ref()) {
         return Decision::Dropped(Dropped::OutsideNetworkView);
+    }
+    if !q.in_subset(ep) {
+        return Decision::Dropped(Dropped::NotInSubset);
     }
     if index.by_network.is_empty() {
         return Decision::Direct(Direct::NoGateways);
     }
     // Only endpoints serving this port count towards a gateway's weight.
-    if ep.port(&port.name).is_none() {
+    if ep.port(&q.port.name).is_none() {
         return Decision::Dropped(Dropped::NoSuchPort);
     }
     // A proxy with no network still goes through the gateways of a named network that has some
     // (istiod 1.30 `forceGateway`); before 1.30 it went direct.
-    if ep.network == view.network {
+    if ep.network == q.view.network {
         return Decision::Direct(Direct::SameNetwork);
     }
     let gws = index.select(ep.network.as_ref(), &ep.cluster);
     if gws.is_empty() {
         return Decision::Direct(Direct::NoGatewayForNetwork);
     }
-    if ep.tls_mode != TlsMode::Istio {
+    if !q.mtls(ep) {
         return Decision::Dropped(Dropped::NotMtls);
     }
     if ep.health != Health::Healthy {
@@ -242,27 +256,35 @@ fn decide<'i, 'g>(
     Decision::Gateways(gws)
 }
 
-/// The endpoints a proxy with `view` is sent for `port`, gateways standing in for remote networks.
-/// Deterministic: direct endpoints in input order, then gateway endpoints by (locality, gateway).
+/// The endpoints a proxy is sent for the query's port (and subset), gateways standing in for remote
+/// networks. Deterministic: direct endpoints in input order, then gateway endpoints by (locality,
+/// gateway).
 pub fn filter<'a>(
     endpoints: impl IntoIterator<Item = &'a Endpoint>,
     gateways: &[NetworkGateway],
-    port: &ServicePort,
-    view: &NetworkView,
+    q: &EndpointQuery<'_>,
 ) -> Vec<Cow<'a, Endpoint>> {
+    let port = q.port;
     let index = GatewayIndex::new(gateways);
-    let weighted = Weighted::new(endpoints, &index, port, view);
+    let weighted = Weighted::new(endpoints, &index, q);
     let divisor = weighted.divisor();
     let mut out: Vec<Cow<'a, Endpoint>> = weighted
         .direct
         .into_iter()
-        .map(|(ep, weight)| match fit(weight, divisor) {
-            weight if weight == ep.weight => Cow::Borrowed(ep),
-            weight => Cow::Owned(Endpoint { weight, ..ep.clone() }),
+        .map(|(ep, weight)| {
+            let weight = fit(weight, divisor);
+            let tls_mode = q.tls_mode(ep);
+            if weight == ep.weight && tls_mode == ep.tls_mode {
+                Cow::Borrowed(ep)
+            } else {
+                Cow::Owned(Endpoint {
+                    weight,
+                    tls_mode,
+                    ..ep.clone()
+                })
+            }
         })
         .collect();
-    let labels = Labels::default();
-    let no_cluster = ClusterId::from("");
     let mut ports_by_gw_port: BTreeMap<u16, Arc<[EndpointPort]>> = BTreeMap::new();
     for ((locality, gw), weight) in weighted.via {
         let ports = ports_by_gw_port
@@ -274,22 +296,33 @@ pub fn filter<'a>(
                 }])
             })
             .clone();
-        out.push(Cow::Owned(Endpoint {
-            address: gw.address,
-            ports,
-            cluster: gw.cluster.clone().unwrap_or_else(|| no_cluster.clone()),
-            network: Some(gw.network.clone()),
-            locality: locality.clone(),
-            labels: labels.clone(),
-            service_account: None,
-            tls_mode: TlsMode::Istio,
-            health: Health::Healthy,
-            workload: None,
-            kind: crate::model::WorkloadKind::Pod,
-            weight: fit(weight, divisor),
-        }));
+        out.push(Cow::Owned(stand_in(gw, ports, locality, fit(weight, divisor))));
     }
     out
+}
+
+/// The endpoint a gateway is sent as, in the locality of the endpoints it stands in for: no labels
+/// but its cluster and network (istiod's gateway `IstioEndpoint`), Istio mTLS, healthy.
+pub fn stand_in(
+    gw: &NetworkGateway,
+    ports: Arc<[EndpointPort]>,
+    locality: &Locality,
+    weight: u32,
+) -> Endpoint {
+    Endpoint {
+        address: gw.address,
+        ports,
+        cluster: gw.cluster.clone().unwrap_or_else(|| ClusterId::from("")),
+        network: Some(gw.network.clone()),
+        locality: locality.clone(),
+        labels: Labels::default(),
+        service_account: None,
+        tls_mode: TlsMode::Istio,
+        health: Health::Healthy,
+        workload: None,
+        kind: WorkloadKind::NetworkGateway,
+        weight,
+    }
 }
 
 /// Why each of `endpoints` is sent as is, through gateways, or not at all, by the rules [`filter`]
@@ -297,17 +330,16 @@ pub fn filter<'a>(
 pub fn explain<'a>(
     endpoints: impl IntoIterator<Item = &'a Endpoint>,
     gateways: &[NetworkGateway],
-    port: &ServicePort,
-    view: &NetworkView,
+    q: &EndpointQuery<'_>,
 ) -> Vec<(&'a Endpoint, Verdict)> {
     let index = GatewayIndex::new(gateways);
     let endpoints: Vec<&Endpoint> = endpoints.into_iter().collect();
-    let divisor = Weighted::new(endpoints.iter().copied(), &index, port, view).divisor();
+    let divisor = Weighted::new(endpoints.iter().copied(), &index, q).divisor();
     endpoints
         .into_iter()
         .map(|ep| {
             let weight = index.scaled(ep);
-            let verdict = match decide(ep, &index, port, view) {
+            let verdict = match decide(ep, &index, q) {
                 Decision::Direct(why) => Verdict::Direct {
                     why,
                     weight: fit(weight, divisor),

@@ -315,14 +315,7 @@ pub fn cluster<'m>(mesh: &'m dyn Mesh, proxy: &Proxy, name: &str) -> Option<Buil
         upstream_tls(policy.tls.as_ref(), client, &ctx)
     };
     let mut c = eds_cluster(name);
-    let mut notes = cluster_policy::apply(
-        &mut c,
-        &policy,
-        client,
-        port.protocol.is_http(),
-        settings.connect_timeout,
-        &tls,
-    );
+    let mut notes = cluster_policy::apply(&mut c, &policy, client, port.protocol.is_http(), settings, &tls);
     notes.extend(tls_note);
     // istiod leaves auto-mTLS off an original-destination (PASSTHROUGH) cluster: no endpoint metadata.
     let original_dst =

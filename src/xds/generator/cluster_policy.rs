@@ -38,11 +38,15 @@ use envoy_types::pb::{
 };
 use serde::Serialize;
 
-use super::any;
+use super::{
+    any,
+    locality::{self, Mode, Off},
+};
 use crate::{
+    config::MeshConfig,
     istio::destination_rule::{
-        ClientTlsSettings, ConnectionPoolSettings, LoadBalancerSettings, LocalityLbSetting,
-        OutlierDetection as Outlier, SimpleLb, TlsMode,
+        ClientTlsSettings, ConnectionPoolSettings, LoadBalancerSettings, OutlierDetection as Outlier,
+        SimpleLb, TlsMode,
     },
     traffic::EffectivePolicy,
     xds::ProxyKind,
@@ -127,18 +131,19 @@ fn downgraded(field: &'static str, to: &str) -> FieldNote {
 }
 
 /// Applies `policy` to the EDS cluster `c` for `client`; `http` says whether the service port speaks
-/// HTTP (protocol options only make sense there), `connect_timeout` is MeshConfig's default, `tls`
-/// what [`upstream_tls`] chose (TLS origination without SNI or SANs needs protocol options too).
+/// HTTP (protocol options only make sense there), `mesh` gives the defaults (connect timeout,
+/// locality load balancing), `tls` what [`upstream_tls`] chose (TLS origination without SNI or SANs
+/// needs protocol options too).
 pub fn apply(
     c: &mut Cluster,
     policy: &EffectivePolicy,
     client: Client,
     http: bool,
-    connect_timeout: Duration,
+    mesh: &MeshConfig,
     tls: &UpstreamTls,
 ) -> Vec<FieldNote> {
     let mut notes = Vec::new();
-    c.connect_timeout = Some(pb_duration(connect_timeout));
+    c.connect_timeout = Some(pb_duration(mesh.connect_timeout));
     if client.envoy() {
         // istiod sets an (empty) common LB config on every cluster it builds.
         c.common_lb_config = Some(CommonLbConfig::default());
@@ -147,13 +152,9 @@ pub fn apply(
     if let Some(od) = &policy.outlier_detection {
         outlier_detection(c, od, client, &mut notes);
     }
-    load_balancer(
-        c,
-        policy.load_balancer.as_ref(),
-        policy.outlier_detection.is_some(),
-        client,
-        &mut notes,
-    );
+    let outlier = policy.outlier_detection.is_some();
+    load_balancer(c, policy.load_balancer.as_ref(), client, &mut notes);
+    locality_lb(c, policy, mesh, outlier, client, &mut notes);
     notes
 }
 
@@ -162,13 +163,9 @@ pub fn apply(
 fn load_balancer(
     c: &mut Cluster,
     lb: Option<&LoadBalancerSettings>,
-    outlier: bool,
     client: Client,
     notes: &mut Vec<FieldNote>,
 ) {
-    if let Some(locality) = lb.and_then(|l| l.locality_lb_setting.as_ref()) {
-        locality_lb(c, locality, outlier, client, notes);
-    }
     let simple = lb.and_then(|l| l.simple);
     let warmup = lb.and_then(|l| l.warmup_duration_secs);
     let slow_start = || {
@@ -303,23 +300,31 @@ fn ring_hash(c: &mut Cluster, minimum: u64) {
     }));
 }
 
-/// `localityLbSetting`, the CDS half (istiod's `applyLocalityLoadBalancer`): a locality-weighted LB
-/// config when `distribute` is set, or failover is (which needs outlier detection, else Envoy never
+/// `localityLbSetting`, the CDS half (istiod's `applyLocalityLoadBalancer`, with the setting EDS
+/// uses: the rule's, else MeshConfig's): a locality-weighted LB config when `distribute` applies, or
+/// failover with `failover`/`failoverPriority` (which needs outlier detection, else Envoy never
 /// leaves priority 0). Priorities and weights themselves are EDS's, per proxy.
 fn locality_lb(
     c: &mut Cluster,
-    setting: &LocalityLbSetting,
+    policy: &EffectivePolicy,
+    mesh: &MeshConfig,
     outlier: bool,
     client: Client,
     notes: &mut Vec<FieldNote>,
 ) {
     const FIELD: &str = "loadBalancer.localityLbSetting";
-    if setting.enabled == Some(false) {
-        notes.push(applies(FIELD));
-        return;
-    }
-    let failover = !setting.failover.is_empty() || !setting.failover_priority.is_empty();
-    let weighted = !setting.distribute.is_empty() || (outlier && failover);
+    let rule = policy
+        .load_balancer
+        .as_ref()
+        .and_then(|l| l.locality_lb_setting.as_ref());
+    let mode = locality::mode(rule, &mesh.locality_lb_setting, outlier);
+    let weighted = match &mode {
+        Mode::Distribute { .. } => true,
+        Mode::Failover {
+            failover, priority, ..
+        } => !failover.is_empty() || !priority.is_empty(),
+        Mode::Off { .. } => false,
+    };
     if weighted && client.envoy() {
         c.common_lb_config
             .get_or_insert_with(Default::default)
@@ -327,13 +332,18 @@ fn locality_lb(
             LocalityWeightedLbConfig {},
         ));
     }
-    notes.push(if failover && !outlier {
-        ignored(
+    let Some(rule) = rule else {
+        return;
+    };
+    let failover = !rule.failover.is_empty() || !rule.failover_priority.is_empty();
+    notes.push(match mode {
+        Mode::Off {
+            why: Off::NoOutlierDetection(_),
+        } if failover => ignored(
             "loadBalancer.localityLbSetting.failover",
             "failover needs outlierDetection (as in istiod): without it no endpoint ever leaves priority 0",
-        )
-    } else {
-        applies(FIELD)
+        ),
+        _ => applies(FIELD),
     });
 }
 

@@ -4,7 +4,6 @@
 use std::{
     collections::BTreeSet,
     sync::{Arc, LazyLock},
-    time::Duration,
 };
 
 use prost::Message;
@@ -13,12 +12,11 @@ use serde_json::{Value, json};
 
 use super::{Client, Effect, FieldNote, TlsContext, UpstreamTls, apply, upstream_tls};
 use crate::{
+    config::MeshConfig,
     istio::destination_rule::TrafficPolicy,
     traffic::EffectivePolicy,
     xds::generator::cds::{apply_tls, eds_cluster},
 };
-
-const MESH_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What, the rule's `trafficPolicy` (YAML), the client, the cluster's JSON, (field, effect) notes.
 type Row = (
@@ -72,7 +70,7 @@ fn build(yaml: &str, client: Client) -> (Value, Vec<FieldNote>, Value) {
     };
     let (tls, tls_note) = upstream_tls(p.tls.as_ref(), client, &ctx);
     let mut c = eds_cluster("outbound|80||r.d.svc.cluster.local");
-    let mut notes = apply(&mut c, &p, client, true, MESH_TIMEOUT, &tls);
+    let mut notes = apply(&mut c, &p, client, true, &MeshConfig::default(), &tls);
     notes.extend(tls_note);
     apply_tls(&mut c, &tls, client);
     let timeout = json_of_timeout(&c);
@@ -648,4 +646,34 @@ fn tls_sockets_render_as_istiod() {
         "file-cert:/c.pem~/k.pem"
     );
     assert!(mutual.get("typedExtensionProtocolOptions").is_none(), "{mutual}");
+}
+
+#[test]
+fn meshconfig_locality_applies_without_a_rule_setting() {
+    let mut mesh = MeshConfig::default();
+    mesh.locality_lb_setting.distribute = vec![crate::config::mesh::LocalityDistribute {
+        from: "r1/*".into(),
+        to: [("r2/*".to_owned(), 100)].into(),
+    }];
+    let weighted = |yaml: &str, client| {
+        let p = policy(yaml);
+        let mut c = eds_cluster("outbound|80||r.d.svc.cluster.local");
+        let notes = apply(&mut c, &p, client, true, &mesh, &UpstreamTls::None);
+        let locality = c
+            .common_lb_config
+            .and_then(|l| l.locality_config_specifier)
+            .is_some();
+        (locality, summary(&notes))
+    };
+    // The mesh's distribute, as istiod's GetLocalityLbSetting falls back to it; no note: no rule field.
+    assert_eq!(weighted("{}", Client::Sidecar), (true, vec![]));
+    assert_eq!(weighted("{}", Client::Grpc), (false, vec![]));
+    // A rule's setting replaces the mesh's whole: here it turns locality load balancing off.
+    assert_eq!(
+        weighted(
+            "loadBalancer: {localityLbSetting: {enabled: false}}",
+            Client::Sidecar
+        ),
+        (false, vec![("loadBalancer.localityLbSetting", "applies")])
+    );
 }

@@ -1,9 +1,10 @@
-//! EDS: one `ClusterLoadAssignment` per `outbound|port||host` cluster.
+//! EDS: one `ClusterLoadAssignment` per `outbound|port|subset|host` cluster.
 //!
-//! Owns: grouping a service port's endpoints by locality (each group weighted by the sum of its
-//! endpoint weights, which gRPC requires), health mapping, `istio` endpoint metadata and a
-//! deterministic order. Does NOT: choose which endpoints a proxy sees (the [`super::EndpointView`]
-//! hook does, before this runs) or set priorities (everything is priority 0).
+//! Owns: grouping a service port's endpoints by locality and priority (each group weighted by the
+//! sum of its endpoint weights, which gRPC requires), gRPC's duplicate merge, renumbering priorities
+//! without gaps, health mapping, `istio` endpoint metadata and a deterministic order. Does NOT:
+//! choose which endpoints a proxy sees (the [`super::EndpointView`] hook does, before this runs) or
+//! decide priorities and locality weights ([`super::locality`]).
 //!
 //! The assignment is first built as a plain, hashable [`Assignment`]: its hash is the resource
 //! version, because the encoded proto holds protobuf maps that prost encodes in `HashMap` order.
@@ -28,10 +29,17 @@ use envoy_types::pb::{
 };
 use serde::Serialize;
 
-use super::Context;
-use crate::xds::{XdsType, resource::Resource};
-
-use crate::model::{ClusterId, Endpoint, Health, Locality, NetworkId, ServicePort, TlsMode};
+use super::{
+    Context, EndpointQuery, EndpointView, Mesh, NetworkView, Target,
+    locality::{self, Place},
+    mtls::MtlsCheck,
+    parse_cluster,
+};
+use crate::{
+    model::{ClusterId, Endpoint, Health, Locality, NetworkId, ServicePort, TlsMode},
+    traffic::{self, MergedRule},
+    xds::{Proxy, XdsType, resource::Resource},
+};
 
 /// A load assignment before encoding: what goes on the wire, in wire order.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
@@ -43,12 +51,14 @@ pub struct Assignment {
     pub localities: Vec<LocalityGroup>,
 }
 
-/// The endpoints of one locality.
+/// The endpoints of one locality at one priority.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LocalityGroup {
     /// Where they run.
     pub locality: Locality,
+    /// 0 is used first; contiguous from 0 (gRPC NACKs a gap).
+    pub priority: u32,
     /// Sum of the endpoint weights (never 0: gRPC silently drops unweighted localities).
     pub weight: u32,
     /// Ordered by address and port.
@@ -83,44 +93,32 @@ pub struct LbTarget {
 pub enum Duplicates {
     /// Envoy: keep one per locality (istiod's shape: the gateway stays in each locality it serves).
     PerLocality,
-    /// Proxyless gRPC, which NACKs an address repeated anywhere in an assignment: the first locality
-    /// keeps it, with the weights of the later ones added.
+    /// Proxyless gRPC, which NACKs an address repeated anywhere in an assignment: its best priority
+    /// keeps it, with the weights of the other occurrences added ([`Assignment::merge_duplicates`]).
     Merge,
 }
 
-/// Builds the assignment for `port` of a service from the endpoints the proxy may see. An endpoint
-/// without a port of that name is skipped; a repeated address is handled as `duplicates` says,
-/// otherwise its first occurrence wins.
-pub fn assignment<'a>(
+/// Groups endpoints by (locality, `rank`), the rank becoming the group's priority (istiod splits each
+/// locality group by `failoverPriority` rank). Groups are ordered by locality, then rank; an address
+/// repeated within a group keeps its first occurrence.
+pub fn grouped<'a>(
     cluster: Arc<str>,
     port: &ServicePort,
     endpoints: impl IntoIterator<Item = &'a Endpoint>,
-    duplicates: Duplicates,
+    rank: impl Fn(&Endpoint) -> u32,
 ) -> Assignment {
-    let mut seen: BTreeMap<(IpAddr, u16), BTreeSet<&Locality>> = BTreeMap::new();
-    let mut by_locality: BTreeMap<Locality, Vec<LbTarget>> = BTreeMap::new();
+    let mut seen: BTreeSet<(&Locality, u32, IpAddr, u16)> = BTreeSet::new();
+    let mut groups: BTreeMap<(&Locality, u32), Vec<LbTarget>> = BTreeMap::new();
     for ep in endpoints {
         let Some(target_port) = ep.port(&port.name) else {
             continue;
         };
-        let localities = seen.entry((ep.address, target_port)).or_default();
-        match (localities.first(), duplicates) {
-            (Some(_), Duplicates::PerLocality) if localities.contains(&ep.locality) => continue,
-            (Some(first), Duplicates::Merge) => {
-                let target = by_locality.get_mut(*first).and_then(|ts| {
-                    ts.iter_mut()
-                        .find(|t| (t.address, t.port) == (ep.address, target_port))
-                });
-                if let Some(t) = target {
-                    t.weight = t.weight.saturating_add(ep.weight.max(1));
-                }
-                continue;
-            }
-            _ => {}
+        let priority = rank(ep);
+        if !seen.insert((&ep.locality, priority, ep.address, target_port)) {
+            continue;
         }
-        localities.insert(&ep.locality);
-        by_locality
-            .entry(ep.locality.clone())
+        groups
+            .entry((&ep.locality, priority))
             .or_default()
             .push(LbTarget {
                 address: ep.address,
@@ -133,14 +131,14 @@ pub fn assignment<'a>(
                 cluster: ep.cluster.clone(),
             });
     }
-    let localities = by_locality
+    let localities = groups
         .into_iter()
-        .map(|(locality, mut endpoints)| {
+        .map(|((locality, priority), mut endpoints)| {
             endpoints.sort_by_key(|e| (e.address, e.port));
-            let weight = endpoints.iter().fold(0u32, |sum, e| sum.saturating_add(e.weight));
             LocalityGroup {
-                locality,
-                weight,
+                locality: locality.clone(),
+                priority,
+                weight: sum(&endpoints),
                 endpoints,
             }
         })
@@ -148,7 +146,61 @@ pub fn assignment<'a>(
     Assignment { cluster, localities }
 }
 
+fn sum(endpoints: &[LbTarget]) -> u32 {
+    endpoints.iter().fold(0u32, |sum, e| sum.saturating_add(e.weight))
+}
+
 impl Assignment {
+    /// Renumbers the priorities in use to 0, 1, 2, … in order (istiod does the same after each
+    /// step; gRPC NACKs a missing priority).
+    pub fn renumber(&mut self) {
+        let used: BTreeSet<u32> = self.localities.iter().map(|g| g.priority).collect();
+        let new: BTreeMap<u32, u32> = used.into_iter().zip(0..).collect();
+        for g in &mut self.localities {
+            g.priority = new[&g.priority];
+        }
+    }
+
+    /// Proxyless gRPC NACKs an address repeated anywhere in an assignment: the first occurrence in
+    /// (priority, wire order) keeps it with the weights of the others added, groups left empty are
+    /// dropped and priorities renumbered.
+    pub fn merge_duplicates(&mut self) {
+        let mut order: Vec<usize> = (0..self.localities.len()).collect();
+        order.sort_by_key(|&i| self.localities[i].priority);
+        let mut first: BTreeMap<(IpAddr, u16), (usize, usize)> = BTreeMap::new();
+        let mut moved: Vec<(usize, usize, u32)> = Vec::new();
+        for &gi in &order {
+            let group = &mut self.localities[gi];
+            let mut ei = 0;
+            group.endpoints.retain(|t| {
+                let keep = match first.get(&(t.address, t.port)) {
+                    Some(&(g, e)) => {
+                        moved.push((g, e, t.weight));
+                        false
+                    }
+                    None => {
+                        first.insert((t.address, t.port), (gi, ei));
+                        true
+                    }
+                };
+                ei += usize::from(keep);
+                keep
+            });
+        }
+        if moved.is_empty() {
+            return;
+        }
+        for (g, e, w) in moved {
+            let t = &mut self.localities[g].endpoints[e];
+            t.weight = t.weight.saturating_add(w);
+        }
+        self.localities.retain(|g| !g.endpoints.is_empty());
+        for g in &mut self.localities {
+            g.weight = sum(&g.endpoints);
+        }
+        self.renumber();
+    }
+
     /// The resource version: a hash of exactly what is encoded.
     pub fn version(&self) -> u64 {
         let mut h = DefaultHasher::new();
@@ -171,6 +223,7 @@ impl Assignment {
                     }),
                     lb_endpoints: g.endpoints.iter().map(LbTarget::to_proto).collect(),
                     load_balancing_weight: Some(UInt32Value { value: g.weight }),
+                    priority: g.priority,
                     ..Default::default()
                 })
                 .collect(),
@@ -248,8 +301,8 @@ pub(super) fn strings(pairs: &[(&str, &str)]) -> Struct {
     }
 }
 
-/// What an assignment depends on besides its name: the network view, and whether duplicates merge
-/// (gRPC) or not (Envoy).
+/// What every assignment for this proxy depends on besides its name: the network view, and whether
+/// duplicates merge (gRPC) or not (Envoy). [`name_key`] adds what one cluster's depends on.
 pub(super) fn view_key(ctx: &Context) -> Arc<str> {
     format!(
         "{}|{}|{}",
@@ -258,6 +311,24 @@ pub(super) fn view_key(ctx: &Context) -> Arc<str> {
         ctx.requested_networks()
     )
     .into()
+}
+
+/// [`view_key`] plus what cluster `name` depends on for this proxy: the DestinationRule it uses
+/// (objects and revisions) and what locality load balancing reads of the proxy. A cluster with
+/// neither keeps the shared key, so every proxy with the same view shares one encode.
+pub(super) fn name_key(ctx: &Context, view: &Arc<str>, name: &str) -> Arc<str> {
+    // Without DestinationRules only a mesh-wide `distribute` reads the proxy (failover needs a
+    // rule's outlierDetection): skip the per-cluster lookups.
+    let traffic = ctx.mesh.traffic();
+    if traffic.destination_rules.rules().next().is_none()
+        && traffic.settings.mesh.locality_lb_setting.distribute.is_empty()
+    {
+        return view.clone();
+    }
+    match EdsCluster::resolve(ctx.mesh, ctx.proxy, name).and_then(|c| c.key(ctx.proxy)) {
+        Some(key) => format!("{view}|{key}").into(),
+        None => view.clone(),
+    }
 }
 
 /// The assignment of EDS cluster `name` for the proxy; `None` when no such cluster exists.
@@ -270,4 +341,103 @@ pub(super) fn build(ctx: &Context, name: Arc<str>) -> Option<Resource> {
         &a.to_proto(),
         version,
     ))
+}
+
+/// One EDS cluster as one proxy gets it: what its name refers to, the DestinationRule the proxy uses
+/// for the service, and what that decides (subset labels, mTLS per endpoint, locality load
+/// balancing). EDS and `meshctl explain` both read it, so they cannot disagree.
+pub struct EdsCluster<'a> {
+    /// The service, port and subset named.
+    pub target: Target<'a, 'a>,
+    /// The proxy's DestinationRule for the service.
+    pub rule: Option<&'a Arc<MergedRule>>,
+    /// The subset's labels; `None` selects every endpoint (also for a subset the rule does not
+    /// define, as istiod's `getSubSetLabels`).
+    pub subset: Option<&'a BTreeMap<String, String>>,
+    /// Locality load balancing for the cluster.
+    pub locality: locality::Mode,
+    /// The mTLS rule for its endpoints.
+    pub mtls: MtlsCheck<'a>,
+}
+
+impl<'a> EdsCluster<'a> {
+    /// Cluster `name` for `proxy`; `None` when the name refers to no service port.
+    pub fn resolve(mesh: &'a dyn Mesh, proxy: &Proxy, name: &'a str) -> Option<Self> {
+        let target = parse_cluster(mesh, name)?;
+        let traffic = mesh.traffic();
+        let ns = proxy.namespace.as_deref().unwrap_or("");
+        let rule = traffic.destination_rule(ns, &proxy.labels, target.service);
+        let subset = Some(target.subset).filter(|s| !s.is_empty());
+        let policy = traffic::effective(rule.map(|r| &r.rule), target.port.port, subset);
+        let dr_lb = policy
+            .load_balancer
+            .as_ref()
+            .and_then(|lb| lb.locality_lb_setting.as_ref());
+        let locality = locality::mode(
+            dr_lb,
+            &traffic.settings.mesh.locality_lb_setting,
+            policy.outlier_detection.is_some(),
+        );
+        let dr_tls = rule.and_then(|r| Some((policy.tls.as_ref()?.mode, &**r)));
+        Some(Self {
+            rule,
+            subset: subset
+                .and_then(|s| rule?.subset(s))
+                .map(|s| &s.labels)
+                .filter(|l| !l.is_empty()),
+            locality,
+            mtls: MtlsCheck::new(traffic, &target.service.namespace, target.port, dr_tls),
+            target,
+        })
+    }
+
+    /// What the assignment depends on for `proxy` besides the name and network view; `None` when
+    /// nothing (no DestinationRule, no locality setting that reads the proxy).
+    fn key(&self, proxy: &Proxy) -> Option<String> {
+        let plan = locality::Plan::new(&self.locality, Place::of(proxy)).key();
+        if self.rule.is_none() && plan.is_empty() {
+            return None;
+        }
+        Some(format!("dr={}|{plan}", self.rule.map_or("", |r| &*r.key)))
+    }
+
+    /// The endpoints query for this cluster and view.
+    pub fn query<'q>(
+        &'q self,
+        view: &'q NetworkView,
+        mtls: &'q dyn Fn(&Endpoint) -> bool,
+    ) -> EndpointQuery<'q> {
+        EndpointQuery {
+            service: self.target.service,
+            port: self.target.port,
+            view,
+            subset: self.subset,
+            mtls,
+        }
+    }
+
+    /// The load assignment `proxy` is sent: the view's endpoints for the query, the SNI-DNAT mTLS
+    /// filter, then priorities or locality weights and the proxy kind's duplicate handling.
+    pub fn assignment(
+        &self,
+        mesh: &dyn Mesh,
+        endpoints: &dyn EndpointView,
+        proxy: &Proxy,
+        view: &NetworkView,
+        name: Arc<str>,
+    ) -> Assignment {
+        let mtls = |e: &Endpoint| self.mtls.enabled(e);
+        let mut eps = endpoints.select(mesh, &self.query(view, &mtls));
+        if self.target.sni_dnat {
+            // The gateway passes mTLS through: only endpoints that take it from this client
+            // (istiod's `EndpointsWithMTLSFilter`).
+            eps.retain(|e| e.tls_mode == TlsMode::Istio);
+        }
+        locality::Plan::new(&self.locality, Place::of(proxy)).assignment(
+            name,
+            self.target.port,
+            eps.iter().map(|e| &**e),
+            super::duplicates(proxy.kind),
+        )
+    }
 }

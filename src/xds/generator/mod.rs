@@ -9,11 +9,17 @@ pub mod cds;
 pub mod cluster_policy;
 pub mod eds;
 pub mod lds;
+pub mod locality;
+pub mod mtls;
 pub mod rds;
 #[cfg(any(test, feature = "testing"))]
 pub mod static_mesh;
 
-use std::{borrow::Cow, collections::BTreeSet, sync::Arc};
+use std::{
+    borrow::Cow,
+    collections::{BTreeMap, BTreeSet},
+    sync::Arc,
+};
 
 use envoy_types::pb::{
     envoy::config::core::v3::{
@@ -73,11 +79,64 @@ impl NetworkView {
     }
 }
 
+/// What EDS asks of a service port's endpoints for one cluster and proxy.
+#[derive(Clone, Copy)]
+pub struct EndpointQuery<'q> {
+    /// The service.
+    pub service: &'q Service,
+    /// Its port.
+    pub port: &'q ServicePort,
+    /// The proxy's network view.
+    pub view: &'q NetworkView,
+    /// A subset's labels: only endpoints whose (augmented) labels include them; `None` is all.
+    pub subset: Option<&'q BTreeMap<String, String>>,
+    /// Whether the client sends the endpoint Istio mTLS that it takes (istiod's `checkMtlsEnabled`
+    /// on a sidecar endpoint): required through a gateway, and `tlsMode: istio` is sent only then.
+    pub mtls: &'q dyn Fn(&Endpoint) -> bool,
+}
+
+impl<'q> EndpointQuery<'q> {
+    /// Every endpoint, mTLS wherever there is a sidecar (no policy).
+    pub fn all(service: &'q Service, port: &'q ServicePort, view: &'q NetworkView) -> Self {
+        Self {
+            service,
+            port,
+            view,
+            subset: None,
+            mtls: &has_sidecar,
+        }
+    }
+
+    /// Whether `ep` belongs to the subset (istiod's `subsetLabels.SubsetOf(ep.Labels)`).
+    pub fn in_subset(&self, ep: &Endpoint) -> bool {
+        self.subset
+            .is_none_or(|want| want.iter().all(|(k, v)| ep.label(k) == Some(v.as_str())))
+    }
+
+    /// See [`EndpointQuery::mtls`].
+    pub fn mtls(&self, ep: &Endpoint) -> bool {
+        (self.mtls)(ep)
+    }
+
+    /// The `tlsMode` sent for `ep`: `istio` only when the client sends it mTLS.
+    pub fn tls_mode(&self, ep: &Endpoint) -> TlsMode {
+        if self.mtls(ep) {
+            TlsMode::Istio
+        } else {
+            TlsMode::Disabled
+        }
+    }
+}
+
+fn has_sidecar(ep: &Endpoint) -> bool {
+    ep.tls_mode == TlsMode::Istio
+}
+
 /// Which endpoints of a service a proxy with a given network view sees. Split-horizon EDS (`network`)
 /// replaces the default by keeping same-network endpoints and standing in one gateway endpoint per
 /// remote network. Must be a pure function of its arguments: results are cached per view.
 pub trait EndpointView: Send + Sync + 'static {
-    /// The endpoints to balance `port` of `service` over.
+    /// The endpoints to balance `port` of `service` over, before any policy.
     fn endpoints<'a>(
         &self,
         mesh: &'a dyn Mesh,
@@ -85,6 +144,21 @@ pub trait EndpointView: Send + Sync + 'static {
         port: &ServicePort,
         view: &NetworkView,
     ) -> Vec<Cow<'a, Endpoint>>;
+
+    /// The endpoints of a cluster (subset, mTLS policy): by default every endpoint in the subset, its
+    /// `tlsMode` as the query decides.
+    fn select<'a>(&self, mesh: &'a dyn Mesh, q: &EndpointQuery<'_>) -> Vec<Cow<'a, Endpoint>> {
+        mesh.endpoints(q.service)
+            .filter(|e| q.in_subset(e))
+            .map(|e| match q.tls_mode(e) {
+                tls if tls == e.tls_mode => Cow::Borrowed(e),
+                tls_mode => Cow::Owned(Endpoint {
+                    tls_mode,
+                    ..e.clone()
+                }),
+            })
+            .collect()
+    }
 }
 
 /// The default view: every endpoint, whatever its network.
@@ -149,6 +223,11 @@ impl<'a> Context<'a> {
                 // A cluster depends on the DestinationRule the proxy gets for its service.
                 XdsType::Cluster => {
                     let view = cds::view_key(self, &name, &view);
+                    self.resource(ty, name, &view)
+                }
+                // An assignment also depends on the DestinationRule the proxy uses for its service.
+                XdsType::Endpoint => {
+                    let view = eds::name_key(self, &view, &name);
                     self.resource(ty, name, &view)
                 }
                 _ => self.resource(ty, name, &view),
@@ -221,9 +300,9 @@ impl<'a> Context<'a> {
     }
 }
 
-/// The load assignment of EDS cluster `name` exactly as `proxy` is sent it: the endpoint view, the
-/// SNI-DNAT mTLS filter and the proxy kind's duplicate handling. `meshctl explain` calls this too, so
-/// its "sent" table cannot differ from EDS. `None` when no such cluster exists.
+/// The load assignment of EDS cluster `name` exactly as `proxy` is sent it (see
+/// [`eds::EdsCluster::assignment`]). `meshctl explain` calls this too, so its "sent" table cannot
+/// differ from EDS. `None` when no such cluster exists.
 pub fn assignment(
     mesh: &dyn Mesh,
     endpoints: &dyn EndpointView,
@@ -231,24 +310,8 @@ pub fn assignment(
     view: &NetworkView,
     name: Arc<str>,
 ) -> Option<eds::Assignment> {
-    let Target {
-        service,
-        port,
-        sni_dnat,
-        ..
-    } = parse_cluster(mesh, &name)?;
-    let mut eps = endpoints.endpoints(mesh, service, port, view);
-    if sni_dnat {
-        // The gateway passes mTLS through: only endpoints that terminate it can take it
-        // (istiod's `EndpointsWithMTLSFilter`).
-        eps.retain(|e| e.tls_mode == TlsMode::Istio);
-    }
-    Some(eds::assignment(
-        name,
-        port,
-        eps.iter().map(|e| &**e),
-        duplicates(proxy.kind),
-    ))
+    let cluster = eds::EdsCluster::resolve(mesh, proxy, &name)?;
+    Some(cluster.assignment(mesh, endpoints, proxy, view, name.clone()))
 }
 
 /// gRPC NACKs a repeated address anywhere in an assignment; Envoy keeps one per locality.
@@ -385,11 +448,11 @@ mod tests {
             ),
         ];
         for (name, eps) in cases {
-            let a = eds::assignment(
+            let a = eds::grouped(
                 "outbound|7070||echo.default.svc.cluster.local".into(),
                 port,
                 &eps,
-                eds::Duplicates::PerLocality,
+                |_| 0,
             );
             golden(name, &a);
             // The proto carries the same shape; weights are never 0 (gRPC drops or NACKs those).
@@ -407,8 +470,7 @@ mod tests {
     fn eds_version_is_stable_and_content_sensitive() {
         let port = &service("echo", "default", &[("grpc", 7070, Protocol::Grpc)]).ports[0];
         let eps = vec![endpoint(ip("10.0.0.1"), &[("grpc", 80)], "c1")];
-        let v =
-            |eps: &[Endpoint]| eds::assignment("c".into(), port, eps, eds::Duplicates::PerLocality).version();
+        let v = |eps: &[Endpoint]| eds::grouped("c".into(), port, eps, |_| 0).version();
         assert_eq!(v(&eps), v(&eps.clone()));
         let mut moved = eps.clone();
         moved[0].address = ip("10.0.0.2");
