@@ -588,6 +588,58 @@ pub fn explain_text(e: &Value) -> String {
             ],
             &eps,
         ));
+        if !port["routes"].is_null() {
+            out += &explain_routes_text(&port["routes"]);
+        }
+    }
+    out
+}
+
+/// The routes section of one port: the VirtualService (or default route), then each route's match,
+/// destinations and policies, then what this client ignores.
+pub fn explain_routes_text(r: &Value) -> String {
+    let s = |v: &Value| v.as_str().unwrap_or("-").to_owned();
+    let from = match r["virtualService"].as_str() {
+        Some(vs) => format!("VirtualService {vs}"),
+        None => "no VirtualService: the default route".to_owned(),
+    };
+    let mut out = format!("\n  routes (route config {}): {from}\n", s(&r["routeConfig"]));
+    for shadowed in r["shadowed"].as_array().into_iter().flatten() {
+        out += &format!(
+            "    shadowed (same host, loses): VirtualService {}\n",
+            s(shadowed)
+        );
+    }
+    for route in r["routes"].as_array().into_iter().flatten() {
+        let dests: Vec<String> = route["destinations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|d| match d["weight"].as_u64() {
+                Some(w) => format!("{} ({w})", s(&d["cluster"])),
+                None => s(&d["cluster"]),
+            })
+            .collect();
+        let name = route["name"]
+            .as_str()
+            .filter(|n| !n.is_empty())
+            .unwrap_or("(unnamed)");
+        out += &format!("    {name}: {} → {}\n", s(&route["match"]), dests.join(", "));
+        out += &format!(
+            "      timeout {}, retries {}\n",
+            s(&route["timeout"]),
+            route["retries"].as_str().unwrap_or("none")
+        );
+        if let Some(f) = route["fault"].as_str() {
+            out += &format!("      fault: {f}\n");
+        }
+        let hash: Vec<String> = route["hash"].as_array().into_iter().flatten().map(s).collect();
+        if !hash.is_empty() {
+            out += &format!("      hash on {}\n", hash.join(", "));
+        }
+    }
+    for ignored in r["ignored"].as_array().into_iter().flatten() {
+        out += &format!("    ignored by this client: {}\n", s(ignored));
     }
     out
 }
@@ -889,6 +941,34 @@ mod tests {
         for (v, want) in modes {
             assert_eq!(locality_words(&v), want);
         }
+    }
+
+    #[test]
+    fn explain_routes_show_the_virtual_service_weights_and_ignored_fields() {
+        let routes = json!({
+            "routeConfig": "outbound|9080||r", "virtualService": "default/r", "shadowed": ["default/old"],
+            "routes": [{"name": "split", "match": "prefix /", "timeout": "0s", "retries": "2 on unavailable",
+                        "fault": "abort with gRPC status 14 for 50%", "hash": [],
+                        "destinations": [{"cluster": "outbound|9080|v1|r", "weight": 80},
+                                         {"cluster": "outbound|9080|v2|r", "weight": 20}]}],
+            "ignored": ["spec.http[0].headers (gRPC does not rewrite headers)"],
+        });
+        let text = explain_routes_text(&routes);
+        for want in [
+            "VirtualService default/r",
+            "shadowed (same host, loses): VirtualService default/old",
+            "split: prefix / → outbound|9080|v1|r (80), outbound|9080|v2|r (20)",
+            "fault: abort with gRPC status 14 for 50%",
+            "ignored by this client: spec.http[0].headers",
+        ] {
+            assert!(text.contains(want), "{want} missing from\n{text}");
+        }
+        let default =
+            explain_routes_text(&json!({"routeConfig": "9080", "virtualService": null, "routes": []}));
+        assert!(
+            default.contains("no VirtualService: the default route"),
+            "{default}"
+        );
     }
 
     #[test]

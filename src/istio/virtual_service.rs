@@ -290,8 +290,8 @@ pub struct HeaderOperations {
     pub remove: Vec<String>,
 }
 
-/// gRPC status code names istiod accepts in `abort.grpcStatus`.
-const GRPC_CODES: &[&str] = &[
+/// gRPC status code names istiod accepts in `abort.grpcStatus`, in code order (index = code).
+pub(crate) const GRPC_CODES: &[&str] = &[
     "OK",
     "CANCELLED",
     "UNKNOWN",

@@ -11,6 +11,8 @@
 //! fields come from [`cds::cluster`], the function CDS encodes.
 //! Does NOT: hold state; it reads the current snapshot and the proxy's connection.
 
+pub mod routes;
+
 use std::{collections::BTreeMap, net::IpAddr};
 
 use axum::{
@@ -169,6 +171,9 @@ pub struct PortReport {
     pub endpoints: Vec<EndpointReport>,
     /// What the proxy is sent, gateways included.
     pub sent: Vec<SentEndpoint>,
+    /// Its HTTP routes and the VirtualService they come from (none for a sidecar's TCP port).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub routes: Option<routes::RoutesReport>,
 }
 
 /// A candidate endpoint and the filter's verdict.
@@ -267,7 +272,9 @@ pub fn explain_subset(
         .filter(|p| port.is_none_or(|want| want == p.port))
         .filter_map(|p| {
             let name = cds::subset_cluster_name(p.port, subset.unwrap_or(""), &service.hostname);
-            port_report(mesh, proxy, &view, p, &name)
+            let mut report = port_report(mesh, proxy, &view, p, &name)?;
+            report.routes = routes::report(mesh, proxy, service, p.port);
+            Some(report)
         })
         .collect();
     Explanation {
@@ -353,6 +360,7 @@ fn port_report(
         locality_lb: cluster.locality.clone(),
         endpoints,
         sent: sent(&a, gateways),
+        routes: None,
     })
 }
 

@@ -8,6 +8,7 @@ pub mod destination_rule;
 pub mod hosts;
 pub mod peer_authn;
 pub mod policy;
+pub mod virtual_service;
 pub mod visibility;
 
 use std::{
@@ -18,6 +19,7 @@ use std::{
 pub use destination_rule::{DrIndex, MergedRule};
 pub use peer_authn::{PaIndex, PeerMode};
 pub use policy::{EffectivePolicy, effective};
+pub use virtual_service::VsIndex;
 pub use visibility::Visibility;
 
 use crate::{config::MeshConfig, config_controller::ConfigSnapshot, istio::Labels, model::Service};
@@ -64,6 +66,8 @@ pub struct Index {
     pub destination_rules: DrIndex,
     /// PeerAuthentications.
     pub peer_authn: PaIndex,
+    /// Mesh-bound VirtualServices.
+    pub virtual_services: VsIndex,
 }
 
 impl Default for Index {
@@ -78,6 +82,7 @@ impl Index {
         Self {
             destination_rules: DrIndex::build(config.all(), &settings),
             peer_authn: PaIndex::build(config.all(), &settings),
+            virtual_services: VsIndex::build(config.all(), &settings),
             settings,
             config,
         }

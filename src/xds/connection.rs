@@ -297,6 +297,7 @@ pub(crate) async fn run<P: Protocol>(
     info!(node = %proxy.id, kind = %proxy.kind, protocol, "xDS stream connected");
     shared.push_log.begin(&*snapshot);
     shared.metrics.stream_opened();
+    shared.metrics.config_in_force(snapshot.mesh().traffic());
     let mut stream = Stream::<P> {
         view: NetworkView::of(&proxy),
         shared: shared.clone(),
@@ -391,6 +392,10 @@ impl<P: Protocol> Stream<P> {
         let scope = scope(&*snapshot, Some(served));
         self.shared.push_log.begin(&*snapshot);
         self.shared.cache.advance(&*snapshot);
+        if matches!(scope, PushScope::Full) {
+            // Also on connect: the gauges follow the snapshot proxies are served.
+            self.shared.metrics.config_in_force(snapshot.mesh().traffic());
+        }
         self.snapshot = snapshot;
         for ty in XdsType::PUSH_ORDER {
             match &scope {

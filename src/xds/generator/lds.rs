@@ -3,13 +3,13 @@
 //! Proxyless gRPC asks for the target it dials (`host:port`, or a short form `name:port`,
 //! `name.ns:port`, `name.ns.svc:port` that resolves in the proxy's namespace); the listener is named
 //! exactly as asked and its `api_listener` holds an HttpConnectionManager with RDS over ADS and the
-//! router filter last. Envoy sidecars get `virtualOutbound` (15001, original destination, passthrough
+//! fault and router filters (router last). Envoy sidecars get `virtualOutbound` (15001, original destination, passthrough
 //! by default), one `0.0.0.0_<port>` HTTP listener per HTTP service port and one `<vip>_<port>` TCP
 //! proxy listener per other service port with a cluster IP. An east-west gateway gets `0.0.0.0_15443`:
 //! a TLS inspector reads the SNI `outbound_.<port>_._.<hostname>` that sidecars send with Istio mTLS,
 //! and one filter chain per service port proxies that SNI, still encrypted, to the SNI-DNAT cluster of
 //! the same name (istiod's AUTO_PASSTHROUGH). Does NOT: inbound listeners, gRPC server
-//! listeners (`xds.istio.io/grpc/lds/inbound/…`), protocol sniffing, or filters beyond the router.
+//! listeners (`xds.istio.io/grpc/lds/inbound/…`), protocol sniffing, or filters beyond fault and router.
 
 use std::{collections::BTreeSet, net::IpAddr, sync::Arc};
 
@@ -23,7 +23,7 @@ use envoy_types::pb::{
             },
         },
         extensions::filters::{
-            http::router::v3::Router,
+            http::{fault::v3::HttpFault, router::v3::Router},
             listener::tls_inspector::v3::TlsInspector,
             network::{
                 http_connection_manager::v3::{
@@ -37,7 +37,7 @@ use envoy_types::pb::{
     google::protobuf::BoolValue,
 };
 
-use super::{Context, Mesh, ads_source, any, cds, eds::socket};
+use super::{Context, Mesh, ads_source, any, cds, eds::socket, route};
 use crate::xds::{ProxyKind, XdsType, resource::Resource};
 use crate::{
     model::{Service, ServicePort},
@@ -201,7 +201,9 @@ fn virtual_outbound() -> Listener {
     }
 }
 
-/// An HCM with RDS over ADS and the router as its last (only) filter.
+/// An HCM with RDS over ADS and the filters istiod gives sidecars and gRPC clients alike: fault
+/// (empty: routes turn it on through `typed_per_filter_config`), then the router, which gRPC requires
+/// last.
 fn http_connection_manager(stat_prefix: &str, route: String) -> HttpConnectionManager {
     HttpConnectionManager {
         stat_prefix: stat_prefix.to_owned(),
@@ -209,11 +211,18 @@ fn http_connection_manager(stat_prefix: &str, route: String) -> HttpConnectionMa
             config_source: Some(ads_source()),
             route_config_name: route,
         })),
-        http_filters: vec![HttpFilter {
-            name: "envoy.filters.http.router".to_owned(),
-            config_type: Some(http_filter::ConfigType::TypedConfig(any(&Router::default()))),
-            ..Default::default()
-        }],
+        http_filters: vec![
+            HttpFilter {
+                name: route::FAULT_FILTER.to_owned(),
+                config_type: Some(http_filter::ConfigType::TypedConfig(any(&HttpFault::default()))),
+                ..Default::default()
+            },
+            HttpFilter {
+                name: "envoy.filters.http.router".to_owned(),
+                config_type: Some(http_filter::ConfigType::TypedConfig(any(&Router::default()))),
+                ..Default::default()
+            },
+        ],
         ..Default::default()
     }
 }

@@ -12,6 +12,7 @@ pub mod lds;
 pub mod locality;
 pub mod mtls;
 pub mod rds;
+pub mod route;
 #[cfg(any(test, feature = "testing"))]
 pub mod static_mesh;
 

@@ -1,32 +1,73 @@
 //! RDS: route configurations.
 //!
-//! Proxyless gRPC asks for `outbound|<port>||<host>` (the name its listener's HCM points at): one
-//! virtual host whose domains are every spelling a client may dial, routing everything to that
-//! cluster. Envoy sidecars ask for `<port>`: one virtual host per HTTP service on that port. Does NOT:
-//! VirtualService routing (matches, splits, retries, timeouts, rewrites).
-
-use envoy_types::pb::envoy::config::route::v3::{
-    Route, RouteAction, RouteConfiguration, RouteMatch, VirtualHost, route, route_action, route_match,
-};
+//! Proxyless gRPC asks for `outbound|<port>||<host>` (the name its listener's HCM points at); Envoy
+//! sidecars ask for `<port>`: one virtual host per HTTP service on that port. A service's virtual
+//! host routes everything to its cluster (`default`), unless a mesh-bound VirtualService the proxy
+//! sees names the host: then that VirtualService's routes, translated by [`route`](super::route),
+//! replace it. The gRPC configuration carries only the dialled host's virtual host (istiod sends
+//! every virtual host of the port in the proxy's scope): gRPC matches the authority it dialled, so
+//! the others are never used, and leaving them out keeps one host's route change from re-sending
+//! every same-port route configuration.
 
 use std::sync::Arc;
 
-use super::{Context, Mesh, cds::cluster_name, parse_cluster};
-use crate::model::Service;
-use crate::xds::{ProxyKind, XdsType, resource::Resource};
+use envoy_types::pb::envoy::config::route::v3::{Route, RouteConfiguration, VirtualHost};
 
-/// The gRPC route configuration for `port` of `service`, named `name`.
-pub fn service_route(name: &str, service: &Service, port: u16) -> RouteConfiguration {
+use super::{
+    Context, Mesh, parse_cluster,
+    route::{self, RouteInput},
+};
+use crate::{
+    istio::destination_rule::ConsistentHashLb,
+    model::Service,
+    traffic::{self, virtual_service::ResolvedVs},
+    xds::{Proxy, ProxyKind, XdsType, resource::Resource},
+};
+
+/// What RDS reads from the proxy besides the name: its kind and namespace (which VirtualServices and
+/// DestinationRules it sees), and only when some rule there depends on them, its labels. Without any
+/// VirtualService or hashing DestinationRule, every proxy of a kind shares one encode.
+pub(super) fn view_key(ctx: &Context) -> Arc<str> {
+    let kind = ctx.kind_name();
+    let vs = &ctx.mesh.traffic().virtual_services;
+    if !vs.shapes_routes() {
+        return kind.into();
+    }
+    let ns = ctx.proxy.namespace.as_deref().unwrap_or("");
+    format!("{kind}|{ns}|{}", vs.label_key(ns, &ctx.proxy.labels)).into()
+}
+
+/// The route configuration `name` for the proxy: gRPC's per-service name or a sidecar's port.
+pub(super) fn build(ctx: &Context, name: Arc<str>) -> Option<Resource> {
+    let route = match ctx.proxy.kind {
+        ProxyKind::Grpc => {
+            let target = parse_cluster(ctx.mesh, &name)?;
+            grpc_route(ctx.mesh, ctx.proxy, &name, target.service, target.port.port)
+        }
+        ProxyKind::Sidecar => port_route(ctx.mesh, ctx.proxy, name.parse().ok()?)?,
+        ProxyKind::Router => return None,
+    };
+    Some(Resource::encode(XdsType::Route, name, &route))
+}
+
+/// The gRPC route configuration `name` (`outbound|<port>||<host>`) for `port` of `service`.
+pub fn grpc_route(
+    mesh: &dyn Mesh,
+    proxy: &Proxy,
+    name: &str,
+    service: &Service,
+    port: u16,
+) -> RouteConfiguration {
     RouteConfiguration {
         name: name.to_owned(),
-        virtual_hosts: vec![virtual_host(service, port)],
+        virtual_hosts: vec![virtual_host(mesh, proxy, service, port)],
         ..Default::default()
     }
 }
 
 /// The sidecar route configuration for `port`: every HTTP service with that port. `None` when there
 /// is none.
-pub fn port_route(mesh: &dyn Mesh, port: u16) -> Option<RouteConfiguration> {
+pub fn port_route(mesh: &dyn Mesh, proxy: &Proxy, port: u16) -> Option<RouteConfiguration> {
     // Envoy NACKs a domain repeated across virtual hosts: a short name two namespaces share goes to
     // the first service (host-name order) only.
     let mut used = std::collections::HashSet::new();
@@ -34,7 +75,7 @@ pub fn port_route(mesh: &dyn Mesh, port: u16) -> Option<RouteConfiguration> {
         .services()
         .filter(|s| s.ports.iter().any(|p| p.port == port && p.protocol.is_http()))
         .map(|s| {
-            let mut vh = virtual_host(s, port);
+            let mut vh = virtual_host(mesh, proxy, s, port);
             vh.domains.retain(|d| used.insert(d.clone()));
             vh
         })
@@ -47,27 +88,78 @@ pub fn port_route(mesh: &dyn Mesh, port: u16) -> Option<RouteConfiguration> {
     })
 }
 
-fn virtual_host(service: &Service, port: u16) -> VirtualHost {
+fn virtual_host(mesh: &dyn Mesh, proxy: &Proxy, service: &Service, port: u16) -> VirtualHost {
     VirtualHost {
         name: format!("{}:{port}", service.hostname),
         domains: domains(service, port),
-        routes: vec![Route {
-            name: "default".to_owned(),
-            r#match: Some(RouteMatch {
-                path_specifier: Some(route_match::PathSpecifier::Prefix("/".to_owned())),
-                ..Default::default()
-            }),
-            action: Some(route::Action::Route(RouteAction {
-                cluster_specifier: Some(route_action::ClusterSpecifier::Cluster(cluster_name(
-                    port,
-                    &service.hostname,
-                ))),
-                ..Default::default()
-            })),
-            ..Default::default()
-        }],
+        routes: service_routes(mesh, proxy, service, port).routes,
         ..Default::default()
     }
+}
+
+/// The routes `proxy` gets for `port` of `service`, and where they come from.
+#[derive(Debug, Clone)]
+pub struct ServiceRoutes<'m> {
+    /// The routes, exactly as RDS sends them.
+    pub routes: Vec<Route>,
+    /// The VirtualService they were translated from; `None`: the default route.
+    pub virtual_service: Option<&'m Arc<ResolvedVs>>,
+    /// Other VirtualServices naming the host that the proxy also sees: they lose (istiod's
+    /// duplicate-host rule, oldest first).
+    pub shadowed: Vec<&'m Arc<ResolvedVs>>,
+}
+
+/// The routes of one service port for one proxy: those of the first VirtualService for the host
+/// (see [`traffic::virtual_service::VsIndex::for_host`]) with a route left after the proxy's source
+/// matches, else the default route. `meshctl explain` calls this too, so it shows what RDS sends.
+pub fn service_routes<'m>(
+    mesh: &'m dyn Mesh,
+    proxy: &Proxy,
+    service: &Service,
+    port: u16,
+) -> ServiceRoutes<'m> {
+    let index = mesh.traffic();
+    let ns = proxy.namespace.as_deref().unwrap_or("");
+    let inp = RouteInput {
+        kind: proxy.kind,
+        namespace: ns,
+        labels: &proxy.labels,
+        port,
+    };
+    let hash = |host: &str, port: u16, subset: Option<&str>| consistent_hash(mesh, proxy, host, port, subset);
+    let mut candidates = index.virtual_services.for_host(ns, &service.hostname).into_iter();
+    for vs in candidates.by_ref() {
+        let routes = route::virtual_service_routes(&inp, vs, &hash);
+        if !routes.is_empty() {
+            return ServiceRoutes {
+                routes,
+                virtual_service: Some(vs),
+                shadowed: candidates.collect(),
+            };
+        }
+    }
+    let h = consistent_hash(mesh, proxy, &service.hostname, port, None);
+    ServiceRoutes {
+        routes: vec![route::default_route(&inp, &service.hostname, h.as_ref())],
+        virtual_service: None,
+        shadowed: Vec::new(),
+    }
+}
+
+/// The consistent hash of the DestinationRule `proxy` uses for `host` at `port` and `subset`.
+fn consistent_hash(
+    mesh: &dyn Mesh,
+    proxy: &Proxy,
+    host: &str,
+    port: u16,
+    subset: Option<&str>,
+) -> Option<ConsistentHashLb> {
+    let service = mesh.service(host)?;
+    let ns = proxy.namespace.as_deref().unwrap_or("");
+    let rule = mesh.traffic().destination_rule(ns, &proxy.labels, service)?;
+    traffic::effective(Some(&rule.rule), port, subset)
+        .load_balancer?
+        .consistent_hash
 }
 
 /// Every spelling of the service a client may dial, bare and with `:port` (gRPC matches the
@@ -90,22 +182,4 @@ pub fn domains(service: &Service, port: u16) -> Vec<String> {
         }
     }
     out
-}
-
-/// What a route configuration depends on besides its name.
-pub(super) fn view_key(ctx: &Context) -> Arc<str> {
-    ctx.kind_name().into()
-}
-
-/// The route configuration `name` for the proxy; `None` when it does not exist.
-pub(super) fn build(ctx: &Context, name: Arc<str>) -> Option<Resource> {
-    let route = match ctx.proxy.kind {
-        ProxyKind::Grpc => {
-            let target = parse_cluster(ctx.mesh, &name)?;
-            service_route(&name, target.service, target.port.port)
-        }
-        ProxyKind::Sidecar => port_route(ctx.mesh, name.parse().ok()?)?,
-        ProxyKind::Router => return None,
-    };
-    Some(Resource::encode(XdsType::Route, name, &route))
 }

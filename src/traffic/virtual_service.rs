@@ -1,0 +1,253 @@
+//! VirtualServices as istiod indexes them for sidecars and proxyless gRPC (`push_context.go:
+//! initVirtualServices`, `model/virtualservice.go:resolveVirtualServiceShortnames`,
+//! `computeWildcardHostVirtualServiceIndex`): built once per snapshot, asked per (proxy namespace,
+//! service host).
+//!
+//! Only mesh-bound VirtualServices count (`gateways` empty or naming `mesh`). Delegates (no `hosts`)
+//! and routes that delegate are left out: meshd does not merge delegate VirtualServices, and istiod
+//! too drops a delegating route whose delegate it cannot use.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    sync::Arc,
+};
+
+use super::{
+    Settings,
+    hosts::{self, HostPattern},
+    visibility::Visibility,
+};
+use crate::istio::{Config, ObjectRef, Spec, VirtualService};
+
+/// One mesh-bound VirtualService, its hosts and destination hosts resolved in its namespace.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolvedVs {
+    /// The object.
+    pub object: ObjectRef,
+    /// `metadata.resourceVersion` (or a file's content hash): part of what routes built from it depend on.
+    pub revision: String,
+    /// `metadata.creationTimestamp`: istiod orders VirtualServices by it (files have none: first).
+    pub created: Option<String>,
+    /// `spec.hosts`, resolved.
+    pub hosts: Vec<HostPattern>,
+    /// The spec with every destination host resolved and delegating routes removed.
+    pub spec: VirtualService,
+    /// Its `exportTo`.
+    pub visibility: Visibility,
+    /// Some match names `sourceLabels`: its routes depend on the proxy's labels.
+    pub source_dependent: bool,
+}
+
+impl ResolvedVs {
+    fn from_config(cfg: &Config, vs: &VirtualService, settings: &Settings) -> Option<Self> {
+        let mesh_bound = vs.gateways.is_empty() || vs.gateways.iter().any(|g| g == "mesh");
+        if !mesh_bound || vs.hosts.is_empty() {
+            return None;
+        }
+        let ns = &*cfg.meta.namespace;
+        let resolve = |h: &str| hosts::resolve(h, ns, &settings.domain_suffix);
+        let mut spec = vs.clone();
+        spec.http.retain(|r| r.delegate.is_none());
+        for route in &mut spec.http {
+            for d in &mut route.route {
+                d.destination.host = resolve(&d.destination.host).to_string();
+            }
+        }
+        let source_dependent = spec
+            .http
+            .iter()
+            .any(|r| r.matches.iter().any(|m| !m.source_labels.is_empty()));
+        Some(Self {
+            object: cfg.object_ref(),
+            revision: cfg.meta.revision.clone(),
+            created: cfg.meta.creation_timestamp.clone(),
+            hosts: vs.hosts.iter().map(|h| HostPattern::parse(&resolve(h))).collect(),
+            // MeshConfig `defaultVirtualServiceExportTo` is not read: `*`, istiod's default.
+            visibility: Visibility::of_config(&vs.export_to, ns, &Visibility::Public),
+            spec,
+            source_dependent,
+        })
+    }
+
+    /// The VirtualService as istiod's route metadata names it
+    /// (`/apis/networking.istio.io/v1/namespaces/<ns>/virtual-service/<name>`: istiod's kind is v1).
+    pub fn config_path(&self) -> String {
+        format!(
+            "/apis/{}/v1/namespaces/{}/virtual-service/{}",
+            self.object.kind.group(),
+            self.object.namespace,
+            self.object.name
+        )
+    }
+}
+
+/// Every mesh-bound VirtualService in istiod's order (creation time, then name, then namespace).
+#[derive(Debug, Default)]
+pub struct VsIndex {
+    all: Vec<Arc<ResolvedVs>>,
+    /// Exact hosts that several VirtualServices name (`pilot_vservice_dup_domain`, IST0109).
+    duplicates: BTreeMap<Arc<str>, Vec<ObjectRef>>,
+    /// Namespaces with a DestinationRule that selects workloads: a consistent-hash policy read by
+    /// routes there depends on the proxy's labels.
+    selector_rule_namespaces: BTreeSet<Arc<str>>,
+    /// Some DestinationRule asks for a consistent hash: routes carry hash policies.
+    hashing_rules: bool,
+}
+
+impl VsIndex {
+    /// Indexes the VirtualServices in `configs`; of DestinationRules it notes only what makes routes
+    /// depend on the proxy (see [`VsIndex::label_key`], [`VsIndex::shapes_routes`]).
+    pub fn build<'c>(configs: impl Iterator<Item = &'c Arc<Config>>, settings: &Settings) -> Self {
+        let mut index = Self::default();
+        for cfg in configs {
+            match &cfg.spec {
+                Spec::VirtualService(vs) => {
+                    if let Some(r) = ResolvedVs::from_config(cfg, vs, settings) {
+                        index.all.push(Arc::new(r));
+                    }
+                }
+                Spec::DestinationRule(dr) => {
+                    if dr.workload_selector.is_some() {
+                        index.selector_rule_namespaces.insert(cfg.meta.namespace.clone());
+                    }
+                    let hashes = |p: &crate::istio::destination_rule::TrafficPolicy| {
+                        let lb = |l: Option<&crate::istio::destination_rule::LoadBalancerSettings>| {
+                            l.is_some_and(|l| l.consistent_hash.is_some())
+                        };
+                        lb(p.load_balancer.as_ref())
+                            || p.port_level_settings.iter().any(|s| lb(s.load_balancer.as_ref()))
+                    };
+                    index.hashing_rules |= dr.traffic_policy.as_ref().is_some_and(hashes)
+                        || dr
+                            .subsets
+                            .iter()
+                            .any(|s| s.traffic_policy.as_ref().is_some_and(hashes));
+                }
+                _ => {}
+            }
+        }
+        index.all.sort_by(|a, b| {
+            (a.created.as_deref(), &a.object.name, &a.object.namespace).cmp(&(
+                b.created.as_deref(),
+                &b.object.name,
+                &b.object.namespace,
+            ))
+        });
+        let mut by_host: BTreeMap<Arc<str>, Vec<ObjectRef>> = BTreeMap::new();
+        for vs in &index.all {
+            for h in &vs.hosts {
+                if let HostPattern::Exact(h) = h {
+                    by_host.entry(h.clone()).or_default().push(vs.object.clone());
+                }
+            }
+        }
+        by_host.retain(|_, v| v.len() > 1);
+        index.duplicates = by_host;
+        index
+    }
+
+    /// How many mesh-bound VirtualServices are in force (`pilot_virt_services`).
+    pub fn len(&self) -> usize {
+        self.all.len()
+    }
+
+    /// No mesh-bound VirtualService.
+    pub fn is_empty(&self) -> bool {
+        self.all.is_empty()
+    }
+
+    /// Whether routes can differ from the defaults at all: some VirtualService is in force or some
+    /// DestinationRule asks for a consistent hash. When not, every proxy of a kind shares its routes.
+    pub fn shapes_routes(&self) -> bool {
+        !self.all.is_empty() || self.hashing_rules
+    }
+
+    /// Exact hosts that several VirtualServices name, with those VirtualServices in order (the first
+    /// one a proxy sees wins).
+    pub fn duplicates(&self) -> &BTreeMap<Arc<str>, Vec<ObjectRef>> {
+        &self.duplicates
+    }
+
+    /// The VirtualServices a proxy in `namespace` sees, in istiod's order (`VirtualServicesForGateway`):
+    /// those private to the namespace, then those exported to it, then public ones, each by age.
+    pub fn visible<'s>(&'s self, namespace: &str) -> impl Iterator<Item = &'s Arc<ResolvedVs>> + use<'s> {
+        self.ordered(namespace, |_| true).into_iter()
+    }
+
+    /// [`VsIndex::visible`], only those `keep` accepts (filtered before ordering: cheap per host).
+    fn ordered<'s>(
+        &'s self,
+        namespace: &str,
+        keep: impl Fn(&ResolvedVs) -> bool,
+    ) -> Vec<&'s Arc<ResolvedVs>> {
+        let mut out: Vec<&Arc<ResolvedVs>> = self
+            .all
+            .iter()
+            .filter(|vs| vs.visibility.visible_in(namespace) && keep(vs))
+            .collect();
+        // Stable: `all` is already by age.
+        out.sort_by_key(|vs| match &vs.visibility {
+            Visibility::Public => 2,
+            _ if *vs.object.namespace == *namespace => 0,
+            _ => 1,
+        });
+        out
+    }
+
+    /// The VirtualServices that may route `host` for a proxy in `namespace`, best first: every one
+    /// naming the host exactly, in [`VsIndex::visible`] order; failing that, the one with the most
+    /// specific wildcard matching it (the first seen on a tie), as istiod's
+    /// `mostSpecificWildcardVsIndex`. The first whose routes survive the proxy's source matches wins;
+    /// the rest are duplicates.
+    pub fn for_host<'s>(&'s self, namespace: &str, host: &str) -> Vec<&'s Arc<ResolvedVs>> {
+        let exact = self.ordered(namespace, |vs| {
+            vs.hosts.iter().any(|h| h.is_exact() && h.matches(host))
+        });
+        if !exact.is_empty() {
+            return exact;
+        }
+        let specificity = |vs: &ResolvedVs| {
+            vs.hosts
+                .iter()
+                .filter(|h| !h.is_exact() && h.matches(host))
+                .map(|h| h.specificity())
+                .max()
+        };
+        let mut best: Option<(usize, &'s Arc<ResolvedVs>)> = None;
+        for vs in self.ordered(namespace, |vs| specificity(vs).is_some()) {
+            let s = specificity(vs).unwrap_or_default();
+            if best.is_none_or(|(b, _)| s > b) {
+                best = Some((s, vs));
+            }
+        }
+        best.map(|(_, vs)| vs).into_iter().collect()
+    }
+
+    /// What of a proxy's labels its routes depend on, for a proxy in `namespace`: empty when nothing
+    /// does (the common case, so every proxy of the namespace shares one encode). Else one character
+    /// per `sourceLabels` match of the VirtualServices it sees (`1` holds), and, when a
+    /// DestinationRule there selects workloads (its consistent hash becomes a route hash policy), the
+    /// labels themselves.
+    pub fn label_key(&self, namespace: &str, labels: &BTreeMap<String, String>) -> String {
+        let mut key: String = self
+            .visible(namespace)
+            .filter(|vs| vs.source_dependent)
+            .flat_map(|vs| vs.spec.http.iter().flat_map(|r| &r.matches))
+            .filter(|m| !m.source_labels.is_empty())
+            .map(|m| {
+                let hit = m.source_labels.iter().all(|(k, v)| labels.get(k) == Some(v));
+                if hit { '1' } else { '0' }
+            })
+            .collect();
+        if self.selector_rule_namespaces.contains(namespace) {
+            for (k, v) in labels {
+                key.push_str(&format!(";{k}={v}"));
+            }
+        }
+        key
+    }
+}
+
+#[cfg(test)]
+#[path = "virtual_service_tests.rs"]
+mod tests;
