@@ -29,6 +29,7 @@ const ENVOY_ROOTS: &[&str] = &[
     "envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager.proto",
     "envoy/extensions/filters/network/tcp_proxy/v3/tcp_proxy.proto",
     "envoy/extensions/filters/http/router/v3/router.proto",
+    "envoy/extensions/upstreams/http/v3/http_protocol_options.proto",
     "envoy/extensions/filters/http/fault/v3/fault.proto",
     "envoy/extensions/retry/host/previous_hosts/v3/previous_hosts.proto",
     "envoy/extensions/retry/priority/previous_priorities/v3/previous_priorities_config.proto",

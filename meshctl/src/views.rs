@@ -497,6 +497,7 @@ pub fn explain_text(e: &Value) -> String {
         s(&e["service"]),
     );
     out += &scope_text(&e["sidecar"]);
+    out += &destination_rule_line(&e["destinationRule"]);
     for port in e["ports"].as_array().into_iter().flatten() {
         out += &format!(
             "\nport {} ({}), EDS cluster {}\n",
@@ -530,6 +531,7 @@ pub fn explain_text(e: &Value) -> String {
                 locality_words(&port["localityLb"])
             );
         }
+        out += &cluster_policy_rows(port);
         out += "\n  sent:\n";
         let sent: Vec<Vec<String>> = port["sent"]
             .as_array()
@@ -668,6 +670,57 @@ fn scope_text(sc: &Value) -> String {
     format!("scope {sidecar}, outbound {mode}: {fate}\n")
 }
 
+/// Which DestinationRule applied (every contributing one when several were merged).
+fn destination_rule_line(r: &Value) -> String {
+    let from: Vec<&str> = r["from"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    if from.is_empty() {
+        return "destination rule: none (defaults)\n".into();
+    }
+    format!(
+        "destination rule: {} (host {})\n",
+        from.join(", "),
+        r["host"].as_str().unwrap_or("-")
+    )
+}
+
+/// Per cluster of a port (the default, then each subset), what this proxy's client does with each
+/// field of the rule: applies, downgraded to what, or ignored and why.
+fn cluster_policy_rows(port: &Value) -> String {
+    let mut rows = Vec::new();
+    for c in port["clusters"].as_array().into_iter().flatten() {
+        let name = c["name"].as_str().unwrap_or("-").to_owned();
+        let notes = c["notes"].as_array().map(Vec::as_slice).unwrap_or_default();
+        if notes.is_empty() {
+            rows.push(vec![name.clone(), "-".into(), "defaults".into()]);
+        }
+        for n in notes {
+            let effect = match n["effect"].as_str().unwrap_or("") {
+                "applies" => "applies".to_owned(),
+                "downgraded" => format!("downgraded to {}", n["to"].as_str().unwrap_or("?")),
+                "ignored" => format!("ignored: {}", n["why"].as_str().unwrap_or("?")),
+                other => other.to_owned(),
+            };
+            rows.push(vec![
+                name.clone(),
+                n["field"].as_str().unwrap_or("-").to_owned(),
+                effect,
+            ]);
+        }
+    }
+    if rows.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\n  clusters:\n{}",
+        indent(&super::output::table(&["CLUSTER", "FIELD", "EFFECT"], &rows))
+    )
+}
+
 /// `region/zone/subzone`, or `-` when unset.
 fn locality(l: &Value) -> String {
     let parts: Vec<&str> = ["region", "zone", "subzone"]
@@ -685,299 +738,5 @@ fn indent(s: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    fn row(status: &str, secret: &str, err: Option<&str>) -> ClusterzRow {
-        ClusterzRow {
-            id: "c".into(),
-            secret_name: secret.into(),
-            sync_status: status.into(),
-            last_error: err.map(Into::into),
-        }
-    }
-
-    #[test]
-    fn remote_cluster_status_and_reason() {
-        // (clusterz status, last error) → (status, reason contains)
-        let cases = [
-            ("synced", None, "synced", ""),
-            (
-                "synced",
-                Some("unreachable: API server https://10.0.0.1:6443: connection refused"),
-                "synced",
-                "now failing: unreachable: API server https://10.0.0.1:6443",
-            ),
-            ("syncing", None, "syncing", "initial list"),
-            (
-                "syncing",
-                Some("connection refused"),
-                "syncing",
-                "last error: connection refused",
-            ),
-            (
-                "timeout",
-                Some("401 Unauthorized"),
-                "timeout",
-                "remote-cluster timeout",
-            ),
-            ("timeout", None, "timeout", "still retrying"),
-            ("closed", None, "closed", "stopped"),
-            (
-                "error: kubeconfig exec plugin is not allowed",
-                None,
-                "error",
-                "exec plugin",
-            ),
-        ];
-        for (status, err, want_status, want_reason) in cases {
-            let r = remote_cluster(&row(status, "istio-system/s", err));
-            assert_eq!(r.status, want_status, "{status}");
-            assert!(r.reason.contains(want_reason), "{status}: {:?}", r.reason);
-            assert_eq!(r.reason.is_empty(), want_reason.is_empty(), "{status}");
-        }
-        assert_eq!(remote_cluster(&row("synced", "", None)).secret, "-");
-    }
-
-    #[test]
-    fn per_type_sync_states() {
-        let t = |sent: &str, acked: &str| TypeSync {
-            sent: sent.into(),
-            acked: acked.into(),
-            last_error: String::new(),
-        };
-        let cases = [
-            (None, "NOT SENT"),
-            (Some(t("", "")), "NOT SENT"),
-            (Some(t("3", "3")), "SYNCED"),
-            (Some(t("4", "3")), "STALE"),
-            (Some(t("4", "")), "STALE"),
-        ];
-        for (input, want) in cases {
-            assert_eq!(sync_state(input.as_ref()), want, "{input:?}");
-        }
-    }
-
-    #[test]
-    fn proxy_status_row_names_the_nack() {
-        let s: SyncStatus = serde_json::from_value(json!({
-            "proxy": "sidecar~10.0.0.1~a.ns~ns.svc.cluster.local",
-            "cluster_id": "cluster1",
-            "network": "network1",
-            "resources": {
-                XdsType::Cluster.url(): {"sent": "2", "acked": "2", "lastError": ""},
-                XdsType::Endpoint.url(): {"sent": "3", "acked": "1", "lastError": "bad endpoint"},
-            },
-        }))
-        .unwrap();
-        let p = proxy_status(&s);
-        assert_eq!(
-            (p.status["CDS"], p.status["EDS"], p.status["LDS"]),
-            ("SYNCED", "STALE", "NOT SENT")
-        );
-        assert_eq!(p.last_nack, "EDS: bad endpoint");
-        let table = crate::output::table(
-            &ProxyStatuses(vec![p.clone()]).header(),
-            &ProxyStatuses(vec![p]).cells(),
-        );
-        assert!(table.starts_with("NAME "), "{table}");
-    }
-
-    #[test]
-    fn verdicts_in_words() {
-        let gw = json!({"network": "network2", "address": "198.51.100.10", "port": 15443});
-        let cases = [
-            (
-                json!({"decision": "direct", "why": "sameNetwork", "weight": 2}),
-                "sent directly, weight 2: same network",
-            ),
-            (
-                json!({"decision": "viaGateways", "gateways": [gw], "share": 2}),
-                "through network2's gateway 198.51.100.10:15443 with weight 2 each",
-            ),
-            (
-                json!({"decision": "dropped", "why": "notMtls"}),
-                "DROPPED: not mTLS-capable",
-            ),
-            (
-                json!({"decision": "dropped", "why": "unhealthy"}),
-                "DROPPED: unhealthy",
-            ),
-            (
-                json!({"decision": "dropped", "why": "outsideNetworkView"}),
-                "DROPPED: outside the proxy's REQUESTED_NETWORK_VIEW",
-            ),
-        ];
-        for (v, want) in cases {
-            let got = verdict_words(&v);
-            assert!(got.starts_with(want), "{got}");
-        }
-    }
-
-    #[test]
-    fn explain_names_what_a_sidecar_hid() {
-        let report = |sidecar: Value| json!({"proxy": "p", "view": {}, "service": "h", "ports": [], "sidecar": sidecar});
-        let cases = [
-            (
-                json!({"sidecar": null, "outboundTrafficPolicy": "ALLOW_ANY", "visible": true}),
-                "scope none (every exported service), outbound ALLOW_ANY: visible",
-            ),
-            (
-                json!({"sidecar": "a/default", "outboundTrafficPolicy": "REGISTRY_ONLY", "visible": false,
-                       "hidden": {"reason": "notImported", "egress": ["b/echo", "./*"]}}),
-                "scope Sidecar a/default, outbound REGISTRY_ONLY: hidden: not imported by the egress hosts [b/echo, ./*]",
-            ),
-            (
-                json!({"sidecar": null, "outboundTrafficPolicy": "ALLOW_ANY", "visible": false,
-                       "hidden": {"reason": "notExported"}}),
-                "scope none (every exported service), outbound ALLOW_ANY: hidden: not exported to the proxy's namespace (exportTo)",
-            ),
-        ];
-        for (sidecar, want) in cases {
-            let text = explain_text(&report(sidecar));
-            assert_eq!(text.lines().nth(2), Some(want), "{text}");
-        }
-    }
-
-    #[test]
-    fn mtls_priority_and_locality_in_words() {
-        let pa = json!({"enabled": false, "why": {"by": "peerAuthentication", "mode": "DISABLE",
-                        "from": {"kind": "PeerAuthentication", "namespace": "app", "name": "off"}}});
-        assert_eq!(mtls_words(&pa), "no: PeerAuthentication app/off DISABLE");
-        let auto = json!({"enabled": true, "why": {"by": "peerAuthentication", "mode": "PERMISSIVE"}});
-        assert_eq!(mtls_words(&auto), "yes: auto-mTLS (PERMISSIVE by default)");
-        let dr = json!({"enabled": false, "why": {"by": "destinationRule", "mode": "DISABLE", "from": []}});
-        assert_eq!(mtls_words(&dr), "no: DestinationRule tls DISABLE");
-        let cases = [
-            (json!(null), "-"),
-            (json!({"priority": 0}), "0"),
-            (
-                json!({"priority": 1, "why": {"labelMismatch": {"index": 0, "key": "topology.istio.io/network",
-                       "want": "n1", "got": "n2"}}}),
-                "1: topology.istio.io/network differs (n1 ≠ n2)",
-            ),
-            (
-                json!({"priority": 3, "why": {"ladder": {"match": "notFailoverTarget", "from": "r1", "to": "r3"}}}),
-                "3: not r1's failover region r3",
-            ),
-            (
-                json!({"priority": 0, "why": {"ladder": {"match": "sameZone"}}}),
-                "0: same zone",
-            ),
-            (
-                json!({"priority": 0, "why": {"distribute": ["r1/*", "r2", 20]}}),
-                "0: distribute r1/* → r2 20%",
-            ),
-            (
-                json!({"priority": 0, "why": {"distribute": null}}),
-                "0: no distribute entry: emptied",
-            ),
-            (
-                json!({"priority": 0, "why": {}}),
-                "0: every failoverPriority label matches",
-            ),
-        ];
-        for (v, want) in cases {
-            assert_eq!(priority_words(&v), want);
-        }
-        let modes = [
-            (
-                json!({"mode": "off", "why": {"noOutlierDetection": "meshConfig"}}),
-                "off (MeshConfig's failover needs outlierDetection)",
-            ),
-            (
-                json!({"mode": "off", "why": {"disabled": "destinationRule"}}),
-                "off (disabled by the DestinationRule)",
-            ),
-            (
-                json!({"mode": "failover", "source": "destinationRule", "failover": [{"from": "r1", "to": "r3"}],
-                       "priority": [{"key": "topology.istio.io/network"}, {"key": "k", "value": "v"}]}),
-                "failover (from the DestinationRule), failoverPriority topology.istio.io/network,k=v, failover r1→r3",
-            ),
-        ];
-        for (v, want) in modes {
-            assert_eq!(locality_words(&v), want);
-        }
-    }
-
-    #[test]
-    fn explain_routes_show_the_virtual_service_weights_and_ignored_fields() {
-        let routes = json!({
-            "routeConfig": "outbound|9080||r", "virtualService": "default/r", "shadowed": ["default/old"],
-            "routes": [{"name": "split", "match": "prefix /", "timeout": "0s", "retries": "2 on unavailable",
-                        "fault": "abort with gRPC status 14 for 50%", "hash": [],
-                        "destinations": [{"cluster": "outbound|9080|v1|r", "weight": 80},
-                                         {"cluster": "outbound|9080|v2|r", "weight": 20}]}],
-            "ignored": ["spec.http[0].headers (gRPC does not rewrite headers)"],
-        });
-        let text = explain_routes_text(&routes);
-        for want in [
-            "VirtualService default/r",
-            "shadowed (same host, loses): VirtualService default/old",
-            "split: prefix / → outbound|9080|v1|r (80), outbound|9080|v2|r (20)",
-            "fault: abort with gRPC status 14 for 50%",
-            "ignored by this client: spec.http[0].headers",
-        ] {
-            assert!(text.contains(want), "{want} missing from\n{text}");
-        }
-        let default =
-            explain_routes_text(&json!({"routeConfig": "9080", "virtualService": null, "routes": []}));
-        assert!(
-            default.contains("no VirtualService: the default route"),
-            "{default}"
-        );
-    }
-
-    #[test]
-    fn explain_sent_rows_show_kind_locality_weight_and_health() {
-        let report = json!({
-            "proxy": "p", "view": {"network": "network1", "requestedNetworkView": []}, "service": "h",
-            "ports": [{"port": 5000, "name": "http", "edsCluster": "outbound|5000||h", "endpoints": [],
-                       "sent": [
-                           {"address": "10.10.2.4", "port": 5000, "cluster": "cluster1", "network": "network1",
-                            "locality": {"region": "r", "zone": "a", "subzone": ""}, "weight": 1,
-                            "health": "Unhealthy", "gateway": false, "priority": 0},
-                           {"address": "198.51.100.10", "port": 15443, "cluster": "cluster2", "network": "network2",
-                            "locality": {"region": "r", "zone": "a", "subzone": ""}, "weight": 2,
-                            "health": "Healthy", "gateway": true, "priority": 1}]}],
-        });
-        let text = explain_text(&report);
-        assert!(!text.contains("scope"), "no scope section, no line");
-        let rows: Vec<Vec<&str>> = text
-            .lines()
-            .skip_while(|l| !l.contains("ADDRESS"))
-            .take(3)
-            .map(|l| l.split_whitespace().collect())
-            .collect();
-        assert_eq!(
-            rows,
-            [
-                vec![
-                    "ADDRESS", "KIND", "CLUSTER", "NETWORK", "LOCALITY", "WEIGHT", "HEALTH", "PRIORITY"
-                ],
-                vec![
-                    "10.10.2.4:5000",
-                    "endpoint",
-                    "cluster1",
-                    "network1",
-                    "r/a/",
-                    "1",
-                    "unhealthy",
-                    "0"
-                ],
-                vec![
-                    "198.51.100.10:15443",
-                    "gateway",
-                    "cluster2",
-                    "network2",
-                    "r/a/",
-                    "2",
-                    "healthy",
-                    "1"
-                ],
-            ]
-        );
-    }
-}
+#[path = "views_tests.rs"]
+mod tests;

@@ -8,7 +8,8 @@
 //! through the cluster EDS resolves ([`EdsCluster`]), and the sent endpoints from
 //! [`generator::assignment`], the function the EDS generator encodes, so the report cannot drift
 //! from EDS. The `sidecar` section says what the proxy's Sidecar scope does with the service (hidden,
-//! and why); a hidden service is sent nothing.
+//! and why); a hidden service is sent nothing. The DestinationRule that applied and what the proxy's client does with each
+//! of its fields come from [`cds::cluster`], the function CDS encodes.
 //! Does NOT: hold state; it reads the current snapshot and the proxy's connection.
 
 pub mod routes;
@@ -39,6 +40,7 @@ use crate::{
         NetworkView, Proxy,
         generator::{
             self, Mesh, ScopedMesh, cds,
+            cluster_policy::FieldNote,
             eds::{Assignment, EdsCluster, LocalityGroup},
             locality::{self, Place, Plan, PriorityWhy},
             mtls::MtlsDecision,
@@ -117,6 +119,8 @@ pub struct Explanation {
     pub service: String,
     /// What the proxy's Sidecar scope does with the service.
     pub sidecar: ScopeReport,
+    /// The DestinationRule the proxy gets for the service (`None`: defaults).
+    pub destination_rule: Option<RuleReport>,
     /// One entry per explained port.
     pub ports: Vec<PortReport>,
 }
@@ -163,6 +167,30 @@ fn scope_report(mesh: &dyn Mesh, scope: &SidecarScope, service: &Service) -> Sco
     }
 }
 
+/// The DestinationRule that applied.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RuleReport {
+    /// Every contributing DestinationRule (`DestinationRule <namespace>/<name>`), oldest first.
+    pub from: Vec<String>,
+    /// The host it is written for.
+    pub host: String,
+}
+
+/// One cluster of a port (the default, then each subset) and what the proxy's client does with each
+/// field of the rule it was built from (the same function CDS builds it with).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterReport {
+    /// The cluster name.
+    pub name: String,
+    /// The subset, for a subset cluster.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subset: Option<String>,
+    /// Per field of the rule: applies, downgraded, or ignored and why.
+    pub notes: Vec<FieldNote>,
+}
+
 /// A proxy's network view.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -183,6 +211,8 @@ pub struct PortReport {
     pub name: String,
     /// The EDS cluster name.
     pub eds_cluster: String,
+    /// The port's clusters as CDS builds them for this proxy.
+    pub clusters: Vec<ClusterReport>,
     /// The subset explained and the labels that select it (`None`: every endpoint).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub subset: Option<SubsetReport>,
@@ -311,8 +341,31 @@ pub fn explain_subset(
         },
         service: service.hostname.to_string(),
         sidecar: scope_report(mesh, &scope, service),
+        destination_rule: cds::rule_for(mesh, proxy, service).map(|r| RuleReport {
+            from: r.from.iter().map(ToString::to_string).collect(),
+            host: r.host.to_string(),
+        }),
         ports,
     }
+}
+
+/// The default cluster of `port` and one per subset of the proxy's rule, with their field notes.
+fn clusters(mesh: &dyn Mesh, proxy: &Proxy, service: &Service, port: u16) -> Vec<ClusterReport> {
+    let subsets = cds::rule_for(mesh, proxy, service)
+        .into_iter()
+        .flat_map(|r| r.rule.subsets.iter().map(|s| s.name.as_str()));
+    std::iter::once("")
+        .chain(subsets)
+        .filter_map(|subset| {
+            let name = cds::subset_cluster_name(port, subset, &service.hostname);
+            let built = cds::cluster(mesh, proxy, &name)?;
+            Some(ClusterReport {
+                name,
+                subset: (!subset.is_empty()).then(|| subset.to_owned()),
+                notes: built.notes,
+            })
+        })
+        .collect()
 }
 
 fn port_report(
@@ -358,6 +411,7 @@ fn port_report(
         port: p.port,
         name: p.name.to_string(),
         eds_cluster: name.to_owned(),
+        clusters: clusters(mesh, proxy, cluster.target.service, p.port),
         subset,
         locality_lb: cluster.locality.clone(),
         endpoints,

@@ -601,6 +601,65 @@ fn explain_says_what_a_sidecar_hid_and_sends_nothing_for_it() {
 }
 
 #[test]
+fn the_rule_that_applied_and_what_each_client_does_with_its_fields() {
+    let rule = "host: hello\ntrafficPolicy:\n  loadBalancer: {simple: LEAST_REQUEST}\n  \
+                outlierDetection: {consecutive5xxErrors: 3}\nsubsets:\n- {name: v1, labels: {version: v1}}\n";
+    let m = mesh().with_config([crate::traffic::tests::config(
+        "DestinationRule",
+        "sample",
+        "hello",
+        "1",
+        rule,
+    )]);
+    let (svc, _) = find_service(&m, "hello.sample:5000").unwrap();
+    let summary = |kind| {
+        let e = explain(&m, &proxy(kind, Some("network1"), &[]), svc, Some(5000));
+        let r = e.destination_rule.expect("a rule applied");
+        assert_eq!(
+            (r.from, r.host.as_str()),
+            (
+                vec!["DestinationRule sample/hello".to_owned()],
+                "hello.sample.svc.cluster.local"
+            )
+        );
+        e.ports[0]
+            .clusters
+            .iter()
+            .map(|c| {
+                let notes: Vec<String> = c
+                    .notes
+                    .iter()
+                    .map(|n| {
+                        format!(
+                            "{}={}",
+                            n.field,
+                            serde_json::to_value(n).unwrap()["effect"].as_str().unwrap()
+                        )
+                    })
+                    .collect();
+                format!("{} {:?} {}", c.name, c.subset, notes.join(","))
+            })
+            .collect::<Vec<_>>()
+    };
+    let want = |lb: &str, od: &str| {
+        [None, Some("v1")].map(|s| {
+            let name = match s {
+                Some(s) => format!("outbound|5000|{s}|hello.sample.svc.cluster.local"),
+                None => "outbound|5000||hello.sample.svc.cluster.local".to_owned(),
+            };
+            format!("{name} {s:?} outlierDetection.consecutive5xxErrors={od},loadBalancer.simple={lb}")
+        })
+    };
+    assert_eq!(summary(ProxyKind::Sidecar), want("applies", "applies"));
+    assert_eq!(summary(ProxyKind::Grpc), want("downgraded", "ignored"));
+    // No rule: defaults, and only the default cluster.
+    let e = explain(&mesh(), &sidecar("network1", &[]), svc, Some(5000));
+    assert!(e.destination_rule.is_none());
+    assert_eq!(e.ports[0].clusters.len(), 1);
+    assert!(e.ports[0].clusters[0].notes.is_empty());
+}
+
+#[test]
 fn a_subset_cluster_explains_membership_mtls_and_priority() {
     use crate::{
         istio::peer_authentication::MtlsMode,

@@ -440,7 +440,8 @@ impl<P: Protocol> Stream<P> {
     }
 
     /// EDS names this stream watches that belong to one of `hosts`: looked up per changed service
-    /// port (the copy this proxy sees), so a push costs what changed, not what the stream subscribes to.
+    /// port (its default, subset and SNI-DNAT clusters for this proxy), so a push costs what changed,
+    /// not what the stream subscribes to.
     fn watched_clusters_of(&self, hosts: &BTreeSet<crate::model::Hostname>) -> BTreeSet<Arc<str>> {
         let state = self.state.0.lock();
         let Some(sub) = state.subscription(XdsType::Endpoint) else {
@@ -450,7 +451,11 @@ impl<P: Protocol> Stream<P> {
         hosts
             .iter()
             .filter_map(|host| mesh.service(host))
-            .flat_map(|s| s.ports.iter().map(|p| cds::cluster_name(p.port, &s.hostname)))
+            .flat_map(|s| {
+                s.ports
+                    .iter()
+                    .flat_map(|p| cds::port_cluster_names(&mesh, &self.proxy, s, p.port))
+            })
             .filter_map(|name| sub.names.get(name.as_str()).cloned())
             .collect()
     }

@@ -159,7 +159,8 @@ class KubeApi:
         api = obj["apiVersion"]
         base = f"/api/{api}" if "/" not in api else f"/apis/{api}"
         plural = {"Service": "services", "EndpointSlice": "endpointslices", "Secret": "secrets",
-                  "Pod": "pods", "Namespace": "namespaces"}[obj["kind"]]
+                  "Pod": "pods", "Namespace": "namespaces",
+                  "DestinationRule": "destinationrules"}[obj["kind"]]
         ns = obj["metadata"].get("namespace")
         p = f"{base}/namespaces/{ns}/{plural}" if ns else f"{base}/{plural}"
         return f"{p}/{obj['metadata']['name']}" if named else p

@@ -1,7 +1,7 @@
 """`meshctl bootstrap` is enough for a real proxyless gRPC client: grpcio, given only that file, reaches
-SYNCED on CDS, EDS, LDS and RDS with no NACK against a sandbox meshd (whose clusters are mTLS, so the
-bootstrap's `default` certificate provider is what CDS needs), and its RPCs reach a backend on loopback
-over workload mTLS with the sandbox's certificate."""
+SYNCED on CDS, EDS, LDS and RDS with no NACK against a sandbox meshd (a DestinationRule makes the
+cluster ISTIO_MUTUAL, so the bootstrap's `default` certificate provider is what CDS needs), and its RPCs
+reach a backend on loopback over workload mTLS with the sandbox's certificate."""
 
 from __future__ import annotations
 
@@ -32,7 +32,9 @@ def meshctl(meshd: Meshd, *args: str) -> str:
 
 
 def loop_service(port: int) -> list[dict]:
-    """Service `loop.sample` with one Istio-mTLS pod (the sandbox's sample identity) at 127.0.0.1:port."""
+    """Service `loop.sample` with one Istio-mTLS pod (the sandbox's sample identity) at 127.0.0.1:port,
+    and the DestinationRule that gives proxyless gRPC clients Istio mTLS to it (as with istiod, gRPC
+    gets no auto-mTLS)."""
     labels = {"app": "loop", "security.istio.io/tlsMode": "istio", "topology.istio.io/network": "network1"}
     return [
         {"apiVersion": "v1", "kind": "Pod",
@@ -49,6 +51,9 @@ def loop_service(port: int) -> list[dict]:
          "ports": [{"name": "grpc", "port": port, "protocol": "TCP"}],
          "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": True},
                         "targetRef": {"kind": "Pod", "namespace": "sample", "name": "loop-0"}}]},
+        {"apiVersion": "networking.istio.io/v1", "kind": "DestinationRule",
+         "metadata": {"name": "loop", "namespace": "sample"},
+         "spec": {"host": "loop", "trafficPolicy": {"tls": {"mode": "ISTIO_MUTUAL"}}}},
     ]
 
 

@@ -19,6 +19,10 @@ CLUSTER = f"outbound|5000||{HOST}"
 LISTENER = f"{HOST}:5000"
 ADMIN = "type.googleapis.com/envoy.admin.v3."
 TLS = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext"
+# Proxyless gRPC gets Istio mTLS only from a DestinationRule (as with istiod): the dump shows its context.
+DR = json.dumps({"apiVersion": "networking.istio.io/v1", "kind": "DestinationRule",
+                 "metadata": {"name": "helloworld-mtls", "namespace": "sample"},
+                 "spec": {"host": "helloworld", "trafficPolicy": {"tls": {"mode": "ISTIO_MUTUAL"}}}})
 
 
 @pytest.fixture(scope="module")
@@ -26,6 +30,7 @@ def held(tmp_path_factory):
     """meshd, and a gRPC client on network1 that subscribed to and ACKed helloworld on every type; yields
     what it decoded per type."""
     m = Meshd(tmp_path_factory.mktemp("config-dump"))
+    m.kubectl("cluster1", "apply", "-f", "-", stdin=DR)
     ads = Ads(f"127.0.0.1:{m.grpc}")
     got = {}
     try:
@@ -33,6 +38,10 @@ def held(tmp_path_factory):
         for ty, names in [(CDS, [CLUSTER]), (EDS, [CLUSTER]), (LDS, [LISTENER]), (RDS, [CLUSTER])]:
             ads.send(ty, node=node if ty == CDS else None, resource_names=names)
             resp = ads.recv(timeout=10)
+            # The DestinationRule may reach the mesh after the first CDS response: take its push.
+            while ty == CDS and not decode(resp)[CLUSTER].HasField("transport_socket"):
+                ads.ack(resp, names)
+                resp = ads.recv(timeout=10)
             assert resp.type_url == ty
             ads.ack(resp, names)
             got[ty] = decode(resp)

@@ -164,10 +164,14 @@ def test_east_west_gateway_listener_routes_each_sni_to_its_cluster(meshd):
 
 def test_east_west_gateway_sni_clusters_hold_local_mtls_endpoints_only(meshd):
     clusters = fetch(meshd, CDS, EAST_WEST_2)
-    assert clusters[HELLO_SNI] == {
-        "name": HELLO_SNI, "type": "EDS", "connectTimeout": "10s",
+    sni = clusters[HELLO_SNI]
+    # istiod's outbound defaults (load balancer, circuit breakers, metadata) and no TLS of its own: the
+    # client's mTLS passes through.
+    assert {k: sni[k] for k in ("name", "type", "connectTimeout", "edsClusterConfig", "lbPolicy")} == {
+        "name": HELLO_SNI, "type": "EDS", "connectTimeout": "10s", "lbPolicy": "LEAST_REQUEST",
         "edsClusterConfig": {"edsConfig": {"ads": {}, "resourceApiVersion": "V3"}, "serviceName": HELLO_SNI},
     }
+    assert "transportSocket" not in sni and "transportSocketMatches" not in sni, sni
     assert fetch(meshd, EDS, EAST_WEST_2, [HELLO_SNI])[HELLO_SNI] == cla(HELLO_SNI, *N2_LOCAL)
     # ratings-v2 is plaintext: it cannot take the passed-through mTLS, so only the two v1 pods.
     assert fetch(meshd, EDS, EAST_WEST_2, [RATINGS_SNI])[RATINGS_SNI] == cla(

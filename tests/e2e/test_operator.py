@@ -118,8 +118,8 @@ def test_add_cluster_syncs_merges_and_remove_cluster_removes(mesh, cluster3, tok
 
 
 def grpc_bootstrap(m: Meshd) -> str:
-    # meshd's clusters are mTLS (instance "default", as istio-agent's bootstrap names it): without the
-    # provider the client NACKs CDS, which proxy-status shows (what this test's NACK half checks).
+    # The certificate provider (instance "default", as istio-agent's bootstrap names it) a cluster
+    # needs once a DestinationRule makes it ISTIO_MUTUAL; the NACK half of this test is a raw client's.
     certs = m.state / "certs"
     provider = {"plugin_name": "file_watcher", "config": {
         "certificate_file": str(certs / "cert-chain.pem"), "private_key_file": str(certs / "key.pem"),

@@ -14,7 +14,7 @@ import grpc
 import pytest
 from google.protobuf import struct_pb2
 
-from xdsharness import CDS, EDS, LDS, Ads, Fixture, RawH2, decode, echo_service, grpc_node
+from xdsharness import CDS, ECHO_SA, EDS, LDS, Ads, Fixture, RawH2, decode, echo_service, grpc_node, sidecar_node
 
 HOST = "echo.default.svc.cluster.local"
 CLUSTER = f"outbound|7070||{HOST}"
@@ -280,12 +280,12 @@ def test_b10_huge_and_duplicated_resource_names(fixture):
 def test_b11_nack_storm_does_not_resend_the_same_version(fixture):
     """#11: NACKing every response gets no resend of the same version; only a real change is pushed."""
     ads = Ads(fixture.addr)
-    ads.send(CDS, node=grpc_node(), resource_names=[CLUSTER])
+    ads.send(CDS, node=sidecar_node(), resource_names=[CLUSTER])
     first = ads.recv()
     for _ in range(50):
         ads.nack(first, [CLUSTER])
     ads.expect_none(1.0)
-    fixture.set_mesh({"services": [echo_service([("127.0.0.1", 50051)], tlsModeIstio=True)]})
+    fixture.set_mesh({"services": [echo_service([("127.0.0.1", 50051)], serviceAccount=ECHO_SA)]})
     assert ads.recv().version_info != first.version_info
     ads.close()
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from xdsharness import CDS, EDS, LDS, RDS, Ads, Fixture, decode, echo_service, grpc_node
+from xdsharness import CDS, ECHO_SA, EDS, LDS, RDS, Ads, Fixture, decode, echo_service, grpc_node, sidecar_node
 
 HOST = "echo.default.svc.cluster.local"
 CLUSTER = f"outbound|7070||{HOST}"
@@ -88,17 +88,17 @@ def test_short_listener_names_resolve_in_the_proxy_namespace(sotw):
 
 
 def test_sotw_stale_nonce_ignored_and_nack_not_answered(sotw, fixture):
-    sotw.send(CDS, node=grpc_node(), resource_names=[CLUSTER])
+    sotw.send(CDS, node=sidecar_node(), resource_names=[CLUSTER])
     first = sotw.recv()
     sotw.send(CDS, resource_names=[CLUSTER], version_info="", response_nonce="not-a-nonce")
     sotw.expect_none()
     sotw.nack(first, [CLUSTER])
     sotw.expect_none()
-    # Only a real change is pushed after a NACK.
-    fixture.set_mesh({"services": [echo_service([("127.0.0.1", 50051)], tlsModeIstio=True)]})
+    # Only a real change is pushed after a NACK (a new identity: the SANs of the sidecar's mTLS).
+    fixture.set_mesh({"services": [echo_service([("127.0.0.1", 50051)], serviceAccount=ECHO_SA)]})
     pushed = sotw.recv()
     assert pushed.version_info != first.version_info
-    assert decode(pushed)[CLUSTER].HasField("transport_socket")
+    assert ECHO_SA in str(decode(pushed)[CLUSTER].transport_socket_matches[0])
 
 
 def test_sotw_wildcard_removal_and_unsubscribe(sotw, fixture):
@@ -142,11 +142,11 @@ def test_endpoint_change_pushes_eds_only_to_watchers(fixture):
 
 
 def test_cds_is_pushed_before_eds(sotw, fixture):
-    sotw.send(CDS, node=grpc_node(), resource_names=[CLUSTER])
+    sotw.send(CDS, node=sidecar_node(), resource_names=[CLUSTER])
     sotw.ack(sotw.recv(), [CLUSTER])
     sotw.send(EDS, resource_names=[CLUSTER])
     sotw.ack(sotw.recv(), [CLUSTER])
-    fixture.set_mesh({"services": [echo_service([("127.0.0.1", 50053)], tlsModeIstio=True)]})
+    fixture.set_mesh({"services": [echo_service([("127.0.0.1", 50053)], serviceAccount=ECHO_SA)]})
     assert [sotw.recv().type_url, sotw.recv().type_url] == [CDS, EDS]
 
 

@@ -143,12 +143,20 @@ metadata: {name: e2e-mtls, namespace: sample}
 spec:
   selector: {app: e2e-mtls}
   ports: [{name: grpc, port: 7070, appProtocol: grpc}]
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: e2e-mtls, namespace: sample}
+spec:
+  host: e2e-mtls
+  trafficPolicy: {tls: {mode: ISTIO_MUTUAL}}
 """
 
 
 def test_workload_mtls_between_client_and_backend_with_mesh_certificates(mesh, tmp_path):
     """A backend serving TLS with a mesh workload certificate (and requiring one), a pod labelled
-    `tlsMode: istio`: grpcio with xDS credentials gets the cluster's UpstreamTlsContext from meshd and
+    `tlsMode: istio` and a DestinationRule saying ISTIO_MUTUAL (proxyless gRPC gets no auto-mTLS, as
+    with istiod): grpcio with xDS credentials gets the cluster's UpstreamTlsContext from meshd and
     does mTLS with certificates from meshd's CA; without xDS credentials the same call fails."""
     import grpc
 

@@ -31,6 +31,7 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import http_con
 from envoy.extensions.filters.network.tcp_proxy.v3 import tcp_proxy_pb2  # noqa: F401
 from envoy.extensions.transport_sockets.raw_buffer.v3 import raw_buffer_pb2  # noqa: F401
 from envoy.extensions.transport_sockets.tls.v3 import tls_pb2  # noqa: F401
+from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2  # noqa: F401
 from google.protobuf import struct_pb2
 from google.rpc import status_pb2
 
@@ -90,6 +91,18 @@ def grpc_node(node_id="sidecar~127.0.0.1~client.default~default.svc.cluster.loca
     meta = struct_pb2.Struct()
     meta.update({"GENERATOR": "grpc", "NAMESPACE": "default", **metadata})
     return base_pb2.Node(id=node_id, metadata=meta)
+
+
+def sidecar_node(node_id="sidecar~127.0.0.1~client.default~default.svc.cluster.local", **metadata):
+    """An Envoy sidecar's node (no ``GENERATOR``)."""
+    meta = struct_pb2.Struct()
+    meta.update({"NAMESPACE": "default", **metadata})
+    return base_pb2.Node(id=node_id, metadata=meta)
+
+
+# A workload identity: a change of it alters what CDS sends a sidecar (the SANs of its auto-mTLS); a
+# gRPC client's clusters depend on DestinationRules only.
+ECHO_SA = "spiffe://cluster.local/ns/default/sa/echo"
 
 
 def bootstrap(port: int, namespace: str = "default") -> str:

@@ -1,17 +1,23 @@
-//! CDS: one EDS cluster per service port, `outbound|<port>||<hostname>`, plus the sidecar's
-//! `PassthroughCluster` and an east-west gateway's SNI-DNAT clusters `outbound_.<port>_._.<hostname>`.
+//! CDS: per service port the EDS cluster `outbound|<port>||<hostname>` and one
+//! `outbound|<port>|<subset>|<hostname>` per subset of the DestinationRule the proxy gets, the
+//! sidecar's `PassthroughCluster`, and an east-west gateway's SNI-DNAT clusters
+//! `outbound_.<port>_.<subset>_.<hostname>`.
 //!
-//! Owns: the cluster shape and its upstream TLS. Secure naming pins the service's SPIFFE identities
-//! as URI SANs. Proxyless gRPC gets a plain `transport_socket` with certificate-provider instances
-//! (`default` for its certificate, `ROOTCA` for the root; the bootstrap's `certificate_providers`)
-//! when every endpoint takes Istio mTLS, because gRPC does not evaluate transport-socket matches.
-//! Envoy sidecars get transport-socket matches on the endpoints' `tlsMode` with SDS secrets
-//! (`default`, `ROOTCA`) from the istio-agent's `sds-grpc` cluster, and the SNI
-//! `outbound_.<port>_._.<hostname>` that lets a remote network's east-west gateway route the
-//! connection without terminating it. Does NOT: DestinationRule
-//! policies, subsets, outlier detection or circuit breakers.
+//! Owns: which clusters exist for a proxy, the cluster shape, its metadata and its TLS sockets.
+//! Secure naming pins the service's SPIFFE identities as URI SANs. Proxyless gRPC gets a plain
+//! `transport_socket` with certificate-provider instances (`default` for its certificate, `ROOTCA` for
+//! the root; the bootstrap's `certificate_providers`) only when the rule says `ISTIO_MUTUAL`, as
+//! istiod's gRPC generator. Envoy gets auto-mTLS (transport-socket matches on the endpoints'
+//! `tlsMode`) unless the rule or PeerAuthentication says otherwise, with SDS secrets (`default`,
+//! `ROOTCA`) from the istio-agent's `sds-grpc` cluster and the SNI `outbound_.<port>_.<subset>_.<host>`
+//! that lets a remote network's east-west gateway route the connection without terminating it. The
+//! rule's policy fields are [`cluster_policy`]'s. Does NOT: endpoints (EDS), inbound clusters.
 
-use std::{collections::BTreeSet, sync::Arc};
+use std::{
+    collections::BTreeSet,
+    hash::{DefaultHasher, Hash, Hasher},
+    sync::Arc,
+};
 
 use envoy_types::pb::{
     envoy::{
@@ -23,7 +29,7 @@ use envoy_types::pb::{
                 },
             },
             core::v3::{
-                ApiConfigSource, ApiVersion, ConfigSource, GrpcService, TransportSocket,
+                ApiConfigSource, ApiVersion, ConfigSource, GrpcService, Metadata, TransportSocket,
                 api_config_source::ApiType, config_source::ConfigSourceSpecifier, grpc_service,
                 transport_socket,
             },
@@ -32,20 +38,34 @@ use envoy_types::pb::{
             raw_buffer::v3::RawBuffer,
             tls::v3::{
                 CertificateProviderPluginInstance, CertificateValidationContext, CommonTlsContext,
-                SdsSecretConfig, SubjectAltNameMatcher, UpstreamTlsContext,
+                SdsSecretConfig, SubjectAltNameMatcher, TlsParameters, UpstreamTlsContext,
                 common_tls_context::{CombinedCertificateValidationContext, ValidationContextType},
                 subject_alt_name_matcher::SanType,
+                tls_parameters::TlsProtocol,
             },
         },
         r#type::matcher::v3::{StringMatcher, string_matcher::MatchPattern},
     },
-    google::protobuf::Duration,
+    google::protobuf::{Duration, ListValue, Struct, Value, value::Kind},
 };
 
-use super::{Context, Target, ads_source, any, eds::strings, parse_cluster};
+use prost::Message;
+
+use super::{
+    Context, Mesh, Target, ads_source, any,
+    cluster_policy::{self, Client, FieldNote, TlsContext, UpstreamTls, upstream_tls},
+    eds::strings,
+    parse_cluster,
+};
 use crate::{
-    model::TlsMode,
-    xds::{ProxyKind, XdsType, resource::Resource},
+    istio::{
+        ObjectRef,
+        destination_rule::{ClientTlsSettings, TlsMode},
+        peer_authentication::MtlsMode,
+    },
+    model::Service,
+    traffic::MergedRule,
+    xds::{Proxy, ProxyKind, XdsType, resource::Resource},
 };
 
 /// The certificate-provider / SDS name of the workload certificate.
@@ -58,17 +78,6 @@ const SDS_CLUSTER: &str = "sds-grpc";
 pub const PASSTHROUGH: &str = "PassthroughCluster";
 /// The sidecar's cluster with no endpoints: where `REGISTRY_ONLY` sends traffic to no known service.
 pub const BLACKHOLE: &str = "BlackHoleCluster";
-
-/// How a cluster's upstream connections are secured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UpstreamTls {
-    /// Plaintext only.
-    None,
-    /// Proxyless gRPC: every endpoint takes Istio mTLS; certificate-provider instances.
-    GrpcMutual,
-    /// Sidecar: Istio mTLS to endpoints labelled `tlsMode: istio`, plaintext to the rest.
-    SidecarAuto,
-}
 
 /// `outbound|<port>||<hostname>` (istiod's `BuildSubsetKey` without a subset).
 pub fn cluster_name(port: u16, hostname: &str) -> String {
@@ -148,32 +157,50 @@ impl<'a> ClusterRef<'a> {
     }
 }
 
-/// Every cluster name a proxy's wildcard CDS lists.
+/// Every cluster name a proxy's wildcard CDS lists: [`port_cluster_names`] of every service port, and
+/// a sidecar's `PassthroughCluster`.
 pub(super) fn all_names(ctx: &Context) -> BTreeSet<Arc<str>> {
     let mut names: BTreeSet<Arc<str>> = ctx
         .ports()
-        .map(|(s, p)| cluster_name(p.port, &s.hostname).into())
+        .flat_map(|(s, p)| port_cluster_names(ctx.mesh, ctx.proxy, s, p.port))
+        .map(Into::into)
         .collect();
     if ctx.proxy.kind == ProxyKind::Sidecar {
         names.insert(PASSTHROUGH.into());
         names.insert(BLACKHOLE.into());
     }
-    if ctx.proxy.is_east_west_gateway() {
-        names.extend(ctx.ports().map(|(s, p)| sni_name(p.port, &s.hostname).into()));
+    names
+}
+
+/// The clusters of one service port for `proxy`: the default one and one per subset of the
+/// DestinationRule it gets, and for an east-west gateway their SNI-DNAT clusters (wildcard CDS, and
+/// the EDS names an endpoint change of the service touches).
+pub fn port_cluster_names(mesh: &dyn Mesh, proxy: &Proxy, service: &Service, port: u16) -> Vec<String> {
+    let east_west = proxy.is_east_west_gateway();
+    let subsets = rule_for(mesh, proxy, service)
+        .into_iter()
+        .flat_map(|r| r.rule.subsets.iter().map(|x| x.name.as_str()));
+    let mut names = Vec::new();
+    for subset in std::iter::once("").chain(subsets) {
+        names.push(subset_cluster_name(port, subset, &service.hostname));
+        if east_west {
+            names.push(subset_sni_name(port, subset, &service.hostname));
+        }
     }
     names
 }
 
-/// What a cluster depends on besides its name: which clusters use mTLS depends on the endpoints the
-/// view sees (gateways are mTLS).
-pub(super) fn view_key(ctx: &Context) -> Arc<str> {
-    format!(
-        "{}|{}|{}",
-        ctx.kind_name(),
-        ctx.view.network.as_deref().unwrap_or(""),
-        ctx.requested_networks()
-    )
-    .into()
+/// What cluster `name` depends on besides its name and the snapshot: the proxy kind (`kind`, the
+/// type's view) and the DestinationRule the proxy gets for the service (its objects and revisions), so
+/// proxies that get the same rule share one encode whatever their namespace.
+pub(super) fn view_key(ctx: &Context, name: &str, kind: &Arc<str>) -> Arc<str> {
+    let rule = ClusterRef::parse(name)
+        .and_then(|r| ctx.mesh.service(r.hostname()))
+        .and_then(|s| rule_for(ctx.mesh, ctx.proxy, s));
+    match rule {
+        Some(r) => format!("{kind}|{}", r.key).into(),
+        None => kind.clone(),
+    }
 }
 
 /// The cluster `name` for the proxy; `None` when it does not exist.
@@ -184,73 +211,166 @@ pub(super) fn build(ctx: &Context, name: Arc<str>) -> Option<Resource> {
     if &*name == BLACKHOLE && ctx.proxy.kind == ProxyKind::Sidecar {
         return Some(Resource::encode(XdsType::Cluster, name, &blackhole_cluster()));
     }
-    let Target {
-        service,
-        port,
-        sni_dnat,
-        ..
-    } = parse_cluster(ctx.mesh, &name)?;
-    if sni_dnat {
-        return ctx
-            .proxy
-            .is_east_west_gateway()
-            .then(|| Resource::encode(XdsType::Cluster, name.clone(), &sni_dnat_cluster(&name)));
-    }
-    let endpoints = ctx.endpoints.endpoints(ctx.mesh, service, port, ctx.view);
-    // Secure naming pins every workload identity of the service, including those behind gateways.
-    let mut identities = service.service_accounts.clone();
-    identities.extend(
-        ctx.mesh
-            .endpoints(service)
-            .filter_map(|e| e.service_account.clone()),
-    );
-    let mtls = endpoints.iter().filter(|e| e.tls_mode == TlsMode::Istio).count();
-    let tls = match ctx.proxy.kind {
-        ProxyKind::Grpc if mtls > 0 && mtls == endpoints.len() => UpstreamTls::GrpcMutual,
-        ProxyKind::Sidecar | ProxyKind::Router if mtls > 0 => UpstreamTls::SidecarAuto,
-        _ => UpstreamTls::None,
-    };
-    Some(Resource::encode(
+    let built = cluster(ctx.mesh, ctx.proxy, &name)?;
+    let version = version(&built.cluster);
+    Some(Resource::encode_with_version(
         XdsType::Cluster,
-        name.clone(),
-        &eds_cluster(&name, tls, &identities, &sni_name(port.port, &service.hostname)),
+        name,
+        &built.cluster,
+        version,
     ))
 }
 
-/// An east-west gateway's cluster for one SNI: EDS over the local network's mTLS endpoints; no
-/// transport socket, since the client's mTLS passes through untouched.
-pub fn sni_dnat_cluster(name: &str) -> Cluster {
-    eds_cluster(name, UpstreamTls::None, &BTreeSet::new(), "")
+/// A cluster's resource version: a hash of its encoding with the metadata left out, and of the
+/// metadata's content in key order (prost encodes protobuf maps, `Struct`s included, in `HashMap`
+/// order, so equal clusters may differ in bytes; their versions must not).
+fn version(c: &Cluster) -> u64 {
+    fn hash_struct(s: &Struct, h: &mut DefaultHasher) {
+        let mut fields: Vec<_> = s.fields.iter().collect();
+        fields.sort_by(|a, b| a.0.cmp(b.0));
+        for (k, v) in fields {
+            k.hash(h);
+            hash_value(v, h);
+        }
+    }
+    fn hash_value(v: &Value, h: &mut DefaultHasher) {
+        match &v.kind {
+            Some(Kind::StructValue(s)) => {
+                1u8.hash(h);
+                hash_struct(s, h);
+            }
+            Some(Kind::ListValue(l)) => {
+                2u8.hash(h);
+                l.values.len().hash(h);
+                l.values.iter().for_each(|x| hash_value(x, h));
+            }
+            _ => v.encode_to_vec().hash(h),
+        }
+    }
+    let mut h = DefaultHasher::new();
+    let mut bare = c.clone();
+    if let Some(meta) = bare.metadata.take() {
+        let mut filters: Vec<_> = meta.filter_metadata.iter().collect();
+        filters.sort_by(|a, b| a.0.cmp(b.0));
+        for (k, s) in filters {
+            k.hash(&mut h);
+            hash_struct(s, &mut h);
+        }
+    }
+    bare.encode_to_vec().hash(&mut h);
+    h.finish()
 }
 
-/// An EDS cluster over ADS, round robin. `sni` is sent with Istio mTLS (sidecars), so that an east-west
-/// gateway can route the connection without terminating it.
-pub fn eds_cluster(name: &str, tls: UpstreamTls, identities: &BTreeSet<Arc<str>>, sni: &str) -> Cluster {
-    let mut cluster = Cluster {
+/// The DestinationRule `proxy` gets for `service` (outbound).
+pub fn rule_for<'m>(mesh: &'m dyn Mesh, proxy: &Proxy, service: &Service) -> Option<&'m Arc<MergedRule>> {
+    mesh.traffic()
+        .destination_rule(proxy.namespace.as_deref().unwrap_or(""), &proxy.labels, service)
+}
+
+/// A cluster as a proxy gets it, with what built it.
+#[derive(Debug)]
+pub struct Built<'m> {
+    /// The cluster.
+    pub cluster: Cluster,
+    /// The DestinationRule that applied.
+    pub rule: Option<&'m Arc<MergedRule>>,
+    /// What this proxy's client does with each field of the rule it read.
+    pub notes: Vec<FieldNote>,
+}
+
+/// Cluster `name` as `proxy` gets it (CDS encodes it, `explain` shows its notes); `None` when it does
+/// not exist: an unknown service or port, a subset the proxy's rule does not define (istiod builds
+/// only its rule's subsets), an SNI-DNAT cluster for anything but an east-west gateway.
+pub fn cluster<'m>(mesh: &'m dyn Mesh, proxy: &Proxy, name: &str) -> Option<Built<'m>> {
+    let Target {
+        service,
+        port,
+        subset,
+        sni_dnat,
+    } = parse_cluster(mesh, name)?;
+    if sni_dnat && !proxy.is_east_west_gateway() {
+        return None;
+    }
+    let traffic = mesh.traffic();
+    let rule = rule_for(mesh, proxy, service);
+    let subset = (!subset.is_empty()).then_some(subset);
+    if let Some(s) = subset
+        && rule.and_then(|r| r.subset(s)).is_none()
+    {
+        return None;
+    }
+    let policy = crate::traffic::effective(rule.map(|r| &r.rule), port.port, subset);
+    let client = Client::of(proxy.kind);
+    let settings = &traffic.settings.mesh;
+    // The gateway passes the client's mTLS through its SNI-DNAT clusters: no TLS of their own.
+    let (tls, tls_note) = if sni_dnat {
+        (UpstreamTls::None, None)
+    } else {
+        // Secure naming pins every workload identity of the service, including those behind gateways.
+        let mut identities = service.service_accounts.clone();
+        identities.extend(mesh.endpoints(service).filter_map(|e| e.service_account.clone()));
+        let sni = subset_sni_name(port.port, subset.unwrap_or(""), &service.hostname);
+        let ctx = TlsContext {
+            identities: &identities,
+            sni: &sni,
+            auto_mtls: settings.enable_auto_mtls
+                && !service.mesh_external
+                && traffic.peer_authn.namespace_mode(&service.namespace).mode != MtlsMode::Disable,
+            rule_has_selector: rule.is_some_and(|r| r.selector.is_some()),
+        };
+        upstream_tls(policy.tls.as_ref(), client, &ctx)
+    };
+    let mut c = eds_cluster(name);
+    let mut notes = cluster_policy::apply(&mut c, &policy, client, port.protocol.is_http(), settings, &tls);
+    notes.extend(tls_note);
+    // istiod leaves auto-mTLS off an original-destination (PASSTHROUGH) cluster: no endpoint metadata.
+    let original_dst =
+        c.cluster_discovery_type == Some(ClusterDiscoveryType::Type(DiscoveryType::OriginalDst as i32));
+    if !(original_dst && matches!(tls, UpstreamTls::Auto { .. })) {
+        apply_tls(&mut c, &tls, client);
+    }
+    if client != Client::Grpc {
+        c.metadata = Some(istio_metadata(service, rule.and_then(|r| r.from.first()), subset));
+    }
+    Some(Built {
+        cluster: c,
+        rule,
+        notes,
+    })
+}
+
+/// The EDS cluster `name` over ADS, before any policy ([`cluster_policy::apply`]).
+pub fn eds_cluster(name: &str) -> Cluster {
+    Cluster {
         name: name.to_owned(),
         cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Eds as i32)),
         eds_cluster_config: Some(EdsClusterConfig {
             eds_config: Some(ads_source()),
             service_name: name.to_owned(),
         }),
-        lb_policy: LbPolicy::RoundRobin as i32,
-        connect_timeout: Some(Duration {
-            seconds: 10,
-            nanos: 0,
-        }),
         ..Default::default()
-    };
-    match tls {
-        UpstreamTls::None => {}
-        UpstreamTls::GrpcMutual => {
-            cluster.transport_socket = Some(tls_socket(provider_tls(identities), String::new()));
+    }
+}
+
+/// Secures `c`'s upstream connections as `tls` says. gRPC gets certificate-provider instances
+/// (`default` for its certificate, `ROOTCA` for the root; the bootstrap's `certificate_providers`),
+/// Envoy SDS secrets from the istio-agent; auto-mTLS is Envoy's transport-socket matches on the
+/// endpoints' `tlsMode` (gRPC does not evaluate those).
+pub fn apply_tls(c: &mut Cluster, tls: &UpstreamTls, client: Client) {
+    match (tls, client) {
+        (UpstreamTls::None, _) => {}
+        (UpstreamTls::IstioMutual { sans, .. }, Client::Grpc) => {
+            c.transport_socket = Some(tls_socket(provider_tls(sans), String::new()));
         }
-        UpstreamTls::SidecarAuto => {
-            cluster.transport_socket_matches = vec![
+        (UpstreamTls::IstioMutual { sans, sni }, _) => {
+            c.transport_socket = Some(tls_socket(sds_tls(sans), sni.clone()));
+        }
+        (UpstreamTls::Auto { sans, sni }, _) => {
+            c.transport_socket_matches = vec![
                 TransportSocketMatch {
                     name: "tlsMode-istio".to_owned(),
                     r#match: Some(strings(&[("tlsMode", "istio")])),
-                    transport_socket: Some(tls_socket(sds_tls(identities), sni.to_owned())),
+                    transport_socket: Some(tls_socket(sds_tls(sans), sni.clone())),
                 },
                 TransportSocketMatch {
                     name: "tlsMode-disabled".to_owned(),
@@ -262,8 +382,59 @@ pub fn eds_cluster(name: &str, tls: UpstreamTls, identities: &BTreeSet<Arc<str>>
                 },
             ];
         }
+        (UpstreamTls::Originate(t), _) => {
+            c.transport_socket = Some(tls_socket(originate_tls(t), t.sni.clone()));
+        }
     }
-    cluster
+}
+
+/// `metadata.filter_metadata.istio` as istiod writes it (`AddConfigInfoMetadata`,
+/// `AddSubsetToMetadata`, telemetry's `services`): the service, and the DestinationRule and subset
+/// the cluster was built from (what `/debug/config_dump` shows).
+pub fn istio_metadata(service: &Service, rule: Option<&ObjectRef>, subset: Option<&str>) -> Metadata {
+    let s = |v: &str| Value {
+        kind: Some(Kind::StringValue(v.to_owned())),
+    };
+    let svc = Struct {
+        fields: [
+            ("host", s(&service.hostname)),
+            ("name", s(&service.name)),
+            ("namespace", s(&service.namespace)),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect(),
+    };
+    let mut fields = std::collections::BTreeMap::from([(
+        "services".to_owned(),
+        Value {
+            kind: Some(Kind::ListValue(ListValue {
+                values: vec![Value {
+                    kind: Some(Kind::StructValue(svc)),
+                }],
+            })),
+        },
+    )]);
+    if let Some(r) = rule {
+        let config = format!(
+            "/apis/networking.istio.io/v1/namespaces/{}/destination-rule/{}",
+            r.namespace, r.name
+        );
+        fields.insert("config".to_owned(), s(&config));
+    }
+    if let Some(subset) = subset {
+        fields.insert("subset".to_owned(), s(subset));
+    }
+    Metadata {
+        filter_metadata: [(
+            "istio".to_owned(),
+            Struct {
+                fields: fields.into_iter().collect(),
+            },
+        )]
+        .into(),
+        ..Default::default()
+    }
 }
 
 /// istiod's `BlackHoleCluster`: static, no endpoints, so every connection to it fails.
@@ -307,7 +478,7 @@ fn tls_socket(common: CommonTlsContext, sni: String) -> TransportSocket {
 }
 
 /// gRPC: the new-style provider-instance fields (grpc-js-xds understands only these).
-fn provider_tls(identities: &BTreeSet<Arc<str>>) -> CommonTlsContext {
+fn provider_tls(sans: &[String]) -> CommonTlsContext {
     CommonTlsContext {
         tls_certificate_provider_instance: Some(CertificateProviderPluginInstance {
             instance_name: WORKLOAD_CERT.to_owned(),
@@ -319,7 +490,7 @@ fn provider_tls(identities: &BTreeSet<Arc<str>>) -> CommonTlsContext {
                     instance_name: WORKLOAD_CERT.to_owned(),
                     certificate_name: ROOT_CERT.to_owned(),
                 }),
-                match_typed_subject_alt_names: san_matchers(identities),
+                match_typed_subject_alt_names: san_matchers(sans),
                 ..Default::default()
             },
         )),
@@ -329,13 +500,13 @@ fn provider_tls(identities: &BTreeSet<Arc<str>>) -> CommonTlsContext {
 
 /// Sidecar: SDS secrets from the agent, as istiod configures them; the SAN matchers are the default
 /// part of a combined validation context whose root comes from SDS.
-fn sds_tls(identities: &BTreeSet<Arc<str>>) -> CommonTlsContext {
+fn sds_tls(sans: &[String]) -> CommonTlsContext {
     CommonTlsContext {
         tls_certificate_sds_secret_configs: vec![sds(WORKLOAD_CERT)],
         validation_context_type: Some(ValidationContextType::CombinedValidationContext(
             CombinedCertificateValidationContext {
                 default_validation_context: Some(CertificateValidationContext {
-                    match_typed_subject_alt_names: san_matchers(identities),
+                    match_typed_subject_alt_names: san_matchers(sans),
                     ..Default::default()
                 }),
                 validation_context_sds_secret_config: Some(sds(ROOT_CERT)),
@@ -343,6 +514,63 @@ fn sds_tls(identities: &BTreeSet<Arc<str>>) -> CommonTlsContext {
             },
         )),
         alpn_protocols: vec!["istio-peer-exchange".to_owned(), "istio".to_owned()],
+        tls_params: Some(tls_1_2_to_1_3()),
+        ..Default::default()
+    }
+}
+
+/// istiod's `defaultUpstreamCommonTLSContext`: TLS 1.2 to 1.3.
+fn tls_1_2_to_1_3() -> TlsParameters {
+    TlsParameters {
+        tls_minimum_protocol_version: TlsProtocol::TlSv12 as i32,
+        tls_maximum_protocol_version: TlsProtocol::TlSv13 as i32,
+        ..Default::default()
+    }
+}
+
+/// `SIMPLE` / `MUTUAL` origination (istiod's `constructUpstreamTLS`): with `credentialName`, the
+/// agent serves the secret (`kubernetes://<name>`, its CA as `<name>-cacert`); otherwise the files
+/// named in the rule, through the agent's SDS (`file-cert:<cert>~<key>`, `file-root:<ca or system>`).
+fn originate_tls(t: &ClientTlsSettings) -> CommonTlsContext {
+    let mutual = t.mode == TlsMode::Mutual;
+    let (cert, root) = if t.credential_name.is_empty() {
+        let ca = if t.ca_certificates.is_empty() {
+            "system"
+        } else {
+            &t.ca_certificates
+        };
+        (
+            format!("file-cert:{}~{}", t.client_certificate, t.private_key),
+            format!("file-root:{ca}"),
+        )
+    } else {
+        let name = format!("kubernetes://{}", t.credential_name);
+        (name.clone(), format!("{name}-cacert"))
+    };
+    let validation = if t.insecure_skip_verify == Some(true) {
+        ValidationContextType::ValidationContext(CertificateValidationContext::default())
+    } else {
+        ValidationContextType::CombinedValidationContext(CombinedCertificateValidationContext {
+            default_validation_context: Some(CertificateValidationContext {
+                #[allow(deprecated)] // istiod's field: SANs of any type, matched exactly
+                match_subject_alt_names: t
+                    .subject_alt_names
+                    .iter()
+                    .map(|san| StringMatcher {
+                        match_pattern: Some(MatchPattern::Exact(san.clone())),
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            }),
+            validation_context_sds_secret_config: Some(sds(&root)),
+            ..Default::default()
+        })
+    };
+    CommonTlsContext {
+        tls_certificate_sds_secret_configs: if mutual { vec![sds(&cert)] } else { vec![] },
+        validation_context_type: Some(validation),
+        tls_params: Some(tls_1_2_to_1_3()),
         ..Default::default()
     }
 }
@@ -372,13 +600,12 @@ fn sds(name: &str) -> SdsSecretConfig {
     }
 }
 
-fn san_matchers(identities: &BTreeSet<Arc<str>>) -> Vec<SubjectAltNameMatcher> {
-    identities
-        .iter()
+fn san_matchers(sans: &[String]) -> Vec<SubjectAltNameMatcher> {
+    sans.iter()
         .map(|id| SubjectAltNameMatcher {
             san_type: SanType::Uri as i32,
             matcher: Some(StringMatcher {
-                match_pattern: Some(MatchPattern::Exact(id.to_string())),
+                match_pattern: Some(MatchPattern::Exact(id.clone())),
                 ..Default::default()
             }),
             ..Default::default()
@@ -387,53 +614,5 @@ fn san_matchers(identities: &BTreeSet<Arc<str>>) -> Vec<SubjectAltNameMatcher> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_round_trip_with_and_without_subsets() {
-        let h = "reviews.ns.svc.cluster.local";
-        assert_eq!(
-            cluster_name(9080, h),
-            "outbound|9080||reviews.ns.svc.cluster.local"
-        );
-        assert_eq!(
-            subset_sni_name(9080, "v1", h),
-            "outbound_.9080_.v1_.reviews.ns.svc.cluster.local"
-        );
-        assert_eq!(
-            sni_name(9080, h),
-            "outbound_.9080_._.reviews.ns.svc.cluster.local"
-        );
-        for (subset, sni) in [("", false), ("v1", false), ("", true), ("v2", true)] {
-            let name = if sni {
-                subset_sni_name(9080, subset, h)
-            } else {
-                subset_cluster_name(9080, subset, h)
-            };
-            let want = if sni {
-                ClusterRef::SniDnat {
-                    port: 9080,
-                    subset,
-                    hostname: h,
-                }
-            } else {
-                ClusterRef::Outbound {
-                    port: 9080,
-                    subset,
-                    hostname: h,
-                }
-            };
-            assert_eq!(ClusterRef::parse(&name), Some(want), "{name}");
-        }
-        for bad in [
-            "outbound|x||h",
-            "outbound|80|v1|",
-            "inbound|80||h",
-            "outbound|80",
-            "outbound_.80_.h",
-        ] {
-            assert_eq!(ClusterRef::parse(bad), None, "{bad}");
-        }
-    }
-}
+#[path = "cds_tests.rs"]
+mod tests;

@@ -6,6 +6,7 @@
 //! [`EndpointView`].
 
 pub mod cds;
+pub mod cluster_policy;
 pub mod eds;
 pub mod lds;
 pub mod locality;
@@ -248,6 +249,11 @@ impl<'a> Context<'a> {
         names
             .into_iter()
             .filter_map(|name| match ty {
+                // A cluster depends on the DestinationRule the proxy gets for its service.
+                XdsType::Cluster => {
+                    let view = cds::view_key(self, &name, &view);
+                    self.resource(ty, name, &view)
+                }
                 // An assignment also depends on the DestinationRule the proxy uses for its service.
                 XdsType::Endpoint => {
                     let view = eds::name_key(self, &view, &name);
@@ -291,7 +297,8 @@ impl<'a> Context<'a> {
         let (view, scope) = match ty {
             XdsType::Endpoint => (eds::view_key(self), self.scope.services_id()),
             XdsType::Listener => (lds::view_key(self), self.scope.id()),
-            XdsType::Cluster => (cds::view_key(self), self.scope.services_id()),
+            // Refined per name in `generate` (`cds::view_key`).
+            XdsType::Cluster => (self.kind_name().into(), self.scope.services_id()),
             XdsType::Route => (rds::view_key(self), self.scope.id()),
         };
         // Listener and route sets follow the whole scope; a cluster only which copy of its host it sees.

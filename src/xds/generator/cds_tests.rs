@@ -1,0 +1,367 @@
+//! CDS through the generator: which clusters a proxy lists and gets for the DestinationRules and
+//! PeerAuthentications in force, per client kind, and what the cache shares.
+
+use std::{collections::BTreeSet, net::IpAddr, sync::Arc};
+
+use envoy_types::pb::envoy::config::cluster::v3::{Cluster, cluster::LbPolicy};
+use prost::Message;
+
+use super::{ClusterRef, cluster, cluster_name, rule_for, sni_name, subset_cluster_name, subset_sni_name};
+use crate::{
+    model::{Protocol, TlsMode},
+    traffic::tests::config,
+    xds::{
+        ProxyKind, XdsType,
+        cache::ResourceCache,
+        generator::{
+            AllEndpoints, Context, NetworkView, StaticMesh,
+            static_mesh::{endpoint, proxy, service},
+        },
+        resource::Subscription,
+    },
+};
+
+const HOST: &str = "echo.default.svc.cluster.local";
+
+/// An Istio object: kind, namespace, name, spec (YAML).
+type Obj<'a> = (&'a str, &'a str, &'a str, &'a str);
+
+#[test]
+fn names_round_trip_with_and_without_subsets() {
+    let h = "reviews.ns.svc.cluster.local";
+    assert_eq!(
+        cluster_name(9080, h),
+        "outbound|9080||reviews.ns.svc.cluster.local"
+    );
+    assert_eq!(
+        subset_sni_name(9080, "v1", h),
+        "outbound_.9080_.v1_.reviews.ns.svc.cluster.local"
+    );
+    assert_eq!(
+        sni_name(9080, h),
+        "outbound_.9080_._.reviews.ns.svc.cluster.local"
+    );
+    for (subset, sni) in [("", false), ("v1", false), ("", true), ("v2", true)] {
+        let name = if sni {
+            subset_sni_name(9080, subset, h)
+        } else {
+            subset_cluster_name(9080, subset, h)
+        };
+        let want = if sni {
+            ClusterRef::SniDnat {
+                port: 9080,
+                subset,
+                hostname: h,
+            }
+        } else {
+            ClusterRef::Outbound {
+                port: 9080,
+                subset,
+                hostname: h,
+            }
+        };
+        assert_eq!(ClusterRef::parse(&name), Some(want), "{name}");
+    }
+    for bad in [
+        "outbound|x||h",
+        "outbound|80|v1|",
+        "inbound|80||h",
+        "outbound|80",
+        "outbound_.80_.h",
+    ] {
+        assert_eq!(ClusterRef::parse(bad), None, "{bad}");
+    }
+}
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+/// `echo.default` (port 7070, two Istio-mTLS endpoints v1 and v2) with `configs` in force.
+fn mesh(configs: &[Obj]) -> StaticMesh {
+    let eps = ["v1", "v2"]
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let mut ep = endpoint(ip(&format!("10.0.0.{}", i + 1)), &[("grpc", 7070)], "c1");
+            ep.tls_mode = TlsMode::Istio;
+            ep.labels = Arc::new([("version".to_owned(), (*v).to_owned())].into());
+            ep
+        })
+        .collect();
+    StaticMesh::new(1)
+        .with(service("echo", "default", &[("grpc", 7070, Protocol::Grpc)]), eps)
+        .with_config(
+            configs
+                .iter()
+                .map(|(kind, ns, name, spec)| config(kind, ns, name, "1", spec))
+                .collect::<Vec<_>>(),
+        )
+}
+
+const SUBSETS: &str = "host: echo.default.svc.cluster.local
+trafficPolicy: {loadBalancer: {simple: RANDOM}}
+subsets:
+- {name: v1, labels: {version: v1}, trafficPolicy: {loadBalancer: {simple: ROUND_ROBIN}}}
+- {name: v2, labels: {version: v2}}
+";
+
+fn names(m: &StaticMesh, kind: ProxyKind, ns: &str, east_west: bool) -> Vec<String> {
+    let mut p = proxy(kind, ns);
+    if east_west {
+        // What gen-eastwest-gateway.sh sets: its own network as the only one it sees.
+        p.network = Some("n1".into());
+        p.requested_network_view = vec!["n1".into()];
+    }
+    let cache = ResourceCache::new(100, None);
+    let ctx = Context {
+        mesh: m,
+        proxy: &p,
+        view: &NetworkView::default(),
+        endpoints: &AllEndpoints,
+        cache: &cache,
+        scope: &crate::xds::generator::scope_of(m, &p),
+    };
+    let sub = Subscription {
+        wildcard: true,
+        names: Default::default(),
+    };
+    ctx.generate(XdsType::Cluster, &sub, None)
+        .iter()
+        .map(|r| r.name.to_string())
+        .collect()
+}
+
+fn built(m: &StaticMesh, kind: ProxyKind, ns: &str, name: &str) -> Option<Cluster> {
+    cluster(m, &proxy(kind, ns), name).map(|b| b.cluster)
+}
+
+#[test]
+fn subsets_are_clusters_for_the_proxies_that_get_the_rule() {
+    let m = mesh(&[("DestinationRule", "default", "echo", SUBSETS)]);
+    assert_eq!(
+        names(&m, ProxyKind::Sidecar, "default", false),
+        [
+            "BlackHoleCluster",
+            "PassthroughCluster",
+            "outbound|7070|v1|echo.default.svc.cluster.local",
+            "outbound|7070|v2|echo.default.svc.cluster.local",
+            "outbound|7070||echo.default.svc.cluster.local",
+        ]
+    );
+    // An east-west gateway also routes each subset's mTLS SNI.
+    let ew = names(&m, ProxyKind::Router, "istio-system", true);
+    for want in [
+        "outbound_.7070_._.echo.default.svc.cluster.local",
+        "outbound_.7070_.v1_.echo.default.svc.cluster.local",
+        "outbound_.7070_.v2_.echo.default.svc.cluster.local",
+    ] {
+        assert!(ew.contains(&want.to_owned()), "{want} not in {ew:?}");
+    }
+    // A rule private to another namespace gives this proxy no subsets.
+    let private = SUBSETS.to_owned() + "exportTo: ['.']\n";
+    let m = mesh(&[("DestinationRule", "default", "echo", &private)]);
+    assert_eq!(names(&m, ProxyKind::Sidecar, "other", false).len(), 3);
+    assert_eq!(names(&m, ProxyKind::Sidecar, "default", false).len(), 5);
+}
+
+#[test]
+fn a_named_subset_exists_only_if_the_rule_defines_it() {
+    let m = mesh(&[("DestinationRule", "default", "echo", SUBSETS)]);
+    let v1 = built(
+        &m,
+        ProxyKind::Grpc,
+        "default",
+        &format!("outbound|7070|v1|{HOST}"),
+    )
+    .expect("v1");
+    // The subset's own policy overrides the rule's (RANDOM → ROUND_ROBIN is what gRPC takes anyway).
+    assert_eq!(v1.lb_policy, LbPolicy::RoundRobin as i32);
+    assert_eq!(
+        v1.eds_cluster_config.unwrap().service_name,
+        format!("outbound|7070|v1|{HOST}")
+    );
+    let v2 = built(
+        &m,
+        ProxyKind::Sidecar,
+        "default",
+        &format!("outbound|7070|v2|{HOST}"),
+    )
+    .expect("v2");
+    assert_eq!(v2.lb_policy, LbPolicy::Random as i32);
+    assert!(
+        built(
+            &m,
+            ProxyKind::Grpc,
+            "default",
+            &format!("outbound|7070|v3|{HOST}")
+        )
+        .is_none()
+    );
+    // Without a rule, no subset exists at all; SNI-DNAT clusters only for east-west gateways.
+    let bare = mesh(&[]);
+    assert!(
+        built(
+            &bare,
+            ProxyKind::Sidecar,
+            "default",
+            &format!("outbound|7070|v1|{HOST}")
+        )
+        .is_none()
+    );
+    assert!(
+        built(
+            &m,
+            ProxyKind::Sidecar,
+            "default",
+            &format!("outbound_.7070_.v1_.{HOST}")
+        )
+        .is_none()
+    );
+}
+
+#[test]
+fn grpc_gets_mtls_only_from_istio_mutual() {
+    // Every endpoint takes Istio mTLS, yet without a rule gRPC is plaintext (istiod's gRPC generator).
+    let bare = mesh(&[]);
+    let c = built(
+        &bare,
+        ProxyKind::Grpc,
+        "default",
+        &format!("outbound|7070||{HOST}"),
+    )
+    .unwrap();
+    assert!(c.transport_socket.is_none() && c.transport_socket_matches.is_empty());
+    let m = mesh(&[(
+        "DestinationRule",
+        "default",
+        "echo",
+        "host: echo\ntrafficPolicy: {tls: {mode: ISTIO_MUTUAL}}",
+    )]);
+    let c = built(&m, ProxyKind::Grpc, "default", &format!("outbound|7070||{HOST}")).unwrap();
+    assert_eq!(c.transport_socket.unwrap().name, "envoy.transport_sockets.tls");
+}
+
+#[test]
+fn sidecar_auto_mtls_follows_peer_authentication_and_the_rule() {
+    let tls = |m: &StaticMesh| {
+        let c = built(
+            m,
+            ProxyKind::Sidecar,
+            "default",
+            &format!("outbound|7070||{HOST}"),
+        )
+        .unwrap();
+        match (c.transport_socket.is_some(), c.transport_socket_matches.len()) {
+            (false, 2) => "auto",
+            (true, 0) => "mutual",
+            (false, 0) => "none",
+            other => panic!("{other:?}"),
+        }
+    };
+    let disable = "mtls: {mode: DISABLE}";
+    let cases: Vec<(Vec<Obj>, &str)> = vec![
+        (vec![], "auto"),
+        (vec![("PeerAuthentication", "default", "off", disable)], "none"),
+        (
+            vec![("PeerAuthentication", "istio-system", "mesh", disable)],
+            "none",
+        ),
+        (vec![("PeerAuthentication", "other", "off", disable)], "auto"),
+        (
+            vec![(
+                "DestinationRule",
+                "default",
+                "echo",
+                "host: echo\ntrafficPolicy: {tls: {mode: DISABLE}}",
+            )],
+            "none",
+        ),
+        (
+            vec![
+                ("PeerAuthentication", "default", "off", disable),
+                (
+                    "DestinationRule",
+                    "default",
+                    "echo",
+                    "host: echo\ntrafficPolicy: {tls: {mode: ISTIO_MUTUAL}}",
+                ),
+            ],
+            "mutual",
+        ),
+    ];
+    for (configs, want) in cases {
+        assert_eq!(tls(&mesh(&configs)), want, "{configs:?}");
+    }
+    // A PASSTHROUGH cluster dials the original destination: no auto-mTLS (as istiod).
+    let m = mesh(&[(
+        "DestinationRule",
+        "default",
+        "echo",
+        "host: echo\ntrafficPolicy: {loadBalancer: {simple: PASSTHROUGH}}",
+    )]);
+    let c = built(
+        &m,
+        ProxyKind::Sidecar,
+        "default",
+        &format!("outbound|7070||{HOST}"),
+    )
+    .unwrap();
+    assert!(c.eds_cluster_config.is_none() && c.transport_socket_matches.is_empty());
+    assert_eq!(c.lb_policy, LbPolicy::ClusterProvided as i32);
+}
+
+#[test]
+fn proxies_that_get_the_same_rule_share_one_encode() {
+    let m = mesh(&[
+        (
+            "DestinationRule",
+            "istio-system",
+            "echo",
+            "host: echo.default.svc.cluster.local\ntrafficPolicy: {tls: {mode: ISTIO_MUTUAL}}",
+        ),
+        (
+            "DestinationRule",
+            "team",
+            "echo",
+            "host: echo.default.svc.cluster.local\nexportTo: ['.']\ntrafficPolicy: {tls: {mode: DISABLE}}",
+        ),
+    ]);
+    let cache = ResourceCache::new(100, None);
+    let view = NetworkView::default();
+    let sub = Subscription {
+        wildcard: false,
+        names: Arc::new(BTreeSet::from([Arc::from(
+            format!("outbound|7070||{HOST}").as_str(),
+        )])),
+    };
+    let get = |ns: &str| {
+        let p = proxy(ProxyKind::Grpc, ns);
+        let ctx = Context {
+            mesh: &m,
+            proxy: &p,
+            view: &view,
+            endpoints: &AllEndpoints,
+            cache: &cache,
+            scope: &crate::xds::generator::scope_of(&m, &p),
+        };
+        let r = ctx.generate(XdsType::Cluster, &sub, None);
+        assert_eq!(r.len(), 1);
+        (
+            r[0].clone(),
+            rule_for(&m, &p, super::super::Mesh::service(&m, HOST).unwrap())
+                .map(|r| r.from[0].namespace.to_string()),
+        )
+    };
+    let (a, rule_a) = get("default");
+    let (b, rule_b) = get("other");
+    let (c, rule_c) = get("team");
+    assert_eq!(
+        (rule_a.as_deref(), rule_b.as_deref(), rule_c.as_deref()),
+        (Some("istio-system"), Some("istio-system"), Some("team"))
+    );
+    assert!(Arc::ptr_eq(&a, &b), "same rule, one encode");
+    assert!(!Arc::ptr_eq(&a, &c), "another rule, another cluster");
+    let decoded = Cluster::decode(c.value()).unwrap();
+    assert!(decoded.transport_socket.is_none());
+}

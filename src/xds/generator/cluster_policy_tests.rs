@@ -1,0 +1,679 @@
+//! One row per DestinationRule field × client: the Cluster fields written (proto3 JSON, the name and
+//! EDS config left out) and the notes `explain` shows.
+
+use std::{
+    collections::BTreeSet,
+    sync::{Arc, LazyLock},
+};
+
+use prost::Message;
+use prost_reflect::{DescriptorPool, DynamicMessage, SerializeOptions};
+use serde_json::{Value, json};
+
+use super::{Client, Effect, FieldNote, TlsContext, UpstreamTls, apply, upstream_tls};
+use crate::{
+    config::MeshConfig,
+    istio::destination_rule::TrafficPolicy,
+    traffic::EffectivePolicy,
+    xds::generator::cds::{apply_tls, eds_cluster},
+};
+
+/// What, the rule's `trafficPolicy` (YAML), the client, the cluster's JSON, (field, effect) notes.
+type Row = (
+    &'static str,
+    &'static str,
+    Client,
+    Value,
+    Vec<(&'static str, &'static str)>,
+);
+
+fn policy(yaml: &str) -> EffectivePolicy {
+    let p: TrafficPolicy = serde_yaml::from_str(yaml).expect("trafficPolicy yaml");
+    EffectivePolicy {
+        load_balancer: p.load_balancer,
+        connection_pool: p.connection_pool,
+        outlier_detection: p.outlier_detection,
+        tls: p.tls,
+    }
+}
+
+/// The Envoy descriptors `build.rs` compiled.
+static ENVOY: LazyLock<DescriptorPool> = LazyLock::new(|| {
+    DescriptorPool::decode(&include_bytes!(concat!(env!("OUT_DIR"), "/envoy.bin"))[..]).unwrap()
+});
+
+/// The cluster as proto3 JSON (Envoy's descriptors, `Any` expanded), without what every row shares.
+fn json_of(c: &envoy_types::pb::envoy::config::cluster::v3::Cluster) -> Value {
+    let desc = ENVOY
+        .get_message_by_name("envoy.config.cluster.v3.Cluster")
+        .unwrap();
+    let msg = DynamicMessage::decode(desc, c.encode_to_vec().as_slice()).unwrap();
+    let mut v = msg
+        .serialize_with_options(serde_json::value::Serializer, &SerializeOptions::new())
+        .unwrap();
+    let obj = v.as_object_mut().unwrap();
+    for shared in ["name", "type", "edsClusterConfig", "connectTimeout"] {
+        obj.remove(shared);
+    }
+    v
+}
+
+/// Builds the cluster of `yaml` for `client` (a port that speaks HTTP), as the generator does.
+fn build(yaml: &str, client: Client) -> (Value, Vec<FieldNote>, Value) {
+    let p = policy(yaml);
+    let ids: BTreeSet<Arc<str>> = ["spiffe://cluster.local/ns/d/sa/r".into()].into();
+    let ctx = TlsContext {
+        identities: &ids,
+        sni: "outbound_.80_._.r.d.svc.cluster.local",
+        auto_mtls: false,
+        rule_has_selector: false,
+    };
+    let (tls, tls_note) = upstream_tls(p.tls.as_ref(), client, &ctx);
+    let mut c = eds_cluster("outbound|80||r.d.svc.cluster.local");
+    let mut notes = apply(&mut c, &p, client, true, &MeshConfig::default(), &tls);
+    notes.extend(tls_note);
+    apply_tls(&mut c, &tls, client);
+    let timeout = json_of_timeout(&c);
+    (json_of(&c), notes, timeout)
+}
+
+fn json_of_timeout(c: &envoy_types::pb::envoy::config::cluster::v3::Cluster) -> Value {
+    let d = c.connect_timeout.as_ref().unwrap();
+    json!(format!("{}.{:03}s", d.seconds, d.nanos / 1_000_000))
+}
+
+/// Circuit breakers as Envoy clients get them by default (istiod's thresholds).
+fn envoy_defaults() -> Value {
+    json!({"circuitBreakers": {"thresholds": [{
+        "maxConnections": 4294967295u32, "maxPendingRequests": 4294967295u32,
+        "maxRequests": 4294967295u32, "maxRetries": 4294967295u32, "trackRemaining": true}]},
+        "commonLbConfig": {}, "lbPolicy": "LEAST_REQUEST"})
+}
+
+fn merged(base: Value, extra: Value) -> Value {
+    let mut base = base;
+    for (k, v) in extra.as_object().unwrap() {
+        if v.is_null() {
+            base.as_object_mut().unwrap().remove(k);
+        } else {
+            base[k] = v.clone();
+        }
+    }
+    base
+}
+
+fn a(field: &'static str) -> FieldNote {
+    FieldNote {
+        field,
+        effect: Effect::Applies,
+    }
+}
+
+fn ig(field: &'static str) -> (&'static str, &'static str) {
+    (field, "ignored")
+}
+
+fn summary(notes: &[FieldNote]) -> Vec<(&'static str, &'static str)> {
+    notes
+        .iter()
+        .map(|n| {
+            let e = match n.effect {
+                Effect::Applies => "applies",
+                Effect::Downgraded { .. } => "downgraded",
+                Effect::Ignored { .. } => "ignored",
+            };
+            (n.field, e)
+        })
+        .collect()
+}
+
+#[test]
+fn no_policy_is_istiods_default_cluster() {
+    let (sidecar, notes, timeout) = build("{}", Client::Sidecar);
+    assert_eq!(sidecar, envoy_defaults());
+    assert!(notes.is_empty());
+    assert_eq!(timeout, json!("10.000s"));
+    // gRPC: exactly today's cluster (ROUND_ROBIN is the enum default, absent in JSON), no breakers.
+    let (grpc, notes, _) = build("{}", Client::Grpc);
+    assert_eq!(grpc, json!({}));
+    assert!(notes.is_empty());
+}
+
+#[test]
+fn every_field_per_client() {
+    let od_envoy = json!({"consecutive5xx": 3, "enforcingConsecutive5xx": 100, "enforcingSuccessRate": 0,
+        "interval": "5s", "baseEjectionTime": "30s", "maxEjectionPercent": 50});
+    let cases: Vec<Row> = vec![
+        (
+            "round robin",
+            "loadBalancer: {simple: ROUND_ROBIN}",
+            Client::Sidecar,
+            merged(envoy_defaults(), json!({"lbPolicy": null})),
+            vec![("loadBalancer.simple", "applies")],
+        ),
+        (
+            "round robin",
+            "loadBalancer: {simple: ROUND_ROBIN}",
+            Client::Grpc,
+            json!({}),
+            vec![("loadBalancer.simple", "applies")],
+        ),
+        (
+            "random",
+            "loadBalancer: {simple: RANDOM}",
+            Client::Sidecar,
+            merged(envoy_defaults(), json!({"lbPolicy": "RANDOM"})),
+            vec![("loadBalancer.simple", "applies")],
+        ),
+        (
+            "random → RR",
+            "loadBalancer: {simple: RANDOM}",
+            Client::Grpc,
+            json!({}),
+            vec![("loadBalancer.simple", "downgraded")],
+        ),
+        (
+            "least request → RR",
+            "loadBalancer: {simple: LEAST_REQUEST}",
+            Client::Grpc,
+            json!({}),
+            vec![("loadBalancer.simple", "downgraded")],
+        ),
+        (
+            "least conn",
+            "loadBalancer: {simple: LEAST_CONN}",
+            Client::Router,
+            envoy_defaults(),
+            vec![("loadBalancer.simple", "applies")],
+        ),
+        (
+            "passthrough",
+            "loadBalancer: {simple: PASSTHROUGH}",
+            Client::Sidecar,
+            merged(
+                envoy_defaults(),
+                json!({"lbPolicy": "CLUSTER_PROVIDED", "type": null}),
+            ),
+            vec![("loadBalancer.simple", "applies")],
+        ),
+        (
+            "passthrough",
+            "loadBalancer: {simple: PASSTHROUGH}",
+            Client::Grpc,
+            json!({}),
+            vec![ig("loadBalancer.simple")],
+        ),
+        (
+            "warmup",
+            "loadBalancer: {simple: ROUND_ROBIN, warmupDurationSecs: 30s}",
+            Client::Sidecar,
+            merged(
+                envoy_defaults(),
+                json!({"lbPolicy": null,
+             "roundRobinLbConfig": {"slowStartConfig": {"slowStartWindow": "30s"}}}),
+            ),
+            vec![
+                ("loadBalancer.simple", "applies"),
+                ("loadBalancer.warmupDurationSecs", "applies"),
+            ],
+        ),
+        (
+            "warmup",
+            "loadBalancer: {warmupDurationSecs: 30s}",
+            Client::Grpc,
+            json!({}),
+            vec![ig("loadBalancer.warmupDurationSecs")],
+        ),
+        (
+            "ring hash default",
+            "loadBalancer: {consistentHash: {httpHeaderName: x-user}}",
+            Client::Sidecar,
+            merged(
+                envoy_defaults(),
+                json!({"lbPolicy": "RING_HASH", "ringHashLbConfig": {"minimumRingSize": "1024"}}),
+            ),
+            vec![("loadBalancer.consistentHash", "applies")],
+        ),
+        (
+            "ring hash default",
+            "loadBalancer: {consistentHash: {httpHeaderName: x-user}}",
+            Client::Grpc,
+            json!({"lbPolicy": "RING_HASH", "ringHashLbConfig": {"minimumRingSize": "1024"}}),
+            vec![("loadBalancer.consistentHash", "applies")],
+        ),
+        (
+            "ring hash size",
+            "loadBalancer: {consistentHash: {httpHeaderName: x, ringHash: {minimumRingSize: 64}}}",
+            Client::Grpc,
+            json!({"lbPolicy": "RING_HASH", "ringHashLbConfig": {"minimumRingSize": "64"}}),
+            vec![("loadBalancer.consistentHash", "applies")],
+        ),
+        (
+            "ring too large for gRPC",
+            "loadBalancer: {consistentHash: {httpHeaderName: x, ringHash: {minimumRingSize: 9000000}}}",
+            Client::Grpc,
+            json!({"lbPolicy": "RING_HASH", "ringHashLbConfig": {"minimumRingSize": "8388608"}}),
+            vec![("loadBalancer.consistentHash", "downgraded")],
+        ),
+        (
+            "deprecated ring size",
+            "loadBalancer: {consistentHash: {useSourceIp: true, minimumRingSize: 2048}}",
+            Client::Sidecar,
+            merged(
+                envoy_defaults(),
+                json!({"lbPolicy": "RING_HASH", "ringHashLbConfig": {"minimumRingSize": "2048"}}),
+            ),
+            vec![("loadBalancer.consistentHash", "applies")],
+        ),
+        (
+            "maglev",
+            "loadBalancer: {consistentHash: {httpHeaderName: x, maglev: {tableSize: 65537}}}",
+            Client::Sidecar,
+            merged(
+                envoy_defaults(),
+                json!({"lbPolicy": "MAGLEV", "maglevLbConfig": {"tableSize": "65537"}}),
+            ),
+            vec![("loadBalancer.consistentHash", "applies")],
+        ),
+        (
+            "maglev → ring",
+            "loadBalancer: {consistentHash: {httpHeaderName: x, maglev: {tableSize: 65537}}}",
+            Client::Grpc,
+            json!({"lbPolicy": "RING_HASH", "ringHashLbConfig": {"minimumRingSize": "1024"}}),
+            vec![("loadBalancer.consistentHash", "downgraded")],
+        ),
+        (
+            "distribute",
+            "loadBalancer: {localityLbSetting: {distribute: [{from: r/*, to: {r/a: 80, r/b: 20}}]}}",
+            Client::Sidecar,
+            merged(
+                envoy_defaults(),
+                json!({"commonLbConfig": {"localityWeightedLbConfig": {}}}),
+            ),
+            vec![("loadBalancer.localityLbSetting", "applies")],
+        ),
+        (
+            "distribute",
+            "loadBalancer: {localityLbSetting: {distribute: [{from: r/*, to: {r/a: 80, r/b: 20}}]}}",
+            Client::Grpc,
+            json!({}),
+            vec![("loadBalancer.localityLbSetting", "applies")],
+        ),
+        (
+            "failover without outlier detection",
+            "loadBalancer: {localityLbSetting: {failover: [{from: r1, to: r2}]}}",
+            Client::Sidecar,
+            envoy_defaults(),
+            vec![ig("loadBalancer.localityLbSetting.failover")],
+        ),
+        (
+            "failover",
+            "loadBalancer: {localityLbSetting: {failover: [{from: r1, to: r2}]}}\noutlierDetection: {}",
+            Client::Sidecar,
+            merged(
+                envoy_defaults(),
+                json!({"outlierDetection": {"enforcingSuccessRate": 0},
+             "commonLbConfig": {"localityWeightedLbConfig": {}, "healthyPanicThreshold": {}}}),
+            ),
+            vec![("loadBalancer.localityLbSetting", "applies")],
+        ),
+        (
+            "locality off",
+            "loadBalancer: {localityLbSetting: {enabled: false, distribute: [{from: '*', to: {r: 100}}]}}",
+            Client::Sidecar,
+            envoy_defaults(),
+            vec![("loadBalancer.localityLbSetting", "applies")],
+        ),
+        (
+            "outlier detection",
+            "outlierDetection: {consecutive5xxErrors: 3, interval: 5s, baseEjectionTime: 30s, maxEjectionPercent: 50}",
+            Client::Sidecar,
+            merged(
+                envoy_defaults(),
+                json!({"outlierDetection": od_envoy, "commonLbConfig": {"healthyPanicThreshold": {}}}),
+            ),
+            vec![
+                ("outlierDetection.consecutive5xxErrors", "applies"),
+                ("outlierDetection.interval", "applies"),
+                ("outlierDetection.baseEjectionTime", "applies"),
+                ("outlierDetection.maxEjectionPercent", "applies"),
+            ],
+        ),
+        (
+            "outlier detection",
+            "outlierDetection: {consecutive5xxErrors: 3, interval: 5s, baseEjectionTime: 30s, maxEjectionPercent: 50}",
+            Client::Grpc,
+            json!({"outlierDetection": od_envoy}),
+            vec![
+                ig("outlierDetection.consecutive5xxErrors"),
+                ("outlierDetection.interval", "applies"),
+                ("outlierDetection.baseEjectionTime", "applies"),
+                ("outlierDetection.maxEjectionPercent", "applies"),
+            ],
+        ),
+        (
+            "zero errors disable enforcing",
+            "outlierDetection: {consecutiveGatewayErrors: 0, minHealthPercent: 25}",
+            Client::Sidecar,
+            merged(
+                envoy_defaults(),
+                json!({"outlierDetection": {"enforcingSuccessRate": 0,
+             "consecutiveGatewayFailure": 0, "enforcingConsecutiveGatewayFailure": 0},
+             "commonLbConfig": {"healthyPanicThreshold": {"value": 25.0}}}),
+            ),
+            vec![
+                ("outlierDetection.consecutiveGatewayErrors", "applies"),
+                ("outlierDetection.minHealthPercent", "applies"),
+            ],
+        ),
+        (
+            "local origin",
+            "outlierDetection: {splitExternalLocalOriginErrors: true, consecutiveLocalOriginFailures: 4}",
+            Client::Grpc,
+            json!({"outlierDetection": {"enforcingSuccessRate": 0, "splitExternalLocalOriginErrors": true,
+             "consecutiveLocalOriginFailure": 4, "enforcingConsecutiveLocalOriginFailure": 100,
+             "enforcingLocalOriginSuccessRate": 0}}),
+            vec![ig("outlierDetection.splitExternalLocalOriginErrors")],
+        ),
+        (
+            "min health on gRPC",
+            "outlierDetection: {minHealthPercent: 10}",
+            Client::Grpc,
+            json!({"outlierDetection": {"enforcingSuccessRate": 0}}),
+            vec![ig("outlierDetection.minHealthPercent")],
+        ),
+        (
+            "breakers",
+            "connectionPool: {http: {http2MaxRequests: 7, http1MaxPendingRequests: 3, maxRetries: 2}, tcp: {maxConnections: 5}}",
+            Client::Sidecar,
+            merged(
+                envoy_defaults(),
+                json!({"circuitBreakers": {"thresholds": [{"maxConnections": 5,
+             "maxPendingRequests": 3, "maxRequests": 7, "maxRetries": 2, "trackRemaining": true}]}}),
+            ),
+            vec![
+                ("connectionPool.http.http2MaxRequests", "applies"),
+                ("connectionPool.http.http1MaxPendingRequests", "applies"),
+                ("connectionPool.http.maxRetries", "applies"),
+                ("connectionPool.tcp.maxConnections", "applies"),
+            ],
+        ),
+        (
+            "breakers",
+            "connectionPool: {http: {http2MaxRequests: 7, http1MaxPendingRequests: 3, maxRetries: 2}, tcp: {maxConnections: 5}}",
+            Client::Grpc,
+            json!({"circuitBreakers": {"thresholds": [{"maxRequests": 7}]}}),
+            vec![
+                ("connectionPool.http.http2MaxRequests", "applies"),
+                ig("connectionPool.http.http1MaxPendingRequests"),
+                ig("connectionPool.http.maxRetries"),
+                ig("connectionPool.tcp.maxConnections"),
+            ],
+        ),
+        (
+            "zero keeps the default",
+            "connectionPool: {http: {http2MaxRequests: 0}}",
+            Client::Sidecar,
+            envoy_defaults(),
+            vec![],
+        ),
+        (
+            "no max requests on gRPC",
+            "connectionPool: {tcp: {maxConnections: 5}}",
+            Client::Grpc,
+            json!({}),
+            vec![ig("connectionPool.tcp.maxConnections")],
+        ),
+        (
+            "http options",
+            "connectionPool: {http: {idleTimeout: 60s, maxRequestsPerConnection: 1}, tcp: {maxConnectionDuration: 1h}}",
+            Client::Sidecar,
+            merged(
+                envoy_defaults(),
+                json!({"typedExtensionProtocolOptions": {
+             "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+                 "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+                 "commonHttpProtocolOptions": {"idleTimeout": "60s", "maxConnectionDuration": "3600s",
+                     "maxRequestsPerConnection": 1},
+                 "explicitHttpConfig": {"httpProtocolOptions": {}}}}}),
+            ),
+            vec![
+                ("connectionPool.http.idleTimeout", "applies"),
+                ("connectionPool.http.maxRequestsPerConnection", "applies"),
+                ("connectionPool.tcp.maxConnectionDuration", "applies"),
+            ],
+        ),
+        (
+            "client protocol",
+            "connectionPool: {http: {useClientProtocol: true}}",
+            Client::Sidecar,
+            merged(
+                envoy_defaults(),
+                json!({"typedExtensionProtocolOptions": {
+             "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+                 "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+                 "useDownstreamProtocolConfig": {"httpProtocolOptions": {}, "http2ProtocolOptions": {}}}}}),
+            ),
+            vec![("connectionPool.http.useClientProtocol", "applies")],
+        ),
+        (
+            "http options",
+            "connectionPool: {http: {idleTimeout: 60s}}",
+            Client::Grpc,
+            json!({}),
+            vec![ig("connectionPool.http.idleTimeout")],
+        ),
+        (
+            "not implemented",
+            "connectionPool: {http: {h2UpgradePolicy: UPGRADE}, tcp: {tcpKeepalive: {time: 10s}}}",
+            Client::Sidecar,
+            envoy_defaults(),
+            vec![
+                ig("connectionPool.tcp.tcpKeepalive"),
+                ig("connectionPool.http.h2UpgradePolicy"),
+            ],
+        ),
+        (
+            "tls disable",
+            "tls: {mode: DISABLE}",
+            Client::Grpc,
+            json!({}),
+            vec![("tls.mode", "applies")],
+        ),
+        (
+            "simple on gRPC",
+            "tls: {mode: SIMPLE}",
+            Client::Grpc,
+            json!({}),
+            vec![ig("tls.mode")],
+        ),
+        (
+            "mutual without certificates",
+            "tls: {mode: MUTUAL}",
+            Client::Sidecar,
+            envoy_defaults(),
+            vec![ig("tls.mode")],
+        ),
+        (
+            "credential without selector",
+            "tls: {mode: SIMPLE, credentialName: c}",
+            Client::Sidecar,
+            envoy_defaults(),
+            vec![ig("tls.mode")],
+        ),
+    ];
+    for (what, yaml, client, want, want_notes) in cases {
+        let (got, notes, _) = build(yaml, client);
+        assert_eq!(got, want, "{what} ({client:?}): cluster");
+        assert_eq!(summary(&notes), want_notes, "{what} ({client:?}): notes");
+    }
+}
+
+#[test]
+fn connect_timeout_from_the_rule_else_the_mesh() {
+    let (_, notes, t) = build("connectionPool: {tcp: {connectTimeout: 250ms}}", Client::Sidecar);
+    assert_eq!(t, json!("0.250s"));
+    assert_eq!(notes, vec![a("connectionPool.tcp.connectTimeout")]);
+    let (_, notes, t) = build("connectionPool: {tcp: {connectTimeout: 2s}}", Client::Grpc);
+    assert_eq!(t, json!("2.000s"));
+    assert_eq!(summary(&notes), vec![ig("connectionPool.tcp.connectTimeout")]);
+}
+
+#[test]
+fn tls_modes_per_client() {
+    let ids: BTreeSet<Arc<str>> = ["spiffe://cluster.local/ns/d/sa/r".into()].into();
+    let ctx = |auto_mtls| TlsContext {
+        identities: &ids,
+        sni: "outbound_.80_.v1_.r.d.svc.cluster.local",
+        auto_mtls,
+        rule_has_selector: false,
+    };
+    let id = vec!["spiffe://cluster.local/ns/d/sa/r".to_owned()];
+    let sni = "outbound_.80_.v1_.r.d.svc.cluster.local".to_owned();
+    let istio = policy("tls: {mode: ISTIO_MUTUAL}").tls;
+    let custom =
+        policy("tls: {mode: ISTIO_MUTUAL, sni: s.example, subjectAltNames: [spiffe://x/ns/y/sa/z]}").tls;
+    let cases = [
+        // No rule TLS: Envoy auto-mTLS unless the mesh or PeerAuthentication turns it off; gRPC plaintext.
+        (
+            None,
+            Client::Sidecar,
+            true,
+            UpstreamTls::Auto {
+                sans: id.clone(),
+                sni: sni.clone(),
+            },
+        ),
+        (
+            None,
+            Client::Router,
+            true,
+            UpstreamTls::Auto {
+                sans: id.clone(),
+                sni: sni.clone(),
+            },
+        ),
+        (None, Client::Sidecar, false, UpstreamTls::None),
+        (None, Client::Grpc, true, UpstreamTls::None),
+        // ISTIO_MUTUAL overrides both, to every endpoint; gRPC sends no SNI (istiod's gRPC generator).
+        (
+            istio.clone(),
+            Client::Sidecar,
+            false,
+            UpstreamTls::IstioMutual {
+                sans: id.clone(),
+                sni: sni.clone(),
+            },
+        ),
+        (
+            istio.clone(),
+            Client::Grpc,
+            false,
+            UpstreamTls::IstioMutual {
+                sans: id.clone(),
+                sni: String::new(),
+            },
+        ),
+        (
+            custom.clone(),
+            Client::Sidecar,
+            true,
+            UpstreamTls::IstioMutual {
+                sans: vec!["spiffe://x/ns/y/sa/z".to_owned()],
+                sni: "s.example".to_owned(),
+            },
+        ),
+    ];
+    for (tls, client, auto, want) in cases {
+        let (got, _) = upstream_tls(tls.as_ref(), client, &ctx(auto));
+        assert_eq!(got, want, "{tls:?} {client:?} auto={auto}");
+    }
+}
+
+#[test]
+fn tls_sockets_render_as_istiod() {
+    // gRPC ISTIO_MUTUAL: provider instances, SANs, no SNI.
+    let (grpc, _, _) = build("tls: {mode: ISTIO_MUTUAL}", Client::Grpc);
+    let ctx = &grpc["transportSocket"]["typedConfig"];
+    assert_eq!(grpc["transportSocket"]["name"], "envoy.transport_sockets.tls");
+    assert!(ctx.get("sni").is_none(), "{ctx}");
+    assert_eq!(
+        ctx["commonTlsContext"]["tlsCertificateProviderInstance"]["instanceName"],
+        "default"
+    );
+    assert_eq!(
+        ctx["commonTlsContext"]["validationContext"]["caCertificateProviderInstance"]["certificateName"],
+        "ROOTCA"
+    );
+    // Sidecar ISTIO_MUTUAL: one plain socket (every endpoint), SDS secrets, the cluster's SNI.
+    let (sidecar, _, _) = build("tls: {mode: ISTIO_MUTUAL}", Client::Sidecar);
+    assert!(sidecar.get("transportSocketMatches").is_none());
+    let ctx = &sidecar["transportSocket"]["typedConfig"];
+    assert_eq!(ctx["sni"], "outbound_.80_._.r.d.svc.cluster.local");
+    assert_eq!(
+        ctx["commonTlsContext"]["tlsCertificateSdsSecretConfigs"][0]["name"],
+        "default"
+    );
+    assert_eq!(
+        ctx["commonTlsContext"]["tlsParams"]["tlsMinimumProtocolVersion"],
+        "TLSv1_2"
+    );
+    // SIMPLE from files: the agent's file SDS, system roots by default, auto SNI and SAN checks.
+    let (simple, notes, _) = build("tls: {mode: SIMPLE}", Client::Sidecar);
+    assert_eq!(notes, vec![a("tls.mode")]);
+    let ctx = &simple["transportSocket"]["typedConfig"]["commonTlsContext"];
+    assert!(ctx.get("tlsCertificateSdsSecretConfigs").is_none());
+    assert_eq!(
+        ctx["combinedValidationContext"]["validationContextSdsSecretConfig"]["name"],
+        "file-root:system"
+    );
+    let opts =
+        &simple["typedExtensionProtocolOptions"]["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"];
+    assert_eq!(
+        opts["upstreamHttpProtocolOptions"],
+        json!({"autoSni": true, "autoSanValidation": true})
+    );
+    assert_eq!(opts["explicitHttpConfig"], json!({"httpProtocolOptions": {}}));
+    // MUTUAL with files: the client certificate too; a given SNI turns auto SNI off.
+    let (mutual, _, _) = build(
+        "tls: {mode: MUTUAL, clientCertificate: /c.pem, privateKey: /k.pem, caCertificates: /ca.pem, sni: db.example}",
+        Client::Router,
+    );
+    let tls = &mutual["transportSocket"]["typedConfig"];
+    assert_eq!(tls["sni"], "db.example");
+    assert_eq!(
+        tls["commonTlsContext"]["tlsCertificateSdsSecretConfigs"][0]["name"],
+        "file-cert:/c.pem~/k.pem"
+    );
+    assert!(mutual.get("typedExtensionProtocolOptions").is_none(), "{mutual}");
+}
+
+#[test]
+fn meshconfig_locality_applies_without_a_rule_setting() {
+    let mut mesh = MeshConfig::default();
+    mesh.locality_lb_setting.distribute = vec![crate::config::mesh::LocalityDistribute {
+        from: "r1/*".into(),
+        to: [("r2/*".to_owned(), 100)].into(),
+    }];
+    let weighted = |yaml: &str, client| {
+        let p = policy(yaml);
+        let mut c = eds_cluster("outbound|80||r.d.svc.cluster.local");
+        let notes = apply(&mut c, &p, client, true, &mesh, &UpstreamTls::None);
+        let locality = c
+            .common_lb_config
+            .and_then(|l| l.locality_config_specifier)
+            .is_some();
+        (locality, summary(&notes))
+    };
+    // The mesh's distribute, as istiod's GetLocalityLbSetting falls back to it; no note: no rule field.
+    assert_eq!(weighted("{}", Client::Sidecar), (true, vec![]));
+    assert_eq!(weighted("{}", Client::Grpc), (false, vec![]));
+    // A rule's setting replaces the mesh's whole: here it turns locality load balancing off.
+    assert_eq!(
+        weighted(
+            "loadBalancer: {localityLbSetting: {enabled: false}}",
+            Client::Sidecar
+        ),
+        (false, vec![("loadBalancer.localityLbSetting", "applies")])
+    );
+}
