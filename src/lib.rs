@@ -12,6 +12,8 @@ pub mod cli;
 pub mod config;
 pub mod config_controller;
 pub mod drain;
+#[cfg(test)]
+mod golden;
 pub mod intern;
 pub mod istio;
 pub mod kube_errors;

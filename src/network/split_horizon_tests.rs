@@ -428,7 +428,7 @@ fn a_gateway_count_lcm_past_uint32_keeps_weights_valid_and_proportional() {
 /// (`p<priority> <locality> w=<weight>`) and per endpoint, compared with
 /// `src/network/testdata/subsets-<locality>.json` (`UPDATE_GOLDENS=1` rewrites them).
 mod subsets {
-    use std::{collections::BTreeMap, path::Path};
+    use std::collections::BTreeMap;
 
     use super::*;
     use crate::{
@@ -573,22 +573,7 @@ mod subsets {
     }
 
     fn golden(name: &str, actual: &BTreeMap<String, BTreeMap<String, Vec<String>>>) {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("src/network/testdata")
-            .join(format!("{name}.json"));
-        let text = serde_json::to_string_pretty(actual).unwrap() + "\n";
-        if std::env::var_os("UPDATE_GOLDENS").is_some() {
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(&path, &text).unwrap();
-        }
-        let want = std::fs::read_to_string(&path)
-            .unwrap_or_else(|_| panic!("missing {}; UPDATE_GOLDENS=1", path.display()));
-        assert_eq!(
-            text,
-            want,
-            "{} differs; rerun with UPDATE_GOLDENS=1 and review",
-            path.display()
-        );
+        crate::golden::check("src/network/testdata", name, actual);
     }
 
     /// Every (proxy, gateways, client) row, every cluster: `{row: {cluster: lines}}`.

@@ -415,7 +415,7 @@ mod tests {
     //! Table-driven tests of the generators; EDS assignments are compared with JSON goldens in
     //! `src/xds/testdata/` (`UPDATE_GOLDENS=1` rewrites them).
 
-    use std::{collections::BTreeSet, net::IpAddr, path::Path, sync::Arc};
+    use std::{collections::BTreeSet, net::IpAddr, sync::Arc};
 
     use super::{
         AllEndpoints, Context, NetworkView, StaticMesh, eds, lds, rds,
@@ -442,21 +442,7 @@ mod tests {
     }
 
     fn golden(name: &str, actual: &impl serde::Serialize) {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("src/xds/testdata")
-            .join(format!("{name}.json"));
-        let text = serde_json::to_string_pretty(actual).unwrap() + "\n";
-        if std::env::var_os("UPDATE_GOLDENS").is_some() {
-            std::fs::write(&path, &text).unwrap();
-        }
-        let want = std::fs::read_to_string(&path)
-            .unwrap_or_else(|_| panic!("missing {}; UPDATE_GOLDENS=1", path.display()));
-        assert_eq!(
-            text,
-            want,
-            "{} differs; rerun with UPDATE_GOLDENS=1 and review",
-            path.display()
-        );
+        crate::golden::check("src/xds/testdata", name, actual);
     }
 
     #[test]

@@ -3,10 +3,7 @@
 //! `src/xds/testdata/rds/<case>.json` (`UPDATE_GOLDENS=1` rewrites them). Where istio's
 //! `route_test.go` covers the same input, the case says which test.
 
-use std::{
-    path::Path,
-    sync::{Arc, LazyLock},
-};
+use std::sync::{Arc, LazyLock};
 
 use prost::Message;
 use prost_reflect::{DescriptorPool, DynamicMessage};
@@ -194,22 +191,7 @@ fn route_configurations_match_goldens() {
 }
 
 fn golden(name: &str, actual: &serde_json::Value) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("src/xds/testdata/rds")
-        .join(format!("{name}.json"));
-    let text = serde_json::to_string_pretty(actual).unwrap() + "\n";
-    if std::env::var_os("UPDATE_GOLDENS").is_some() {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, &text).unwrap();
-    }
-    let want = std::fs::read_to_string(&path)
-        .unwrap_or_else(|_| panic!("missing {}; UPDATE_GOLDENS=1", path.display()));
-    assert_eq!(
-        text,
-        want,
-        "{} differs; rerun with UPDATE_GOLDENS=1 and review",
-        path.display()
-    );
+    crate::golden::check("src/xds/testdata/rds", name, actual);
 }
 
 #[test]
