@@ -242,6 +242,18 @@ impl DrIndex {
         })
     }
 
+    /// Subsets dropped in merges, each once: (host, the DestinationRule that repeated it, subset)
+    /// (`pilot_destrule_subsets`).
+    pub fn duplicate_subsets(&self) -> std::collections::BTreeSet<(Arc<str>, ObjectRef, String)> {
+        self.rules()
+            .flat_map(|r| {
+                r.duplicate_subsets
+                    .iter()
+                    .map(|(o, s)| (r.host.clone(), o.clone(), s.clone()))
+            })
+            .collect()
+    }
+
     /// Every indexed rule once per bucket (metrics, debug).
     pub fn rules(&self) -> impl Iterator<Item = &Arc<MergedRule>> {
         self.namespace_local

@@ -113,6 +113,8 @@ fn several_rules_for_one_host_merge_like_istiod() {
         "policy from the newer when the older has none"
     );
     assert_eq!(rule.duplicate_subsets.len(), 1);
+    // Counted once although the merged rule sits in two index buckets.
+    assert_eq!(index.duplicate_subsets().len(), 1);
     assert_eq!(rule.subset("v3").map(|s| s.labels["v"].as_str()), Some("3"));
     // Different exportTo: kept apart; the service's own namespace sees the older merged entry first.
     let own = index

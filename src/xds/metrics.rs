@@ -41,6 +41,7 @@ pub struct Metrics {
     cache: Family<CacheLabel, Counter>,
     virtual_services: Gauge,
     duplicate_hosts: Gauge,
+    duplicate_subsets: Gauge,
 }
 
 impl Metrics {
@@ -57,6 +58,7 @@ impl Metrics {
             cache: Family::default(),
             virtual_services: Gauge::default(),
             duplicate_hosts: Gauge::default(),
+            duplicate_subsets: Gauge::default(),
         };
         registry.register(
             "pilot_xds",
@@ -108,15 +110,23 @@ impl Metrics {
             "Virtual services with dup domains.",
             m.duplicate_hosts.clone(),
         );
+        registry.register(
+            "pilot_destrule_subsets",
+            "Duplicate subsets across destination rules for same host",
+            m.duplicate_subsets.clone(),
+        );
         m
     }
 
-    /// The config gauges of the snapshot being pushed: mesh-bound VirtualServices in force, and
-    /// hosts several of them name (istiod sets these per push context).
+    /// The config gauges of the snapshot being pushed: mesh-bound VirtualServices in force, hosts
+    /// several of them name, and DestinationRule subsets dropped as duplicates when rules for one host
+    /// merged (istiod sets these per push context).
     pub(crate) fn config_in_force(&self, traffic: &crate::traffic::Index) {
         let vs = &traffic.virtual_services;
         self.virtual_services.set(vs.len() as i64);
         self.duplicate_hosts.set(vs.duplicates().len() as i64);
+        self.duplicate_subsets
+            .set(traffic.destination_rules.duplicate_subsets().len() as i64);
     }
 
     /// Metrics recorded nowhere (tests, benches).
@@ -209,6 +219,20 @@ mod tests {
                 "3",
                 &format!("hosts: [c]\ngateways: [gw]\n{route}"),
             ),
+            config(
+                "DestinationRule",
+                "ns",
+                "dr-a",
+                "4",
+                "host: a\nsubsets: [{name: v1, labels: {v: '1'}}]",
+            ),
+            config(
+                "DestinationRule",
+                "ns",
+                "dr-b",
+                "5",
+                "host: a\nsubsets: [{name: v1, labels: {v: '2'}}]",
+            ),
         ];
         let index = Index::build(
             Arc::new(ConfigSnapshot::from_configs(1, configs)),
@@ -219,5 +243,6 @@ mod tests {
         encode(&mut text, &registry).unwrap();
         assert!(text.contains("\npilot_virt_services 2\n"), "{text}");
         assert!(text.contains("\npilot_vservice_dup_domain 1\n"), "{text}");
+        assert!(text.contains("\npilot_destrule_subsets 1\n"), "{text}");
     }
 }
