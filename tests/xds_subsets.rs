@@ -65,6 +65,7 @@ async fn subset_clusters_are_listed_and_their_endpoints_pushed() {
     assert_eq!(
         names,
         [
+            "BlackHoleCluster".to_owned(),
             "PassthroughCluster".to_owned(),
             V1.to_owned(),
             format!("outbound|7070||{HOST}")
