@@ -66,6 +66,9 @@ pub fn routes(debug: admin::Debug, ads: &AdsServer) -> admin::Debug {
             "/debug/sidecarz",
             "?proxyID=: the proxy's Sidecar scope: the Sidecar applied, outbound policy, services it sees and why",
             get(move |Query(q): Query<ProxyQuery>| async move {
+                if q.proxy_id.is_empty() {
+                    return (StatusCode::BAD_REQUEST, "proxyID is required\n").into_response();
+                }
                 let snapshot = ads.snapshot();
                 let conns = ads.connections().list();
                 let proxy = conns
