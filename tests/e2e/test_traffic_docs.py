@@ -67,7 +67,11 @@ def block_steps(body: str) -> list[tuple[str, str]]:
 
 
 def normalized(text: str) -> str:
-    return "\n".join(line.rstrip() for line in text.strip("\n").splitlines())
+    # kubectl 1.33+ says `"x" deleted from <ns> namespace` where older versions say `"x" deleted`.
+    return "\n".join(
+        re.sub(r'" deleted from \S+ namespace$', '" deleted', line.rstrip())
+        for line in text.strip("\n").splitlines()
+    )
 
 
 def test_the_doc_has_worked_examples():
