@@ -19,7 +19,7 @@ use tokio::{
     net::TcpListener,
     sync::{Semaphore, mpsc},
 };
-use tokio_stream::Stream;
+use tokio_stream::{Stream, StreamExt};
 use tonic::{
     Request, Status,
     body::Body,
@@ -197,9 +197,15 @@ impl AdsServer {
         }
     }
 
-    /// Serves plaintext on `listener` (15010) with no authentication until shutdown.
+    /// Serves plaintext on `listener` (15010) with no authentication until shutdown. Nagle is off, as on
+    /// 15012 and in grpc-go: a push written behind unacknowledged bytes would otherwise wait for the
+    /// client's delayed ACK.
     pub async fn serve_plaintext(&self, listener: TcpListener) -> Result<(), tonic::transport::Error> {
-        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener).map(|conn| {
+            conn.inspect(|tcp| {
+                let _ = tcp.set_nodelay(true);
+            })
+        });
         self.serve_incoming(incoming, None).await
     }
 
