@@ -54,6 +54,7 @@ fn endpoints(cluster: &str, ips: &[&str], sa: &str) -> Arc<[Endpoint]> {
             health: Health::Healthy,
             workload: None,
             kind: crate::model::WorkloadKind::Pod,
+            workload_meta: crate::model::workload_meta("", "", &Default::default(), cluster),
             weight: 1,
         })
         .collect()

@@ -7,6 +7,7 @@ mod endpoint;
 mod gateway;
 mod ids;
 mod service;
+mod workload_meta;
 
 pub use endpoint::{Endpoint, EndpointPort, Health, Locality, TlsMode, WorkloadKind};
 pub use gateway::NetworkGateway;
@@ -14,6 +15,7 @@ pub use ids::{ClusterId, Hostname, NetworkId, Provider, ServiceKey, ShardKey};
 pub use service::{
     ExportTo, ExternalAddress, Labels, Origin, Protocol, Resolution, Service, ServicePort, TargetPort,
 };
+pub use workload_meta::workload_meta;
 
 /// meshd's own cluster ID when `--cluster-id` is not given: istiod's default `CLUSTER_ID`.
 pub const DEFAULT_CLUSTER_ID: &str = "Kubernetes";

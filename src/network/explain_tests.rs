@@ -37,6 +37,7 @@ fn ep(ip: &str, network: &str, cluster: &str, mtls: bool, healthy: bool) -> Endp
         },
         workload: None,
         kind: crate::model::WorkloadKind::Pod,
+        workload_meta: crate::model::workload_meta("", "", &Default::default(), cluster),
         weight: 1,
     }
 }
@@ -311,10 +312,11 @@ fn random_mesh(rng: &mut Rng) -> StaticMesh {
                         port: 8000 + u16::try_from(i).unwrap(),
                     })
                     .collect();
+                let cluster = *rng.pick(&CLUSTERS);
                 Endpoint {
                     address,
                     ports,
-                    cluster: (*rng.pick(&CLUSTERS)).into(),
+                    cluster: cluster.into(),
                     network: rng.pick(&NETWORKS).map(Into::into),
                     locality: Locality {
                         region: "r".into(),
@@ -332,6 +334,7 @@ fn random_mesh(rng: &mut Rng) -> StaticMesh {
                     ]),
                     workload: None,
                     kind: crate::model::WorkloadKind::Pod,
+                    workload_meta: crate::model::workload_meta("", "", &Default::default(), cluster),
                     weight: u32::try_from(rng.below(4)).unwrap(),
                 }
             })
@@ -375,8 +378,9 @@ fn random_proxies(rng: &mut Rng) -> Vec<Proxy> {
     ]
 }
 
-/// A sent row in comparable form: address, port, zone, weight, health, cluster, network.
-type Row = (IpAddr, u16, String, u32, String, String, Option<String>);
+/// A sent row in comparable form: address, port, zone, weight, health, cluster (the network is not
+/// encoded: istiod sends none).
+type Row = (IpAddr, u16, String, u32, String, String);
 
 /// What the proxy decodes from the wire, in wire order.
 fn decoded_rows(cla: &ClusterLoadAssignment) -> Vec<Row> {
@@ -430,8 +434,10 @@ fn decoded_rows(cla: &ClusterLoadAssignment) -> Vec<Row> {
                 zone.clone(),
                 lb.load_balancing_weight.map_or(0, |w| w.value),
                 health.to_owned(),
-                text("cluster").unwrap_or_default(),
-                text("network"),
+                // `workload;namespace;name;revision;cluster`
+                text("workload")
+                    .and_then(|w| Some(w.rsplit(';').next()?.to_owned()))
+                    .unwrap_or_default(),
             ));
         }
     }
@@ -448,7 +454,6 @@ fn explained_rows(sent: &[SentEndpoint]) -> Vec<Row> {
                 e.weight,
                 format!("{:?}", e.health),
                 e.cluster.to_string(),
-                e.network.as_ref().map(ToString::to_string),
             )
         })
         .collect()

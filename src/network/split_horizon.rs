@@ -31,7 +31,7 @@ use serde::Serialize;
 use crate::{
     model::{
         ClusterId, Endpoint, EndpointPort, Health, Labels, Locality, NetworkGateway, NetworkId, Service,
-        ServicePort, TlsMode, WorkloadKind,
+        ServicePort, TlsMode, WorkloadKind, workload_meta,
     },
     xds::{
         EndpointView, NetworkView,
@@ -302,17 +302,20 @@ pub fn filter<'a>(
 }
 
 /// The endpoint a gateway is sent as, in the locality of the endpoints it stands in for: no labels
-/// but its cluster and network (istiod's gateway `IstioEndpoint`), Istio mTLS, healthy.
+/// but its cluster and network (istiod's gateway `IstioEndpoint`), Istio mTLS, healthy, and a
+/// telemetry string naming only its cluster.
 pub fn stand_in(
     gw: &NetworkGateway,
     ports: Arc<[EndpointPort]>,
     locality: &Locality,
     weight: u32,
 ) -> Endpoint {
+    let cluster = gw.cluster.clone().unwrap_or_else(|| ClusterId::from(""));
     Endpoint {
         address: gw.address,
         ports,
-        cluster: gw.cluster.clone().unwrap_or_else(|| ClusterId::from("")),
+        workload_meta: workload_meta("", "", &BTreeMap::new(), &cluster),
+        cluster,
         network: Some(gw.network.clone()),
         locality: locality.clone(),
         labels: Labels::default(),

@@ -48,6 +48,7 @@ fn ep(ip: &str, network: &str, cluster: &str, zone: &str, mtls: bool, healthy: b
         } else {
             Health::Unhealthy
         },
+        workload_meta: crate::model::workload_meta("", "", &Default::default(), cluster),
         workload: None,
         kind: crate::model::WorkloadKind::Pod,
         weight: 1,

@@ -17,10 +17,11 @@ use super::{
     invalid::{InvalidAddress, parse_ip},
     network::NetworkResolver,
     service::Context,
+    workload_name::workload_name,
 };
 use crate::model::{
     Endpoint, EndpointPort, Health, Hostname, LABEL_LOCALITY, LABEL_NETWORK, LABEL_REGION, LABEL_SUBZONE,
-    LABEL_TLS_MODE, LABEL_ZONE, Labels, Locality, NetworkId, TlsMode, WorkloadKind,
+    LABEL_TLS_MODE, LABEL_ZONE, Labels, Locality, NetworkId, TlsMode, WorkloadKind, workload_meta,
 };
 
 /// Slice label naming its service.
@@ -74,6 +75,9 @@ pub struct Pod {
     pub ready_ip: Option<IpAddr>,
     /// What it has in common with its replicas (the registry interns them).
     pub traits: Arc<PodTraits>,
+    /// Its endpoints' `istio.workload` telemetry string: the same for a deployment's replicas (the
+    /// registry interns it), the pod's own for a bare pod, so not part of the traits.
+    pub workload_meta: Arc<str>,
 }
 
 /// What the replicas of a deployment have in common: labels, identity and what the labels steer.
@@ -172,6 +176,7 @@ pub fn pod(p: &core::Pod, ctx: &Context) -> Option<Pod> {
     let sa = spec
         .and_then(|s| s.service_account_name.as_deref())
         .unwrap_or("default");
+    let workload_meta = workload_meta(workload_name(p), namespace, &labels, &ctx.cluster);
     let traits = PodTraits {
         service_account: ctx.spiffe(namespace, sa),
         network: labels.get(LABEL_NETWORK).map(|n| n.as_str().into()),
@@ -207,6 +212,7 @@ pub fn pod(p: &core::Pod, ctx: &Context) -> Option<Pod> {
             .filter(|_| ready && p.metadata.deletion_timestamp.is_none())
             .and_then(|ip| ip.parse().ok()),
         traits: Arc::new(traits),
+        workload_meta,
     })
 }
 
@@ -310,6 +316,11 @@ impl Sources<'_> {
             health,
             workload,
             kind: WorkloadKind::Pod,
+            // istiod without a pod: no workload, namespace or labels.
+            workload_meta: pod.map_or_else(
+                || workload_meta("", "", &BTreeMap::new(), &self.ctx.cluster),
+                |p| p.workload_meta.clone(),
+            ),
             weight: 1,
         }
     }

@@ -12,6 +12,7 @@ mod metrics;
 pub mod network;
 pub mod service;
 mod state;
+mod workload_name;
 
 pub use metrics::Metrics;
 

@@ -143,6 +143,7 @@ impl State {
             node: p.node.map(|n| self.names.intern(n)),
             ready_ip: p.ready_ip,
             traits: self.traits.intern(p.traits),
+            workload_meta: self.names.intern(p.workload_meta),
         });
         let entry = match (&pod, self.pods.entry(name.clone())) {
             (None, Entry::Vacant(_)) => return Touched::new(),
@@ -294,6 +295,7 @@ mod tests {
                 tls_mode: TlsMode::Istio,
                 ports: Arc::default(),
             }),
+            workload_meta: format!("{app};ns;{app};;c1").into(),
         }
     }
 
@@ -404,6 +406,8 @@ mod tests {
         );
         assert!(!Arc::ptr_eq(&traits("p1"), &traits("p3")));
         assert!(Arc::ptr_eq(&node("p1"), &node("p3")), "node names");
+        let meta = |n: &str| entry(n).1.pod.as_ref().unwrap().workload_meta.clone();
+        assert!(Arc::ptr_eq(&meta("p1"), &meta("p2")), "telemetry strings");
         assert!(
             Arc::ptr_eq(&entry("p1").0.namespace, &entry("p3").0.namespace),
             "namespaces"

@@ -8,11 +8,13 @@ use crate::{
     istio::WorkloadEntry,
     model::{
         ClusterId, Endpoint, EndpointPort, Health, LABEL_NETWORK, LABEL_TLS_MODE, Labels, Locality,
-        NetworkId, TlsMode, WorkloadKind,
+        NetworkId, TlsMode, WorkloadKind, workload_meta,
     },
     registry::{endpoints::PodWorkload, network::NetworkResolver},
 };
 
+/// Label naming a WorkloadEntry's workload for telemetry (else the entry's name).
+const LABEL_WORKLOAD_NAME: &str = "service.istio.io/workload-name";
 /// Pod label istiod reads a locality from when a WorkloadEntry has no `locality` (`region.zone.subzone`).
 const LABEL_ISTIO_LOCALITY: &str = "istio-locality";
 
@@ -50,6 +52,8 @@ pub struct Instance {
     pub kind: WorkloadKind,
     /// The object's name.
     pub name: Arc<str>,
+    /// Its endpoints' `istio.workload` telemetry string.
+    pub workload_meta: Arc<str>,
 }
 
 /// One WorkloadEntry (or inline endpoint) of `namespace` → an instance. `None` for what meshd cannot
@@ -92,6 +96,16 @@ pub fn instance(
         None if service_account.is_some() => TlsMode::Istio,
         None => TlsMode::Disabled,
     };
+    // istiod names a WorkloadEntry's workload (`WorkloadNameFromWorkloadEntry`); an inline endpoint has
+    // neither workload nor namespace.
+    let (workload, ns) = match kind {
+        WorkloadKind::ServiceEntry => ("", ""),
+        _ => (
+            labels.get(LABEL_WORKLOAD_NAME).map_or(&*name, String::as_str),
+            namespace,
+        ),
+    };
+    let workload_meta = workload_meta(workload, ns, &labels, &ctx.cluster);
     Some(Instance {
         address,
         labels: Arc::new(labels),
@@ -103,6 +117,7 @@ pub fn instance(
         weight: we.weight.max(1),
         kind,
         name,
+        workload_meta,
     })
 }
 
@@ -141,6 +156,7 @@ pub fn pod(p: &PodWorkload) -> Instance {
         weight: e.weight,
         kind: WorkloadKind::Pod,
         name: e.workload.clone().unwrap_or_default(),
+        workload_meta: e.workload_meta.clone(),
     }
 }
 
@@ -164,6 +180,7 @@ impl Instance {
             health: Health::Healthy,
             workload: Some(self.name.clone()),
             kind: self.kind,
+            workload_meta: self.workload_meta.clone(),
             weight: self.weight,
         }
     }

@@ -2,7 +2,7 @@
 //!
 //! Owns: grouping a service port's endpoints by locality and priority (each group weighted by the
 //! sum of its endpoint weights, which gRPC requires), gRPC's duplicate merge, renumbering priorities
-//! without gaps, health mapping, `istio` endpoint metadata and a deterministic order. Does NOT:
+//! without gaps, health mapping, istiod's endpoint metadata and a deterministic order. Does NOT:
 //! choose which endpoints a proxy sees (the [`super::EndpointView`] hook does, before this runs) or
 //! decide priorities and locality weights ([`super::locality`]).
 //!
@@ -77,13 +77,15 @@ pub struct LbTarget {
     pub health: Health,
     /// At least 1 (gRPC NACKs 0).
     pub weight: u32,
-    /// For the `istio` metadata and transport-socket matching.
+    /// For transport-socket matching: `envoy.transport_socket_match: {tlsMode: istio}` is sent only
+    /// for `Istio` (istiod; the cluster's catch-all match sends the rest plaintext).
     pub tls_mode: TlsMode,
-    /// The pod, when known.
-    pub workload: Option<Arc<str>>,
-    /// Its network.
+    /// `istio.workload`: istiod's compressed telemetry string, built with the endpoint
+    /// ([`crate::model::workload_meta()`]).
+    pub workload_meta: Arc<str>,
+    /// Its network (`meshctl explain`; not encoded).
     pub network: Option<NetworkId>,
-    /// Its cluster.
+    /// Its cluster (`meshctl explain`; encoded inside `workload_meta`).
     pub cluster: ClusterId,
 }
 
@@ -126,7 +128,7 @@ pub fn grouped<'a>(
                 health: ep.health,
                 weight: ep.weight.max(1),
                 tls_mode: ep.tls_mode,
-                workload: ep.workload.clone(),
+                workload_meta: ep.workload_meta.clone(),
                 network: ep.network.clone(),
                 cluster: ep.cluster.clone(),
             });
@@ -249,29 +251,23 @@ impl LbTarget {
         }
     }
 
-    /// `envoy.transport_socket_match: {tlsMode}` (what the CDS socket matches read) and istiod's
-    /// `istio: {workload, tlsMode, network, cluster}`.
+    /// istiod's `AppendLbEndpointMetadata`: `envoy.transport_socket_match: {tlsMode: istio}` (what
+    /// the CDS socket matches read) for Istio mTLS endpoints only, and `istio: {workload}`.
     fn metadata(&self) -> Metadata {
-        let tls = match self.tls_mode {
-            TlsMode::Istio => "istio",
-            TlsMode::Disabled => "disabled",
-        };
-        let mut istio = vec![("tlsMode", tls), ("cluster", self.cluster.as_str())];
-        if let Some(w) = &self.workload {
-            istio.push(("workload", w));
-        }
-        if let Some(n) = &self.network {
-            istio.push(("network", n.as_str()));
-        }
-        Metadata {
-            filter_metadata: [
+        let istio = ("istio".to_owned(), strings(&[("workload", &self.workload_meta)]));
+        let filter_metadata = match self.tls_mode {
+            TlsMode::Istio => [
                 (
                     "envoy.transport_socket_match".to_owned(),
-                    strings(&[("tlsMode", tls)]),
+                    strings(&[("tlsMode", "istio")]),
                 ),
-                ("istio".to_owned(), strings(&istio)),
+                istio,
             ]
             .into(),
+            TlsMode::Disabled => [istio].into(),
+        };
+        Metadata {
+            filter_metadata,
             ..Default::default()
         }
     }

@@ -177,6 +177,7 @@ pub fn endpoint(ip: IpAddr, ports: &[(&str, u16)], cluster: &str) -> Endpoint {
         health: Health::Healthy,
         workload: None,
         kind: crate::model::WorkloadKind::Pod,
+        workload_meta: crate::model::workload_meta("", "", &Default::default(), cluster),
         weight: 1,
     }
 }
