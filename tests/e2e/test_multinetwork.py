@@ -49,14 +49,13 @@ def fetch(meshd, type_url, n, names=()):
         ads.close()
 
 
-def lb(ip, port, weight, net, cluster, workload=None, health="HEALTHY"):
-    istio = {"cluster": cluster, "tlsMode": "istio", "network": net}
-    if workload:
-        istio["workload"] = workload
+def lb(ip, port, weight, cluster, workload=";;;", health="HEALTHY"):
+    """An Istio mTLS endpoint as istiod sends it: `istio.workload` is `<workload>;<namespace>;<canonical
+    name>;<canonical revision>;<cluster>` (a network gateway has only its cluster)."""
     return {"endpoint": {"address": {"socketAddress": {"address": ip, "portValue": port}}},
             "healthStatus": health,
             "metadata": {"filterMetadata": {"envoy.transport_socket_match": {"tlsMode": "istio"},
-                                            "istio": istio}},
+                                            "istio": {"workload": f"{workload};{cluster}"}}},
             "loadBalancingWeight": weight}
 
 
@@ -71,19 +70,19 @@ def cla(name, *localities):
 
 # The local endpoints each network sees of helloworld (cluster1: one ready, one not; cluster2: two).
 C1_LOCAL = [
-    locality("us-east1", "us-east1-a", lb("10.10.0.7", 5000, 1, "network1", "cluster1", "helloworld-v1-284dd6mmqf-fb4tw")),
-    locality("us-east1", "us-east1-b", lb("10.10.2.4", 5000, 1, "network1", "cluster1", "helloworld-v1-284dd6mmqf-fxrwt",
+    locality("us-east1", "us-east1-a", lb("10.10.0.7", 5000, 1, "cluster1", "helloworld-v1-284dd6mmqf-fb4tw;sample;helloworld;v1")),
+    locality("us-east1", "us-east1-b", lb("10.10.2.4", 5000, 1, "cluster1", "helloworld-v1-284dd6mmqf-fxrwt;sample;helloworld;v1",
                                           health="UNHEALTHY")),
 ]
 C2_LOCAL = [
-    locality("eu-west1", "eu-west1-a", lb("10.20.0.5", 5000, 1, "network2", "cluster2", "helloworld-v2-h989smkk4l-zgkks")),
-    locality("eu-west1", "eu-west1-b", lb("10.20.1.5", 5000, 1, "network2", "cluster2", "helloworld-v2-h989smkk4l-tcsdh")),
+    locality("eu-west1", "eu-west1-a", lb("10.20.0.5", 5000, 1, "cluster2", "helloworld-v2-h989smkk4l-zgkks;sample;helloworld;v2")),
+    locality("eu-west1", "eu-west1-b", lb("10.20.1.5", 5000, 1, "cluster2", "helloworld-v2-h989smkk4l-tcsdh;sample;helloworld;v2")),
 ]
 
 
 # The sandbox's VM (WorkloadEntry in the config cluster cluster1, on network2, weight 2, in eu-west1-a),
 # selected by the helloworld Service: network2's endpoints are cluster2's pods and the VM.
-VM = lb("10.202.0.5", 5000, 2, "network2", "cluster1", "helloworld-vm-10.202.0.5")
+VM = lb("10.202.0.5", 5000, 2, "cluster1", "helloworld-vm-10.202.0.5;sample;helloworld;vm")
 N2_LOCAL = [
     locality("eu-west1", "eu-west1-a", *C2_LOCAL[0]["lbEndpoints"], VM),
     C2_LOCAL[1],
@@ -93,7 +92,7 @@ N2_LOCAL = [
 def via_gateway_2(ip="198.51.100.10"):
     """network2's helloworld endpoints behind its gateway, in their localities: eu-west1-a weighs a pod
     (1) and the VM (2), eu-west1-b a pod."""
-    return [locality("eu-west1", z, lb(ip, 15443, w, "network2", "cluster2"))
+    return [locality("eu-west1", z, lb(ip, 15443, w, "cluster2"))
             for z, w in (("eu-west1-a", 3), ("eu-west1-b", 1))]
 
 
@@ -125,13 +124,13 @@ def test_network1_sidecar_reaches_cluster2_through_its_gateway(meshd):
 
 def test_network1_grpc_client_gets_the_gateway_once_weighted_by_the_endpoint_count(meshd):
     got = fetch(meshd, EDS, grpc_client(1), [HELLO])[HELLO]
-    gateway = locality("eu-west1", "eu-west1-a", lb("198.51.100.10", 15443, 4, "network2", "cluster2"))
+    gateway = locality("eu-west1", "eu-west1-a", lb("198.51.100.10", 15443, 4, "cluster2"))
     assert got == cla(HELLO, gateway, *C1_LOCAL)
 
 
 def test_network2_gets_the_mirror_image(meshd):
     # cluster1 has one ready helloworld: its gateway with weight 1, in that endpoint's locality.
-    gateway = locality("us-east1", "us-east1-a", lb("192.0.2.10", 15443, 1, "network1", "cluster1"))
+    gateway = locality("us-east1", "us-east1-a", lb("192.0.2.10", 15443, 1, "cluster1"))
     assert fetch(meshd, EDS, sidecar(2), [HELLO])[HELLO] == cla(HELLO, *N2_LOCAL, gateway)
     assert fetch(meshd, EDS, grpc_client(2), [HELLO])[HELLO] == cla(HELLO, *N2_LOCAL, gateway)
 
@@ -176,8 +175,8 @@ def test_east_west_gateway_sni_clusters_hold_local_mtls_endpoints_only(meshd):
     # ratings-v2 is plaintext: it cannot take the passed-through mTLS, so only the two v1 pods.
     assert fetch(meshd, EDS, EAST_WEST_2, [RATINGS_SNI])[RATINGS_SNI] == cla(
         RATINGS_SNI,
-        locality("eu-west1", "eu-west1-a", lb("10.20.0.13", 9080, 1, "network2", "cluster2", "ratings-v1-bhkln45tpw-zs5xh")),
-        locality("eu-west1", "eu-west1-b", lb("10.20.1.9", 9080, 1, "network2", "cluster2", "ratings-v1-bhkln45tpw-2j58r")),
+        locality("eu-west1", "eu-west1-a", lb("10.20.0.13", 9080, 1, "cluster2", "ratings-v1-bhkln45tpw-zs5xh;sample;ratings;v1")),
+        locality("eu-west1", "eu-west1-b", lb("10.20.1.9", 9080, 1, "cluster2", "ratings-v1-bhkln45tpw-2j58r;sample;ratings;v1")),
     )
 
 
@@ -206,8 +205,8 @@ def test_gateway_changes_address_disappears_and_comes_back(meshd):
         doubled = [dict(l, loadBalancingWeight=2, lbEndpoints=[dict(e, loadBalancingWeight=2) for e in l["lbEndpoints"]])
                    for l in C1_LOCAL]
         # Each endpoint's scaled weight is split over the two: eu-west1-a (pod 2 + VM 4) gives 3 each.
-        two = [locality("eu-west1", z, lb("198.51.100.11", 15443, w, "network2", "cluster2"),
-                        lb("198.51.100.20", 15443, w, "network2", "cluster2"))
+        two = [locality("eu-west1", z, lb("198.51.100.11", 15443, w, "cluster2"),
+                        lb("198.51.100.20", 15443, w, "cluster2"))
                for z, w in (("eu-west1-a", 3), ("eu-west1-b", 1))]
         eventually("two gateways", lambda: hello_from_network1(meshd) == cla(HELLO, *two, *doubled))
 

@@ -21,7 +21,7 @@ from xdsharness import CDS, EDS
 REPO = Path(__file__).resolve().parents[2]
 ISTIO_CONFIG = REPO / "clusters" / "cluster1" / "60-istio-config.yaml"
 VM = "helloworld-vm-10.202.0.5"
-VM_LB = lb("10.202.0.5", 5000, 2, "network2", "cluster1", VM)
+VM_LB = lb("10.202.0.5", 5000, 2, "cluster1", f"{VM};sample;helloworld;vm")
 
 
 def vm_ready(m: Meshd) -> bool:
@@ -57,8 +57,8 @@ def test_network1_sidecar_reaches_the_vm_through_network2s_gateway(meshd):
     got = fetch(meshd, EDS, sidecar(1), [HELLO])[HELLO]
     # eu-west1-a: helloworld-v2's pod (weight 1) and the VM (weight 2) behind one gateway endpoint.
     gateway = [
-        locality("eu-west1", "eu-west1-a", lb("198.51.100.10", 15443, 3, "network2", "cluster2")),
-        locality("eu-west1", "eu-west1-b", lb("198.51.100.10", 15443, 1, "network2", "cluster2")),
+        locality("eu-west1", "eu-west1-a", lb("198.51.100.10", 15443, 3, "cluster2")),
+        locality("eu-west1", "eu-west1-b", lb("198.51.100.10", 15443, 1, "cluster2")),
     ]
     assert got == cla(HELLO, *gateway, *C1_LOCAL)
 
@@ -67,7 +67,7 @@ def test_network2_sidecar_gets_the_vm_directly(meshd):
     got = fetch(meshd, EDS, sidecar(2), [HELLO])[HELLO]
     zone_a = C2_LOCAL[0]["lbEndpoints"] + [VM_LB]
     local = [locality("eu-west1", "eu-west1-a", *zone_a), C2_LOCAL[1]]
-    gateway = locality("us-east1", "us-east1-a", lb("192.0.2.10", 15443, 1, "network1", "cluster1"))
+    gateway = locality("us-east1", "us-east1-a", lb("192.0.2.10", 15443, 1, "cluster1"))
     assert got == cla(HELLO, *local, gateway)
 
 
@@ -138,8 +138,8 @@ def test_workload_selector_selects_ready_pods_until_their_label_goes(meshd):
         [pod] = fetch(meshd, EDS, sidecar(1), [POD_SE])[POD_SE]["endpoints"]
         assert pod["locality"] == {"region": "us-east1", "zone": "us-east1-a"}
         [ep] = pod["lbEndpoints"]
-        assert ep["metadata"]["filterMetadata"]["istio"] == {
-            "cluster": "cluster1", "tlsMode": "istio", "network": "network1", "workload": HELLO_V1}
+        # The pod's own name: the fixture's pods have no controller owner reference.
+        assert ep["metadata"]["filterMetadata"]["istio"] == {"workload": f"{HELLO_V1};sample;helloworld;v1;cluster1"}
         shards = meshd.json("/debug/endpointz")["hello-pods.example.com"]["sample"]["Shards"]
         assert list(shards) == ["External/cluster1"]
         [e] = shards["External/cluster1"]
