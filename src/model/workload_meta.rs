@@ -43,21 +43,22 @@ pub fn workload_meta(
 mod tests {
     use super::*;
 
+    type Pairs<'a> = &'a [(&'a str, &'a str)];
+
     #[test]
     fn compressed_as_istiod() {
-        let labels = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+        let labels = |pairs: Pairs| -> BTreeMap<String, String> {
             pairs
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect()
         };
-        let cases: [(&[(&str, &str)], &str, &str, &str, &str); 7] = [
-            (&[], "reviews", "ns", "c1", "reviews;ns;reviews;;c1"),
+        // (labels, workload, want) in namespace `ns` of cluster `c1`.
+        let cases: [(Pairs, &str, &str); 6] = [
+            (&[], "reviews", "reviews;ns;reviews;;c1"),
             (
                 &[("app", "rev"), ("version", "v2")],
                 "reviews-v2",
-                "ns",
-                "c1",
                 "reviews-v2;ns;rev;v2;c1",
             ),
             (
@@ -67,15 +68,11 @@ mod tests {
                     ("service.istio.io/canonical-name", "c"),
                 ],
                 "w",
-                "ns",
-                "c1",
                 "w;ns;c;;c1",
             ),
             (
                 &[("app.kubernetes.io/name", "k"), ("app", "a")],
                 "w",
-                "ns",
-                "c1",
                 "w;ns;k;;c1",
             ),
             (
@@ -85,21 +82,19 @@ mod tests {
                     ("service.istio.io/canonical-revision", "r3"),
                 ],
                 "w",
-                "ns",
-                "c1",
                 "w;ns;w;r3;c1",
             ),
             // `latest` is istiod's default: never sent, even when labelled.
-            (&[("version", "latest")], "w", "ns", "c1", "w;ns;w;;c1"),
-            // A network gateway: only its cluster.
-            (&[], "", "", "c2", ";;;;c2"),
+            (&[("version", "latest")], "w", "w;ns;w;;c1"),
         ];
-        for (l, workload, ns, cluster, want) in cases {
+        for (l, workload, want) in cases {
             assert_eq!(
-                &*workload_meta(workload, ns, &labels(l), cluster),
+                &*workload_meta(workload, "ns", &labels(l), "c1"),
                 want,
                 "{l:?} {workload}"
             );
         }
+        // A network gateway: only its cluster.
+        assert_eq!(&*workload_meta("", "", &BTreeMap::new(), "c2"), ";;;;c2");
     }
 }
