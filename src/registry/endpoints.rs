@@ -580,6 +580,45 @@ mod tests {
     }
 
     #[test]
+    fn endpoints_carry_istiods_telemetry_string() {
+        // A Deployment's pod names the Deployment; an address without a pod only its cluster.
+        let p: core::Pod = serde_json::from_value(json!({
+            "metadata": {"name": "reviews-v1-5d8f9c-x7k2p", "generateName": "reviews-v1-5d8f9c-", "namespace": "ns",
+                         "labels": {"app": "reviews", "version": "v1", "pod-template-hash": "5d8f9c"},
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "reviews-v1-5d8f9c",
+                                              "uid": "u1", "controller": true}]},
+            "status": {"phase": "Running"},
+        }))
+        .unwrap();
+        let key = ObjectName {
+            namespace: "ns".into(),
+            name: "reviews-v1-5d8f9c-x7k2p".into(),
+        };
+        let pods: HashMap<ObjectName, PodEntry> = [(
+            key,
+            PodEntry {
+                pod: pod(&p, &ctx()),
+                services: Default::default(),
+            },
+        )]
+        .into();
+        let sources = Sources {
+            ctx: &ctx(),
+            pods: &pods,
+            nodes: &HashMap::new(),
+            networks: &NetworkResolver::default(),
+            system_network: None,
+        };
+        let eps = json!([{"addresses": ["10.0.0.1"], "targetRef": {"kind": "Pod", "name": "reviews-v1-5d8f9c-x7k2p"}},
+                         {"addresses": ["10.0.0.2"]}]);
+        let (s, _) = slice(&k8s_slice(eps)).unwrap();
+        let (mut out, mut missing) = (Vec::new(), Vec::new());
+        sources.build(&"ns".into(), &s, &mut out, &mut missing);
+        let got: Vec<&str> = out.iter().map(|e| &*e.workload_meta).collect();
+        assert_eq!(got, ["reviews-v1;ns;reviews;v1;c2", ";;;;c2"]);
+    }
+
+    #[test]
     fn failed_pods_are_dropped() {
         let p: core::Pod = serde_json::from_value(json!({
             "metadata": {"name": "p", "namespace": "ns"}, "status": {"phase": "Failed"}}))

@@ -114,3 +114,33 @@ fn selection_needs_every_selector_label_and_an_empty_selector_selects_nothing() 
     assert!(!i.selected_by(&sel(json!({"app": "a", "v": "2"}))));
     assert!(!i.selected_by(&sel(json!({}))));
 }
+
+#[test]
+fn telemetry_names_the_entry_as_istiod() {
+    let cases = [
+        (
+            WorkloadKind::WorkloadEntry,
+            json!({"app": "hello", "version": "vm"}),
+            "vm-1;ns;hello;vm;cluster1",
+        ),
+        (
+            WorkloadKind::WorkloadEntry,
+            json!({"service.istio.io/workload-name": "hello-vms"}),
+            "hello-vms;ns;hello-vms;;cluster1",
+        ),
+        // An inline endpoint: no workload, no namespace (istiod's empty config key).
+        (
+            WorkloadKind::ServiceEntry,
+            json!({"app": "hello"}),
+            ";;hello;;cluster1",
+        ),
+    ];
+    for (kind, labels, want) in cases {
+        let we: WorkloadEntry =
+            serde_json::from_value(json!({"address": "10.0.0.1", "labels": labels})).unwrap();
+        let i = instance(&we, None, "ns", (kind, "vm-1".into()), &ctx()).unwrap();
+        assert_eq!(&*i.workload_meta, want, "{kind:?}");
+        let ep = i.endpoint(Arc::from([]), &"cluster1".into());
+        assert!(Arc::ptr_eq(&ep.workload_meta, &i.workload_meta), "built once");
+    }
+}

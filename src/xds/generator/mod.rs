@@ -496,6 +496,53 @@ mod tests {
         let mut moved = eps.clone();
         moved[0].address = ip("10.0.0.2");
         assert_ne!(v(&eps), v(&moved));
+        let mut renamed = eps.clone();
+        renamed[0].workload_meta = "w;default;w;;c1".into();
+        assert_ne!(v(&eps), v(&renamed), "the telemetry string is encoded");
+    }
+
+    #[test]
+    fn eds_metadata_is_istiods() {
+        use envoy_types::pb::google::protobuf::value::Kind;
+        let port = &service("echo", "default", &[("grpc", 7070, Protocol::Grpc)]).ports[0];
+        let mut mtls = endpoint(ip("10.0.0.1"), &[("grpc", 80)], "c1");
+        mtls.tls_mode = crate::model::TlsMode::Istio;
+        mtls.workload_meta = "echo-v1;default;echo;v1;c1".into();
+        let plain = endpoint(ip("10.0.0.2"), &[("grpc", 80)], "c1");
+        let pb = eds::grouped("c".into(), port, &[mtls, plain], |_| 0).to_proto();
+        let got: Vec<Vec<(String, String, String)>> = pb.endpoints[0]
+            .lb_endpoints
+            .iter()
+            .map(|lb| {
+                let mut kv: Vec<_> = lb
+                    .metadata
+                    .as_ref()
+                    .unwrap()
+                    .filter_metadata
+                    .iter()
+                    .flat_map(|(filter, st)| {
+                        st.fields.iter().map(move |(k, v)| match &v.kind {
+                            Some(Kind::StringValue(s)) => (filter.clone(), k.clone(), s.clone()),
+                            other => panic!("{other:?}"),
+                        })
+                    })
+                    .collect();
+                kv.sort();
+                kv
+            })
+            .collect();
+        let row = |f: &str, k: &str, v: &str| (f.to_owned(), k.to_owned(), v.to_owned());
+        assert_eq!(
+            got,
+            [
+                vec![
+                    row("envoy.transport_socket_match", "tlsMode", "istio"),
+                    row("istio", "workload", "echo-v1;default;echo;v1;c1"),
+                ],
+                // Plaintext: no socket match (the cluster's catch-all), no pod: only the cluster.
+                vec![row("istio", "workload", ";;;;c1")],
+            ]
+        );
     }
 
     #[test]
