@@ -501,3 +501,97 @@ impl State {
         self.cds_received && !self.eds.is_empty() && self.eds_received.len() == self.eds.len()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use envoy_types::pb::envoy::config::cluster::v3::cluster::{ClusterDiscoveryType, DiscoveryType};
+
+    use super::*;
+    use crate::bench::names::tests::{assignment, cluster};
+
+    fn received(type_url: &str, resources: Vec<(&str, Vec<u8>)>, full_state: bool) -> Received {
+        Received {
+            type_url: type_url.into(),
+            nonce: String::new(),
+            version: String::new(),
+            resources: resources
+                .into_iter()
+                .map(|(name, value)| {
+                    let any = Any {
+                        type_url: type_url.into(),
+                        value,
+                    };
+                    (name.to_owned(), any)
+                })
+                .collect(),
+            removed: Vec::new(),
+            full_state,
+        }
+    }
+
+    /// A control plane that names nothing `outbound|…`: EDS clusters by `service_name` or their own
+    /// name, assignments known by their addresses, changes seen once.
+    #[test]
+    fn follows_any_cds_and_sees_changes_by_address() {
+        let ctx = ClientContext {
+            target: String::new(),
+            events: Arc::default(),
+            directory: Arc::new(Directory::new([
+                ([10, 0, 0, 1].into(), 0),
+                ([10, 0, 0, 2].into(), 1),
+            ])),
+            traffic: Arc::default(),
+            verify: false,
+        };
+        let eds = || Some(ClusterDiscoveryType::Type(DiscoveryType::Eds as i32));
+        let static_ = Some(ClusterDiscoveryType::Type(DiscoveryType::Static as i32));
+        let mut state = State::default();
+        let cds = vec![
+            ("web", cluster("web", eds(), Some("web-eds"))),
+            ("api", cluster("api", eds(), None)),
+            ("blackhole", cluster("blackhole", static_, None)),
+        ];
+        let (added, removed) = state
+            .on_clusters(received(CLUSTER_TYPE, cds, true))
+            .expect("subscribes");
+        assert_eq!(added, [Arc::from("api"), Arc::from("web-eds")]);
+        assert!(removed.is_empty() && !state.configured());
+
+        let change = Change {
+            cluster: 0,
+            service: 0,
+            added: [10, 0, 0, 9].into(),
+        };
+        ctx.directory.add(change.added, change.service);
+        ctx.events
+            .push(Event::new(&change, Instant::now(), Duration::ZERO));
+        let progress = Mutex::default();
+        for _ in 0..2 {
+            let eds = vec![
+                ("web-eds", assignment("web-eds", &[[10, 0, 0, 1], [10, 0, 0, 9]])),
+                ("api", assignment("api", &[[10, 0, 0, 2]])),
+            ];
+            state.on_endpoints(
+                &ctx,
+                received(ENDPOINT_TYPE, eds, false),
+                Instant::now(),
+                &progress,
+            );
+        }
+        assert!(state.configured());
+        assert_eq!(
+            ctx.events.events()[0].seen.lock().len(),
+            1,
+            "seen once, by service 0's resource"
+        );
+
+        // The state of the world without `api`: dropped, and the client is still configured.
+        let cds = vec![("web", cluster("web", eds(), Some("web-eds")))];
+        let (added, removed) = state
+            .on_clusters(received(CLUSTER_TYPE, cds, true))
+            .expect("unsubscribes");
+        assert!(added.is_empty());
+        assert_eq!(removed, [Arc::from("api")]);
+        assert!(state.configured());
+    }
+}

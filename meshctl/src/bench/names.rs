@@ -142,8 +142,9 @@ pub(super) fn addresses(body: &[u8]) -> BTreeSet<Ipv4Addr> {
         .collect()
 }
 
+/// Encoded CDS and EDS resources for the tests here and in [`super::client`].
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use envoy_types::pb::envoy::config::{
         cluster::v3::{
             Cluster,
@@ -155,7 +156,11 @@ mod tests {
 
     use super::*;
 
-    fn cluster(name: &str, kind: Option<ClusterDiscoveryType>, service_name: Option<&str>) -> Vec<u8> {
+    pub(in crate::bench) fn cluster(
+        name: &str,
+        kind: Option<ClusterDiscoveryType>,
+        service_name: Option<&str>,
+    ) -> Vec<u8> {
         Cluster {
             name: name.into(),
             cluster_discovery_type: kind,
@@ -196,7 +201,7 @@ mod tests {
         assert_eq!(eds_name("junk", &[0xff, 0xff]), None);
     }
 
-    fn assignment(name: &str, ips: &[[u8; 4]]) -> Vec<u8> {
+    pub(in crate::bench) fn assignment(name: &str, ips: &[[u8; 4]]) -> Vec<u8> {
         let lb_endpoints = ips
             .iter()
             .map(|ip| LbEndpoint {
