@@ -9,7 +9,8 @@
 //! Flow: [`world::World`] generates manifests and is the only writer to the simulators, so it is the
 //! truth → [`target`] starts `meshd` on them (or the caller points at another ADS server fed by the
 //! same simulators) → [`client`] tasks connect, get configured, tell which world service each EDS
-//! resource is by its addresses ([`names`]), and recognise each change by its wire marker → [`report`] and [`plot`] turn the observations into JSON, CSV, a table and an SVG.
+//! resource is by its addresses ([`names`]), and recognise each change by its wire marker →
+//! [`report`] and [`plot`] turn the observations into JSON, CSV, a table and an SVG.
 
 mod client;
 mod names;
