@@ -1,6 +1,6 @@
 //! The end-to-end load tool behind `meshctl bench`: simulated clusters, the control plane under
-//! test, ADS clients that subscribe as sidecars do, endpoint churn in the remote clusters, and what
-//! it all measured.
+//! test, ADS clients that subscribe as sidecars do, endpoint churn in the remote clusters (or the
+//! only one), and what it all measured.
 //!
 //! Owns: the run's phases (start → initial config → churn → settle → verify) and their timing.
 //! Does NOT: reach beyond loopback, or judge the numbers (the report states them; CI asserts only
@@ -8,34 +8,31 @@
 //!
 //! Flow: [`world::World`] generates manifests and is the only writer to the simulators, so it is the
 //! truth → [`target`] starts `meshd` on them (or the caller points at another ADS server fed by the
-//! same simulators) → [`client`] tasks connect, get configured, and recognise each change by its
-//! wire marker → [`report`] and [`plot`] turn the observations into JSON, CSV, a table and an SVG.
+//! same simulators) → [`client`] tasks connect, get configured, tell which world service each EDS
+//! resource is by its addresses ([`names`]), and recognise each change by its wire marker →
+//! [`report`] and [`plot`] turn the observations into JSON, CSV, a table and an SVG.
 
 mod client;
+mod names;
 pub mod plot;
 pub mod report;
 pub mod target;
 pub mod world;
 
 use std::{
-    net::Ipv4Addr,
     path::{Path, PathBuf},
     sync::{Arc, atomic::Ordering},
     time::Duration,
 };
 
-use envoy_types::pb::envoy::config::{
-    core::v3::{address, socket_address},
-    endpoint::v3::{ClusterLoadAssignment, lb_endpoint},
-};
 use parking_lot::Mutex;
-use prost::Message;
 use serde::Serialize;
 use tokio::time::Instant;
 use tracing::info;
 
 pub use client::Flavor;
 use client::{ClientContext, Event, EventLog, Progress, Traffic};
+use names::Directory;
 use report::{
     Convergence, EventRow, Initial, Machine, Percentiles, Report, TargetCost, Traffic as TrafficReport,
     Verification,
@@ -343,6 +340,7 @@ impl Run {
         let ctx = Arc::new(ClientContext {
             target: addr,
             events: Arc::new(EventLog::default()),
+            directory: Arc::new(Directory::new(world.addresses())),
             traffic: Arc::new(Traffic::default()),
             verify: cfg.verify,
         });
@@ -460,16 +458,13 @@ impl Run {
             let at = started + Duration::from_secs_f64(n as f64 / self.cfg.churn_per_s);
             tokio::time::sleep_until(at).await;
             let written = Instant::now();
-            let change = self.world.churn(n, &servers)?;
-            self.ctx.events.push(Event {
-                resource: change.resource,
-                marker: world::wire_marker(change.added),
-                written,
-                at: written - started,
-                cluster: change.cluster,
-                service: change.service,
-                seen: Mutex::default(),
-            });
+            let directory = &self.ctx.directory;
+            let change = self
+                .world
+                .churn(n, &servers, |ip, service| directory.add(ip, service))?;
+            self.ctx
+                .events
+                .push(Event::new(&change, written, written - started));
         }
         Ok(Churned {
             elapsed: started.elapsed().max(self.cfg.duration),
@@ -515,16 +510,16 @@ impl Run {
         (convergence, rows)
     }
 
-    /// Decodes every client's final endpoints and compares them with the truth.
+    /// Decodes every client's final endpoints and compares them, per world service (whatever the
+    /// target names its resources), with the truth.
     fn verify(&self, progress: &[Arc<Mutex<Progress>>]) -> Verification {
         let mut mismatches = Vec::new();
         for (client, p) in progress[..self.cfg.clients].iter().enumerate() {
-            let p = p.lock();
+            let got = self.ctx.directory.by_service(&p.lock().endpoints);
             for service in 0..self.cfg.shape.services {
-                let name = World::resource(service);
-                let got = p.endpoints.get(&*name).map(|body| addresses(body));
                 let want = self.world.truth(service);
-                if got.as_ref() != Some(&want) {
+                if got.get(&service) != Some(&want) {
+                    let (name, got) = (World::service_name(service), got.get(&service));
                     mismatches.push(format!("client {client}: {name}: got {got:?}, want {want:?}"));
                 }
             }
@@ -542,32 +537,6 @@ struct Churned {
     elapsed: Duration,
     responses_before: u64,
     bytes_before: u64,
-}
-
-/// The IPv4 addresses in an encoded `ClusterLoadAssignment`.
-fn addresses(body: &[u8]) -> std::collections::BTreeSet<Ipv4Addr> {
-    let Ok(cla) = ClusterLoadAssignment::decode(body) else {
-        return Default::default();
-    };
-    cla.endpoints
-        .iter()
-        .flat_map(|l| &l.lb_endpoints)
-        .filter_map(|e| match &e.host_identifier {
-            Some(lb_endpoint::HostIdentifier::Endpoint(ep)) => ep.address.as_ref(),
-            _ => None,
-        })
-        .filter_map(|a| match &a.address {
-            Some(address::Address::SocketAddress(s))
-                if matches!(
-                    s.port_specifier,
-                    Some(socket_address::PortSpecifier::PortValue(_))
-                ) =>
-            {
-                s.address.parse().ok()
-            }
-            _ => None,
-        })
-        .collect()
 }
 
 /// Writes report.json, events.csv and (with `plot`) convergence.svg into the output folder.
