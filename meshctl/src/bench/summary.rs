@@ -109,8 +109,8 @@ impl Point {
         Ok(Self {
             param,
             units,
-            rss_ready: num("/target/ready/rssMib"),
-            rss_configured: num("/target/configured/rssMib"),
+            rss_ready: num("/target/ready/rss_mib"),
+            rss_configured: num("/target/configured/rss_mib"),
             cpu_per_change: churn_cpu.filter(|_| changes > 0.0).map(|s| s * 1e3 / changes),
             cpu_per_change_1k: num("/cost/targetMsPerChangePer1kStreams"),
             convergence_p50: need("/convergence/allClientsMs/p50")?,

@@ -11,7 +11,7 @@ fn report(clients: u64, rss_ready: f64, rss_configured: f64, churn_cpu: f64, p99
         "initial": {"sinceAcceptMs": {"p50": 20.0, "p99": 100.0, "max": 300.0}, "bytesPerClient": 2097152.0},
         "convergence": {"changes": 100, "converged": 100,
                         "allClientsMs": {"p50": 150.0, "p99": p99, "max": p99}},
-        "target": {"ready": {"rssMib": rss_ready}, "configured": {"rssMib": rss_configured},
+        "target": {"ready": {"rss_mib": rss_ready}, "configured": {"rss_mib": rss_configured},
                    "churnCpuSeconds": churn_cpu},
         "cost": {"targetMsPerChangePer1kStreams": churn_cpu * 1e3 / 100.0 / (clients as f64 / 1e3),
                  "churn": {"tool": {"clientsS": 1.0, "simsS": 0.5, "otherS": 0.1}}}
