@@ -17,36 +17,26 @@ pub const SIMULATORS: &str = "bench-sims";
 
 /// The runtimes the clients and the simulators run on; shut down (without waiting) when dropped.
 pub struct Pools {
-    clients: Option<Runtime>,
-    sims: Option<Runtime>,
+    clients: Handle,
+    sims: Handle,
+    runtimes: Vec<Runtime>,
 }
 
 impl Pools {
     /// One multi-threaded runtime each, as many workers as cores (as the caller's own runtime has).
     pub fn new() -> std::io::Result<Self> {
         let build = |name: &str| Builder::new_multi_thread().thread_name(name).enable_all().build();
+        let (clients, sims) = (build(CLIENTS)?, build(SIMULATORS)?);
         Ok(Self {
-            clients: Some(build(CLIENTS)?),
-            sims: Some(build(SIMULATORS)?),
+            clients: clients.handle().clone(),
+            sims: sims.handle().clone(),
+            runtimes: vec![clients, sims],
         })
     }
 
     /// Where the clients run.
-    pub fn clients(&self) -> Handle {
-        Self::handle(&self.clients)
-    }
-
-    /// Where the simulators run (and everything they spawn).
-    pub fn sims(&self) -> Handle {
-        Self::handle(&self.sims)
-    }
-
-    fn handle(rt: &Option<Runtime>) -> Handle {
-        match rt {
-            Some(rt) => rt.handle().clone(),
-            // Only `drop` takes the runtimes out.
-            None => Handle::current(),
-        }
+    pub fn clients(&self) -> &Handle {
+        &self.clients
     }
 
     /// Runs `fut` on the simulators' runtime, so the tasks it spawns stay there.
@@ -54,14 +44,14 @@ impl Pools {
         &self,
         fut: impl Future<Output = T> + Send + 'static,
     ) -> Result<T, tokio::task::JoinError> {
-        self.sims().spawn(fut).await
+        self.sims.spawn(fut).await
     }
 }
 
 impl Drop for Pools {
     fn drop(&mut self) {
         // A runtime dropped inside another one's task must not block it.
-        for rt in [self.clients.take(), self.sims.take()].into_iter().flatten() {
+        for rt in self.runtimes.drain(..) {
             rt.shutdown_background();
         }
     }
