@@ -706,5 +706,14 @@ mod tests {
             args.config().unwrap().target,
             Target::Address { pid: Some(7), .. }
         ));
+        let scoped = |hosts: &str| {
+            let argv = ["meshctl", "bench", "--services", "100", "--sidecar-hosts", hosts];
+            let Command::Bench(args) = Cli::try_parse_from(argv).expect("parses").command else {
+                panic!("not the bench command");
+            };
+            args.config()
+        };
+        assert_eq!(scoped("20").expect("valid").scope, Some(Scope::new(20, 100)));
+        assert!(scoped("0").is_err());
     }
 }
