@@ -133,5 +133,7 @@ async fn sidecar_scoped_clients_get_only_their_services() {
             e.service
         );
     }
+    // 4 namespaces × 3 services cover svc-0 … svc-11: the 16 changes to svc-12 … svc-19 reach no one.
+    assert_eq!(report.convergence.unwatched, 16);
     assert_eq!(report.convergence.converged, 40);
 }

@@ -540,6 +540,7 @@ impl Run {
         }
         let mut all_clients = Vec::new();
         let mut per_client = Vec::new();
+        let mut unwatched = 0;
         let rows = events
             .iter()
             .map(|e| {
@@ -547,7 +548,10 @@ impl Run {
                 seen.sort_unstable();
                 per_client.extend_from_slice(&seen);
                 let clients = wanted(e);
-                let last = (seen.len() >= clients).then(|| seen.last().copied().unwrap_or_default());
+                // A change no client's scope includes is delivered trivially, with no latency to count.
+                unwatched += usize::from(clients == 0);
+                let last =
+                    (clients > 0 && seen.len() >= clients).then(|| seen.last().copied().unwrap_or_default());
                 all_clients.extend(last);
                 EventRow {
                     at_s: e.at.as_secs_f64(),
@@ -562,7 +566,8 @@ impl Run {
             .collect();
         let convergence = Convergence {
             changes: events.len(),
-            converged: all_clients.len(),
+            converged: all_clients.len() + unwatched,
+            unwatched,
             all_clients_ms: Percentiles::of(all_clients),
             per_client_ms: Percentiles::of(per_client),
         };

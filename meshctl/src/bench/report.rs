@@ -148,8 +148,10 @@ pub struct Initial {
 pub struct Convergence {
     /// Changes written.
     pub changes: usize,
-    /// Changes every client saw.
+    /// Changes every client saw (of a scoped run: every client whose Sidecar imports the service).
     pub converged: usize,
+    /// Changes to a service no client's Sidecar imports (converged, without a latency).
+    pub unwatched: usize,
     /// Per change: written → the last client received it.
     pub all_clients_ms: Percentiles,
     /// Per (change, client): written → that client received it.
@@ -333,6 +335,9 @@ impl Report {
             "\nconfigured {}/{} clients, all by {:.2} s ({} retries); converged {}/{} changes",
             i.configured, i.clients, i.all_configured_s, i.retries, v.converged, v.changes
         );
+        if v.unwatched > 0 {
+            let _ = writeln!(out, "({} changes to services no client sees)", v.unwatched);
+        }
         let _ = writeln!(
             out,
             "initial config: {:.2} MiB per client",
