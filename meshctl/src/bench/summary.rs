@@ -224,8 +224,8 @@ pub fn markdown(points: &[Point], vary: Vary) -> String {
     let _ = write!(
         out,
         "\nGrowth ({} ratio vs the figure's; super-linear = faster than the parameter):\n\n\
-         | step | RSS configured per {unit} | CPU per change per {unit} | RSS configured | CPU per change | \
-         convergence p99 | initial p99 |\n|---|---|---|---|---|---|---|\n",
+         | step | RSS ready per {unit} | RSS configured per {unit} | CPU per change per {unit} | RSS configured | \
+         CPU per change | convergence p99 | initial p99 |\n|---|---|---|---|---|---|---|---|\n",
         vary.name()
     );
     let steps = points.windows(2).map(|w| (&w[0], &w[1]));
@@ -252,10 +252,11 @@ fn growth_row(a: &Point, b: &Point) -> String {
         None => "–".to_owned(),
     };
     format!(
-        "| {} → {} (×{:.1}) | {} | {} | {} | {} | {} | {} |",
+        "| {} → {} (×{:.1}) | {} | {} | {} | {} | {} | {} | {} |",
         a.param,
         b.param,
         b.param / a.param,
+        per_unit(|p| p.rss_ready, 1024.0, "KiB"),
         per_unit(|p| p.rss_configured, 1024.0, "KiB"),
         per_unit(|p| p.cpu_per_change, 1e3, "µs"),
         class(a.rss_configured, b.rss_configured),

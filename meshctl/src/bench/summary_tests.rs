@@ -84,7 +84,7 @@ fn the_table_lists_every_run_in_order_and_flags_super_linear_steps() {
     let step = |from: &str| rows.iter().find(|r| r.starts_with(from)).copied().unwrap_or("");
     // 100 → 300: RSS +22 MiB for 200 streams = 112.64 KiB each; CPU 5 → 15 ms: linear.
     let first = step("| 100 → 300");
-    assert!(first.contains("| 112.64 KiB |"), "{first}");
+    assert!(first.contains("| 0.00 KiB | 112.64 KiB |"), "{first}");
     assert!(first.contains("×3.00 linear"), "{first}");
     // 300 → 1,000: CPU per change 15 → 200 ms, ×13.3 for ×3.3 streams.
     let second = step("| 300 → 1000");
