@@ -1,6 +1,6 @@
 //! The end-to-end load tool behind `meshctl bench`: simulated clusters, the control plane under
-//! test, ADS clients that subscribe as sidecars do, endpoint churn in the remote clusters, and what
-//! it all measured.
+//! test, ADS clients that subscribe as sidecars do, endpoint churn in the remote clusters (or the
+//! only one), and what it all measured.
 //!
 //! Owns: the run's phases (start → initial config → churn → settle → verify) and their timing.
 //! Does NOT: reach beyond loopback, or judge the numbers (the report states them; CI asserts only
@@ -8,11 +8,13 @@
 //!
 //! Flow: [`world::World`] generates manifests and is the only writer to the simulators, so it is the
 //! truth → [`target`] starts `meshd` on them (or the caller points at another ADS server fed by the
-//! same simulators) → [`client`] tasks connect, get configured, and recognise each change by its
-//! wire marker → [`report`] and [`plot`] turn the observations into JSON, CSV, a table and an SVG.
+//! same simulators) → [`client`] tasks connect, get configured, tell which world service each EDS
+//! resource is by its addresses ([`names`]), and recognise each change by its wire marker →
+//! [`report`] and [`plot`] turn the observations into JSON, CSV, a table and an SVG.
 
 mod client;
 pub mod cost;
+mod names;
 pub mod plot;
 pub mod report;
 pub mod scope;
@@ -22,18 +24,12 @@ pub mod world;
 
 use std::{
     collections::BTreeSet,
-    net::Ipv4Addr,
     path::{Path, PathBuf},
     sync::{Arc, atomic::Ordering},
     time::Duration,
 };
 
-use envoy_types::pb::envoy::config::{
-    core::v3::{address, socket_address},
-    endpoint::v3::{ClusterLoadAssignment, lb_endpoint},
-};
 use parking_lot::Mutex;
-use prost::Message;
 use serde::Serialize;
 use tokio::time::Instant;
 use tracing::info;
@@ -41,6 +37,7 @@ use tracing::info;
 pub use client::Flavor;
 use client::{ClientContext, Event, EventLog, Progress, Traffic};
 use cost::{Pools, ToolCpu};
+use names::Directory;
 use report::{
     Convergence, Costs, EventRow, Initial, Machine, Percentiles, Phase, Report, TargetCost,
     Traffic as TrafficReport, Verification,
@@ -365,6 +362,7 @@ impl Run {
         let ctx = Arc::new(ClientContext {
             target: addr,
             events: Arc::new(EventLog::default()),
+            directory: Arc::new(Directory::new(world.addresses())),
             traffic: Arc::new(Traffic::default()),
             verify: cfg.verify,
             scope: cfg.scope,
@@ -508,16 +506,13 @@ impl Run {
             let at = started + Duration::from_secs_f64(n as f64 / self.cfg.churn_per_s);
             tokio::time::sleep_until(at).await;
             let written = Instant::now();
-            let change = self.world.churn(n, &servers)?;
-            self.ctx.events.push(Event {
-                resource: change.resource,
-                marker: world::wire_marker(change.added),
-                written,
-                at: written - started,
-                cluster: change.cluster,
-                service: change.service,
-                seen: Mutex::default(),
-            });
+            let directory = &self.ctx.directory;
+            let change = self
+                .world
+                .churn(n, &servers, |ip, service| directory.add(ip, service))?;
+            self.ctx
+                .events
+                .push(Event::new(&change, written, written - started));
         }
         Ok(Churned {
             elapsed: started.elapsed().max(self.cfg.duration),
@@ -579,34 +574,43 @@ impl Run {
         self.cfg.scope.is_none_or(|s| s.sees(client, service))
     }
 
-    /// Decodes every client's final endpoints and compares them with the truth.
+    /// Decodes every client's final endpoints and compares them, per world service (whatever the
+    /// target names its resources), with the truth; each client must hold exactly the services its
+    /// scope imports.
     fn verify(&self, progress: &[Arc<Mutex<Progress>>]) -> Verification {
         let mut mismatches = Vec::new();
-        let every: BTreeSet<Arc<str>> = (0..self.cfg.shape.services).map(World::resource).collect();
         let mut other_clusters = BTreeSet::new();
         for (client, p) in progress[..self.cfg.clients].iter().enumerate() {
             let p = p.lock();
-            let visible: Vec<usize> = (0..self.cfg.shape.services)
+            let got = self.ctx.directory.by_service(&p.endpoints);
+            let visible: BTreeSet<usize> = (0..self.cfg.shape.services)
                 .filter(|&s| self.sees(client, s))
                 .collect();
-            let names: BTreeSet<Arc<str>> = visible.iter().map(|&s| World::resource(s)).collect();
-            let (services, others): (BTreeSet<_>, BTreeSet<_>) =
-                p.clusters.iter().cloned().partition(|c| every.contains(c));
-            other_clusters.extend(others.iter().map(|c| c.to_string()));
-            if let Some(extra) = services.symmetric_difference(&names).next() {
+            // The clusters whose assignment is a world service's; the rest are the target's own.
+            let mut services = BTreeSet::new();
+            for (cluster, eds) in &p.clusters {
+                let service = eds.as_deref().and_then(|name| {
+                    let body = p.endpoints.get(name)?;
+                    self.ctx.directory.service(name, body)
+                });
+                match service {
+                    Some(s) => services.insert(s),
+                    None => other_clusters.insert(cluster.to_string()),
+                };
+            }
+            if services != visible {
                 mismatches.push(format!(
-                    "client {client}: cluster {extra}: in CDS xor in its scope"
+                    "client {client}: clusters of services {services:?}, its scope {visible:?}"
                 ));
             }
-            let mut held = p.endpoints.keys().filter(|n| every.contains(n.as_str()));
-            if let Some(extra) = held.find(|n| !names.contains(n.as_str())) {
-                mismatches.push(format!("client {client}: {extra}: outside its scope"));
+            if let Some(&extra) = got.keys().find(|s| !visible.contains(s)) {
+                let name = World::service_name(extra);
+                mismatches.push(format!("client {client}: {name}: outside its scope"));
             }
-            for service in visible {
-                let name = World::resource(service);
-                let got = p.endpoints.get(&*name).map(|body| addresses(body));
+            for &service in &visible {
                 let want = self.world.truth(service);
-                if got.as_ref() != Some(&want) {
+                if got.get(&service) != Some(&want) {
+                    let (name, got) = (World::service_name(service), got.get(&service));
                     mismatches.push(format!("client {client}: {name}: got {got:?}, want {want:?}"));
                 }
             }
@@ -625,32 +629,6 @@ struct Churned {
     elapsed: Duration,
     responses_before: u64,
     bytes_before: u64,
-}
-
-/// The IPv4 addresses in an encoded `ClusterLoadAssignment`.
-fn addresses(body: &[u8]) -> BTreeSet<Ipv4Addr> {
-    let Ok(cla) = ClusterLoadAssignment::decode(body) else {
-        return Default::default();
-    };
-    cla.endpoints
-        .iter()
-        .flat_map(|l| &l.lb_endpoints)
-        .filter_map(|e| match &e.host_identifier {
-            Some(lb_endpoint::HostIdentifier::Endpoint(ep)) => ep.address.as_ref(),
-            _ => None,
-        })
-        .filter_map(|a| match &a.address {
-            Some(address::Address::SocketAddress(s))
-                if matches!(
-                    s.port_specifier,
-                    Some(socket_address::PortSpecifier::PortValue(_))
-                ) =>
-            {
-                s.address.parse().ok()
-            }
-            _ => None,
-        })
-        .collect()
 }
 
 /// Writes report.json, events.csv and (with `plot`) convergence.svg into the output folder.
