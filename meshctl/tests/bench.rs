@@ -12,6 +12,7 @@ use std::{
 
 use meshctl::bench::{
     self, Config, Protocols, Target,
+    scope::Scope,
     world::{Shape, World},
 };
 
@@ -35,6 +36,7 @@ fn smoke(out: &std::path::Path) -> Config {
             services: 20,
             endpoints: 3,
         },
+        scope: None,
         clients: 20,
         flavor: Protocols::Mixed,
         stalled: 1,
@@ -66,6 +68,13 @@ async fn smoke_every_client_converges_to_the_truth() {
     let verified = report.verified.expect("verified");
     assert!(verified.mismatches.is_empty(), "{:?}", verified.mismatches);
     assert!(report.target.is_some(), "meshd's RSS and CPU were read");
+    let cost = &report.cost;
+    assert!(cost.churn.target_cpu_s.is_some() && cost.target_ms_per_change_per_1k_streams.is_some());
+    assert!(
+        cost.connect.tool.clients_s + cost.churn.tool.clients_s > 0.0,
+        "the clients' runtime threads are counted: {cost:?}"
+    );
+    assert!(report.initial.bytes_per_client > 0.0);
     for file in ["report.json", "events.csv", "convergence.svg"] {
         assert!(out.path().join(file).is_file(), "{file} written");
     }
@@ -224,4 +233,44 @@ async fn a_single_cluster_run_churns_and_converges() {
     );
     let verified = report.verified.expect("verified");
     assert!(verified.mismatches.is_empty(), "{:?}", verified.mismatches);
+}
+
+/// Clients spread over namespaces whose `Sidecar` imports 3 of 20 services: each client is sent exactly
+/// those services' clusters (plus meshd's defaults) and endpoints, and each change reaches exactly the
+/// clients that see its service.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sidecar_scoped_clients_get_only_their_services() {
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let out = tempfile::tempdir().unwrap();
+    let scope = Scope::new(3, 20);
+    let config = Config {
+        scope: Some(scope),
+        clients: 8,
+        flavor: Protocols::Mixed,
+        duration: Duration::from_secs(2),
+        ..smoke(out.path())
+    };
+    let report = bench::run(config, false).await.expect("bench run");
+    eprintln!("{}", report.table());
+    assert_eq!(report.initial.configured, 8, "every client configured");
+    let verified = report.verified.expect("verified");
+    assert!(verified.mismatches.is_empty(), "{:?}", verified.mismatches);
+    assert_eq!(
+        verified.other_clusters,
+        ["BlackHoleCluster", "PassthroughCluster"],
+        "besides its services', only meshd's defaults"
+    );
+    assert_eq!(report.events.len(), 40);
+    for e in &report.events {
+        let expected = (0..8).filter(|&c| scope.sees(c, e.service)).count();
+        assert_eq!(
+            (e.clients, e.expected),
+            (expected, expected),
+            "change of svc-{}",
+            e.service
+        );
+    }
+    // 4 namespaces × 3 services cover svc-0 … svc-11: the 16 changes to svc-12 … svc-19 reach no one.
+    assert_eq!(report.convergence.unwatched, 16);
+    assert_eq!(report.convergence.converged, 40);
 }

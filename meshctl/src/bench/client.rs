@@ -143,6 +143,8 @@ pub(super) struct Progress {
     pub(super) retries: u32,
     /// The last body of every EDS resource (only when verifying).
     pub(super) endpoints: BTreeMap<String, Vec<u8>>,
+    /// Every cluster CDS named and the EDS resource it asks for (only when verifying).
+    pub(super) clusters: BTreeMap<Arc<str>, Option<Arc<str>>>,
 }
 
 /// What a client needs from the run.
@@ -154,6 +156,8 @@ pub(super) struct ClientContext {
     pub(super) traffic: Arc<Traffic>,
     /// Keep every EDS body for the final check against the truth.
     pub(super) verify: bool,
+    /// The Sidecar scope that decides each client's namespace.
+    pub(super) scope: Option<super::scope::Scope>,
 }
 
 /// One client: `id` names its node; a `stalled` client subscribes, then never reads again.
@@ -193,14 +197,11 @@ fn retriable(s: &Status) -> bool {
     )
 }
 
-/// A sidecar node in the bench namespace.
-fn node(id: usize) -> Node {
+/// A sidecar node in `ns`.
+fn node(id: usize, ns: &str) -> Node {
     let ip = std::net::Ipv4Addr::from(u32::from_be_bytes([10, 64, 0, 0]) + id as u32);
     Node {
-        id: format!(
-            "sidecar~{ip}~client-{id}.{ns}~{ns}.svc.cluster.local",
-            ns = super::world::NAMESPACE
-        ),
+        id: format!("sidecar~{ip}~client-{id}.{ns}~{ns}.svc.cluster.local"),
         cluster: "bench-client".into(),
         ..Default::default()
     }
@@ -387,7 +388,8 @@ async fn session<W: Wire>(
     let (tx, rx) = mpsc::channel(REQUEST_QUEUE);
     let none = BTreeSet::new();
     let wildcard = [Arc::<str>::from("*")];
-    tx.send(W::subscribe(Some(node(id)), CLUSTER_TYPE, &none, &wildcard, &[]))
+    let node = node(id, &super::scope::namespace(ctx.scope.as_ref(), id));
+    tx.send(W::subscribe(Some(node), CLUSTER_TYPE, &none, &wildcard, &[]))
         .await
         .map_err(|_| Status::cancelled("request queue closed"))?;
     let mut responses = W::open(&mut client, ReceiverStream::new(rx)).await?;
@@ -410,7 +412,11 @@ async fn session<W: Wire>(
         let type_url = r.type_url.clone();
         let (nonce, version) = (r.nonce.clone(), r.version.clone());
         let resubscribe = if type_url == CLUSTER_TYPE {
-            state.on_clusters(r)
+            let resubscribe = state.on_clusters(r);
+            if ctx.verify {
+                progress.lock().clusters = state.clusters.clone();
+            }
+            resubscribe
         } else if type_url == ENDPOINT_TYPE {
             state.on_endpoints(ctx, r, now, progress);
             None
@@ -542,6 +548,7 @@ mod tests {
             ])),
             traffic: Arc::default(),
             verify: false,
+            scope: None,
         };
         let eds = || Some(ClusterDiscoveryType::Type(DiscoveryType::Eds as i32));
         let static_ = Some(ClusterDiscoveryType::Type(DiscoveryType::Static as i32));
