@@ -119,6 +119,8 @@ pub enum Command {
     },
     /// Load-test a control plane: simulated clusters, ADS clients, endpoint churn; writes a report.
     Bench(crate::bench::Args),
+    /// Scaling curves from several `meshctl bench` reports: a markdown table and an SVG.
+    BenchSummary(crate::bench::summary::Args),
     /// Simulated clusters for development and tests.
     Sandbox {
         /// The sandbox command.
@@ -261,6 +263,10 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
             let report = crate::bench::run(args.config()?, plot).await?;
             print!("{}", report.table());
             println!("report: {}", report.config.out_dir.join("report.json").display());
+        }
+        Command::BenchSummary(args) => {
+            print!("{}", crate::bench::summary::run(&args)?);
+            println!("written: {}", args.out.display());
         }
         Command::Bootstrap(args) => crate::bootstrap::run(args)?,
         Command::AddCluster(args) => add_cluster(args).await?,

@@ -1,9 +1,12 @@
 //! Load-generating ADS clients, delta or state of the world, subscribing as a sidecar does: wildcard
-//! CDS, then EDS for every `outbound|…` cluster CDS names, ACKing every response.
+//! CDS, then EDS for every EDS cluster CDS returns (whatever the control plane names them), ACKing
+//! every response.
 //!
 //! Owns: the client side of both protocols and what a client observes (when it was fully configured,
-//! which endpoint changes it has seen, what it was sent). Does NOT: decode resources in the hot path:
-//! a change is recognised by its wire marker ([`super::world::wire_marker`]) in the resource bytes.
+//! which endpoint changes it has seen, what it was sent). Does NOT: decode EDS resources in the hot
+//! path: a resource is a world service by its name ([`super::names::Directory`], which decodes a
+//! name's first assignment only), and a change is recognised by its wire marker
+//! ([`super::world::wire_marker`]) in the resource bytes.
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
@@ -24,6 +27,7 @@ use envoy_types::pb::{
     },
     google::protobuf::Any,
 };
+use memchr::memmem::Finder;
 use parking_lot::{Mutex, RwLock};
 use prost::Message;
 use tokio::{sync::mpsc, time::Instant};
@@ -31,6 +35,11 @@ use tokio_stream::{StreamExt, wrappers::ReceiverStream};
 use tonic::{Code, Status, transport::Channel};
 
 use meshd::xds::{CLUSTER_TYPE, ENDPOINT_TYPE};
+
+use super::{
+    names::{self, Directory},
+    world::{self, Change},
+};
 
 /// How long a refused or failed stream waits before retrying (plus jitter up to the same again).
 const RETRY_BACKOFF: Duration = Duration::from_millis(200);
@@ -49,8 +58,8 @@ pub enum Flavor {
 
 /// One endpoint change the clients watch for.
 pub(super) struct Event {
-    pub(super) resource: Arc<str>,
-    pub(super) marker: Vec<u8>,
+    /// Finds the added address's wire marker in an assignment of the service.
+    marker: Finder<'static>,
     pub(super) written: Instant,
     /// When, after the churn started.
     pub(super) at: Duration,
@@ -60,7 +69,21 @@ pub(super) struct Event {
     pub(super) seen: Mutex<Vec<Duration>>,
 }
 
-/// Every change written so far, indexed by resource. Clients read it; the churn loop appends.
+impl Event {
+    /// The event of `change`, written at `written`, `at` after the churn started.
+    pub(super) fn new(change: &Change, written: Instant, at: Duration) -> Self {
+        Self {
+            marker: Finder::new(&world::wire_marker(change.added)).into_owned(),
+            written,
+            at,
+            cluster: change.cluster,
+            service: change.service,
+            seen: Mutex::default(),
+        }
+    }
+}
+
+/// Every change written so far, indexed by world service. Clients read it; the churn loop appends.
 #[derive(Default)]
 pub(super) struct EventLog {
     inner: RwLock<LogInner>,
@@ -69,18 +92,14 @@ pub(super) struct EventLog {
 #[derive(Default)]
 struct LogInner {
     events: Vec<Arc<Event>>,
-    by_resource: HashMap<Arc<str>, Vec<usize>>,
+    by_service: HashMap<usize, Vec<usize>>,
 }
 
 impl EventLog {
     pub(super) fn push(&self, event: Event) {
         let mut inner = self.inner.write();
         let id = inner.events.len();
-        inner
-            .by_resource
-            .entry(event.resource.clone())
-            .or_default()
-            .push(id);
+        inner.by_service.entry(event.service).or_default().push(id);
         inner.events.push(Arc::new(event));
     }
 
@@ -88,24 +107,21 @@ impl EventLog {
         self.inner.read().events.clone()
     }
 
-    /// Records `now` for every event of `name` this client had not seen and whose marker `body` holds.
-    fn observe(&self, name: &str, body: &[u8], seen: &mut BTreeSet<usize>, now: Instant) {
+    /// Records `now` for every event of `service` this client had not seen and whose marker `body`
+    /// (an assignment of that service) holds.
+    fn observe(&self, service: usize, body: &[u8], seen: &mut BTreeSet<usize>, now: Instant) {
         let inner = self.inner.read();
-        let Some(ids) = inner.by_resource.get(name) else {
+        let Some(ids) = inner.by_service.get(&service) else {
             return;
         };
         for &id in ids {
             let e = &inner.events[id];
-            if !seen.contains(&id) && contains(body, &e.marker) {
+            if !seen.contains(&id) && e.marker.find(body).is_some() {
                 seen.insert(id);
                 e.seen.lock().push(now.saturating_duration_since(e.written));
             }
         }
     }
-}
-
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 /// Traffic counters shared by every client.
@@ -127,15 +143,21 @@ pub(super) struct Progress {
     pub(super) retries: u32,
     /// The last body of every EDS resource (only when verifying).
     pub(super) endpoints: BTreeMap<String, Vec<u8>>,
+    /// Every cluster CDS named and the EDS resource it asks for (only when verifying).
+    pub(super) clusters: BTreeMap<Arc<str>, Option<Arc<str>>>,
 }
 
 /// What a client needs from the run.
 pub(super) struct ClientContext {
     pub(super) target: String,
     pub(super) events: Arc<EventLog>,
+    /// Which world service each EDS resource is.
+    pub(super) directory: Arc<Directory>,
     pub(super) traffic: Arc<Traffic>,
     /// Keep every EDS body for the final check against the truth.
     pub(super) verify: bool,
+    /// The Sidecar scope that decides each client's namespace.
+    pub(super) scope: Option<super::scope::Scope>,
 }
 
 /// One client: `id` names its node; a `stalled` client subscribes, then never reads again.
@@ -175,14 +197,11 @@ fn retriable(s: &Status) -> bool {
     )
 }
 
-/// A sidecar node in the bench namespace.
-fn node(id: usize) -> Node {
+/// A sidecar node in `ns`.
+fn node(id: usize, ns: &str) -> Node {
     let ip = std::net::Ipv4Addr::from(u32::from_be_bytes([10, 64, 0, 0]) + id as u32);
     Node {
-        id: format!(
-            "sidecar~{ip}~client-{id}.{ns}~{ns}.svc.cluster.local",
-            ns = super::world::NAMESPACE
-        ),
+        id: format!("sidecar~{ip}~client-{id}.{ns}~{ns}.svc.cluster.local"),
         cluster: "bench-client".into(),
         ..Default::default()
     }
@@ -341,7 +360,8 @@ fn resource_name(type_url: &str, body: &[u8]) -> String {
 /// What a client holds and wants.
 #[derive(Default)]
 struct State {
-    clusters: BTreeSet<Arc<str>>,
+    /// CDS clusters and the EDS name each asks for (`None`: not an EDS cluster).
+    clusters: BTreeMap<Arc<str>, Option<Arc<str>>>,
     /// Subscribed EDS names.
     eds: BTreeSet<Arc<str>>,
     /// EDS names received at least once.
@@ -368,7 +388,8 @@ async fn session<W: Wire>(
     let (tx, rx) = mpsc::channel(REQUEST_QUEUE);
     let none = BTreeSet::new();
     let wildcard = [Arc::<str>::from("*")];
-    tx.send(W::subscribe(Some(node(id)), CLUSTER_TYPE, &none, &wildcard, &[]))
+    let node = node(id, &super::scope::namespace(ctx.scope.as_ref(), id));
+    tx.send(W::subscribe(Some(node), CLUSTER_TYPE, &none, &wildcard, &[]))
         .await
         .map_err(|_| Status::cancelled("request queue closed"))?;
     let mut responses = W::open(&mut client, ReceiverStream::new(rx)).await?;
@@ -391,7 +412,11 @@ async fn session<W: Wire>(
         let type_url = r.type_url.clone();
         let (nonce, version) = (r.nonce.clone(), r.version.clone());
         let resubscribe = if type_url == CLUSTER_TYPE {
-            state.on_clusters(r)
+            let resubscribe = state.on_clusters(r);
+            if ctx.verify {
+                progress.lock().clusters = state.clusters.clone();
+            }
+            resubscribe
         } else if type_url == ENDPOINT_TYPE {
             state.on_endpoints(ctx, r, now, progress);
             None
@@ -437,18 +462,15 @@ impl State {
         if r.full_state {
             self.clusters.clear();
         }
-        self.clusters
-            .extend(r.resources.into_iter().map(|(n, _)| Arc::from(n)));
+        for (name, body) in r.resources {
+            let eds = names::eds_name(&name, &body.value);
+            self.clusters.insert(name.into(), eds);
+        }
         for gone in &r.removed {
             self.clusters.remove(gone.as_str());
         }
         self.cds_received = true;
-        let wanted: BTreeSet<Arc<str>> = self
-            .clusters
-            .iter()
-            .filter(|n| n.starts_with("outbound|"))
-            .cloned()
-            .collect();
+        let wanted: BTreeSet<Arc<str>> = self.clusters.values().flatten().cloned().collect();
         if wanted == self.eds {
             return None;
         }
@@ -463,7 +485,9 @@ impl State {
 
     fn on_endpoints(&mut self, ctx: &ClientContext, r: Received, now: Instant, progress: &Mutex<Progress>) {
         for (name, body) in r.resources {
-            ctx.events.observe(&name, &body.value, &mut self.seen, now);
+            if let Some(service) = ctx.directory.service(&name, &body.value) {
+                ctx.events.observe(service, &body.value, &mut self.seen, now);
+            }
             if let Some(n) = self.eds.get(name.as_str()) {
                 self.eds_received.insert(n.clone());
             }
@@ -481,5 +505,100 @@ impl State {
 
     fn configured(&self) -> bool {
         self.cds_received && !self.eds.is_empty() && self.eds_received.len() == self.eds.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use envoy_types::pb::envoy::config::cluster::v3::cluster::{ClusterDiscoveryType, DiscoveryType};
+
+    use super::*;
+    use crate::bench::names::tests::{assignment, cluster};
+
+    fn received(type_url: &str, resources: Vec<(&str, Vec<u8>)>, full_state: bool) -> Received {
+        Received {
+            type_url: type_url.into(),
+            nonce: String::new(),
+            version: String::new(),
+            resources: resources
+                .into_iter()
+                .map(|(name, value)| {
+                    let any = Any {
+                        type_url: type_url.into(),
+                        value,
+                    };
+                    (name.to_owned(), any)
+                })
+                .collect(),
+            removed: Vec::new(),
+            full_state,
+        }
+    }
+
+    /// A control plane that names nothing `outbound|…`: EDS clusters by `service_name` or their own
+    /// name, assignments known by their addresses, changes seen once.
+    #[test]
+    fn follows_any_cds_and_sees_changes_by_address() {
+        let ctx = ClientContext {
+            target: String::new(),
+            events: Arc::default(),
+            directory: Arc::new(Directory::new([
+                ([10, 0, 0, 1].into(), 0),
+                ([10, 0, 0, 2].into(), 1),
+            ])),
+            traffic: Arc::default(),
+            verify: false,
+            scope: None,
+        };
+        let eds = || Some(ClusterDiscoveryType::Type(DiscoveryType::Eds as i32));
+        let static_ = Some(ClusterDiscoveryType::Type(DiscoveryType::Static as i32));
+        let mut state = State::default();
+        let cds = vec![
+            ("web", cluster("web", eds(), Some("web-eds"))),
+            ("api", cluster("api", eds(), None)),
+            ("blackhole", cluster("blackhole", static_, None)),
+        ];
+        let (added, removed) = state
+            .on_clusters(received(CLUSTER_TYPE, cds, true))
+            .expect("subscribes");
+        assert_eq!(added, [Arc::from("api"), Arc::from("web-eds")]);
+        assert!(removed.is_empty() && !state.configured());
+
+        let change = Change {
+            cluster: 0,
+            service: 0,
+            added: [10, 0, 0, 9].into(),
+        };
+        ctx.directory.add(change.added, change.service);
+        ctx.events
+            .push(Event::new(&change, Instant::now(), Duration::ZERO));
+        let progress = Mutex::default();
+        for _ in 0..2 {
+            let eds = vec![
+                ("web-eds", assignment("web-eds", &[[10, 0, 0, 1], [10, 0, 0, 9]])),
+                ("api", assignment("api", &[[10, 0, 0, 2]])),
+            ];
+            state.on_endpoints(
+                &ctx,
+                received(ENDPOINT_TYPE, eds, false),
+                Instant::now(),
+                &progress,
+            );
+        }
+        assert!(state.configured());
+        assert_eq!(
+            ctx.events.events()[0].seen.lock().len(),
+            1,
+            "seen once, by service 0's resource"
+        );
+
+        // The state of the world without `api`: dropped, and the client is still configured.
+        let cds = vec![("web", cluster("web", eds(), Some("web-eds")))];
+        let (added, removed) = state
+            .on_clusters(received(CLUSTER_TYPE, cds, true))
+            .expect("unsubscribes");
+        assert!(added.is_empty());
+        assert_eq!(removed, [Arc::from("api")]);
+        assert!(state.configured());
     }
 }

@@ -1,6 +1,6 @@
 //! The end-to-end load tool behind `meshctl bench`: simulated clusters, the control plane under
-//! test, ADS clients that subscribe as sidecars do, endpoint churn in the remote clusters, and what
-//! it all measured.
+//! test, ADS clients that subscribe as sidecars do, endpoint churn in the remote clusters (or the
+//! only one), and what it all measured.
 //!
 //! Owns: the run's phases (start → initial config → churn → settle → verify) and their timing.
 //! Does NOT: reach beyond loopback, or judge the numbers (the report states them; CI asserts only
@@ -8,38 +8,41 @@
 //!
 //! Flow: [`world::World`] generates manifests and is the only writer to the simulators, so it is the
 //! truth → [`target`] starts `meshd` on them (or the caller points at another ADS server fed by the
-//! same simulators) → [`client`] tasks connect, get configured, and recognise each change by its
-//! wire marker → [`report`] and [`plot`] turn the observations into JSON, CSV, a table and an SVG.
+//! same simulators) → [`client`] tasks connect, get configured, tell which world service each EDS
+//! resource is by its addresses ([`names`]), and recognise each change by its wire marker →
+//! [`report`] and [`plot`] turn the observations into JSON, CSV, a table and an SVG.
 
 mod client;
+pub mod cost;
+mod names;
 pub mod plot;
 pub mod report;
+pub mod scope;
+pub mod summary;
 pub mod target;
 pub mod world;
 
 use std::{
-    net::Ipv4Addr,
+    collections::BTreeSet,
     path::{Path, PathBuf},
     sync::{Arc, atomic::Ordering},
     time::Duration,
 };
 
-use envoy_types::pb::envoy::config::{
-    core::v3::{address, socket_address},
-    endpoint::v3::{ClusterLoadAssignment, lb_endpoint},
-};
 use parking_lot::Mutex;
-use prost::Message;
 use serde::Serialize;
 use tokio::time::Instant;
 use tracing::info;
 
 pub use client::Flavor;
 use client::{ClientContext, Event, EventLog, Progress, Traffic};
+use cost::{Pools, ToolCpu};
+use names::Directory;
 use report::{
-    Convergence, EventRow, Initial, Machine, Percentiles, Report, TargetCost, Traffic as TrafficReport,
-    Verification,
+    Convergence, Costs, EventRow, Initial, Machine, Percentiles, Phase, Report, TargetCost,
+    Traffic as TrafficReport, Verification,
 };
+use scope::Scope;
 use target::{Meshd, MeshdArgs, Usage};
 use world::{Shape, World};
 
@@ -141,6 +144,8 @@ pub enum Target {
 pub struct Config {
     /// The generated mesh.
     pub shape: Shape,
+    /// What each client's `Sidecar` imports (`None`: no Sidecar, every service).
+    pub scope: Option<Scope>,
     /// Clients that must be configured and converge.
     pub clients: usize,
     /// Their protocol.
@@ -179,6 +184,9 @@ pub struct Args {
     /// Endpoints per service per cluster.
     #[arg(long, default_value_t = 10)]
     pub endpoints: usize,
+    /// Spread the clients over a few namespaces whose `Sidecar` imports this many services each.
+    #[arg(long, value_name = "N")]
+    pub sidecar_hosts: Option<usize>,
     /// ADS clients.
     #[arg(long, default_value_t = 100)]
     pub clients: usize,
@@ -234,6 +242,9 @@ impl Args {
                 "clusters, services and endpoints must be at least 1".into(),
             ));
         }
+        if self.sidecar_hosts == Some(0) {
+            return Err(Error::Options("--sidecar-hosts must be at least 1".into()));
+        }
         if self.churn < 0.0 || self.connect_rate.is_some_and(|r| r <= 0.0) {
             return Err(Error::Options("rates must be positive".into()));
         }
@@ -255,6 +266,7 @@ impl Args {
                 services: self.services,
                 endpoints: self.endpoints,
             },
+            scope: self.sidecar_hosts.map(|hosts| Scope::new(hosts, self.services)),
             clients: self.clients,
             flavor: self.protocol,
             stalled: self.stalled,
@@ -293,25 +305,32 @@ struct Run {
     meshd: Option<Meshd>,
     pid: Option<u32>,
     ctx: Arc<ClientContext>,
+    started: Instant,
+    /// Last: the runtimes outlive the sandbox and the clients that run on them.
+    pools: Pools,
 }
 
 impl Run {
     async fn start(cfg: Config, tasks: &Tasks) -> Result<Run, Error> {
-        let machine = Machine::current();
+        let (machine, started) = (Machine::current(), Instant::now());
         let state_dir = cfg.out_dir.join("state");
         std::fs::create_dir_all(&state_dir).map_err(|e| Error::io(&state_dir, e))?;
+        let pools = Pools::new().map_err(|e| Error::io(Path::new("tokio runtime"), e))?;
         let world = World::new(cfg.shape);
         info!(shape = ?cfg.shape, "starting simulated clusters");
         let primary = World::cluster_name(0);
-        let sandbox = sandbox::start(
-            world.manifests(),
-            Some(&primary),
-            &state_dir,
-            SYSTEM_NAMESPACE,
-            tasks.token(),
-        )
-        .await
-        .map_err(Error::Sandbox)?;
+        let mut manifests = world.manifests();
+        if let (Some(scope), Some(first)) = (&cfg.scope, manifests.first_mut()) {
+            first.objects.extend(scope.manifests());
+        }
+        let (first, dir, token) = (primary.clone(), state_dir.clone(), tasks.token());
+        let sandbox = pools
+            .on_sims(
+                async move { sandbox::start(manifests, Some(&first), &dir, SYSTEM_NAMESPACE, token).await },
+            )
+            .await
+            .map_err(|e| Error::Sandbox(e.into()))?
+            .map_err(Error::Sandbox)?;
         let kubeconfig = sandbox
             .kubeconfig(&primary)
             .ok_or_else(|| Error::Options("the sandbox lost its primary".into()))?
@@ -343,8 +362,10 @@ impl Run {
         let ctx = Arc::new(ClientContext {
             target: addr,
             events: Arc::new(EventLog::default()),
+            directory: Arc::new(Directory::new(world.addresses())),
             traffic: Arc::new(Traffic::default()),
             verify: cfg.verify,
+            scope: cfg.scope,
         });
         Ok(Run {
             cfg,
@@ -355,6 +376,8 @@ impl Run {
             meshd,
             pid,
             ctx,
+            started,
+            pools,
         })
     }
 
@@ -363,12 +386,27 @@ impl Run {
     }
 
     async fn measure(mut self) -> Result<Report, Error> {
-        let ready = self.usage();
-        let (progress, initial) = self.connect().await;
-        let configured = self.usage();
+        let (ready, tool_ready) = (self.usage(), ToolCpu::now());
+        let (progress, mut initial) = self.connect().await;
+        let (configured, tool_configured) = (self.usage(), ToolCpu::now());
         let churned = self.churn().await?;
         let converged = self.settle().await;
-        let end = self.usage();
+        let (end, tool_end) = (self.usage(), ToolCpu::now());
+        initial.bytes_per_client = churned.bytes_before as f64 / self.cfg.clients.max(1) as f64;
+        let cpu = |u: Option<Usage>| u.map(|u| u.cpu_seconds);
+        let since = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| a - b);
+        let cost = Costs::new(
+            Phase {
+                target_cpu_s: since(cpu(configured), cpu(ready)),
+                tool: tool_configured.since(&tool_ready),
+            },
+            Phase {
+                target_cpu_s: since(cpu(end), cpu(configured)),
+                tool: tool_end.since(&tool_configured),
+            },
+            converged.0.changes,
+            self.cfg.clients,
+        );
         let traffic = &self.ctx.traffic;
         let churn_s = churned.elapsed.as_secs_f64().max(1e-9);
         let traffic = TrafficReport {
@@ -391,13 +429,19 @@ impl Run {
         };
         let verified = self.cfg.verify.then(|| self.verify(&progress));
         drop(self.meshd.take());
+        let machine = Machine {
+            load_at_end: Machine::load(),
+            ..self.machine.clone()
+        };
         Ok(Report {
             config: self.cfg.clone(),
-            machine: self.machine.clone(),
+            machine,
             initial,
             convergence: converged.0,
             traffic,
             target,
+            cost,
+            wall_s: self.started.elapsed().as_secs_f64(),
             verified,
             events: converged.1,
         })
@@ -416,7 +460,8 @@ impl Run {
             progress.push(p.clone());
             let (ctx, stop) = (self.ctx.clone(), self.tasks.cancelled());
             let (flavor, stalled) = (self.cfg.flavor.of(id), id >= self.cfg.clients);
-            self.tasks.spawn("bench-client", async move {
+            // On their own runtime, so their CPU is counted apart from the simulators'.
+            self.pools.clients().spawn(async move {
                 tokio::select! {
                     _ = stop => {}
                     _ = client::run(ctx, id, flavor, stalled, p) => {}
@@ -437,6 +482,7 @@ impl Run {
             since_dial_ms: Percentiles::of(done.iter().filter_map(|p| p.configured).collect()),
             retries: done.iter().map(|p| u64::from(p.retries)).sum(),
             all_configured_s,
+            bytes_per_client: 0.0,
         };
         info!(
             configured = initial.configured,
@@ -460,16 +506,13 @@ impl Run {
             let at = started + Duration::from_secs_f64(n as f64 / self.cfg.churn_per_s);
             tokio::time::sleep_until(at).await;
             let written = Instant::now();
-            let change = self.world.churn(n, &servers)?;
-            self.ctx.events.push(Event {
-                resource: change.resource,
-                marker: world::wire_marker(change.added),
-                written,
-                at: written - started,
-                cluster: change.cluster,
-                service: change.service,
-                seen: Mutex::default(),
-            });
+            let directory = &self.ctx.directory;
+            let change = self
+                .world
+                .churn(n, &servers, |ip, service| directory.add(ip, service))?;
+            self.ctx
+                .events
+                .push(Event::new(&change, written, written - started));
         }
         Ok(Churned {
             elapsed: started.elapsed().max(self.cfg.duration),
@@ -481,26 +524,36 @@ impl Run {
     /// Waits until every client saw every change (or the settle timeout), then summarises.
     async fn settle(&self) -> (Convergence, Vec<EventRow>) {
         let deadline = Instant::now() + self.cfg.settle_timeout;
-        let clients = self.cfg.clients;
         let events = self.ctx.events.events();
-        while Instant::now() < deadline && events.iter().any(|e| e.seen.lock().len() < clients) {
+        // Per service: the clients whose scope includes it (all of them without a Sidecar).
+        let expected: Vec<usize> = (0..self.cfg.shape.services)
+            .map(|s| (0..self.cfg.clients).filter(|&c| self.sees(c, s)).count())
+            .collect();
+        let wanted = |e: &Event| expected.get(e.service).copied().unwrap_or(self.cfg.clients);
+        while Instant::now() < deadline && events.iter().any(|e| e.seen.lock().len() < wanted(e)) {
             tokio::time::sleep(POLL).await;
         }
         let mut all_clients = Vec::new();
         let mut per_client = Vec::new();
+        let mut unwatched = 0;
         let rows = events
             .iter()
             .map(|e| {
                 let mut seen = e.seen.lock().clone();
                 seen.sort_unstable();
                 per_client.extend_from_slice(&seen);
-                let last = (seen.len() >= clients).then(|| seen.last().copied().unwrap_or_default());
+                let clients = wanted(e);
+                // A change no client's scope includes is delivered trivially, with no latency to count.
+                unwatched += usize::from(clients == 0);
+                let last =
+                    (clients > 0 && seen.len() >= clients).then(|| seen.last().copied().unwrap_or_default());
                 all_clients.extend(last);
                 EventRow {
                     at_s: e.at.as_secs_f64(),
                     cluster: e.cluster,
                     service: e.service,
                     clients: seen.len(),
+                    expected: clients,
                     all_clients_ms: last.map(|d| d.as_secs_f64() * 1e3),
                     median_ms: Percentiles::of(seen).p50,
                 }
@@ -508,23 +561,56 @@ impl Run {
             .collect();
         let convergence = Convergence {
             changes: events.len(),
-            converged: all_clients.len(),
+            converged: all_clients.len() + unwatched,
+            unwatched,
             all_clients_ms: Percentiles::of(all_clients),
             per_client_ms: Percentiles::of(per_client),
         };
         (convergence, rows)
     }
 
-    /// Decodes every client's final endpoints and compares them with the truth.
+    /// Whether `client` is sent `service`'s endpoints.
+    fn sees(&self, client: usize, service: usize) -> bool {
+        self.cfg.scope.is_none_or(|s| s.sees(client, service))
+    }
+
+    /// Decodes every client's final endpoints and compares them, per world service (whatever the
+    /// target names its resources), with the truth; each client must hold exactly the services its
+    /// scope imports.
     fn verify(&self, progress: &[Arc<Mutex<Progress>>]) -> Verification {
         let mut mismatches = Vec::new();
+        let mut other_clusters = BTreeSet::new();
         for (client, p) in progress[..self.cfg.clients].iter().enumerate() {
             let p = p.lock();
-            for service in 0..self.cfg.shape.services {
-                let name = World::resource(service);
-                let got = p.endpoints.get(&*name).map(|body| addresses(body));
+            let got = self.ctx.directory.by_service(&p.endpoints);
+            let visible: BTreeSet<usize> = (0..self.cfg.shape.services)
+                .filter(|&s| self.sees(client, s))
+                .collect();
+            // The clusters whose assignment is a world service's; the rest are the target's own.
+            let mut services = BTreeSet::new();
+            for (cluster, eds) in &p.clusters {
+                let service = eds.as_deref().and_then(|name| {
+                    let body = p.endpoints.get(name)?;
+                    self.ctx.directory.service(name, body)
+                });
+                match service {
+                    Some(s) => services.insert(s),
+                    None => other_clusters.insert(cluster.to_string()),
+                };
+            }
+            if services != visible {
+                mismatches.push(format!(
+                    "client {client}: clusters of services {services:?}, its scope {visible:?}"
+                ));
+            }
+            if let Some(&extra) = got.keys().find(|s| !visible.contains(s)) {
+                let name = World::service_name(extra);
+                mismatches.push(format!("client {client}: {name}: outside its scope"));
+            }
+            for &service in &visible {
                 let want = self.world.truth(service);
-                if got.as_ref() != Some(&want) {
+                if got.get(&service) != Some(&want) {
+                    let (name, got) = (World::service_name(service), got.get(&service));
                     mismatches.push(format!("client {client}: {name}: got {got:?}, want {want:?}"));
                 }
             }
@@ -533,6 +619,7 @@ impl Run {
         Verification {
             clients: self.cfg.clients,
             mismatches,
+            other_clusters: other_clusters.into_iter().collect(),
         }
     }
 }
@@ -542,32 +629,6 @@ struct Churned {
     elapsed: Duration,
     responses_before: u64,
     bytes_before: u64,
-}
-
-/// The IPv4 addresses in an encoded `ClusterLoadAssignment`.
-fn addresses(body: &[u8]) -> std::collections::BTreeSet<Ipv4Addr> {
-    let Ok(cla) = ClusterLoadAssignment::decode(body) else {
-        return Default::default();
-    };
-    cla.endpoints
-        .iter()
-        .flat_map(|l| &l.lb_endpoints)
-        .filter_map(|e| match &e.host_identifier {
-            Some(lb_endpoint::HostIdentifier::Endpoint(ep)) => ep.address.as_ref(),
-            _ => None,
-        })
-        .filter_map(|a| match &a.address {
-            Some(address::Address::SocketAddress(s))
-                if matches!(
-                    s.port_specifier,
-                    Some(socket_address::PortSpecifier::PortValue(_))
-                ) =>
-            {
-                s.address.parse().ok()
-            }
-            _ => None,
-        })
-        .collect()
 }
 
 /// Writes report.json, events.csv and (with `plot`) convergence.svg into the output folder.
@@ -628,5 +689,14 @@ mod tests {
             args.config().unwrap().target,
             Target::Address { pid: Some(7), .. }
         ));
+        let scoped = |hosts: &str| {
+            let argv = ["meshctl", "bench", "--services", "100", "--sidecar-hosts", hosts];
+            let Command::Bench(args) = Cli::try_parse_from(argv).expect("parses").command else {
+                panic!("not the bench command");
+            };
+            args.config()
+        };
+        assert_eq!(scoped("20").expect("valid").scope, Some(Scope::new(20, 100)));
+        assert!(scoped("0").is_err());
     }
 }

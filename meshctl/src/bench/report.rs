@@ -5,7 +5,7 @@ use std::{fmt::Write as _, time::Duration};
 
 use serde::Serialize;
 
-use super::{Config, target::Usage};
+use super::{Config, cost::ToolCpu, target::Usage};
 
 /// Everything a run measured.
 #[derive(Debug, Clone, Serialize)]
@@ -23,6 +23,10 @@ pub struct Report {
     pub traffic: Traffic,
     /// The control plane's cost, when its process is known.
     pub target: Option<TargetCost>,
+    /// CPU per phase, the control plane's beside the load tool's own.
+    pub cost: Costs,
+    /// First simulator started → report, seconds.
+    pub wall_s: f64,
     /// Whether every client ended with exactly the truth (when verified).
     pub verified: Option<Verification>,
     /// One row per change.
@@ -42,6 +46,8 @@ pub struct Machine {
     pub memory_gib: f64,
     /// 1-minute load average when the run started (other work on the machine).
     pub load_at_start: f64,
+    /// 1-minute load average when the run ended (the run's own load included).
+    pub load_at_end: f64,
 }
 
 impl Machine {
@@ -49,7 +55,7 @@ impl Machine {
     pub fn current() -> Self {
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
         let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-        let loadavg = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+        let load = Self::load();
         Self {
             nproc: std::thread::available_parallelism().map_or(1, |n| n.get()),
             cpu: cpuinfo
@@ -62,19 +68,26 @@ impl Machine {
                 .find_map(|l| l.strip_prefix("MemTotal:"))
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
                 .map_or(0.0, |kib| kib / (1024.0 * 1024.0)),
-            load_at_start: loadavg
-                .split_whitespace()
-                .next()
-                .and_then(|l| l.parse().ok())
-                .unwrap_or(0.0),
+            load_at_start: load,
+            load_at_end: load,
         }
     }
 
-    /// `2 × AMD EPYC, 23.4 GiB, load 1.7 at start`.
+    /// The 1-minute load average now.
+    pub fn load() -> f64 {
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .split_whitespace()
+            .next()
+            .and_then(|l| l.parse().ok())
+            .unwrap_or(0.0)
+    }
+
+    /// `2 × AMD EPYC, 23.4 GiB, load 1.7 at start, 2.3 at end`.
     pub fn line(&self) -> String {
         format!(
-            "{} × {}, {:.1} GiB, load {:.1} at start",
-            self.nproc, self.cpu, self.memory_gib, self.load_at_start
+            "{} × {}, {:.1} GiB, load {:.1} at start, {:.1} at end",
+            self.nproc, self.cpu, self.memory_gib, self.load_at_start, self.load_at_end
         )
     }
 }
@@ -125,6 +138,8 @@ pub struct Initial {
     pub retries: u64,
     /// First client dialled → last client configured, seconds.
     pub all_configured_s: f64,
+    /// Response bytes received before the churn, per client (its initial config, with any retries).
+    pub bytes_per_client: f64,
 }
 
 /// Convergence under churn.
@@ -133,8 +148,10 @@ pub struct Initial {
 pub struct Convergence {
     /// Changes written.
     pub changes: usize,
-    /// Changes every client saw.
+    /// Changes every client saw (of a scoped run: every client whose Sidecar imports the service).
     pub converged: usize,
+    /// Changes to a service no client's Sidecar imports (converged, without a latency).
+    pub unwatched: usize,
     /// Per change: written → the last client received it.
     pub all_clients_ms: Percentiles,
     /// Per (change, client): written → that client received it.
@@ -171,6 +188,50 @@ pub struct TargetCost {
     pub churn_cpu_seconds: f64,
 }
 
+/// CPU seconds of one phase.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Phase {
+    /// The control plane's (when its process is known).
+    pub target_cpu_s: Option<f64>,
+    /// The load tool's, by part.
+    pub tool: ToolCpu,
+}
+
+/// Who spent the CPU: connect (ready → every client configured) and churn (→ end of the run).
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Costs {
+    /// Ready → every client configured.
+    pub connect: Phase,
+    /// Every client configured → every change settled.
+    pub churn: Phase,
+    /// The control plane's churn CPU, ms per change per 1,000 client streams.
+    pub target_ms_per_change_per_1k_streams: Option<f64>,
+    /// The tool's ADS clients' churn CPU, ms per change per 1,000 client streams.
+    pub clients_ms_per_change_per_1k_streams: Option<f64>,
+}
+
+impl Costs {
+    /// The figures of a run with `changes` changes and `streams` client streams.
+    pub fn new(connect: Phase, churn: Phase, changes: usize, streams: usize) -> Self {
+        Self {
+            connect,
+            churn,
+            target_ms_per_change_per_1k_streams: churn
+                .target_cpu_s
+                .and_then(|s| per_change_per_1k(s, changes, streams)),
+            clients_ms_per_change_per_1k_streams: per_change_per_1k(churn.tool.clients_s, changes, streams),
+        }
+    }
+}
+
+/// `cpu_s` as ms per change per 1,000 streams: comparable across runs of any size (`None`: no change
+/// or no stream to divide by).
+pub fn per_change_per_1k(cpu_s: f64, changes: usize, streams: usize) -> Option<f64> {
+    (changes > 0 && streams > 0).then(|| cpu_s * 1e3 / changes as f64 / (streams as f64 / 1000.0))
+}
+
 /// The final state of every client against the truth.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -179,6 +240,8 @@ pub struct Verification {
     pub clients: usize,
     /// `client: resource: what differs`, at most a few.
     pub mismatches: Vec<String>,
+    /// Clusters clients held besides their services' (the control plane's defaults), in all.
+    pub other_clusters: Vec<String>,
 }
 
 /// One change.
@@ -193,6 +256,8 @@ pub struct EventRow {
     pub service: usize,
     /// Clients that saw it.
     pub clients: usize,
+    /// Clients that should (those whose Sidecar imports the service).
+    pub expected: usize,
     /// Written → every client, ms (`None`: some never did).
     pub all_clients_ms: Option<f64>,
     /// Median over clients, ms.
@@ -202,13 +267,13 @@ pub struct EventRow {
 impl Report {
     /// The per-change CSV.
     pub fn csv(&self) -> String {
-        let mut out = String::from("at_s,cluster,service,clients,all_clients_ms,median_ms\n");
+        let mut out = String::from("at_s,cluster,service,clients,all_clients_ms,median_ms,expected\n");
         for e in &self.events {
             let all = e.all_clients_ms.map(|v| format!("{v:.3}")).unwrap_or_default();
             let _ = writeln!(
                 out,
-                "{:.3},{},{},{},{all},{:.3}",
-                e.at_s, e.cluster, e.service, e.clients, e.median_ms
+                "{:.3},{},{},{},{all},{:.3},{}",
+                e.at_s, e.cluster, e.service, e.clients, e.median_ms, e.expected
             );
         }
         out
@@ -230,6 +295,13 @@ impl Report {
             c.duration,
             self.machine.line()
         );
+        if let Some(scope) = &c.scope {
+            let _ = writeln!(
+                out,
+                "scope: each client's Sidecar imports {} of {} services\n",
+                scope.hosts, scope.services
+            );
+        }
         let pct = |p: &Percentiles| format!("{:>9.1} {:>9.1} {:>9.1}", p.p50, p.p99, p.max);
         let i = &self.initial;
         let v = &self.convergence;
@@ -263,6 +335,14 @@ impl Report {
             "\nconfigured {}/{} clients, all by {:.2} s ({} retries); converged {}/{} changes",
             i.configured, i.clients, i.all_configured_s, i.retries, v.converged, v.changes
         );
+        if v.unwatched > 0 {
+            let _ = writeln!(out, "({} changes to services no client sees)", v.unwatched);
+        }
+        let _ = writeln!(
+            out,
+            "initial config: {:.2} MiB per client",
+            i.bytes_per_client / (1 << 20) as f64
+        );
         let t = &self.traffic;
         let _ = writeln!(
             out,
@@ -285,6 +365,8 @@ impl Report {
                 cost.churn_cpu_seconds
             );
         }
+        out.push_str(&self.cost_lines());
+        let _ = writeln!(out, "wall time {:.1} s", self.wall_s);
         if let Some(v) = &self.verified {
             let verdict = if v.mismatches.is_empty() {
                 "every client holds the truth".to_owned()
@@ -301,6 +383,37 @@ impl Report {
     }
 }
 
+impl Report {
+    /// CPU by phase and by whom, and the per-change figures.
+    fn cost_lines(&self) -> String {
+        let k = &self.cost;
+        let target = |p: &Phase| {
+            p.target_cpu_s
+                .map_or_else(|| "?".to_owned(), |s| format!("{s:.1}"))
+        };
+        let mut out = String::new();
+        for (name, p) in [("connect", &k.connect), ("churn", &k.churn)] {
+            let _ = writeln!(
+                out,
+                "CPU s, {name:<7}: target {}, tool {:.1} (clients {:.1}, simulators {:.1}, other {:.1})",
+                target(p),
+                p.tool.total_s(),
+                p.tool.clients_s,
+                p.tool.sims_s,
+                p.tool.other_s
+            );
+        }
+        let ms = |v: Option<f64>| v.map_or_else(|| "?".to_owned(), |v| format!("{v:.1}"));
+        let _ = writeln!(
+            out,
+            "CPU ms per change per 1,000 streams: target {}, tool's clients {}",
+            ms(k.target_ms_per_change_per_1k_streams),
+            ms(k.clients_ms_per_change_per_1k_streams)
+        );
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -312,5 +425,25 @@ mod tests {
         assert_eq!((p.p50, p.p99, p.max), (50.0, 99.0, 100.0));
         assert_eq!(Percentiles::of(vec![]), Percentiles::default());
         assert_eq!(Percentiles::of(vec![ms(7)]).p50, 7.0);
+    }
+
+    #[test]
+    fn cpu_per_change_per_thousand_streams() {
+        let cases = [
+            // 8.4 s for 150 changes at 1,000 streams: 56 ms.
+            (8.4, 150, 1000, Some(56.0)),
+            // The same work per stream at 100 streams: 10× the figure per 1,000.
+            (0.84, 150, 100, Some(56.0)),
+            (1.0, 0, 100, None),
+            (1.0, 10, 0, None),
+        ];
+        for (cpu, changes, streams, want) in cases {
+            let got = per_change_per_1k(cpu, changes, streams);
+            assert_eq!(
+                got.map(|v| (v * 1e6).round() / 1e6),
+                want,
+                "{cpu} {changes} {streams}"
+            );
+        }
     }
 }

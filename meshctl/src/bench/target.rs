@@ -12,7 +12,7 @@ use std::{
 use super::Error;
 
 /// Clock ticks per second in `/proc/<pid>/stat` (`USER_HZ`, 100 on every Linux ABI meshd targets).
-const USER_HZ: f64 = 100.0;
+pub(super) const USER_HZ: f64 = 100.0;
 
 /// A `meshd` started for the run; killed when dropped.
 pub(super) struct Meshd {

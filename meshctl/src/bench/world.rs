@@ -1,5 +1,6 @@
 //! The generated mesh: N clusters, each with the same S services of E endpoints (one pod per
-//! endpoint), as Kubernetes manifests, and the churn that replaces endpoints in remote clusters.
+//! endpoint), as Kubernetes manifests, and the churn that replaces endpoints (in the remote clusters,
+//! or in the only one).
 //!
 //! Owns: the truth. Every write to a simulator goes through [`World`], which therefore knows, at
 //! any moment, which addresses every service has in every cluster. Does NOT: talk to meshd.
@@ -7,7 +8,6 @@
 use std::{
     collections::{BTreeSet, VecDeque},
     net::Ipv4Addr,
-    sync::Arc,
 };
 
 use serde_json::{Value, json};
@@ -38,8 +38,6 @@ pub struct Shape {
 /// One endpoint change written to a simulator.
 #[derive(Debug, Clone)]
 pub struct Change {
-    /// The EDS resource (Istio cluster name) it alters.
-    pub resource: Arc<str>,
     /// The cluster written to.
     pub cluster: usize,
     /// The service changed.
@@ -91,9 +89,17 @@ impl World {
         format!("cluster-{cluster}")
     }
 
-    /// The EDS resource (and CDS cluster) name of a service, as meshd and istiod spell it.
-    pub fn resource(service: usize) -> Arc<str> {
-        format!("outbound|{SERVICE_PORT}||svc-{service}.{NAMESPACE}.svc.cluster.local").into()
+    /// The Kubernetes name of a service.
+    pub fn service_name(service: usize) -> String {
+        format!("svc-{service}")
+    }
+
+    /// Every current address and the service it belongs to.
+    pub fn addresses(&self) -> impl Iterator<Item = (Ipv4Addr, usize)> + '_ {
+        self.endpoints
+            .iter()
+            .flat_map(|c| c.iter().enumerate())
+            .flat_map(|(s, addresses)| addresses.iter().map(move |&ip| (ip, s)))
     }
 
     /// Every cluster's manifests: the namespaces, then per service its ServiceAccount, Service, pods and
@@ -127,8 +133,9 @@ impl World {
             .collect()
     }
 
-    /// Which service and cluster the `n`th change touches: remote clusters round-robin, then services,
-    /// so one service changes again only after every (remote cluster, service) pair has.
+    /// Which cluster and service the `n`th change touches: remote clusters round-robin (the only
+    /// cluster when there is one), then services, so one service changes again only after every
+    /// (cluster, service) pair has.
     pub fn target(&self, n: u64) -> (usize, usize) {
         let remotes = (self.shape.clusters - 1).max(1) as u64;
         let first_remote = usize::from(self.shape.clusters > 1);
@@ -138,11 +145,18 @@ impl World {
     }
 
     /// Replaces the oldest endpoint of the `n`th target: starts a new pod, points the slice at it,
-    /// deletes the old pod (a rolling restart of one replica).
-    pub fn churn(&mut self, n: u64, servers: &[&ApiServer]) -> Result<Change, kube_sim::Error> {
+    /// deletes the old pod (a rolling restart of one replica). `announce` gets the new address and
+    /// its service before any simulator holds it.
+    pub fn churn(
+        &mut self,
+        n: u64,
+        servers: &[&ApiServer],
+        announce: impl FnOnce(Ipv4Addr, usize),
+    ) -> Result<Change, kube_sim::Error> {
         let (cluster, service) = self.target(n);
         let added = Ipv4Addr::from(self.next_address);
         self.next_address += 1;
+        announce(added, service);
         let store = servers[cluster].store();
         let addresses = &mut self.endpoints[cluster][service];
         let removed = addresses.pop_front();
@@ -153,7 +167,6 @@ impl World {
             store.delete("v1", "Pod", Some(NAMESPACE), &pod_name(old))?;
         }
         Ok(Change {
-            resource: Self::resource(service),
             cluster,
             service,
             added,
@@ -235,6 +248,32 @@ mod tests {
         let targets: Vec<_> = (0..5).map(|n| w.target(n)).collect();
         assert_eq!(targets, [(1, 0), (2, 0), (1, 1), (2, 1), (1, 0)]);
         assert_eq!(w.truth(0).len(), 3);
+    }
+
+    #[test]
+    fn churn_targets_the_only_cluster() {
+        let w = World::new(Shape {
+            clusters: 1,
+            services: 2,
+            endpoints: 1,
+        });
+        let targets: Vec<_> = (0..3).map(|n| w.target(n)).collect();
+        assert_eq!(targets, [(0, 0), (0, 1), (0, 0)]);
+    }
+
+    #[test]
+    fn addresses_name_their_service() {
+        let w = World::new(Shape {
+            clusters: 2,
+            services: 2,
+            endpoints: 2,
+        });
+        let addresses: Vec<_> = w.addresses().collect();
+        assert_eq!(addresses.len(), 8);
+        for s in 0..2 {
+            let of_s: BTreeSet<_> = addresses.iter().filter(|a| a.1 == s).map(|a| a.0).collect();
+            assert_eq!(of_s, w.truth(s));
+        }
     }
 
     #[test]
