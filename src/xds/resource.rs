@@ -48,6 +48,19 @@ impl Resource {
         }
     }
 
+    /// A message of `len` bytes that `write` appends (its fields in any order), at version 0.
+    pub fn write(ty: XdsType, name: Arc<str>, len: usize, write: impl FnOnce(&mut Vec<u8>)) -> Self {
+        let (mut buf, value_at) = any_header(ty, len);
+        write(&mut buf);
+        debug_assert_eq!(buf.len(), value_at + len, "wrote the length announced");
+        Self {
+            name,
+            version: 0,
+            any: buf.into(),
+            value_at,
+        }
+    }
+
     /// A resource from already-encoded message bytes.
     pub fn with_version(ty: XdsType, name: Arc<str>, value: Vec<u8>, version: u64) -> Self {
         let (mut buf, value_at) = any_header(ty, value.len());

@@ -1,16 +1,20 @@
 //! EDS generation + encoding in istiod's `BenchmarkEndpointGeneration` shapes (endpoints per service /
 //! services: 1/100, 10/10, 100/10, 1000/1), with split horizon over 4 networks with gateways, cache
-//! miss and hit, reported per endpoint; and CDS for 1,000 services. Everything goes through the
-//! generators' public entry point with meshd's [`SplitHorizon`] view, as a stream would.
+//! miss and hit, reported per endpoint; and CDS for 1,000 services, with and without a DestinationRule
+//! per service, per cluster, beside its floor (prost-encoding the clusters the miss built, nothing
+//! else). Everything goes through the generators' public entry point with meshd's [`SplitHorizon`]
+//! view, as a stream would.
 
 use std::{collections::BTreeSet, hint::black_box, net::IpAddr, sync::Arc};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use meshd::{
+    istio::{self, Kind, ObjectMeta, Source},
     model::{Locality, NetworkGateway, Protocol, TlsMode},
     network::SplitHorizon,
     xds::{
-        NetworkView, Proxy, ProxyKind, Subscription, XdsType,
+        NetworkView, Proxy, ProxyKind, Resource, Subscription, XdsType,
         cache::ResourceCache,
         generator::{
             Context, StaticMesh, scope_of,
@@ -18,6 +22,7 @@ use meshd::{
         },
     },
 };
+use prost::Message;
 
 const NETWORKS: usize = 4;
 
@@ -127,29 +132,101 @@ fn eds(c: &mut Criterion) {
     g.finish();
 }
 
+/// A DestinationRule on every service of [`mesh`]: subsets v1/v2, outlier detection, a connection
+/// pool and `ISTIO_MUTUAL`, so each service has three clusters with every policy field istiod writes.
+fn rules(services: usize) -> Vec<Arc<istio::Config>> {
+    (0..services)
+        .map(|s| {
+            let meta = ObjectMeta {
+                namespace: "bench".into(),
+                name: format!("svc-{s}").into(),
+                labels: Default::default(),
+                annotations: Default::default(),
+                revision: "1".into(),
+                creation_timestamp: Some("2026-01-01T00:00:00Z".into()),
+                source: Source::Cluster("cluster-0".into()),
+            };
+            let spec = serde_json::json!({
+                "host": format!("svc-{s}"),
+                "trafficPolicy": {
+                    "connectionPool": {
+                        "tcp": {"maxConnections": 100, "connectTimeout": "5s"},
+                        "http": {"http2MaxRequests": 1000, "maxRequestsPerConnection": 10, "idleTimeout": "60s"},
+                    },
+                    "outlierDetection": {"consecutive5xxErrors": 5, "interval": "10s", "baseEjectionTime": "30s"},
+                    "tls": {"mode": "ISTIO_MUTUAL"},
+                },
+                "subsets": [
+                    {"name": "v1", "labels": {"version": "v1"}},
+                    {"name": "v2", "labels": {"version": "v2"}},
+                ],
+            });
+            match istio::parse(Kind::DestinationRule, meta, &spec) {
+                Ok((config, _)) => Arc::new(config),
+                Err(e) => panic!("bench DestinationRule: {e:?}"),
+            }
+        })
+        .collect()
+}
+
+/// The clusters a miss produced, decoded once: what the floor re-encodes.
+fn decoded(mesh: &StaticMesh, sub: &Subscription) -> Vec<(Arc<str>, Cluster)> {
+    let (proxy, endpoints) = (sidecar(), SplitHorizon);
+    let view = NetworkView::of(&proxy);
+    let ctx = Context {
+        mesh,
+        proxy: &proxy,
+        view: &view,
+        endpoints: &endpoints,
+        cache: &ResourceCache::new(0, None),
+        scope: &scope_of(mesh, &proxy),
+    };
+    ctx.generate(XdsType::Cluster, sub, None)
+        .iter()
+        .map(|r| match Cluster::decode(r.value()) {
+            Ok(c) => (r.name.clone(), c),
+            Err(e) => panic!("{}: {e}", r.name),
+        })
+        .collect()
+}
+
 fn cds(c: &mut Criterion) {
-    let mesh = mesh(10, 1000);
     let wildcard = Subscription {
         wildcard: true,
         names: Default::default(),
     };
+    let plain = mesh(10, 1000);
+    let with_rules = mesh(10, 1000).with_config(rules(1000));
     let mut g = c.benchmark_group("cds 1000 services");
     g.sample_size(20);
-    g.bench_function("miss", |b| {
-        b.iter(|| {
-            black_box(generate(
-                &mesh,
-                &ResourceCache::new(0, None),
-                XdsType::Cluster,
-                &wildcard,
-            ))
-        })
-    });
-    let warm = ResourceCache::new(100_000, None);
-    generate(&mesh, &warm, XdsType::Cluster, &wildcard);
-    g.bench_function("hit", |b| {
-        b.iter(|| black_box(generate(&mesh, &warm, XdsType::Cluster, &wildcard)))
-    });
+    for (label, mesh) in [("", &plain), (", DR per service", &with_rules)] {
+        let clusters = decoded(mesh, &wildcard);
+        g.throughput(Throughput::Elements(clusters.len() as u64));
+        g.bench_function(format!("miss{label}"), |b| {
+            b.iter(|| {
+                black_box(generate(
+                    mesh,
+                    &ResourceCache::new(0, None),
+                    XdsType::Cluster,
+                    &wildcard,
+                ))
+            })
+        });
+        // The physical limit: encoding the same clusters into the `Any`s meshd ships, nothing else.
+        g.bench_function(format!("floor{label}"), |b| {
+            b.iter(|| {
+                let encoded = clusters
+                    .iter()
+                    .map(|(name, c)| Resource::encode_with_version(XdsType::Cluster, name.clone(), c, 0));
+                black_box(encoded.map(|r| r.any().len()).sum::<usize>())
+            })
+        });
+        let warm = ResourceCache::new(100_000, None);
+        generate(mesh, &warm, XdsType::Cluster, &wildcard);
+        g.bench_function(format!("hit{label}"), |b| {
+            b.iter(|| black_box(generate(mesh, &warm, XdsType::Cluster, &wildcard)))
+        });
+    }
     g.finish();
 }
 

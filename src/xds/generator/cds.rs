@@ -16,7 +16,7 @@
 use std::{
     collections::BTreeSet,
     hash::{DefaultHasher, Hash, Hasher},
-    sync::Arc,
+    sync::{Arc, LazyLock},
 };
 
 use envoy_types::pb::{
@@ -46,7 +46,7 @@ use envoy_types::pb::{
         },
         r#type::matcher::v3::{StringMatcher, string_matcher::MatchPattern},
     },
-    google::protobuf::{Duration, ListValue, Struct, Value, value::Kind},
+    google::protobuf::{Any, Duration, ListValue, Struct, Value, value::Kind},
 };
 
 use prost::Message;
@@ -212,19 +212,31 @@ pub(super) fn build(ctx: &Context, name: Arc<str>) -> Option<Resource> {
         return Some(Resource::encode(XdsType::Cluster, name, &blackhole_cluster()));
     }
     let built = cluster(ctx.mesh, ctx.proxy, &name)?;
-    let version = version(&built.cluster);
-    Some(Resource::encode_with_version(
-        XdsType::Cluster,
-        name,
-        &built.cluster,
-        version,
-    ))
+    Some(encode(name, built.cluster))
 }
 
-/// A cluster's resource version: a hash of its encoding with the metadata left out, and of the
-/// metadata's content in key order (prost encodes protobuf maps, `Struct`s included, in `HashMap`
-/// order, so equal clusters may differ in bytes; their versions must not).
-fn version(c: &Cluster) -> u64 {
+/// Encodes `c` once, its metadata last (protobuf fields may come in any order): prost writes maps,
+/// `Struct`s included, in `HashMap` order, so equal clusters may differ in bytes. The version hashes
+/// the rest as encoded and the metadata's content in key order, so theirs do not.
+fn encode(name: Arc<str>, mut c: Cluster) -> Resource {
+    const METADATA: u32 = 25;
+    let meta = c.metadata.take();
+    let bare = c.encoded_len();
+    let meta_len = meta
+        .as_ref()
+        .map_or(0, |m| prost::encoding::message::encoded_len(METADATA, m));
+    let mut r = Resource::write(XdsType::Cluster, name, bare + meta_len, |buf| {
+        c.encode_raw(buf);
+        if let Some(m) = &meta {
+            prost::encoding::message::encode(METADATA, m, buf);
+        }
+    });
+    r.version = version(&r.value()[..bare], meta.as_ref());
+    r
+}
+
+/// A cluster's resource version from its encoding without metadata and its metadata.
+fn version(bare: &[u8], meta: Option<&Metadata>) -> u64 {
     fn hash_struct(s: &Struct, h: &mut DefaultHasher) {
         let mut fields: Vec<_> = s.fields.iter().collect();
         fields.sort_by(|a, b| a.0.cmp(b.0));
@@ -248,8 +260,7 @@ fn version(c: &Cluster) -> u64 {
         }
     }
     let mut h = DefaultHasher::new();
-    let mut bare = c.clone();
-    if let Some(meta) = bare.metadata.take() {
+    if let Some(meta) = meta {
         let mut filters: Vec<_> = meta.filter_metadata.iter().collect();
         filters.sort_by(|a, b| a.0.cmp(b.0));
         for (k, s) in filters {
@@ -257,7 +268,7 @@ fn version(c: &Cluster) -> u64 {
             hash_struct(s, &mut h);
         }
     }
-    bare.encode_to_vec().hash(&mut h);
+    bare.hash(&mut h);
     h.finish()
 }
 
@@ -308,7 +319,12 @@ pub fn cluster<'m>(mesh: &'m dyn Mesh, proxy: &Proxy, name: &str) -> Option<Buil
     } else {
         // Secure naming pins every workload identity of the service, including those behind gateways.
         let mut identities = service.service_accounts.clone();
-        identities.extend(mesh.endpoints(service).filter_map(|e| e.service_account.clone()));
+        // A service's endpoints mostly share one account: look before cloning.
+        for sa in mesh.endpoints(service).filter_map(|e| e.service_account.as_ref()) {
+            if !identities.contains(sa) {
+                identities.insert(sa.clone());
+            }
+        }
         let sni = subset_sni_name(port.port, subset.unwrap_or(""), &service.hostname);
         let ctx = TlsContext {
             identities: &identities,
@@ -352,6 +368,25 @@ pub fn eds_cluster(name: &str) -> Cluster {
     }
 }
 
+/// Auto-mTLS's transport-socket matches but the Istio socket itself (built once, cloned per cluster).
+static AUTO_MTLS: LazyLock<[TransportSocketMatch; 2]> = LazyLock::new(|| {
+    [
+        TransportSocketMatch {
+            name: "tlsMode-istio".to_owned(),
+            r#match: Some(strings(&[("tlsMode", "istio")])),
+            transport_socket: None,
+        },
+        TransportSocketMatch {
+            name: "tlsMode-disabled".to_owned(),
+            r#match: Some(Default::default()),
+            transport_socket: Some(TransportSocket {
+                name: "envoy.transport_sockets.raw_buffer".to_owned(),
+                config_type: Some(transport_socket::ConfigType::TypedConfig(any(&RawBuffer {}))),
+            }),
+        },
+    ]
+});
+
 /// Secures `c`'s upstream connections as `tls` says. gRPC gets certificate-provider instances
 /// (`default` for its certificate, `ROOTCA` for the root; the bootstrap's `certificate_providers`),
 /// Envoy SDS secrets from the istio-agent; auto-mTLS is Envoy's transport-socket matches on the
@@ -363,23 +398,15 @@ pub fn apply_tls(c: &mut Cluster, tls: &UpstreamTls, client: Client) {
             c.transport_socket = Some(tls_socket(provider_tls(sans), String::new()));
         }
         (UpstreamTls::IstioMutual { sans, sni }, _) => {
-            c.transport_socket = Some(tls_socket(sds_tls(sans), sni.clone()));
+            c.transport_socket = Some(sds_tls_socket(sans, sni));
         }
         (UpstreamTls::Auto { sans, sni }, _) => {
             c.transport_socket_matches = vec![
                 TransportSocketMatch {
-                    name: "tlsMode-istio".to_owned(),
-                    r#match: Some(strings(&[("tlsMode", "istio")])),
-                    transport_socket: Some(tls_socket(sds_tls(sans), sni.clone())),
+                    transport_socket: Some(sds_tls_socket(sans, sni)),
+                    ..AUTO_MTLS[0].clone()
                 },
-                TransportSocketMatch {
-                    name: "tlsMode-disabled".to_owned(),
-                    r#match: Some(Default::default()),
-                    transport_socket: Some(TransportSocket {
-                        name: "envoy.transport_sockets.raw_buffer".to_owned(),
-                        config_type: Some(transport_socket::ConfigType::TypedConfig(any(&RawBuffer {}))),
-                    }),
-                },
+                AUTO_MTLS[1].clone(),
             ];
         }
         (UpstreamTls::Originate(t), _) => {
@@ -395,26 +422,19 @@ pub fn istio_metadata(service: &Service, rule: Option<&ObjectRef>, subset: Optio
     let s = |v: &str| Value {
         kind: Some(Kind::StringValue(v.to_owned())),
     };
-    let svc = Struct {
-        fields: [
-            ("host", s(&service.hostname)),
-            ("name", s(&service.name)),
-            ("namespace", s(&service.namespace)),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect(),
+    let mut svc = std::collections::HashMap::with_capacity(3);
+    svc.insert("host".to_owned(), s(&service.hostname));
+    svc.insert("name".to_owned(), s(&service.name));
+    svc.insert("namespace".to_owned(), s(&service.namespace));
+    let services = Value {
+        kind: Some(Kind::ListValue(ListValue {
+            values: vec![Value {
+                kind: Some(Kind::StructValue(Struct { fields: svc })),
+            }],
+        })),
     };
-    let mut fields = std::collections::BTreeMap::from([(
-        "services".to_owned(),
-        Value {
-            kind: Some(Kind::ListValue(ListValue {
-                values: vec![Value {
-                    kind: Some(Kind::StructValue(svc)),
-                }],
-            })),
-        },
-    )]);
+    let mut fields = std::collections::HashMap::with_capacity(3);
+    fields.insert("services".to_owned(), services);
     if let Some(r) = rule {
         let config = format!(
             "/apis/networking.istio.io/v1/namespaces/{}/destination-rule/{}",
@@ -426,13 +446,7 @@ pub fn istio_metadata(service: &Service, rule: Option<&ObjectRef>, subset: Optio
         fields.insert("subset".to_owned(), s(subset));
     }
     Metadata {
-        filter_metadata: [(
-            "istio".to_owned(),
-            Struct {
-                fields: fields.into_iter().collect(),
-            },
-        )]
-        .into(),
+        filter_metadata: [("istio".to_owned(), Struct { fields })].into(),
         ..Default::default()
     }
 }
@@ -500,22 +514,111 @@ fn provider_tls(sans: &[String]) -> CommonTlsContext {
 
 /// Sidecar: SDS secrets from the agent, as istiod configures them; the SAN matchers are the default
 /// part of a combined validation context whose root comes from SDS.
+#[cfg(test)]
 fn sds_tls(sans: &[String]) -> CommonTlsContext {
-    CommonTlsContext {
-        tls_certificate_sds_secret_configs: vec![sds(WORKLOAD_CERT)],
-        validation_context_type: Some(ValidationContextType::CombinedValidationContext(
-            CombinedCertificateValidationContext {
-                default_validation_context: Some(CertificateValidationContext {
-                    match_typed_subject_alt_names: san_matchers(sans),
-                    ..Default::default()
-                }),
-                validation_context_sds_secret_config: Some(sds(ROOT_CERT)),
+    let mut common = SdsTls::common();
+    common.validation_context_type = Some(ValidationContextType::CombinedValidationContext(
+        CombinedCertificateValidationContext {
+            default_validation_context: Some(CertificateValidationContext {
+                match_typed_subject_alt_names: san_matchers(sans),
                 ..Default::default()
-            },
-        )),
-        alpn_protocols: vec!["istio-peer-exchange".to_owned(), "istio".to_owned()],
-        tls_params: Some(tls_1_2_to_1_3()),
+            }),
+            ..SdsTls::root()
+        },
+    ));
+    common
+}
+
+/// [`sds_tls`]'s socket, written as prost writes it, from the parts every cluster shares (encoded
+/// once: the secrets, ALPN, TLS versions) and the cluster's SANs and SNI: building and encoding the
+/// shared parts was most of the cost of a cluster.
+fn sds_tls_socket(sans: &[String], sni: &str) -> TransportSocket {
+    use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint, key_len, message};
+    static PARTS: LazyLock<SdsTls> = LazyLock::new(SdsTls::new);
+    let parts = &*PARTS;
+    let sans = CertificateValidationContext {
+        match_typed_subject_alt_names: san_matchers(sans),
         ..Default::default()
+    };
+    // CombinedCertificateValidationContext: the SANs (1), then the root (2).
+    let combined = message::encoded_len(1, &sans) + parts.root.len();
+    // CommonTlsContext in tag order: `tls_params` (1), the validation oneof (3..12, here 8), the rest.
+    let common =
+        parts.head.len() + key_len(8) + encoded_len_varint(combined as u64) + combined + parts.tail.len();
+    let sni_len = if sni.is_empty() {
+        0
+    } else {
+        key_len(2) + encoded_len_varint(sni.len() as u64) + sni.len()
+    };
+    let mut value = Vec::with_capacity(key_len(1) + encoded_len_varint(common as u64) + common + sni_len);
+    encode_key(1, WireType::LengthDelimited, &mut value);
+    encode_varint(common as u64, &mut value);
+    value.extend_from_slice(&parts.head);
+    encode_key(8, WireType::LengthDelimited, &mut value);
+    encode_varint(combined as u64, &mut value);
+    message::encode(1, &sans, &mut value);
+    value.extend_from_slice(&parts.root);
+    value.extend_from_slice(&parts.tail);
+    if !sni.is_empty() {
+        encode_key(2, WireType::LengthDelimited, &mut value);
+        encode_varint(sni.len() as u64, &mut value);
+        value.extend_from_slice(sni.as_bytes());
+    }
+    TransportSocket {
+        name: "envoy.transport_sockets.tls".to_owned(),
+        config_type: Some(transport_socket::ConfigType::TypedConfig(Any {
+            type_url: parts.type_url.clone(),
+            value,
+        })),
+    }
+}
+
+/// The encoded parts of [`sds_tls`] that do not depend on the cluster.
+struct SdsTls {
+    /// `CommonTlsContext` fields before the validation context.
+    head: Vec<u8>,
+    /// `CommonTlsContext` fields after it.
+    tail: Vec<u8>,
+    /// `CombinedCertificateValidationContext.validation_context_sds_secret_config`.
+    root: Vec<u8>,
+    type_url: String,
+}
+
+impl SdsTls {
+    fn new() -> Self {
+        let common = Self::common();
+        let head = CommonTlsContext {
+            tls_params: common.tls_params.clone(),
+            ..Default::default()
+        };
+        let tail = CommonTlsContext {
+            tls_params: None,
+            ..common
+        };
+        Self {
+            head: head.encode_to_vec(),
+            tail: tail.encode_to_vec(),
+            root: Self::root().encode_to_vec(),
+            type_url: <UpstreamTlsContext as prost::Name>::type_url(),
+        }
+    }
+
+    /// Everything but the validation context.
+    fn common() -> CommonTlsContext {
+        CommonTlsContext {
+            tls_certificate_sds_secret_configs: vec![sds(WORKLOAD_CERT)],
+            alpn_protocols: vec!["istio-peer-exchange".to_owned(), "istio".to_owned()],
+            tls_params: Some(tls_1_2_to_1_3()),
+            ..Default::default()
+        }
+    }
+
+    /// The root certificate from SDS.
+    fn root() -> CombinedCertificateValidationContext {
+        CombinedCertificateValidationContext {
+            validation_context_sds_secret_config: Some(sds(ROOT_CERT)),
+            ..Default::default()
+        }
     }
 }
 

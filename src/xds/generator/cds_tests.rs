@@ -365,3 +365,65 @@ fn proxies_that_get_the_same_rule_share_one_encode() {
     let decoded = Cluster::decode(c.value()).unwrap();
     assert!(decoded.transport_socket.is_none());
 }
+
+#[test]
+fn a_cluster_encodes_once_with_a_version_of_its_content() {
+    let m = mesh(&[("DestinationRule", "default", "echo", SUBSETS)]);
+    let name = subset_cluster_name(7070, "v1", HOST);
+    let built = || built(&m, ProxyKind::Sidecar, "default", &name).expect("v1");
+    let want = built();
+    assert!(
+        want.metadata
+            .as_ref()
+            .is_some_and(|m| m.filter_metadata["istio"].fields.len() == 3),
+        "services, config and subset: the map prost writes in any order"
+    );
+    let encoded: Vec<_> = (0..16)
+        .map(|_| super::encode(name.as_str().into(), built()))
+        .collect();
+    for r in &encoded {
+        assert_eq!(Cluster::decode(r.value()).expect("decodes"), want);
+        assert_eq!(r.version, encoded[0].version, "equal clusters, equal versions");
+    }
+    let mut other = built();
+    other.connect_timeout = None;
+    assert_ne!(
+        super::encode(name.as_str().into(), other).version,
+        encoded[0].version
+    );
+    let mut other = built();
+    if let Some(meta) = other.metadata.as_mut() {
+        meta.filter_metadata
+            .get_mut("istio")
+            .expect("istio")
+            .fields
+            .remove("subset");
+    }
+    assert_ne!(
+        super::encode(name.as_str().into(), other).version,
+        encoded[0].version,
+        "the metadata counts"
+    );
+}
+
+#[test]
+fn the_sidecar_tls_socket_is_byte_for_byte_what_prost_writes() {
+    let many: Vec<String> = (0..8)
+        .map(|i| format!("spiffe://cluster.local/ns/bench/sa/svc-{i}"))
+        .collect();
+    let cases: [(&[String], &str); 4] = [
+        (&[], ""),
+        (&many[..1], "outbound_.80_._.echo.default.svc.cluster.local"),
+        (&many, "outbound_.80_.v1_.echo.default.svc.cluster.local"),
+        (&many, ""),
+    ];
+    for (sans, sni) in cases {
+        let want = super::tls_socket(super::sds_tls(sans), sni.to_owned());
+        assert_eq!(
+            super::sds_tls_socket(sans, sni),
+            want,
+            "{} SANs, SNI {sni:?}",
+            sans.len()
+        );
+    }
+}
