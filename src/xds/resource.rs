@@ -2,7 +2,7 @@
 
 use std::{
     collections::BTreeSet,
-    hash::{DefaultHasher, Hasher},
+    hash::{BuildHasher, DefaultHasher, Hasher},
     sync::{Arc, LazyLock},
 };
 
@@ -40,6 +40,21 @@ impl Resource {
     pub fn encode_with_version(ty: XdsType, name: Arc<str>, msg: &impl prost::Message, version: u64) -> Self {
         let (mut buf, value_at) = any_header(ty, msg.encoded_len());
         msg.encode_raw(&mut buf);
+        Self {
+            name,
+            version,
+            any: buf.into(),
+            value_at,
+        }
+    }
+
+    /// A message its generator writes itself: `write` appends exactly `len` bytes. Its version is a
+    /// fast hash of them, so the writer must be deterministic (no `HashMap` order).
+    pub fn written(ty: XdsType, name: Arc<str>, len: usize, write: impl FnOnce(&mut Vec<u8>)) -> Self {
+        let (mut buf, value_at) = any_header(ty, len);
+        write(&mut buf);
+        debug_assert_eq!(buf.len(), value_at + len, "declared length");
+        let version = fast_hash(&buf[value_at..]);
         Self {
             name,
             version,
@@ -102,6 +117,12 @@ pub(crate) fn hash_bytes(bytes: &[u8]) -> u64 {
     let mut h = DefaultHasher::new();
     h.write(bytes);
     h.finish()
+}
+
+/// Like [`hash_bytes`], several times faster on long inputs (foldhash with its fixed seed): EDS hashes
+/// every assignment it builds.
+fn fast_hash(bytes: &[u8]) -> u64 {
+    foldhash::fast::FixedState::default().hash_one(bytes)
 }
 
 /// Resource names as clients send them, shared by every stream that names them: 1,000 sidecars watching
