@@ -2,9 +2,9 @@
 //!
 //! Owns: grouping a service port's endpoints by locality and priority (each group weighted by the
 //! sum of its endpoint weights, which gRPC requires), gRPC's duplicate merge, renumbering priorities
-//! without gaps, health mapping, `istio` endpoint metadata and a deterministic order. Does NOT:
-//! choose which endpoints a proxy sees (the [`super::EndpointView`] hook does, before this runs) or
-//! decide priorities and locality weights ([`super::locality`]).
+//! without gaps and a deterministic order. Does NOT: choose which endpoints a proxy sees (the
+//! [`super::EndpointView`] hook does, before this runs), decide priorities and locality weights
+//! ([`super::locality`]) or lay out the bytes (health values, `istio` metadata: [`eds_wire`]).
 //!
 //! The assignment is first built as a plain [`Assignment`] (what `meshctl explain` reads too), then
 //! written to the wire by [`eds_wire`] in a fixed order, so a hash of the bytes is its version.
