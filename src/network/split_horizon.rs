@@ -24,7 +24,11 @@
 //! `xds::generator::eds`), or filter by IP family (istiod 1.30 does; meshd's gateways are IPv4 or not
 //! filtered).
 
-use std::{borrow::Cow, collections::BTreeMap, sync::Arc};
+use std::{
+    borrow::Cow,
+    collections::BTreeMap,
+    sync::{Arc, LazyLock},
+};
 
 use serde::Serialize;
 
@@ -61,42 +65,46 @@ impl EndpointView for SplitHorizon {
 }
 
 /// Gateways indexed as istiod's `NetworkGateways`: per network, all of them and those of each cluster.
+/// Built for every cluster EDS generates, so one allocation: the gateways sorted by (network,
+/// cluster), stably, which makes each network's and each (network, cluster)'s gateways a contiguous run.
 struct GatewayIndex<'g> {
-    by_network: BTreeMap<&'g NetworkId, NetworkGateways<'g>>,
+    sorted: Vec<&'g NetworkGateway>,
     /// LCM of every group's size (saturating); 1 with no gateways.
     scale: u64,
 }
 
-#[derive(Default)]
-struct NetworkGateways<'g> {
-    all: Vec<&'g NetworkGateway>,
-    by_cluster: BTreeMap<&'g ClusterId, Vec<&'g NetworkGateway>>,
-}
-
 impl<'g> GatewayIndex<'g> {
     fn new(gateways: &'g [NetworkGateway]) -> Self {
-        let mut by_network: BTreeMap<_, NetworkGateways<'g>> = BTreeMap::new();
-        for gw in gateways {
-            let net = by_network.entry(&gw.network).or_default();
-            net.all.push(gw);
-            if let Some(c) = &gw.cluster {
-                net.by_cluster.entry(c).or_default().push(gw);
-            }
-        }
-        let sizes = by_network
-            .values()
-            .flat_map(|n| std::iter::once(&n.all).chain(n.by_cluster.values()))
-            .map(Vec::len);
-        let scale = sizes.fold(1u64, |acc, n| lcm(acc, u64::try_from(n).unwrap_or(u64::MAX)));
-        Self { by_network, scale }
+        let mut sorted: Vec<&NetworkGateway> = gateways.iter().collect();
+        sorted.sort_by(|a, b| (&a.network, &a.cluster).cmp(&(&b.network, &b.cluster)));
+        let networks = sorted.chunk_by(|a, b| a.network == b.network);
+        let clusters = sorted
+            .chunk_by(|a, b| (&a.network, &a.cluster) == (&b.network, &b.cluster))
+            .filter(|run| run[0].cluster.is_some());
+        let scale = networks
+            .chain(clusters)
+            .map(<[_]>::len)
+            .fold(1u64, |acc, n| lcm(acc, u64::try_from(n).unwrap_or(u64::MAX)));
+        Self { sorted, scale }
+    }
+
+    /// Whether there is no gateway at all (multi-network is off).
+    fn is_empty(&self) -> bool {
+        self.sorted.is_empty()
     }
 
     /// The gateways of the endpoint's network and cluster, else of its network (istio#33526).
     fn select(&self, network: Option<&NetworkId>, cluster: &ClusterId) -> &[&'g NetworkGateway] {
-        let Some(net) = network.and_then(|n| self.by_network.get(n)) else {
+        let Some(network) = network else {
             return &[];
         };
-        net.by_cluster.get(cluster).unwrap_or(&net.all)
+        let from = self.sorted.partition_point(|g| g.network < *network);
+        let to = from + self.sorted[from..].partition_point(|g| g.network == *network);
+        let net = &self.sorted[from..to];
+        let cluster = Some(cluster);
+        let from = net.partition_point(|g| g.cluster.as_ref() < cluster);
+        let to = from + net[from..].partition_point(|g| g.cluster.as_ref() == cluster);
+        if from == to { net } else { &net[from..to] }
     }
 
     /// An endpoint's weight times the scale, exact (before [`Weighted::divisor`]).
@@ -231,7 +239,7 @@ fn decide<'i, 'g>(ep: &Endpoint, index: &'i GatewayIndex<'g>, q: &EndpointQuery<
     if !q.in_subset(ep) {
         return Decision::Dropped(Dropped::NotInSubset);
     }
-    if index.by_network.is_empty() {
+    if index.is_empty() {
         return Decision::Direct(Direct::NoGateways);
     }
     // Only endpoints serving this port count towards a gateway's weight.
@@ -318,7 +326,7 @@ pub fn stand_in(
         cluster,
         network: Some(gw.network.clone()),
         locality: locality.clone(),
-        labels: Labels::default(),
+        labels: no_labels(),
         service_account: None,
         tls_mode: TlsMode::Istio,
         health: Health::Healthy,
@@ -326,6 +334,12 @@ pub fn stand_in(
         kind: WorkloadKind::NetworkGateway,
         weight,
     }
+}
+
+/// One shared empty label set: a stand-in is built per gateway per cluster on every EDS build.
+fn no_labels() -> Labels {
+    static EMPTY: LazyLock<Labels> = LazyLock::new(Labels::default);
+    EMPTY.clone()
 }
 
 /// Why each of `endpoints` is sent as is, through gateways, or not at all, by the rules [`filter`]

@@ -2,7 +2,7 @@
 
 use std::{
     collections::BTreeSet,
-    hash::{DefaultHasher, Hasher},
+    hash::{BuildHasher, DefaultHasher, Hasher},
     sync::{Arc, LazyLock},
 };
 
@@ -61,6 +61,14 @@ impl Resource {
         }
     }
 
+    /// [`Resource::write`] versioned by a fast hash of the bytes, so the writer must be deterministic
+    /// (no `HashMap` order).
+    pub fn written(ty: XdsType, name: Arc<str>, len: usize, write: impl FnOnce(&mut Vec<u8>)) -> Self {
+        let mut r = Self::write(ty, name, len, write);
+        r.version = fast_hash(r.value());
+        r
+    }
+
     /// A resource from already-encoded message bytes.
     pub fn with_version(ty: XdsType, name: Arc<str>, value: Vec<u8>, version: u64) -> Self {
         let (mut buf, value_at) = any_header(ty, value.len());
@@ -115,6 +123,12 @@ pub(crate) fn hash_bytes(bytes: &[u8]) -> u64 {
     let mut h = DefaultHasher::new();
     h.write(bytes);
     h.finish()
+}
+
+/// Like [`hash_bytes`], several times faster on long inputs (foldhash with its fixed seed): EDS hashes
+/// every assignment it builds.
+fn fast_hash(bytes: &[u8]) -> u64 {
+    foldhash::fast::FixedState::default().hash_one(bytes)
 }
 
 /// Resource names as clients send them, shared by every stream that names them: 1,000 sidecars watching

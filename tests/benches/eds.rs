@@ -1,14 +1,13 @@
 //! EDS generation + encoding in istiod's `BenchmarkEndpointGeneration` shapes (endpoints per service /
 //! services: 1/100, 10/10, 100/10, 1000/1), with split horizon over 4 networks with gateways, cache
-//! miss and hit, reported per endpoint; and CDS for 1,000 services, with and without a DestinationRule
-//! per service, per cluster, beside its floor (prost-encoding the clusters the miss built, nothing
-//! else). Everything goes through the generators' public entry point with meshd's [`SplitHorizon`]
-//! view, as a stream would.
+//! miss and hit, reported per endpoint, beside the encode floor of the same messages; and CDS for
+//! 1,000 services. Everything goes through the generators' public entry point with meshd's
+//! [`SplitHorizon`] view, as a stream would.
 
 use std::{collections::BTreeSet, hint::black_box, net::IpAddr, sync::Arc};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+use envoy_types::pb::envoy::config::{cluster::v3::Cluster, endpoint::v3::ClusterLoadAssignment};
 use meshd::{
     istio::{self, Kind, ObjectMeta, Source},
     model::{Locality, NetworkGateway, Protocol, TlsMode},
@@ -98,6 +97,47 @@ fn generate(mesh: &StaticMesh, cache: &ResourceCache, ty: XdsType, sub: &Subscri
     ctx.generate(ty, sub, None).iter().map(|r| r.value().len()).sum()
 }
 
+/// The resources one stream is sent for `sub`, built without a cache.
+fn built(mesh: &StaticMesh, ty: XdsType, sub: &Subscription) -> Vec<Arc<Resource>> {
+    let (proxy, endpoints) = (sidecar(), SplitHorizon);
+    let view = NetworkView::of(&proxy);
+    let ctx = Context {
+        mesh,
+        proxy: &proxy,
+        view: &view,
+        endpoints: &endpoints,
+        cache: &ResourceCache::new(0, None),
+        scope: &scope_of(mesh, &proxy),
+    };
+    ctx.generate(ty, sub, None)
+}
+
+/// A DestinationRule on every service of `mesh(_, services)`, so that each cluster looks its rule up
+/// and reads what it decides: ISTIO_MUTUAL, outlier detection and locality failover (priorities).
+fn with_rules(mesh: StaticMesh, services: usize) -> StaticMesh {
+    let rule = |s: usize| {
+        let meta = ObjectMeta {
+            namespace: "bench".into(),
+            name: format!("svc-{s}").into(),
+            labels: Default::default(),
+            annotations: Default::default(),
+            revision: "1".into(),
+            creation_timestamp: Some("2026-01-01T00:00:00Z".into()),
+            source: Source::Cluster("cluster-0".into()),
+        };
+        let spec = serde_json::json!({
+            "host": format!("svc-{s}.bench.svc.cluster.local"),
+            "trafficPolicy": {
+                "tls": {"mode": "ISTIO_MUTUAL"},
+                "outlierDetection": {"consecutive5xxErrors": 3},
+                "loadBalancer": {"localityLbSetting": {"failover": [{"from": "r0", "to": "r1"}]}},
+            },
+        });
+        Arc::new(istio::parse(Kind::DestinationRule, meta, &spec).expect("valid").0)
+    };
+    mesh.with_config((0..services).map(rule))
+}
+
 fn names(services: usize) -> Subscription {
     Subscription {
         wildcard: false,
@@ -108,6 +148,9 @@ fn names(services: usize) -> Subscription {
     }
 }
 
+/// Per shape: `miss` (build + encode, no cache), `floor` (prost encoding the very messages the miss
+/// sends, each into its `Any`: nothing built, the limit of the pipeline; report miss / floor), `hit`,
+/// and for 1/100 and 100/10 `miss, DR per service` (a DestinationRule per service, see [`with_rules`]).
 fn eds(c: &mut Criterion) {
     let mut g = c.benchmark_group("eds");
     for (per_service, services) in [(1, 100), (10, 10), (100, 10), (1000, 1)] {
@@ -123,11 +166,45 @@ fn eds(c: &mut Criterion) {
                 ))
             })
         });
+        let sent: Vec<(Arc<str>, ClusterLoadAssignment)> = built(&mesh, XdsType::Endpoint, &sub)
+            .iter()
+            .map(|r| {
+                (
+                    r.name.clone(),
+                    prost::Message::decode(r.value()).expect("a ClusterLoadAssignment"),
+                )
+            })
+            .collect();
+        assert_eq!(sent.len(), services, "one assignment per service");
+        g.bench_function(format!("{per_service}/{services} floor"), |b| {
+            b.iter(|| {
+                let encoded = sent.iter().map(|(name, cla)| {
+                    Resource::encode_with_version(XdsType::Endpoint, name.clone(), cla, 0)
+                        .value()
+                        .len()
+                });
+                black_box(encoded.sum::<usize>())
+            })
+        });
         let warm = ResourceCache::new(100_000, None);
         generate(&mesh, &warm, XdsType::Endpoint, &sub);
         g.bench_function(format!("{per_service}/{services} hit"), |b| {
             b.iter(|| black_box(generate(&mesh, &warm, XdsType::Endpoint, &sub)))
         });
+        if [(1, 100), (100, 10)].contains(&(per_service, services)) {
+            let ruled = with_rules(mesh, services);
+            assert_eq!(built(&ruled, XdsType::Endpoint, &sub).len(), services);
+            g.bench_function(format!("{per_service}/{services} miss, DR per service"), |b| {
+                b.iter(|| {
+                    black_box(generate(
+                        &ruled,
+                        &ResourceCache::new(0, None),
+                        XdsType::Endpoint,
+                        &sub,
+                    ))
+                })
+            });
+        }
     }
     g.finish();
 }

@@ -2,35 +2,27 @@
 //!
 //! Owns: grouping a service port's endpoints by locality and priority (each group weighted by the
 //! sum of its endpoint weights, which gRPC requires), gRPC's duplicate merge, renumbering priorities
-//! without gaps, health mapping, istiod's endpoint metadata and a deterministic order. Does NOT:
-//! choose which endpoints a proxy sees (the [`super::EndpointView`] hook does, before this runs) or
-//! decide priorities and locality weights ([`super::locality`]).
+//! without gaps and a deterministic order. Does NOT: choose which endpoints a proxy sees (the
+//! [`super::EndpointView`] hook does, before this runs), decide priorities and locality weights
+//! ([`super::locality`]) or lay out the bytes (health values, `istio` metadata: [`eds_wire`]).
 //!
-//! The assignment is first built as a plain, hashable [`Assignment`]: its hash is the resource
-//! version, because the encoded proto holds protobuf maps that prost encodes in `HashMap` order.
+//! The assignment is first built as a plain [`Assignment`] (what `meshctl explain` reads too), then
+//! written to the wire by [`eds_wire`] in a fixed order, so a hash of the bytes is its version.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
-    hash::{DefaultHasher, Hash, Hasher},
     net::IpAddr,
     sync::Arc,
 };
 
 use envoy_types::pb::{
-    envoy::config::{
-        core::v3::{
-            Address, HealthStatus, Locality as PbLocality, Metadata, SocketAddress, address, socket_address,
-        },
-        endpoint::v3::{
-            ClusterLoadAssignment, Endpoint as PbEndpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
-        },
-    },
-    google::protobuf::{Struct, UInt32Value, Value, value::Kind},
+    envoy::config::core::v3::{Address, SocketAddress, address, socket_address},
+    google::protobuf::{Struct, Value, value::Kind},
 };
 use serde::Serialize;
 
 use super::{
-    Context, EndpointQuery, EndpointView, Mesh, NetworkView, Target,
+    Context, EndpointQuery, EndpointView, Mesh, NetworkView, Target, eds_wire,
     locality::{self, Place},
     mtls::MtlsCheck,
     parse_cluster,
@@ -42,7 +34,7 @@ use crate::{
 };
 
 /// A load assignment before encoding: what goes on the wire, in wire order.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Assignment {
     /// The cluster (and EDS service) name.
@@ -52,7 +44,7 @@ pub struct Assignment {
 }
 
 /// The endpoints of one locality at one priority.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LocalityGroup {
     /// Where they run.
@@ -66,7 +58,7 @@ pub struct LocalityGroup {
 }
 
 /// One address to balance over.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LbTarget {
     /// IP.
@@ -109,37 +101,34 @@ pub fn grouped<'a>(
     endpoints: impl IntoIterator<Item = &'a Endpoint>,
     rank: impl Fn(&Endpoint) -> u32,
 ) -> Assignment {
-    let mut seen: BTreeSet<(&Locality, u32, IpAddr, u16)> = BTreeSet::new();
-    let mut groups: BTreeMap<(&Locality, u32), Vec<LbTarget>> = BTreeMap::new();
-    for ep in endpoints {
-        let Some(target_port) = ep.port(&port.name) else {
-            continue;
-        };
-        let priority = rank(ep);
-        if !seen.insert((&ep.locality, priority, ep.address, target_port)) {
-            continue;
-        }
-        groups
-            .entry((&ep.locality, priority))
-            .or_default()
-            .push(LbTarget {
-                address: ep.address,
-                port: target_port,
-                health: ep.health,
-                weight: ep.weight.max(1),
-                tls_mode: ep.tls_mode,
-                workload_meta: ep.workload_meta.clone(),
-                network: ep.network.clone(),
-                cluster: ep.cluster.clone(),
-            });
-    }
-    let localities = groups
+    // One sorted list instead of a map of groups and a set of seen addresses: EDS builds this for
+    // every cluster, most with a handful of endpoints. The sort is stable, so of a repeated address
+    // the first occurrence is the one kept.
+    let mut rows: Vec<(&Locality, u32, IpAddr, u16, &Endpoint)> = endpoints
         .into_iter()
-        .map(|((locality, priority), mut endpoints)| {
-            endpoints.sort_by_key(|e| (e.address, e.port));
+        .filter_map(|ep| Some((&ep.locality, rank(ep), ep.address, ep.port(&port.name)?, ep)))
+        .collect();
+    rows.sort_by(|a, b| (a.0, a.1, a.2, a.3).cmp(&(b.0, b.1, b.2, b.3)));
+    rows.dedup_by(|b, a| (a.0, a.1, a.2, a.3) == (b.0, b.1, b.2, b.3));
+    let localities = rows
+        .chunk_by(|a, b| (a.0, a.1) == (b.0, b.1))
+        .map(|group| {
+            let endpoints: Vec<LbTarget> = group
+                .iter()
+                .map(|&(_, _, address, port, ep)| LbTarget {
+                    address,
+                    port,
+                    health: ep.health,
+                    weight: ep.weight.max(1),
+                    tls_mode: ep.tls_mode,
+                    workload_meta: ep.workload_meta.clone(),
+                    network: ep.network.clone(),
+                    cluster: ep.cluster.clone(),
+                })
+                .collect();
             LocalityGroup {
-                locality: locality.clone(),
-                priority,
+                locality: group[0].0.clone(),
+                priority: group[0].1,
                 weight: sum(&endpoints),
                 endpoints,
             }
@@ -202,75 +191,6 @@ impl Assignment {
         }
         self.renumber();
     }
-
-    /// The resource version: a hash of exactly what is encoded.
-    pub fn version(&self) -> u64 {
-        let mut h = DefaultHasher::new();
-        self.hash(&mut h);
-        h.finish()
-    }
-
-    /// The wire form.
-    pub fn to_proto(&self) -> ClusterLoadAssignment {
-        ClusterLoadAssignment {
-            cluster_name: self.cluster.to_string(),
-            endpoints: self
-                .localities
-                .iter()
-                .map(|g| LocalityLbEndpoints {
-                    locality: Some(PbLocality {
-                        region: g.locality.region.to_string(),
-                        zone: g.locality.zone.to_string(),
-                        sub_zone: g.locality.subzone.to_string(),
-                    }),
-                    lb_endpoints: g.endpoints.iter().map(LbTarget::to_proto).collect(),
-                    load_balancing_weight: Some(UInt32Value { value: g.weight }),
-                    priority: g.priority,
-                    ..Default::default()
-                })
-                .collect(),
-            ..Default::default()
-        }
-    }
-}
-
-impl LbTarget {
-    fn to_proto(&self) -> LbEndpoint {
-        LbEndpoint {
-            host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(PbEndpoint {
-                address: Some(socket(self.address, self.port)),
-                ..Default::default()
-            })),
-            health_status: match self.health {
-                Health::Healthy => HealthStatus::Healthy,
-                Health::Unhealthy => HealthStatus::Unhealthy,
-                Health::Draining => HealthStatus::Draining,
-            } as i32,
-            metadata: Some(self.metadata()),
-            load_balancing_weight: Some(UInt32Value { value: self.weight }),
-        }
-    }
-
-    /// istiod's `AppendLbEndpointMetadata`: `envoy.transport_socket_match: {tlsMode: istio}` (what
-    /// the CDS socket matches read) for Istio mTLS endpoints only, and `istio: {workload}`.
-    fn metadata(&self) -> Metadata {
-        let istio = ("istio".to_owned(), strings(&[("workload", &self.workload_meta)]));
-        let filter_metadata = match self.tls_mode {
-            TlsMode::Istio => [
-                (
-                    "envoy.transport_socket_match".to_owned(),
-                    strings(&[("tlsMode", "istio")]),
-                ),
-                istio,
-            ]
-            .into(),
-            TlsMode::Disabled => [istio].into(),
-        };
-        Metadata {
-            filter_metadata,
-            ..Default::default()
-        }
-    }
 }
 
 pub(super) fn socket(ip: IpAddr, port: u16) -> Address {
@@ -330,13 +250,13 @@ pub(super) fn name_key(ctx: &Context, view: &Arc<str>, name: &str) -> Arc<str> {
 /// The assignment of EDS cluster `name` for the proxy; `None` when no such cluster exists.
 pub(super) fn build(ctx: &Context, name: Arc<str>) -> Option<Resource> {
     let a = super::assignment(ctx.mesh, ctx.endpoints, ctx.proxy, ctx.view, name.clone())?;
-    let version = a.version();
-    Some(Resource::encode_with_version(
-        XdsType::Endpoint,
-        name,
-        &a.to_proto(),
-        version,
-    ))
+    Some(encode(name, &a))
+}
+
+/// The resource sent for `a`: written by [`eds_wire`], versioned by a hash of its bytes.
+pub fn encode(name: Arc<str>, a: &Assignment) -> Resource {
+    let wire = eds_wire::Encoded::new(a);
+    Resource::written(XdsType::Endpoint, name, wire.len(), |buf| wire.write(buf))
 }
 
 /// One EDS cluster as one proxy gets it: what its name refers to, the DestinationRule the proxy uses

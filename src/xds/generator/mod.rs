@@ -8,6 +8,7 @@
 pub mod cds;
 pub mod cluster_policy;
 pub mod eds;
+mod eds_wire;
 pub mod lds;
 pub mod locality;
 pub mod mtls;
@@ -229,9 +230,13 @@ impl<'a> Context<'a> {
         sub: &Subscription,
         only: Option<&BTreeSet<Arc<str>>>,
     ) -> Vec<Arc<Resource>> {
-        let names: BTreeSet<Arc<str>> = match only {
+        let names: Cow<'_, BTreeSet<Arc<str>>> = match only {
             // An endpoint push names a few clusters: look those up, not the whole subscription.
-            Some(only) if !sub.wildcard => only.iter().filter(|n| sub.names.contains(*n)).cloned().collect(),
+            Some(only) if !sub.wildcard => {
+                Cow::Owned(only.iter().filter(|n| sub.names.contains(*n)).cloned().collect())
+            }
+            // Already a set of names: no copy (EDS asks for a thousand at a time).
+            None if !sub.wildcard => Cow::Borrowed(&*sub.names),
             _ => {
                 let mut names = if sub.wildcard {
                     self.all_names(ty)
@@ -242,12 +247,13 @@ impl<'a> Context<'a> {
                 if let Some(only) = only {
                     names.retain(|n| only.contains(n));
                 }
-                names
+                Cow::Owned(names)
             }
         };
         let view = self.view_key(ty);
         names
-            .into_iter()
+            .iter()
+            .cloned()
             .filter_map(|name| match ty {
                 // A cluster depends on the DestinationRule the proxy gets for its service.
                 XdsType::Cluster => {
@@ -417,6 +423,9 @@ mod tests {
 
     use std::{collections::BTreeSet, net::IpAddr, sync::Arc};
 
+    use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
+    use prost::Message;
+
     use super::{
         AllEndpoints, Context, NetworkView, StaticMesh, eds, lds, rds,
         static_mesh::{endpoint, proxy, service},
@@ -477,7 +486,7 @@ mod tests {
             );
             golden(name, &a);
             // The proto carries the same shape; weights are never 0 (gRPC drops or NACKs those).
-            let pb = a.to_proto();
+            let pb = ClusterLoadAssignment::decode(eds::encode(name.into(), &a).value()).unwrap();
             assert_eq!(pb.endpoints.len(), a.localities.len());
             assert!(
                 pb.endpoints
@@ -491,7 +500,8 @@ mod tests {
     fn eds_version_is_stable_and_content_sensitive() {
         let port = &service("echo", "default", &[("grpc", 7070, Protocol::Grpc)]).ports[0];
         let eps = vec![endpoint(ip("10.0.0.1"), &[("grpc", 80)], "c1")];
-        let v = |eps: &[Endpoint]| eds::grouped("c".into(), port, eps, |_| 0).version();
+        let v =
+            |eps: &[Endpoint]| eds::encode("c".into(), &eds::grouped("c".into(), port, eps, |_| 0)).version;
         assert_eq!(v(&eps), v(&eps.clone()));
         let mut moved = eps.clone();
         moved[0].address = ip("10.0.0.2");
@@ -509,7 +519,8 @@ mod tests {
         mtls.tls_mode = crate::model::TlsMode::Istio;
         mtls.workload_meta = "echo-v1;default;echo;v1;c1".into();
         let plain = endpoint(ip("10.0.0.2"), &[("grpc", 80)], "c1");
-        let pb = eds::grouped("c".into(), port, &[mtls, plain], |_| 0).to_proto();
+        let a = eds::grouped("c".into(), port, &[mtls, plain], |_| 0);
+        let pb = ClusterLoadAssignment::decode(eds::encode("c".into(), &a).value()).unwrap();
         let got: Vec<Vec<(String, String, String)>> = pb.endpoints[0]
             .lb_endpoints
             .iter()
