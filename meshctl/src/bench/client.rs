@@ -409,14 +409,14 @@ async fn session<W: Wire>(
     while let Some(resp) = responses.next().await {
         let Framed { len, message } = resp?;
         let now = Instant::now();
-        let r = W::received(message);
+        let mut r = W::received(message);
         ctx.traffic.responses.fetch_add(1, Ordering::Relaxed);
         ctx.traffic.bytes.fetch_add(len as u64, Ordering::Relaxed);
         ctx.traffic
             .resources
             .fetch_add(r.resources.len() as u64, Ordering::Relaxed);
-        let type_url = r.type_url.clone();
-        let (nonce, version) = (r.nonce.clone(), r.version.clone());
+        let type_url = std::mem::take(&mut r.type_url);
+        let (nonce, version) = (std::mem::take(&mut r.nonce), std::mem::take(&mut r.version));
         let resubscribe = if type_url == CLUSTER_TYPE {
             state.on_clusters(r)
         } else if type_url == ENDPOINT_TYPE {
@@ -603,6 +603,20 @@ mod tests {
             .expect("unsubscribes");
         assert!(added.is_empty());
         assert_eq!(removed, [Arc::from("api")]);
+        assert!(state.configured());
+
+        // A delta removal of a subscribed name: not configured until it comes back.
+        let mut gone = received(ENDPOINT_TYPE, vec![], false);
+        gone.removed = vec!["web-eds".into(), "never-subscribed".into()];
+        state.on_endpoints(&ctx, gone, Instant::now(), &progress);
+        assert!(!state.configured());
+        let back = vec![("web-eds", assignment("web-eds", &[[10, 0, 0, 1]]))];
+        state.on_endpoints(
+            &ctx,
+            received(ENDPOINT_TYPE, back, false),
+            Instant::now(),
+            &progress,
+        );
         assert!(state.configured());
     }
 }
