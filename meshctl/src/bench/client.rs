@@ -4,12 +4,14 @@
 //!
 //! Owns: the client side of both protocols and what a client observes (when it was fully configured,
 //! which endpoint changes it has seen, what it was sent). Does NOT: decode EDS resources in the hot
-//! path: a resource is a world service by its name ([`super::names::Directory`], which decodes a
-//! name's first assignment only), and a change is recognised by its wire marker
-//! ([`super::world::wire_marker`]) in the resource bytes.
+//! path: responses are read by [`super::ads`] (names and bodies are slices of the receive buffer), a
+//! resource is a world service by its name ([`super::names::Directory`], which decodes a name's
+//! first assignment only), and a change is recognised by its wire marker ([`super::world::wire_marker`])
+//! in the resource bytes. The clients share the machine with the control plane they measure, so their
+//! cost per received byte is kept to a name lookup and a byte search.
 
 use std::{
-    collections::{BTreeMap, BTreeSet, HashMap},
+    collections::{BTreeMap, BTreeSet, HashMap, HashSet},
     sync::{
         Arc,
         atomic::{AtomicU64, Ordering},
@@ -17,26 +19,24 @@ use std::{
     time::Duration,
 };
 
-use envoy_types::pb::{
-    envoy::{
-        config::core::v3::Node,
-        service::discovery::v3::{
-            DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
-            aggregated_discovery_service_client::AggregatedDiscoveryServiceClient,
-        },
-    },
-    google::protobuf::Any,
+use bytes::Bytes;
+use envoy_types::pb::envoy::{
+    config::core::v3::Node,
+    service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest},
 };
 use memchr::memmem::Finder;
 use parking_lot::{Mutex, RwLock};
-use prost::Message;
 use tokio::{sync::mpsc, time::Instant};
 use tokio_stream::{StreamExt, wrappers::ReceiverStream};
-use tonic::{Code, Status, transport::Channel};
+use tonic::{
+    Code, Status, Streaming,
+    transport::{Channel, Endpoint},
+};
 
 use meshd::xds::{CLUSTER_TYPE, ENDPOINT_TYPE};
 
 use super::{
+    ads::{self, DeltaResponse, Framed, SotwResponse},
     names::{self, Directory},
     world::{self, Change},
 };
@@ -45,6 +45,11 @@ use super::{
 const RETRY_BACKOFF: Duration = Duration::from_millis(200);
 /// Requests a client may have queued for its stream.
 const REQUEST_QUEUE: usize = 16;
+/// HTTP/2 stream and connection receive windows of a reading client: Envoy's defaults (256 MiB, what
+/// the control plane meets in a mesh), larger than any response, so a client that reads never makes
+/// the server wait for a WINDOW_UPDATE. Stalled clients keep hyper's small defaults (2 MiB stream,
+/// 5 MiB connection): they exist to show the server is not blocked by a full window.
+const READER_WINDOW: u32 = 256 * 1024 * 1024;
 
 /// Which protocol a client speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -109,7 +114,7 @@ impl EventLog {
 
     /// Records `now` for every event of `service` this client had not seen and whose marker `body`
     /// (an assignment of that service) holds.
-    fn observe(&self, service: usize, body: &[u8], seen: &mut BTreeSet<usize>, now: Instant) {
+    fn observe(&self, service: usize, body: &[u8], seen: &mut HashSet<usize>, now: Instant) {
         let inner = self.inner.read();
         let Some(ids) = inner.by_service.get(&service) else {
             return;
@@ -142,7 +147,7 @@ pub(super) struct Progress {
     /// Streams refused (rate limit) or broken before this one.
     pub(super) retries: u32,
     /// The last body of every EDS resource (only when verifying).
-    pub(super) endpoints: BTreeMap<String, Vec<u8>>,
+    pub(super) endpoints: BTreeMap<String, Bytes>,
     /// Every cluster CDS named and the EDS resource it asks for (only when verifying).
     pub(super) clusters: BTreeMap<Arc<str>, Option<Arc<str>>>,
 }
@@ -210,11 +215,11 @@ fn node(id: usize, ns: &str) -> Node {
 /// One protocol's requests and responses, reduced to what the client logic needs.
 trait Wire {
     type Request: Send + 'static;
-    type Response: Message + Default + Send + 'static;
+    type Response: Send + 'static;
     async fn open(
-        client: &mut AggregatedDiscoveryServiceClient<Channel>,
+        channel: Channel,
         requests: ReceiverStream<Self::Request>,
-    ) -> Result<tonic::Streaming<Self::Response>, Status>;
+    ) -> Result<Streaming<Framed<Self::Response>>, Status>;
     /// A (re)subscription: the full wanted set, and what changed since the last one.
     fn subscribe(
         node: Option<Node>,
@@ -232,7 +237,9 @@ struct Received {
     type_url: String,
     nonce: String,
     version: String,
-    resources: Vec<(String, Any)>,
+    /// Name and body of each resource, slices of the receive buffer (a name is checked as UTF-8 when
+    /// read: see [`ads::utf8`]).
+    resources: Vec<(Bytes, Bytes)>,
     removed: Vec<String>,
     /// True when `resources` is the whole set (SotW CDS).
     full_state: bool,
@@ -242,13 +249,13 @@ struct DeltaWire;
 
 impl Wire for DeltaWire {
     type Request = DeltaDiscoveryRequest;
-    type Response = DeltaDiscoveryResponse;
+    type Response = DeltaResponse;
 
     async fn open(
-        client: &mut AggregatedDiscoveryServiceClient<Channel>,
+        channel: Channel,
         requests: ReceiverStream<Self::Request>,
-    ) -> Result<tonic::Streaming<Self::Response>, Status> {
-        Ok(client.delta_aggregated_resources(requests).await?.into_inner())
+    ) -> Result<Streaming<Framed<Self::Response>>, Status> {
+        ads::delta(channel, requests).await
     }
 
     fn subscribe(
@@ -283,7 +290,7 @@ impl Wire for DeltaWire {
             resources: resp
                 .resources
                 .into_iter()
-                .filter_map(|r| Some((r.name, r.resource?)))
+                .filter_map(|r| Some((r.name, r.resource?.value)))
                 .collect(),
             removed: resp.removed_resources,
             full_state: false,
@@ -295,13 +302,13 @@ struct SotwWire;
 
 impl Wire for SotwWire {
     type Request = DiscoveryRequest;
-    type Response = DiscoveryResponse;
+    type Response = SotwResponse;
 
     async fn open(
-        client: &mut AggregatedDiscoveryServiceClient<Channel>,
+        channel: Channel,
         requests: ReceiverStream<Self::Request>,
-    ) -> Result<tonic::Streaming<Self::Response>, Status> {
-        Ok(client.stream_aggregated_resources(requests).await?.into_inner())
+    ) -> Result<Streaming<Framed<Self::Response>>, Status> {
+        ads::sotw(channel, requests).await
     }
 
     fn subscribe(
@@ -330,31 +337,20 @@ impl Wire for SotwWire {
     }
 
     fn received(resp: Self::Response) -> Received {
-        let full_state = resp.type_url == CLUSTER_TYPE;
+        debug_assert!(resp.type_url == CLUSTER_TYPE || resp.type_url == ENDPOINT_TYPE);
         Received {
             resources: resp
                 .resources
                 .into_iter()
-                .map(|any| (resource_name(&resp.type_url, &any.value), any))
+                .map(|any| (ads::resource_name(&any.value), any.value))
                 .collect(),
+            full_state: resp.type_url == CLUSTER_TYPE,
             type_url: resp.type_url,
             nonce: resp.nonce,
             version: resp.version_info,
             removed: Vec::new(),
-            full_state,
         }
     }
-}
-
-/// The name inside an encoded `Cluster` or `ClusterLoadAssignment`: both carry it as field 1.
-fn resource_name(type_url: &str, body: &[u8]) -> String {
-    #[derive(Message)]
-    struct Named {
-        #[prost(string, tag = "1")]
-        name: String,
-    }
-    debug_assert!(type_url == CLUSTER_TYPE || type_url == ENDPOINT_TYPE);
-    Named::decode(body).map(|n| n.name).unwrap_or_default()
 }
 
 /// What a client holds and wants.
@@ -364,11 +360,29 @@ struct State {
     clusters: BTreeMap<Arc<str>, Option<Arc<str>>>,
     /// Subscribed EDS names.
     eds: BTreeSet<Arc<str>>,
-    /// EDS names received at least once.
-    eds_received: BTreeSet<Arc<str>>,
+    /// Subscribed EDS names not received yet (or removed since): empty once configured, so a
+    /// configured client's responses cost no set update.
+    eds_pending: HashSet<Arc<str>>,
     cds_received: bool,
     /// Events this client has seen.
-    seen: BTreeSet<usize>,
+    seen: HashSet<usize>,
+}
+
+/// The client's connection: a reading client gets large HTTP/2 windows ([`READER_WINDOW`]).
+async fn connect(target: &str, stalled: bool) -> Result<Channel, Status> {
+    let endpoint = Endpoint::from_shared(format!("http://{target}"))
+        .map_err(|e| Status::invalid_argument(e.to_string()))?;
+    let endpoint = if stalled {
+        endpoint
+    } else {
+        endpoint
+            .initial_stream_window_size(READER_WINDOW)
+            .initial_connection_window_size(READER_WINDOW)
+    };
+    endpoint
+        .connect()
+        .await
+        .map_err(|e| Status::unavailable(e.to_string()))
 }
 
 /// One stream from dial to end. `Ok` when the server closed it cleanly or the run stopped it.
@@ -379,12 +393,7 @@ async fn session<W: Wire>(
     dialed: Instant,
     progress: &Mutex<Progress>,
 ) -> Result<(), Status> {
-    let channel = Channel::from_shared(format!("http://{}", ctx.target))
-        .map_err(|e| Status::invalid_argument(e.to_string()))?
-        .connect()
-        .await
-        .map_err(|e| Status::unavailable(e.to_string()))?;
-    let mut client = AggregatedDiscoveryServiceClient::new(channel).max_decoding_message_size(usize::MAX);
+    let channel = connect(&ctx.target, stalled).await?;
     let (tx, rx) = mpsc::channel(REQUEST_QUEUE);
     let none = BTreeSet::new();
     let wildcard = [Arc::<str>::from("*")];
@@ -392,7 +401,7 @@ async fn session<W: Wire>(
     tx.send(W::subscribe(Some(node), CLUSTER_TYPE, &none, &wildcard, &[]))
         .await
         .map_err(|_| Status::cancelled("request queue closed"))?;
-    let mut responses = W::open(&mut client, ReceiverStream::new(rx)).await?;
+    let mut responses = W::open(channel, ReceiverStream::new(rx)).await?;
     let accepted = Instant::now();
     if stalled {
         // Hold the stream open and never read it: the server must neither grow nor wait for it.
@@ -400,17 +409,16 @@ async fn session<W: Wire>(
     }
     let mut state = State::default();
     while let Some(resp) = responses.next().await {
-        let resp = resp?;
+        let Framed { len, message } = resp?;
         let now = Instant::now();
-        let size = resp.encoded_len() as u64;
-        let r = W::received(resp);
+        let mut r = W::received(message);
         ctx.traffic.responses.fetch_add(1, Ordering::Relaxed);
-        ctx.traffic.bytes.fetch_add(size, Ordering::Relaxed);
+        ctx.traffic.bytes.fetch_add(len as u64, Ordering::Relaxed);
         ctx.traffic
             .resources
             .fetch_add(r.resources.len() as u64, Ordering::Relaxed);
-        let type_url = r.type_url.clone();
-        let (nonce, version) = (r.nonce.clone(), r.version.clone());
+        let type_url = std::mem::take(&mut r.type_url);
+        let (nonce, version) = (std::mem::take(&mut r.nonce), std::mem::take(&mut r.version));
         let resubscribe = if type_url == CLUSTER_TYPE {
             let resubscribe = state.on_clusters(r);
             if ctx.verify {
@@ -462,8 +470,11 @@ impl State {
         if r.full_state {
             self.clusters.clear();
         }
-        for (name, body) in r.resources {
-            let eds = names::eds_name(&name, &body.value);
+        for (name, body) in &r.resources {
+            let Some(name) = ads::utf8(name) else {
+                continue;
+            };
+            let eds = names::eds_name(name, body);
             self.clusters.insert(name.into(), eds);
         }
         for gone in &r.removed {
@@ -474,29 +485,35 @@ impl State {
         if wanted == self.eds {
             return None;
         }
-        let added = wanted.difference(&self.eds).cloned().collect();
+        let added: Vec<Arc<str>> = wanted.difference(&self.eds).cloned().collect();
         let removed: Vec<Arc<str>> = self.eds.difference(&wanted).cloned().collect();
         for name in &removed {
-            self.eds_received.remove(name);
+            self.eds_pending.remove(name);
         }
+        self.eds_pending.extend(added.iter().cloned());
         self.eds = wanted;
         Some((added, removed))
     }
 
     fn on_endpoints(&mut self, ctx: &ClientContext, r: Received, now: Instant, progress: &Mutex<Progress>) {
         for (name, body) in r.resources {
-            if let Some(service) = ctx.directory.service(&name, &body.value) {
-                ctx.events.observe(service, &body.value, &mut self.seen, now);
+            let Some(name) = ads::utf8(&name) else {
+                continue;
+            };
+            if let Some(service) = ctx.directory.service(name, &body) {
+                ctx.events.observe(service, &body, &mut self.seen, now);
             }
-            if let Some(n) = self.eds.get(name.as_str()) {
-                self.eds_received.insert(n.clone());
+            if !self.eds_pending.is_empty() {
+                self.eds_pending.remove(name);
             }
             if ctx.verify {
-                progress.lock().endpoints.insert(name, body.value);
+                progress.lock().endpoints.insert(name.to_owned(), body);
             }
         }
         for name in r.removed {
-            self.eds_received.remove(name.as_str());
+            if let Some(n) = self.eds.get(name.as_str()) {
+                self.eds_pending.insert(n.clone());
+            }
             if ctx.verify {
                 progress.lock().endpoints.remove(&name);
             }
@@ -504,7 +521,7 @@ impl State {
     }
 
     fn configured(&self) -> bool {
-        self.cds_received && !self.eds.is_empty() && self.eds_received.len() == self.eds.len()
+        self.cds_received && !self.eds.is_empty() && self.eds_pending.is_empty()
     }
 }
 
@@ -522,13 +539,7 @@ mod tests {
             version: String::new(),
             resources: resources
                 .into_iter()
-                .map(|(name, value)| {
-                    let any = Any {
-                        type_url: type_url.into(),
-                        value,
-                    };
-                    (name.to_owned(), any)
-                })
+                .map(|(name, value)| (Bytes::copy_from_slice(name.as_bytes()), value.into()))
                 .collect(),
             removed: Vec::new(),
             full_state,
@@ -599,6 +610,20 @@ mod tests {
             .expect("unsubscribes");
         assert!(added.is_empty());
         assert_eq!(removed, [Arc::from("api")]);
+        assert!(state.configured());
+
+        // A delta removal of a subscribed name: not configured until it comes back.
+        let mut gone = received(ENDPOINT_TYPE, vec![], false);
+        gone.removed = vec!["web-eds".into(), "never-subscribed".into()];
+        state.on_endpoints(&ctx, gone, Instant::now(), &progress);
+        assert!(!state.configured());
+        let back = vec![("web-eds", assignment("web-eds", &[[10, 0, 0, 1]]))];
+        state.on_endpoints(
+            &ctx,
+            received(ENDPOINT_TYPE, back, false),
+            Instant::now(),
+            &progress,
+        );
         assert!(state.configured());
     }
 }

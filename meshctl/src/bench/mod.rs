@@ -12,6 +12,7 @@
 //! resource is by its addresses ([`names`]), and recognise each change by its wire marker →
 //! [`report`] and [`plot`] turn the observations into JSON, CSV, a table and an SVG.
 
+mod ads;
 mod client;
 pub mod cost;
 mod names;

@@ -104,7 +104,7 @@ impl Directory {
     /// is that service (resources no world service owns are left out).
     pub(super) fn by_service(
         &self,
-        endpoints: &BTreeMap<String, Vec<u8>>,
+        endpoints: &BTreeMap<String, bytes::Bytes>,
     ) -> BTreeMap<usize, BTreeSet<Ipv4Addr>> {
         let mut out: BTreeMap<usize, BTreeSet<Ipv4Addr>> = BTreeMap::new();
         for (name, body) in endpoints {
@@ -257,10 +257,10 @@ pub(super) mod tests {
         );
 
         let endpoints = BTreeMap::from([
-            ("svc0".to_owned(), main),
-            ("svc0-v2".to_owned(), subset),
-            ("svc1".to_owned(), churned),
-            ("api".to_owned(), foreign),
+            ("svc0".to_owned(), main.into()),
+            ("svc0-v2".to_owned(), subset.into()),
+            ("svc1".to_owned(), churned.into()),
+            ("api".to_owned(), foreign.into()),
         ]);
         let by_service = dir.by_service(&endpoints);
         let ips = |l: &[[u8; 4]]| l.iter().map(|&ip| Ipv4Addr::from(ip)).collect::<BTreeSet<_>>();
