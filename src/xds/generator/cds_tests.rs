@@ -137,6 +137,21 @@ fn built(m: &StaticMesh, kind: ProxyKind, ns: &str, name: &str) -> Option<Cluste
 }
 
 #[test]
+fn names_are_what_format_writes_for_every_port_width() {
+    for port in [0, 7, 10, 99, 443, 9080, 10000, u16::MAX] {
+        for subset in ["", "v1"] {
+            assert_eq!(
+                subset_cluster_name(port, subset, HOST),
+                format!("outbound|{port}|{subset}|{HOST}")
+            );
+            let sni = subset_sni_name(port, subset, HOST);
+            assert_eq!(sni, format!("outbound_.{port}_.{subset}_.{HOST}"));
+            assert_eq!(sni.capacity(), sni.len(), "one allocation of the exact size");
+        }
+    }
+}
+
+#[test]
 fn subsets_are_clusters_for_the_proxies_that_get_the_rule() {
     let m = mesh(&[("DestinationRule", "default", "echo", SUBSETS)]);
     assert_eq!(
