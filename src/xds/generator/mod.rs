@@ -6,6 +6,7 @@
 //! [`EndpointView`].
 
 pub mod cds;
+pub mod cluster_meta;
 pub mod cluster_policy;
 pub mod eds;
 pub mod lds;
