@@ -15,7 +15,7 @@
 
 use std::{
     collections::BTreeSet,
-    hash::{DefaultHasher, Hash, Hasher},
+    hash::BuildHasher,
     sync::{Arc, LazyLock},
 };
 
@@ -29,7 +29,7 @@ use envoy_types::pb::{
                 },
             },
             core::v3::{
-                ApiConfigSource, ApiVersion, ConfigSource, GrpcService, Metadata, TransportSocket,
+                ApiConfigSource, ApiVersion, ConfigSource, GrpcService, TransportSocket,
                 api_config_source::ApiType, config_source::ConfigSourceSpecifier, grpc_service,
                 transport_socket,
             },
@@ -46,20 +46,20 @@ use envoy_types::pb::{
         },
         r#type::matcher::v3::{StringMatcher, string_matcher::MatchPattern},
     },
-    google::protobuf::{Any, Duration, ListValue, Struct, Value, value::Kind},
+    google::protobuf::{Any, Duration},
 };
 
 use prost::Message;
 
 use super::{
     Context, Mesh, Target, ads_source, any,
+    cluster_meta::IstioMeta,
     cluster_policy::{self, Client, FieldNote, TlsContext, UpstreamTls, upstream_tls},
     eds::strings,
     parse_cluster,
 };
 use crate::{
     istio::{
-        ObjectRef,
         destination_rule::{ClientTlsSettings, TlsMode},
         peer_authentication::MtlsMode,
     },
@@ -86,7 +86,33 @@ pub fn cluster_name(port: u16, hostname: &str) -> String {
 
 /// `outbound|<port>|<subset>|<hostname>`: a DestinationRule subset's cluster (istiod's `BuildSubsetKey`).
 pub fn subset_cluster_name(port: u16, subset: &str, hostname: &str) -> String {
-    format!("outbound|{port}|{subset}|{hostname}")
+    join_name(["outbound|", "|", "|"], port, subset, hostname)
+}
+
+/// `<p0><port><p1><subset><p2><hostname>` in one allocation of the exact size (`format!` grows its
+/// buffer: these names are built for every cluster of every CDS miss).
+fn join_name(parts: [&str; 3], port: u16, subset: &str, hostname: &str) -> String {
+    let mut digits = [0u8; 5];
+    let mut n = port;
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    let port = &digits[at..];
+    let len = parts.iter().map(|p| p.len()).sum::<usize>() + port.len() + subset.len() + hostname.len();
+    let mut s = String::with_capacity(len);
+    s.push_str(parts[0]);
+    port.iter().for_each(|d| s.push(char::from(*d)));
+    s.push_str(parts[1]);
+    s.push_str(subset);
+    s.push_str(parts[2]);
+    s.push_str(hostname);
+    s
 }
 
 /// `outbound_.<port>_._.<hostname>` (istiod's `BuildDNSSrvSubsetKey`): the SNI a sidecar sends with
@@ -97,7 +123,7 @@ pub fn sni_name(port: u16, hostname: &str) -> String {
 
 /// `outbound_.<port>_.<subset>_.<hostname>`: [`sni_name`] of a subset cluster.
 pub fn subset_sni_name(port: u16, subset: &str, hostname: &str) -> String {
-    format!("outbound_.{port}_.{subset}_.{hostname}")
+    join_name(["outbound_.", "_.", "_."], port, subset, hostname)
 }
 
 /// What a cluster name means.
@@ -190,86 +216,58 @@ pub fn port_cluster_names(mesh: &dyn Mesh, proxy: &Proxy, service: &Service, por
     names
 }
 
-/// What cluster `name` depends on besides its name and the snapshot: the proxy kind (`kind`, the
-/// type's view) and the DestinationRule the proxy gets for the service (its objects and revisions), so
+/// A cluster name's service, port and subset, and the DestinationRule the proxy gets for the service:
+/// looked up once per cluster and generate call, for both [`view_key`] and [`build`].
+#[derive(Debug, Clone, Copy)]
+pub struct Resolved<'m, 'n> {
+    target: Target<'m, 'n>,
+    rule: Option<&'m Arc<MergedRule>>,
+}
+
+/// Resolves cluster `name` for `proxy`; `None` when it names no service port.
+pub fn resolve<'m, 'n>(mesh: &'m dyn Mesh, proxy: &Proxy, name: &'n str) -> Option<Resolved<'m, 'n>> {
+    let target = parse_cluster(mesh, name)?;
+    let rule = rule_for(mesh, proxy, target.service);
+    Some(Resolved { target, rule })
+}
+
+/// What a cluster depends on besides its name and the snapshot: the proxy kind (`kind`, the type's
+/// view) and the DestinationRule the proxy gets for the service (its objects and revisions), so
 /// proxies that get the same rule share one encode whatever their namespace.
-pub(super) fn view_key(ctx: &Context, name: &str, kind: &Arc<str>) -> Arc<str> {
-    let rule = ClusterRef::parse(name)
-        .and_then(|r| ctx.mesh.service(r.hostname()))
-        .and_then(|s| rule_for(ctx.mesh, ctx.proxy, s));
-    match rule {
+pub(super) fn view_key(resolved: Option<&Resolved>, kind: &Arc<str>) -> Arc<str> {
+    match resolved.and_then(|r| r.rule) {
         Some(r) => format!("{kind}|{}", r.key).into(),
         None => kind.clone(),
     }
 }
 
-/// The cluster `name` for the proxy; `None` when it does not exist.
-pub(super) fn build(ctx: &Context, name: Arc<str>) -> Option<Resource> {
+/// The cluster `name` for the proxy, `resolved` from it; `None` when it does not exist.
+pub(super) fn build(ctx: &Context, name: Arc<str>, resolved: Option<Resolved>) -> Option<Resource> {
     if &*name == PASSTHROUGH && ctx.proxy.kind == ProxyKind::Sidecar {
         return Some(Resource::encode(XdsType::Cluster, name, &passthrough_cluster()));
     }
     if &*name == BLACKHOLE && ctx.proxy.kind == ProxyKind::Sidecar {
         return Some(Resource::encode(XdsType::Cluster, name, &blackhole_cluster()));
     }
-    let built = cluster(ctx.mesh, ctx.proxy, &name)?;
-    Some(encode(name, built.cluster))
+    let (built, meta) = cluster_of(ctx.mesh, ctx.proxy, &name, resolved?)?;
+    Some(encode(name, &built.cluster, meta))
 }
 
-/// Encodes `c` once, its metadata last (protobuf fields may come in any order): prost writes maps,
-/// `Struct`s included, in `HashMap` order, so equal clusters may differ in bytes. The version hashes
-/// the rest as encoded and the metadata's content in key order, so theirs do not.
-fn encode(name: Arc<str>, mut c: Cluster) -> Resource {
-    const METADATA: u32 = 25;
-    let meta = c.metadata.take();
+/// Encodes `c` (no metadata) and then its Istio metadata, written directly in key order (protobuf
+/// fields may come in any order): prost writes maps in `HashMap` order, so equal clusters could differ
+/// in bytes; these do not, and the version hashes them (foldhash with its fixed seed, the same version
+/// across runs; SipHash was 3% of a miss).
+fn encode(name: Arc<str>, c: &Cluster, meta: Option<IstioMeta>) -> Resource {
     let bare = c.encoded_len();
-    let meta_len = meta
-        .as_ref()
-        .map_or(0, |m| prost::encoding::message::encoded_len(METADATA, m));
+    let meta_len = meta.as_ref().map_or(0, IstioMeta::field_len);
     let mut r = Resource::write(XdsType::Cluster, name, bare + meta_len, |buf| {
         c.encode_raw(buf);
         if let Some(m) = &meta {
-            prost::encoding::message::encode(METADATA, m, buf);
+            m.encode_field(buf);
         }
     });
-    r.version = version(&r.value()[..bare], meta.as_ref());
+    r.version = foldhash::fast::FixedState::default().hash_one(r.value());
     r
-}
-
-/// A cluster's resource version from its encoding without metadata and its metadata.
-fn version(bare: &[u8], meta: Option<&Metadata>) -> u64 {
-    fn hash_struct(s: &Struct, h: &mut DefaultHasher) {
-        let mut fields: Vec<_> = s.fields.iter().collect();
-        fields.sort_by(|a, b| a.0.cmp(b.0));
-        for (k, v) in fields {
-            k.hash(h);
-            hash_value(v, h);
-        }
-    }
-    fn hash_value(v: &Value, h: &mut DefaultHasher) {
-        match &v.kind {
-            Some(Kind::StructValue(s)) => {
-                1u8.hash(h);
-                hash_struct(s, h);
-            }
-            Some(Kind::ListValue(l)) => {
-                2u8.hash(h);
-                l.values.len().hash(h);
-                l.values.iter().for_each(|x| hash_value(x, h));
-            }
-            _ => v.encode_to_vec().hash(h),
-        }
-    }
-    let mut h = DefaultHasher::new();
-    if let Some(meta) = meta {
-        let mut filters: Vec<_> = meta.filter_metadata.iter().collect();
-        filters.sort_by(|a, b| a.0.cmp(b.0));
-        for (k, s) in filters {
-            k.hash(&mut h);
-            hash_struct(s, &mut h);
-        }
-    }
-    bare.hash(&mut h);
-    h.finish()
 }
 
 /// The DestinationRule `proxy` gets for `service` (outbound).
@@ -293,17 +291,32 @@ pub struct Built<'m> {
 /// not exist: an unknown service or port, a subset the proxy's rule does not define (istiod builds
 /// only its rule's subsets), an SNI-DNAT cluster for anything but an east-west gateway.
 pub fn cluster<'m>(mesh: &'m dyn Mesh, proxy: &Proxy, name: &str) -> Option<Built<'m>> {
-    let Target {
-        service,
-        port,
-        subset,
-        sni_dnat,
-    } = parse_cluster(mesh, name)?;
+    let (mut built, meta) = cluster_of(mesh, proxy, name, resolve(mesh, proxy, name)?)?;
+    built.cluster.metadata = meta.map(|m| m.metadata());
+    Some(built)
+}
+
+/// [`cluster`] from what `name` resolved to, its Istio metadata apart (CDS writes it as bytes).
+fn cluster_of<'m: 'n, 'n>(
+    mesh: &'m dyn Mesh,
+    proxy: &Proxy,
+    name: &str,
+    resolved: Resolved<'m, 'n>,
+) -> Option<(Built<'m>, Option<IstioMeta<'n>>)> {
+    let Resolved {
+        target:
+            Target {
+                service,
+                port,
+                subset,
+                sni_dnat,
+            },
+        rule,
+    } = resolved;
     if sni_dnat && !proxy.is_east_west_gateway() {
         return None;
     }
     let traffic = mesh.traffic();
-    let rule = rule_for(mesh, proxy, service);
     let subset = (!subset.is_empty()).then_some(subset);
     if let Some(s) = subset
         && rule.and_then(|r| r.subset(s)).is_none()
@@ -345,14 +358,17 @@ pub fn cluster<'m>(mesh: &'m dyn Mesh, proxy: &Proxy, name: &str) -> Option<Buil
     if !(original_dst && matches!(tls, UpstreamTls::Auto { .. })) {
         apply_tls(&mut c, &tls, client);
     }
-    if client != Client::Grpc {
-        c.metadata = Some(istio_metadata(service, rule.and_then(|r| r.from.first()), subset));
-    }
-    Some(Built {
+    let meta = (client != Client::Grpc).then(|| IstioMeta {
+        service,
+        rule: rule.and_then(|r| r.from.first()),
+        subset,
+    });
+    let built = Built {
         cluster: c,
         rule,
         notes,
-    })
+    };
+    Some((built, meta))
 }
 
 /// The EDS cluster `name` over ADS, before any policy ([`cluster_policy::apply`]).
@@ -412,42 +428,6 @@ pub fn apply_tls(c: &mut Cluster, tls: &UpstreamTls, client: Client) {
         (UpstreamTls::Originate(t), _) => {
             c.transport_socket = Some(tls_socket(originate_tls(t), t.sni.clone()));
         }
-    }
-}
-
-/// `metadata.filter_metadata.istio` as istiod writes it (`AddConfigInfoMetadata`,
-/// `AddSubsetToMetadata`, telemetry's `services`): the service, and the DestinationRule and subset
-/// the cluster was built from (what `/debug/config_dump` shows).
-pub fn istio_metadata(service: &Service, rule: Option<&ObjectRef>, subset: Option<&str>) -> Metadata {
-    let s = |v: &str| Value {
-        kind: Some(Kind::StringValue(v.to_owned())),
-    };
-    let mut svc = std::collections::HashMap::with_capacity(3);
-    svc.insert("host".to_owned(), s(&service.hostname));
-    svc.insert("name".to_owned(), s(&service.name));
-    svc.insert("namespace".to_owned(), s(&service.namespace));
-    let services = Value {
-        kind: Some(Kind::ListValue(ListValue {
-            values: vec![Value {
-                kind: Some(Kind::StructValue(Struct { fields: svc })),
-            }],
-        })),
-    };
-    let mut fields = std::collections::HashMap::with_capacity(3);
-    fields.insert("services".to_owned(), services);
-    if let Some(r) = rule {
-        let config = format!(
-            "/apis/networking.istio.io/v1/namespaces/{}/destination-rule/{}",
-            r.namespace, r.name
-        );
-        fields.insert("config".to_owned(), s(&config));
-    }
-    if let Some(subset) = subset {
-        fields.insert("subset".to_owned(), s(subset));
-    }
-    Metadata {
-        filter_metadata: [("istio".to_owned(), Struct { fields })].into(),
-        ..Default::default()
     }
 }
 

@@ -137,6 +137,21 @@ fn built(m: &StaticMesh, kind: ProxyKind, ns: &str, name: &str) -> Option<Cluste
 }
 
 #[test]
+fn names_are_what_format_writes_for_every_port_width() {
+    for port in [0, 7, 10, 99, 443, 9080, 10000, u16::MAX] {
+        for subset in ["", "v1"] {
+            assert_eq!(
+                subset_cluster_name(port, subset, HOST),
+                format!("outbound|{port}|{subset}|{HOST}")
+            );
+            let sni = subset_sni_name(port, subset, HOST);
+            assert_eq!(sni, format!("outbound_.{port}_.{subset}_.{HOST}"));
+            assert_eq!(sni.capacity(), sni.len(), "one allocation of the exact size");
+        }
+    }
+}
+
+#[test]
 fn subsets_are_clusters_for_the_proxies_that_get_the_rule() {
     let m = mesh(&[("DestinationRule", "default", "echo", SUBSETS)]);
     assert_eq!(
@@ -369,38 +384,41 @@ fn proxies_that_get_the_same_rule_share_one_encode() {
 #[test]
 fn a_cluster_encodes_once_with_a_version_of_its_content() {
     let m = mesh(&[("DestinationRule", "default", "echo", SUBSETS)]);
+    let p = proxy(ProxyKind::Sidecar, "default");
     let name = subset_cluster_name(7070, "v1", HOST);
-    let built = || built(&m, ProxyKind::Sidecar, "default", &name).expect("v1");
-    let want = built();
+    let want = built(&m, ProxyKind::Sidecar, "default", &name).expect("v1");
     assert!(
         want.metadata
             .as_ref()
             .is_some_and(|m| m.filter_metadata["istio"].fields.len() == 3),
         "services, config and subset: the map prost writes in any order"
     );
+    let parts = || {
+        let (b, meta) =
+            super::cluster_of(&m, &p, &name, super::resolve(&m, &p, &name).expect("resolves")).expect("v1");
+        (b.cluster, meta.expect("a sidecar's cluster has metadata"))
+    };
     let encoded: Vec<_> = (0..16)
-        .map(|_| super::encode(name.as_str().into(), built()))
+        .map(|_| {
+            let (c, meta) = parts();
+            super::encode(name.as_str().into(), &c, Some(meta))
+        })
         .collect();
     for r in &encoded {
         assert_eq!(Cluster::decode(r.value()).expect("decodes"), want);
+        assert_eq!(r.value(), encoded[0].value(), "equal clusters, equal bytes");
         assert_eq!(r.version, encoded[0].version, "equal clusters, equal versions");
     }
-    let mut other = built();
+    let (mut other, meta) = parts();
     other.connect_timeout = None;
     assert_ne!(
-        super::encode(name.as_str().into(), other).version,
+        super::encode(name.as_str().into(), &other, Some(meta)).version,
         encoded[0].version
     );
-    let mut other = built();
-    if let Some(meta) = other.metadata.as_mut() {
-        meta.filter_metadata
-            .get_mut("istio")
-            .expect("istio")
-            .fields
-            .remove("subset");
-    }
+    let (c, mut meta) = parts();
+    meta.subset = None;
     assert_ne!(
-        super::encode(name.as_str().into(), other).version,
+        super::encode(name.as_str().into(), &c, Some(meta)).version,
         encoded[0].version,
         "the metadata counts"
     );

@@ -6,6 +6,7 @@
 //! [`EndpointView`].
 
 pub mod cds;
+pub mod cluster_meta;
 pub mod cluster_policy;
 pub mod eds;
 mod eds_wire;
@@ -256,9 +257,12 @@ impl<'a> Context<'a> {
             .cloned()
             .filter_map(|name| match ty {
                 // A cluster depends on the DestinationRule the proxy gets for its service.
+                // Resolved once, for the key and the build.
                 XdsType::Cluster => {
-                    let view = cds::view_key(self, &name, &view);
-                    self.resource(ty, name, &view)
+                    let n = name.clone();
+                    let resolved = cds::resolve(self.mesh, self.proxy, &n);
+                    let view = cds::view_key(resolved.as_ref(), &view);
+                    self.resource_with(ty, name.clone(), &view, || cds::build(self, name, resolved))
                 }
                 // An assignment also depends on the DestinationRule the proxy uses for its service.
                 XdsType::Endpoint => {
@@ -289,13 +293,23 @@ impl<'a> Context<'a> {
 
     /// One resource by name, from the cache when another proxy with the same view built it already.
     fn resource(&self, ty: XdsType, name: Arc<str>, view: &Arc<str>) -> Option<Arc<Resource>> {
+        self.resource_with(ty, name.clone(), view, || self.build(ty, name))
+    }
+
+    /// [`Self::resource`] with its own `build` on a miss.
+    fn resource_with(
+        &self,
+        ty: XdsType,
+        name: Arc<str>,
+        view: &Arc<str>,
+        build: impl FnOnce() -> Option<Resource>,
+    ) -> Option<Arc<Resource>> {
         let key = CacheKey {
             ty,
-            name: name.clone(),
+            name,
             view: view.clone(),
         };
-        self.cache
-            .get_or_insert(key, self.mesh.version(), || self.build(ty, name))
+        self.cache.get_or_insert(key, self.mesh.version(), build)
     }
 
     /// What besides the name and snapshot a resource depends on.
@@ -333,7 +347,10 @@ impl<'a> Context<'a> {
 
     fn build(&self, ty: XdsType, name: Arc<str>) -> Option<Resource> {
         match ty {
-            XdsType::Cluster => cds::build(self, name),
+            XdsType::Cluster => {
+                let n = name.clone();
+                cds::build(self, name, cds::resolve(self.mesh, self.proxy, &n))
+            }
             XdsType::Endpoint => eds::build(self, name),
             XdsType::Listener => lds::build(self, name),
             XdsType::Route => rds::build(self, name),
