@@ -392,11 +392,20 @@ async fn fuzz_discovery_request_sequences() {
         resource_names: vec![NAMES[1].into()],
         ..Default::default()
     };
-    let mut inbound = client
-        .stream_aggregated_resources(tokio_stream::iter(vec![req]))
-        .await
-        .expect("stream")
-        .into_inner();
+    // The fuzz loop may have spent the new-stream rate limit: retry as a client backs off.
+    let mut attempts = 0;
+    let mut inbound = loop {
+        match client
+            .stream_aggregated_resources(tokio_stream::iter(vec![req.clone()]))
+            .await
+        {
+            Err(s) if s.code() == tonic::Code::ResourceExhausted && attempts < 50 => {
+                attempts += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            other => break other.expect("stream").into_inner(),
+        }
+    };
     let r = tokio::time::timeout(Duration::from_secs(5), inbound.next())
         .await
         .expect("answer in time");
