@@ -49,7 +49,8 @@ TOOLS = ("meshctl", "meshd", "kubectl", "helm", "curl", "openssl", "cargo", "tes
 PROXY_ID = "sidecar~10.10.0.99~client-0.sample~sample.svc.cluster.local"
 READS = {"remote-clusters", "proxy-status", "proxy-config", "explain", "adsz", "networks"}
 # Values for documented placeholders and environment variables of commands that are only parsed.
-PLACEHOLDERS = {"<proxy-id>": PROXY_ID, "<cluster-id>": "cluster9", "$DISCOVERY_ADDRESS": "192.0.2.10"}
+PLACEHOLDERS = {"<proxy-id>": PROXY_ID, "<cluster-id>": "cluster9", "$DISCOVERY_ADDRESS": "192.0.2.10",
+                "$ISTIOD_PID": "4242"}
 
 # (regex on the command, why it is not run). Keep it short: everything else runs.
 EXCLUDED = [
