@@ -1,5 +1,6 @@
-//! The layering rule, checked: no import cycle between top-level modules, and nothing imports `app`
-//! (the composition root). Scans the source text for `crate::<module>` paths, including those inside
+//! The layering rule, checked: no import cycle between top-level modules, nothing imports `app` (the
+//! composition root), translation (`envoy`) never reaches into the protocol (`xds`), and only the
+//! composition root and the sandbox it starts touch the Kubernetes API simulator. Scans the source text for `crate::<module>` paths, including those inside
 //! `use crate::{…}` groups; comments and `#[cfg(test)]` code (test files, test modules) do not count,
 //! since tests may reach across layers.
 
@@ -201,6 +202,56 @@ fn top_level_modules_import_each_other_without_cycles() {
         .map(|(m, _)| m)
         .collect();
     assert!(into_app.is_empty(), "only the binary may use `app`: {into_app:?}");
+}
+
+#[test]
+fn translation_never_imports_the_protocol() {
+    let g = graph(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
+    let envoy = g.get("envoy").expect("the envoy module");
+    assert!(!envoy.contains("xds"), "envoy imports xds: {envoy:?}");
+    // What translation may read: the model and the config it translates, nothing that does I/O.
+    for below in ["envoy", "traffic", "istio", "model"] {
+        let deps = &g[below];
+        for io in [
+            "app",
+            "xds",
+            "aggregate",
+            "registry",
+            "multicluster",
+            "sandbox",
+            "admin",
+        ] {
+            assert!(!deps.contains(io), "{below} imports {io}: {deps:?}");
+        }
+    }
+}
+
+#[test]
+fn only_the_composition_root_reaches_the_simulator() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let g = graph(&src);
+    let into_sandbox: Vec<&String> = g
+        .iter()
+        .filter(|(m, deps)| deps.contains("sandbox") && *m != "app")
+        .map(|(m, _)| m)
+        .collect();
+    assert!(
+        into_sandbox.is_empty(),
+        "only app may use the sandbox: {into_sandbox:?}"
+    );
+    for (name, files) in modules(&src) {
+        if name == "app" || name == "sandbox" {
+            continue;
+        }
+        for file in files.iter().filter(|f| !is_test_file(f)) {
+            let code = production_code(&std::fs::read_to_string(file).expect("read source"));
+            assert!(
+                !code.contains("kube_sim::"),
+                "{} uses kube_sim outside app and sandbox",
+                file.display()
+            );
+        }
+    }
 }
 
 #[test]

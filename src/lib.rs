@@ -12,6 +12,7 @@ pub mod cli;
 pub mod config;
 pub mod config_controller;
 pub mod drain;
+pub mod envoy;
 #[cfg(test)]
 mod golden;
 pub mod intern;
@@ -21,7 +22,6 @@ pub mod leader;
 pub mod metrics;
 pub mod model;
 pub mod multicluster;
-pub mod network;
 pub mod readiness;
 pub mod registry;
 pub mod sandbox;

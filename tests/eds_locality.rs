@@ -8,14 +8,14 @@ use envoy_types::pb::envoy::config::{
     endpoint::v3::{ClusterLoadAssignment, lb_endpoint::HostIdentifier},
 };
 use meshd::{
+    envoy::{
+        StaticMesh,
+        static_mesh::{endpoint, service},
+    },
     istio::{self, Kind, ObjectMeta, Source},
     model::{Locality, Protocol, TlsMode},
     xds::{
         XdsType,
-        generator::{
-            StaticMesh,
-            static_mesh::{endpoint, service},
-        },
         harness::{self, Harness},
     },
 };

@@ -72,6 +72,10 @@ else
   echo "no clippy: skipping"
 fi
 
+step "product build without the simulator (cargo check --no-default-features)"
+# The chart's image is built this way: meshd without the embedded sandbox must still build.
+cargo check -p meshd --no-default-features --bin meshd --quiet
+
 step "cargo build"
 # Every member's binaries, and the test fixtures (examples, built with the `testing` feature).
 cargo build --workspace --bins --examples --features meshd/testing --quiet

@@ -5,15 +5,14 @@
 use std::{collections::BTreeSet, net::IpAddr, sync::Arc};
 
 use meshd::{
+    envoy::{
+        Context, StaticMesh, scope_of,
+        static_mesh::{endpoint, proxy, service},
+    },
     istio::{self, Kind, ObjectMeta, Source},
     model::{Protocol, TlsMode},
     xds::{
-        AllEndpoints, NetworkView, ProxyKind, Subscription, XdsType,
-        cache::ResourceCache,
-        generator::{
-            Context, StaticMesh, scope_of,
-            static_mesh::{endpoint, proxy, service},
-        },
+        AllEndpoints, NetworkView, ProxyKind, Subscription, XdsType, cache::ResourceCache, generate::generate,
     },
 };
 
@@ -79,7 +78,6 @@ fn everything(mesh: &StaticMesh) -> (usize, usize) {
         proxy: &p,
         view: &view,
         endpoints: &AllEndpoints,
-        cache: &cache,
         scope: &scope_of(mesh, &p),
     };
     let wildcard = Subscription {
@@ -90,8 +88,8 @@ fn everything(mesh: &StaticMesh) -> (usize, usize) {
         wildcard: false,
         names: Arc::new(names),
     };
-    let clusters = ctx.generate(XdsType::Cluster, &wildcard, None);
-    let listeners = ctx.generate(XdsType::Listener, &wildcard, None);
+    let clusters = generate(&ctx, &cache, XdsType::Cluster, &wildcard, None);
+    let listeners = generate(&ctx, &cache, XdsType::Listener, &wildcard, None);
     let eds = named(
         clusters
             .iter()
@@ -105,8 +103,8 @@ fn everything(mesh: &StaticMesh) -> (usize, usize) {
             .filter_map(|r| r.name.strip_prefix("0.0.0.0_").map(Arc::from))
             .collect(),
     );
-    let endpoints = ctx.generate(XdsType::Endpoint, &eds, None);
-    let routes = ctx.generate(XdsType::Route, &rds, None);
+    let endpoints = generate(&ctx, &cache, XdsType::Endpoint, &eds, None);
+    let routes = generate(&ctx, &cache, XdsType::Route, &rds, None);
     assert!(
         !endpoints.is_empty() && !routes.is_empty(),
         "every type is generated"

@@ -18,13 +18,13 @@ use envoy_types::pb::{
     google::protobuf::Any,
 };
 use meshd::{
+    envoy::{
+        StaticMesh,
+        static_mesh::{endpoint, service},
+    },
     model::Protocol,
     xds::{
         PushScope, XdsType,
-        generator::{
-            StaticMesh,
-            static_mesh::{endpoint, service},
-        },
         harness::{self, Harness},
     },
 };

@@ -9,14 +9,14 @@ use envoy_types::pb::envoy::{
     service::discovery::v3::DiscoveryResponse,
 };
 use meshd::{
+    envoy::{
+        StaticMesh,
+        static_mesh::{endpoint, service},
+    },
     istio::{self, Kind, ObjectMeta, ObjectRef, Source},
     model::Protocol,
     xds::{
         PushScope, XdsType,
-        generator::{
-            StaticMesh,
-            static_mesh::{endpoint, service},
-        },
         harness::{self, Harness},
         push::Changes,
     },

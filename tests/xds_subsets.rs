@@ -6,14 +6,14 @@ use std::{net::IpAddr, sync::Arc, time::Duration};
 
 use envoy_types::pb::envoy::config::{cluster::v3::Cluster, endpoint::v3::ClusterLoadAssignment};
 use meshd::{
+    envoy::{
+        StaticMesh,
+        static_mesh::{endpoint, service},
+    },
     istio::{self, Kind, ObjectMeta, Source},
     model::Protocol,
     xds::{
         PushScope, XdsType,
-        generator::{
-            StaticMesh,
-            static_mesh::{endpoint, service},
-        },
         harness::{Harness, sidecar},
     },
 };

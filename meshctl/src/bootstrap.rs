@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use meshd::{sandbox, xds::generator::cds::WORKLOAD_CERT};
+use meshd::{envoy::cds::WORKLOAD_CERT, sandbox};
 use serde_json::{Map, Value, json};
 
 /// Used when no sandbox state folder names meshd's address.

@@ -1,5 +1,6 @@
-//! `/debug/registryz` and `/debug/endpointz` (alias `/debug/endpointShardz`): the merged view of the
-//! latest snapshot, shaped like istiod's so existing tooling reads them. Does NOT: show clusters and
+//! `/debug/registryz`, `/debug/endpointz` (alias `/debug/endpointShardz`) and `/debug/networkz`: the
+//! merged view of the latest snapshot and its gateways, shaped like istiod's so existing tooling reads
+//! them. Does NOT: show clusters and
 //! their status (`/debug/clusterz`, `multicluster::status`).
 
 use std::collections::BTreeMap;
@@ -8,11 +9,16 @@ use axum::{Json, routing::get};
 use serde_json::{Value, json};
 
 use super::{MeshSnapshot, Snapshots};
-use crate::admin;
+use crate::{admin, model::NetworkGateway};
 
 /// Adds the merged view's debug endpoints.
 pub fn routes(debug: admin::Debug, snapshots: &Snapshots) -> admin::Debug {
-    let (s1, s2, s3) = (snapshots.clone(), snapshots.clone(), snapshots.clone());
+    let (s1, s2, s3, s4) = (
+        snapshots.clone(),
+        snapshots.clone(),
+        snapshots.clone(),
+        snapshots.clone(),
+    );
     debug
         .route(
             "/debug/registryz",
@@ -29,6 +35,33 @@ pub fn routes(debug: admin::Debug, snapshots: &Snapshots) -> admin::Debug {
             "alias of /debug/endpointz",
             get(move || async move { Json(endpointz(&s3.load())) }),
         )
+        .route(
+            "/debug/networkz",
+            "network gateways: network, cluster, address, port",
+            get(move || async move { Json(networkz(&s4.load().gateways)) }),
+        )
+}
+
+/// istiod's `[{"Network","Cluster","Addr","Port","HBONEPort","ServiceAccount"}]`, plus the DNS name an
+/// address came from.
+fn networkz(gateways: &[NetworkGateway]) -> Value {
+    gateways
+        .iter()
+        .map(|g| {
+            let mut v = json!({
+                "Network": g.network,
+                "Cluster": g.cluster.as_deref().unwrap_or(""),
+                "Addr": g.address.to_string(),
+                "Port": g.port,
+                "HBONEPort": 0,
+                "ServiceAccount": "",
+            });
+            if let Some(h) = &g.hostname {
+                v["Hostname"] = json!(h);
+            }
+            v
+        })
+        .collect()
 }
 
 /// istiod's `[]model.Service` shape.

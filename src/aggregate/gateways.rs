@@ -208,7 +208,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::{config::MeshNetworks, model::Protocol, xds::generator::static_mesh::service};
+    use crate::{config::MeshNetworks, envoy::static_mesh::service, model::Protocol};
 
     /// A gateway-shaped Service in `cluster`: `ports`, external addresses, labels, node ports.
     fn svc(

@@ -6,11 +6,13 @@
 //! becomes one snapshot whose [`ChangeSet`] names every service that changed, in which cluster, and
 //! whether EDS alone suffices. It never does I/O and never holds a lock.
 //!
-//! Also here: the gateway set each snapshot carries, found by the pure [`gateways`] functions; the
+//! Also here: the gateway set each snapshot carries, found by the pure [`gateways`] functions and its
+//! DNS names kept resolved by [`dns`]; the
 //! merged view's debug routes ([`routes`]); `pilot_debounce_time` ([`Metrics`]).
 
 mod debounce;
 mod debug;
+pub mod dns;
 pub mod gateways;
 mod index;
 mod metrics;

@@ -23,7 +23,6 @@ use crate::{
         kubeconfig::InsecureOption,
         status::{Clusters, StatusSource},
     },
-    network::dns,
     registry::{self, service::Context},
     serviceentry,
     start::StartContext,
@@ -151,9 +150,9 @@ impl ClusterDiscovery {
             metrics,
         } = self;
         aggregator.with_config(istio.subscribe(), mesh).spawn(&ctx.tasks);
-        dns::spawn(
+        aggregate::dns::spawn(
             &ctx.tasks,
-            Arc::new(dns::SystemResolver),
+            Arc::new(aggregate::dns::SystemResolver),
             view.snapshots.clone(),
             updates.clone(),
         );

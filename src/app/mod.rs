@@ -31,10 +31,10 @@ use crate::{
     },
     config_controller,
     drain::Tasks,
+    envoy,
     leader::{self, ElectionConfig},
     model::{ClusterId, DEFAULT_CLUSTER_ID},
     multicluster::{self, status::Clusters},
-    network,
     readiness::Ready,
     registry,
     sandbox::{self, Sandbox},
@@ -168,7 +168,7 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
     let ads = xds_server(&server.context().tasks, view.snapshots.clone(), xds_metrics);
 
     let primary_source = match &sandbox {
-        Some(sb) => KubeSource::Kubeconfig(sb.kubeconfig(&sb.primary).context("sandbox primary")?.to_owned()),
+        Some(sb) => KubeSource::Kubeconfig(sb.primary_kubeconfig()?.to_owned()),
         None => args.kube_source(),
     };
     let (primary, primary_server) = primary_client(&primary_source).await?;
@@ -203,7 +203,6 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
             }
         }),
     );
-    let debug = network::routes(debug, view.snapshots.clone(), ads.connections());
     let debug = multicluster::status::routes(debug, view.clusters.clone());
     let debug = xds::debug::routes(aggregate::routes(debug, &view.snapshots), &ads);
     let debug_auth = admin::DebugAuth {
@@ -325,7 +324,7 @@ fn xds_server(
         Arc::new(snapshots),
         tasks.clone(),
         metrics,
-        Arc::new(network::SplitHorizon),
+        Arc::new(envoy::SplitHorizon),
         xds::XdsLimits::default(),
     )
 }
@@ -460,7 +459,7 @@ async fn start_sandbox(
         monitoring,
     }
     .write(&state_dir)?;
-    args.cluster_id = Some(sb.primary.clone());
+    args.cluster_id = Some(sb.primary().to_owned());
     args.state_dir = Some(state_dir);
     Ok(sb)
 }

@@ -1,183 +1,62 @@
 //! The embedded sandbox: simulated Kubernetes API servers for the `clusters/` topology, joined into one
 //! mesh the way an operator would join real clusters (reader service account, remote secret).
 //!
-//! It does not run the control plane: `app` points the real pipeline at the sandbox's primary.
+//! It does not run the control plane: `app` points the real pipeline at the sandbox's primary. The
+//! simulated servers (`serve`, `simulated`) come with the default-on `sandbox` feature; the state folder
+//! and topology files are plain files every build reads (meshctl finds a running meshd through them).
 
+#[cfg(feature = "sandbox")]
 pub mod serve;
+#[cfg(feature = "sandbox")]
+mod simulated;
 pub mod state;
 pub mod topology;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use anyhow::Context;
-use tokio_util::sync::CancellationToken;
-use tracing::info;
-
-use crate::multicluster::remote_secret::{self, READER_SERVICE_ACCOUNT, ReaderCredentials};
-use kube_sim::ApiServerConfig;
-use serve::ServedCluster;
+#[cfg(feature = "sandbox")]
+pub use simulated::{Sandbox, start};
 pub use state::{Addresses, StateLock};
-use topology::ClusterManifests;
-
-/// A running sandbox: one simulated API server per cluster folder.
-pub struct Sandbox {
-    /// The clusters, in topology order.
-    pub clusters: Vec<ServedCluster>,
-    /// The cluster meshd runs in (its ID).
-    pub primary: String,
-    /// Where kubeconfigs and certificates are written.
-    pub state_dir: PathBuf,
-    /// meshd's namespace (remote secrets, the primary's network label).
-    pub system_namespace: String,
-}
 
 /// The default state folder: stable, so `export KUBECONFIG=…` keeps working across restarts.
 pub fn default_state_dir() -> PathBuf {
     std::env::temp_dir().join("meshd-sandbox")
 }
 
-/// Starts the topology's clusters, loads their manifests, and writes a remote secret for every
-/// non-primary cluster into the primary's `system_namespace`.
-pub async fn start(
-    topology: Vec<ClusterManifests>,
-    primary: Option<&str>,
-    state_dir: &Path,
-    system_namespace: &str,
-    shutdown: CancellationToken,
-) -> anyhow::Result<Sandbox> {
-    let names: Vec<String> = topology.iter().map(|c| c.name.clone()).collect();
-    let primary = match primary {
-        Some(p) if names.iter().any(|n| n == p) => p.to_owned(),
-        Some(p) => anyhow::bail!(
-            "--cluster-id {p:?} is not a cluster of the sandbox (clusters: {})",
-            names.join(", ")
-        ),
-        None => names
-            .first()
-            .cloned()
-            .context("the sandbox topology has no clusters")?,
-    };
-    let clusters = serve::start_clusters(&names, state_dir, &ApiServerConfig::new(""), shutdown).await?;
-    for (cluster, manifests) in clusters.iter().zip(&topology) {
-        serve::load(cluster, manifests)?;
-        info!(cluster = %cluster.name, objects = manifests.objects.len(), url = %cluster.server.url(), "simulated cluster up");
+/// Without the `sandbox` feature there are no simulated clusters: this type has no values, and
+/// [`start`] refuses with the flag to give instead.
+#[cfg(not(feature = "sandbox"))]
+pub enum Sandbox {}
+
+#[cfg(not(feature = "sandbox"))]
+impl Sandbox {
+    /// See the feature build's `Sandbox::primary_kubeconfig`.
+    pub fn primary_kubeconfig(&self) -> anyhow::Result<&std::path::Path> {
+        match *self {}
     }
-    let sandbox = Sandbox {
-        clusters,
-        primary,
-        state_dir: state_dir.to_owned(),
-        system_namespace: system_namespace.to_owned(),
-    };
-    let config_cluster = sandbox.client(&sandbox.primary).await?;
-    for remote in sandbox.clusters.iter().filter(|c| c.name != sandbox.primary) {
-        let client = sandbox.client(&remote.name).await?;
-        remote_secret::ensure_reader(&client, system_namespace, READER_SERVICE_ACCOUNT).await?;
-        let (token, ca_pem) =
-            remote_secret::long_lived_token(&client, system_namespace, READER_SERVICE_ACCOUNT).await?;
-        let creds = ReaderCredentials {
-            server: remote.server.url(),
-            ca_pem,
-            token,
-        };
-        let secret = remote_secret::secret(&remote.name, system_namespace, &creds)?;
-        remote_secret::apply(&config_cluster, &secret).await?;
-        info!(cluster = %remote.name, "remote secret written to the primary");
+
+    /// See the feature build's `Sandbox::summary`.
+    pub fn summary(&self, _serving: &[(&str, String)]) -> String {
+        match *self {}
     }
-    Ok(sandbox)
+
+    /// See the feature build's `Sandbox::primary`.
+    pub fn primary(&self) -> &str {
+        match *self {}
+    }
 }
 
-impl Sandbox {
-    /// The admin kubeconfig path of `cluster`.
-    pub fn kubeconfig(&self, cluster: &str) -> Option<&Path> {
-        self.clusters
-            .iter()
-            .find(|c| c.name == cluster)
-            .map(|c| c.kubeconfig.as_path())
-    }
-
-    /// An admin client for `cluster`.
-    pub async fn client(&self, cluster: &str) -> anyhow::Result<kube::Client> {
-        let c = self
-            .clusters
-            .iter()
-            .find(|c| c.name == cluster)
-            .context("no such sandbox cluster")?;
-        let kubeconfig = kube::config::Kubeconfig::from_yaml(&c.server.admin_kubeconfig())?;
-        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
-        Ok(kube::Client::try_from(config)?)
-    }
-
-    /// Something to try `meshctl explain` on before any proxy connects: the first Service of the
-    /// primary's application namespaces, for a sidecar in that namespace on the primary's network.
-    fn explain_example(&self) -> Option<(String, String, String)> {
-        let primary = self.clusters.iter().find(|c| c.name == self.primary)?;
-        let store = primary.server.store();
-        let network = store
-            .get("v1", "Namespace", None, &self.system_namespace)?
-            .pointer("/metadata/labels/topology.istio.io~1network")?
-            .as_str()?
-            .to_owned();
-        let service = store
-            .list("v1", "Service", None)
-            .into_iter()
-            .filter_map(|svc| {
-                let ns = svc.pointer("/metadata/namespace")?.as_str()?.to_owned();
-                let name = svc.pointer("/metadata/name")?.as_str()?.to_owned();
-                let system = ns == self.system_namespace || ns.starts_with("kube-") || ns == "default";
-                (!system).then_some((ns, name))
-            })
-            .min()?;
-        let (ns, name) = service;
-        Some((
-            format!("sidecar~10.0.0.1~try-0.{ns}~{ns}.svc.cluster.local"),
-            format!("{name}.{ns}"),
-            network,
-        ))
-    }
-
-    /// The friendly start-up summary: clusters, kubeconfigs, where meshd serves, what to try next.
-    pub fn summary(&self, serving: &[(&str, String)]) -> String {
-        let mut out = String::from("\nmeshd sandbox is ready\n\n  clusters:\n");
-        for c in &self.clusters {
-            let role = if c.name == self.primary {
-                "primary"
-            } else {
-                "remote "
-            };
-            out += &format!(
-                "    {:<10} {role}  {}  kubeconfig: {}\n",
-                c.name,
-                c.server.url(),
-                c.kubeconfig.display()
-            );
-        }
-        out += "\n  meshd:\n";
-        for (what, addr) in serving {
-            out += &format!("    {what:<22} {addr}\n");
-        }
-        let remote = self
-            .clusters
-            .iter()
-            .find(|c| c.name != self.primary)
-            .unwrap_or(&self.clusters[0]);
-        out += &format!(
-            "\n  try:\n    kubectl --kubeconfig {} get pods -n sample -o wide\n",
-            remote.kubeconfig.display()
-        );
-        // meshctl finds this meshd through the state folder: the default one, or the variable.
-        let meshctl = if self.state_dir == default_state_dir() {
-            "meshctl".to_owned()
-        } else {
-            format!("MESHD_STATE_DIR={} meshctl", self.state_dir.display())
-        };
-        out += &format!("    {meshctl} remote-clusters\n    {meshctl} proxy-status\n");
-        if let Some((proxy, service, network)) = self.explain_example() {
-            out += &format!("    {meshctl} explain {proxy} {service} --network {network}\n");
-        }
-        if let Some((_, admin)) = serving.iter().find(|(w, _)| w.starts_with("monitoring")) {
-            out += &format!("    curl -s {admin}/debug/clusterz\n");
-        }
-        out += "  (meshctl: `cargo build`, then target/debug/meshctl)\n";
-        out
-    }
+/// Refused: this build has no simulator.
+#[cfg(not(feature = "sandbox"))]
+pub async fn start(
+    _topology: Vec<topology::ClusterManifests>,
+    _primary: Option<&str>,
+    _state_dir: &std::path::Path,
+    _system_namespace: &str,
+    _shutdown: tokio_util::sync::CancellationToken,
+) -> anyhow::Result<Sandbox> {
+    anyhow::bail!(
+        "this meshd was built without the embedded sandbox (the `sandbox` feature): give --kubeconfig, \
+         or run it in a pod"
+    )
 }

@@ -4,9 +4,9 @@ use std::collections::BTreeMap;
 
 use super::DrIndex;
 use crate::{
+    envoy::static_mesh::service,
     model::Service,
     traffic::tests::{config, settings},
-    xds::generator::static_mesh::service,
 };
 
 fn svc(name: &str, ns: &str) -> Service {

@@ -2,7 +2,7 @@
 //! built once per mesh snapshot (lazily, by the first stream that needs it) from the Istio config in
 //! force and the mesh config, and answers per-proxy questions: which DestinationRule applies to a
 //! service, which mTLS mode a workload accepts, … Pure: no I/O, no locks; generators read it through
-//! `xds::generator::Mesh::traffic`.
+//! `envoy::Mesh::traffic`.
 
 pub mod destination_rule;
 pub mod hosts;

@@ -11,7 +11,7 @@
 //! namespace by name.
 //!
 //! Pure: built from one snapshot's config objects and services. Generators read it through
-//! `xds::generator::ScopedMesh`, push decisions through [`SidecarScope::sees_host`] and
+//! `envoy::ScopedMesh`, push decisions through [`SidecarScope::sees_host`] and
 //! [`SidecarScope::depends_on`]. [`Scopes`] builds each distinct scope once per snapshot.
 
 use std::{

@@ -8,9 +8,9 @@ use serde_json::json;
 use super::*;
 use crate::{
     config::mesh::MeshConfig,
+    envoy::static_mesh::service,
     istio::{ObjectMeta, Source},
     model::{ExportTo, Origin, Protocol},
-    xds::generator::static_mesh::service,
 };
 
 fn settings(mode: OutboundMode) -> Settings {

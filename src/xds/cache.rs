@@ -15,11 +15,10 @@ use parking_lot::Mutex;
 use crate::istio::Kind;
 
 use super::{
-    Resource, XdsType,
-    generator::cds::ClusterRef,
     metrics::Metrics,
     push::{PushScope, Snapshot, scope},
 };
+use crate::envoy::{Resource, XdsType, cds::ClusterRef};
 
 /// Default entry cap (istiod's `PILOT_XDS_CACHE_SIZE`).
 pub const DEFAULT_CAPACITY: usize = 60_000;
@@ -179,7 +178,7 @@ impl Inner {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::xds::generator::StaticMesh;
+    use crate::{envoy::StaticMesh, xds::push::StaticSnapshot};
 
     fn key(name: &str) -> CacheKey {
         CacheKey {
@@ -217,8 +216,13 @@ mod tests {
     #[test]
     fn endpoint_pushes_carry_everything_else_forward() {
         let c = ResourceCache::new(10, None);
-        let eds_only =
-            |version, since| StaticMesh::new(version).after(since, PushScope::Endpoints(["a".into()].into()));
+        let eds_only = |version, since| {
+            StaticSnapshot::after(
+                since,
+                PushScope::Endpoints(["a".into()].into()),
+                StaticMesh::new(version),
+            )
+        };
         c.get_or_insert(eds("a"), 1, || build("a"));
         let b = c.get_or_insert(eds("b"), 1, || build("b")).unwrap();
         let cds = c.get_or_insert(key("outbound|80||a"), 1, || build("a")).unwrap();
@@ -241,7 +245,7 @@ mod tests {
         c.advance(&eds_only(4, 3));
         assert!(c.is_empty(), "a missed push carries nothing forward");
         c.get_or_insert(eds("b"), 4, || build("b"));
-        c.advance(&StaticMesh::new(5).after(4, PushScope::Full));
+        c.advance(&StaticSnapshot::after(4, PushScope::Full, StaticMesh::new(5)));
         let mut rebuilt = false;
         c.get_or_insert(eds("b"), 5, || {
             rebuilt = true;
@@ -283,7 +287,7 @@ mod tests {
                 c.get_or_insert(key(&format!("outbound|80||{host}")), 1, || build(host));
             }
             c.get_or_insert(lds.clone(), 1, || build("l"));
-            c.advance(&StaticMesh::new(2).after(1, changes.clone()));
+            c.advance(&StaticSnapshot::after(1, changes.clone(), StaticMesh::new(2)));
             let mut got = vec![];
             for (host, label) in [("a", "a"), ("b", "b"), ("x.c", "c")] {
                 let (mut e, mut k) = (true, true);

@@ -2,7 +2,8 @@
 //! them: `/debug/adsz` (connected clients), `/debug/syncz` (per proxy and type: nonces sent and
 //! ACKed, last NACK), `/debug/config_dump?proxyID=` (what a proxy was last sent, as Envoy's admin
 //! `ConfigDump`), `/debug/push_status` (the latest push), `/debug/sidecarz?proxyID=` (the proxy's
-//! Sidecar scope), and meshd's own `/debug/connections`.
+//! Sidecar scope), `/debug/explain?proxyID=&service=` (`envoy::explain`'s report for a connected
+//! proxy, or one described by the query), and meshd's own `/debug/connections`.
 //!
 //! Owns: pure views over [`ConnectionStatus`] lists and the routes serving them. Does NOT: decide who
 //! may call (the admin middleware does; `config_dump` only checks the namespace it was handed).
@@ -20,12 +21,16 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{
-    AdsServer, Proxy, ProxyKind, Resource, XdsType,
+    AdsServer,
     dump::{self, Section},
-    generator::{Mesh, ScopedMesh, scope_of},
-    status::ConnectionStatus,
+    status::{ConnectionStatus, Connections},
 };
 use crate::admin::{self, DebugCaller};
+use crate::envoy::{
+    Mesh, Proxy, ProxyKind, Resource, ScopedMesh, XdsType,
+    explain::{self, ExplainQuery},
+    scope_of,
+};
 
 /// Adds the xDS debug endpoints.
 pub fn routes(debug: admin::Debug, ads: &AdsServer) -> admin::Debug {
@@ -37,6 +42,7 @@ pub fn routes(debug: admin::Debug, ads: &AdsServer) -> admin::Debug {
     );
     let log = ads.push_log();
     let ads = ads.clone();
+    let explain_ads = ads.clone();
     debug
         .route(
             "/debug/adsz",
@@ -82,6 +88,16 @@ pub fn routes(debug: admin::Debug, ads: &AdsServer) -> admin::Debug {
                         format!("proxy {:?} is not connected\n", q.proxy_id),
                     )
                         .into_response(),
+                }
+            }),
+        )
+        .route(
+            "/debug/explain",
+            "?proxyID=&service=host[:port]: every endpoint that proxy gets for the service, and why",
+            get(move |Query(q): Query<ExplainQuery>| async move {
+                match explain_ads.snapshot() {
+                    Some(s) => explain(s.mesh(), &explain_ads.connections(), &q),
+                    None => (StatusCode::SERVICE_UNAVAILABLE, "no mesh snapshot yet\n").into_response(),
                 }
             }),
         )
@@ -303,16 +319,49 @@ fn config_dump(conns: &[Arc<ConnectionStatus>], proxy_id: &str, caller: &DebugCa
     }
 }
 
+/// The handler: looks the proxy up among live connections and explains against the current snapshot.
+fn explain(mesh: &dyn Mesh, connections: &Connections, q: &ExplainQuery) -> Response {
+    if q.proxy_id.is_empty() || q.service.is_empty() {
+        return (StatusCode::BAD_REQUEST, "proxyID and service are required\n").into_response();
+    }
+    let conns = connections.list();
+    let connected = conns
+        .iter()
+        .filter_map(|c| c.proxy.as_ref())
+        .find(|p| *p.id == *q.proxy_id);
+    let proxy = match (connected, q.hypothetical_proxy()) {
+        (Some(p), _) => p.clone(),
+        (None, Ok(Some(p))) => p,
+        (None, Ok(None)) => {
+            let msg = format!(
+                "proxy {:?} is not connected (see /debug/adsz); to explain a proxy that is not connected, \
+                 give its network (meshctl explain --network NETWORK [--cluster CLUSTER])\n",
+                q.proxy_id
+            );
+            return (StatusCode::NOT_FOUND, msg).into_response();
+        }
+        (None, Err(e)) => return (StatusCode::BAD_REQUEST, e + "\n").into_response(),
+    };
+    match explain::find_service(mesh, &q.service) {
+        Ok((service, port)) => {
+            let mut report = explain::explain_subset(mesh, &proxy, service, port, q.subset.as_deref());
+            report.connected = connected.is_some();
+            Json(report).into_response()
+        }
+        Err(msg) => (StatusCode::NOT_FOUND, msg + "\n").into_response(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::{
-        model::Protocol,
-        traffic::tests::config,
-        xds::generator::{
+        envoy::{
             StaticMesh,
             static_mesh::{proxy, service},
         },
+        model::Protocol,
+        traffic::tests::config,
     };
 
     #[test]

@@ -14,11 +14,11 @@ use std::{
 use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
 
 use super::{
-    XdsType,
-    connection::{Decision, Exchange, Ignored, Mode, Nonces, Protocol, TypeStatus},
+    Resource, XdsType,
     held::Held,
-    resource::{Resource, Subscription, intern, intern_names},
+    protocol::{Decision, Exchange, Ignored, Mode, Nonces, Protocol, TypeStatus},
     sotw::MAX_NAMES,
+    subscription::{Subscription, intern, intern_names},
     wire::{self, Frame},
 };
 

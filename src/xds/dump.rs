@@ -27,7 +27,7 @@ use envoy_types::pb::{
 use prost::Message;
 use prost_reflect::{DescriptorPool, DynamicMessage, SerializeOptions};
 
-use super::{Resource, XdsType, generator::any};
+use crate::envoy::{Resource, XdsType, any};
 
 /// The Envoy descriptors `build.rs` compiled.
 static ENVOY: LazyLock<DescriptorPool> = LazyLock::new(|| {
@@ -151,15 +151,12 @@ mod tests {
 
     use super::*;
     use crate::{
-        model::{Protocol, TlsMode},
-        xds::{
-            AllEndpoints, NetworkView, ProxyKind, Subscription,
-            cache::ResourceCache,
-            generator::{
-                Context, StaticMesh, scope_of,
-                static_mesh::{endpoint, proxy, service},
-            },
+        envoy::{
+            AllEndpoints, Context, NetworkView, ProxyKind, StaticMesh, scope_of,
+            static_mesh::{endpoint, proxy, service},
         },
+        model::{Protocol, TlsMode},
+        xds::{Subscription, cache::ResourceCache, generate::generate},
     };
 
     /// echo (mTLS endpoints, HTTP) and db (plaintext, TCP).
@@ -186,25 +183,28 @@ mod tests {
             proxy: &p,
             view: &NetworkView::default(),
             endpoints: &AllEndpoints,
-            cache: &cache,
             scope: &scope_of(&m, &p),
         };
         let wildcard = Subscription {
             wildcard: true,
             names: Default::default(),
         };
-        let clusters = ctx.generate(XdsType::Cluster, &wildcard, None);
-        let listeners = ctx.generate(XdsType::Listener, &wildcard, None);
+        let clusters = generate(&ctx, &cache, XdsType::Cluster, &wildcard, None);
+        let listeners = generate(&ctx, &cache, XdsType::Listener, &wildcard, None);
         let named = |names: BTreeSet<Arc<str>>| Subscription {
             wildcard: false,
             names: Arc::new(names),
         };
-        let endpoints = ctx.generate(
+        let endpoints = generate(
+            &ctx,
+            &cache,
             XdsType::Endpoint,
             &named(clusters.iter().map(|r| r.name.clone()).collect()),
             None,
         );
-        let routes = ctx.generate(
+        let routes = generate(
+            &ctx,
+            &cache,
             XdsType::Route,
             &named(["80".into(), "outbound|80||echo.default.svc.cluster.local".into()].into()),
             None,

@@ -32,11 +32,11 @@ use tonic::Streaming;
 
 use super::{
     AdsServer, AllEndpoints, XdsLimits, XdsType,
-    generator::StaticMesh,
     metrics::Metrics,
-    push::{PushScope, Snapshot, SnapshotSource},
+    push::{PushScope, Snapshot, SnapshotSource, StaticSnapshot},
 };
 use crate::drain::{DrainTimeout, Tasks};
+use crate::envoy::StaticMesh;
 
 /// How long [`Client::recv`] waits for a response.
 pub const RECV_TIMEOUT: Duration = Duration::from_secs(5);
@@ -75,7 +75,7 @@ pub enum Error {
 /// The fixtures' snapshot source: each [`Meshes::publish`] is the next version, its change set
 /// relative to the one before.
 pub struct Meshes {
-    current: Mutex<Option<Arc<StaticMesh>>>,
+    current: Mutex<Option<Arc<StaticSnapshot>>>,
     versions: watch::Sender<u64>,
 }
 
@@ -92,12 +92,11 @@ impl Meshes {
     /// previous one; returns the version.
     pub fn publish(&self, mut mesh: StaticMesh, changes: PushScope) -> u64 {
         let mut current = self.current.lock();
-        let since = current.as_ref().map_or(0, |m| m.version);
+        let since = current.as_ref().map_or(0, |m| m.mesh.version);
         mesh.version = since + 1;
-        mesh.since = since;
-        mesh.changes = changes;
-        mesh.changed_at = Some(Instant::now());
-        *current = Some(Arc::new(mesh));
+        let mut snapshot = StaticSnapshot::after(since, changes, mesh);
+        snapshot.changed_at = Some(Instant::now());
+        *current = Some(Arc::new(snapshot));
         self.versions.send_replace(since + 1);
         since + 1
     }

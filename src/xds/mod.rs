@@ -1,118 +1,46 @@
-//! xDS serving: the Aggregated Discovery Service (state of the world and delta), the per-stream protocol
-//! state machines, node metadata, the CDS/EDS/LDS/RDS generators and the push pipeline.
+//! xDS serving, the protocol: the Aggregated Discovery Service (state of the world and delta), the
+//! per-stream protocol state machines, the shared resource cache and the push pipeline.
 //!
-//! Owns: everything between an immutable mesh snapshot and the bytes on an ADS stream.
-//! Does NOT: build the snapshot (that is `aggregate`), terminate TLS or decide who may connect (the
-//! secure listener and the [`Authenticator`] come from the security side), or compute split-horizon
-//! endpoints (plugged in through [`EndpointView`]).
+//! Owns: everything between an immutable mesh snapshot and the bytes on an ADS stream except what the
+//! bytes say. Does NOT: build the snapshot (that is `aggregate`), decide what a proxy is sent (that is
+//! `envoy`, called through [`generate`]), or terminate TLS and decide who may connect (the secure
+//! listener and the [`Authenticator`](server::Authenticator) come from the security side).
 //!
 //! Data flow: one [`SnapshotSource`] (the aggregate's debounced snapshots; a fixture's in tests) →
 //! every stream task, which wakes on its version channel, loads the newest [`Snapshot`], derives its
 //! [`PushScope`] from the snapshot's change set and the version it served last ([`push::scope`]),
-//! regenerates what its proxy watches (through the shared [`cache::ResourceCache`]), diffs against
-//! what it last sent and answers. There is no debouncer here: the publisher debounces.
+//! regenerates what its proxy watches (`envoy`'s builds through the shared [`cache::ResourceCache`]),
+//! diffs against what it last sent and answers. There is no debouncer here: the publisher debounces.
 
 pub mod cache;
 mod connection;
 pub mod debug;
 mod delta;
 pub mod dump;
-pub mod generator;
+pub mod generate;
 #[cfg(any(test, feature = "testing"))]
 pub mod harness;
 pub mod held;
 pub mod metrics;
-pub mod node;
+mod protocol;
 pub mod push;
-mod resource;
 pub mod server;
+mod shared;
 pub mod snapshot;
 mod sotw;
 pub mod status;
+mod subscription;
 mod wire;
 
-use std::fmt;
-
-pub use generator::{AllEndpoints, EndpointView, NetworkView};
-pub use node::{NodeError, Proxy, ProxyKind};
 pub use push::{PushScope, Snapshot, SnapshotSource};
-pub use resource::{Resource, Subscription};
-pub use server::{AdsServer, Caller, XdsLimits};
+pub use server::AdsServer;
+pub use shared::{Caller, XdsLimits};
+pub use subscription::Subscription;
 
-/// `Cluster` (CDS).
-pub const CLUSTER_TYPE: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
-/// `ClusterLoadAssignment` (EDS).
-pub const ENDPOINT_TYPE: &str = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";
-/// `Listener` (LDS).
-pub const LISTENER_TYPE: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
-/// `RouteConfiguration` (RDS).
-pub const ROUTE_TYPE: &str = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration";
-
-/// The resource types meshd serves, in make-before-break push order (istiod's `PushOrder`):
-/// clusters before their endpoints, listeners before their routes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
-pub enum XdsType {
-    /// CDS.
-    Cluster,
-    /// EDS.
-    Endpoint,
-    /// LDS.
-    Listener,
-    /// RDS.
-    Route,
-}
-
-impl XdsType {
-    /// Every type, in push order.
-    pub const PUSH_ORDER: [XdsType; 4] = [Self::Cluster, Self::Endpoint, Self::Listener, Self::Route];
-
-    /// The type for a request's `type_url`; `None` for types meshd does not serve.
-    pub fn from_url(url: &str) -> Option<Self> {
-        Self::PUSH_ORDER.into_iter().find(|t| t.url() == url)
-    }
-
-    /// The full type URL.
-    pub fn url(self) -> &'static str {
-        match self {
-            Self::Cluster => CLUSTER_TYPE,
-            Self::Endpoint => ENDPOINT_TYPE,
-            Self::Listener => LISTENER_TYPE,
-            Self::Route => ROUTE_TYPE,
-        }
-    }
-
-    /// The short name used in logs and metric labels (istiod's `v3.GetShortType`).
-    pub fn short(self) -> &'static str {
-        match self {
-            Self::Cluster => "CDS",
-            Self::Endpoint => "EDS",
-            Self::Listener => "LDS",
-            Self::Route => "RDS",
-        }
-    }
-
-    /// istiod's metric label (`v3.GetMetricType`): `cds`, `eds`, `lds`, `rds`.
-    pub fn metric_label(self) -> &'static str {
-        match self {
-            Self::Cluster => "cds",
-            Self::Endpoint => "eds",
-            Self::Listener => "lds",
-            Self::Route => "rds",
-        }
-    }
-
-    /// LDS and CDS: may be wildcard-subscribed, and every SotW response carries the whole set (an
-    /// omitted resource is deleted). EDS and RDS are only ever named, and omission means nothing.
-    pub fn is_full_state(self) -> bool {
-        matches!(self, Self::Cluster | Self::Listener)
-    }
-}
-
-impl fmt::Display for XdsType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.short())
-    }
-}
+pub use crate::envoy::{
+    AllEndpoints, CLUSTER_TYPE, ENDPOINT_TYPE, EndpointView, LISTENER_TYPE, NetworkView, NodeError, Proxy,
+    ProxyKind, ROUTE_TYPE, Resource, XdsType,
+};
 
 /// Why a stream is refused or ended. Mapped to a gRPC status at the edge.
 #[derive(Debug, thiserror::Error)]
@@ -169,18 +97,6 @@ impl From<Error> for tonic::Status {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn type_urls_round_trip_in_push_order() {
-        for t in XdsType::PUSH_ORDER {
-            assert_eq!(XdsType::from_url(t.url()), Some(t));
-        }
-        assert_eq!(
-            XdsType::from_url("type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"),
-            None
-        );
-        assert!(XdsType::Cluster < XdsType::Endpoint && XdsType::Listener < XdsType::Route);
-    }
 
     #[test]
     fn errors_map_to_grpc_codes() {

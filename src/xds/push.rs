@@ -17,7 +17,7 @@ use std::{
 use parking_lot::Mutex;
 use tokio::{sync::watch, time::Instant};
 
-use super::{ProxyKind, generator::Mesh};
+use crate::envoy::{Mesh, ProxyKind};
 use crate::{
     istio::{Kind, ObjectRef},
     model::Hostname,
@@ -125,7 +125,7 @@ pub fn decide(changes: &PushScope, proxy: Recipient<'_>, old: &SidecarScope, new
 }
 
 /// One published mesh as streams serve it: what generators read, and what changed since the snapshot
-/// before it. Implemented by the aggregate's `MeshSnapshot` and by `StaticMesh` (fixtures).
+/// before it. Implemented by the aggregate's `MeshSnapshot` and by [`StaticSnapshot`] (fixtures).
 pub trait Snapshot: Send + Sync {
     /// What generators read.
     fn mesh(&self) -> &dyn Mesh;
@@ -136,6 +136,57 @@ pub trait Snapshot: Send + Sync {
     fn changes(&self) -> PushScope;
     /// When the oldest change it carries happened (`pilot_proxy_convergence_time` starts there).
     fn changed_at(&self) -> Option<Instant>;
+}
+
+/// A fixed mesh served as a snapshot: what tests, benches and the ADS harness publish.
+#[cfg(any(test, feature = "testing"))]
+#[derive(Debug, Clone, Default)]
+pub struct StaticSnapshot {
+    /// The mesh.
+    pub mesh: crate::envoy::StaticMesh,
+    /// The version `changes` apply on top of.
+    pub since: u64,
+    /// What changed since `since`.
+    pub changes: PushScope,
+    /// When the change happened.
+    pub changed_at: Option<Instant>,
+}
+
+#[cfg(any(test, feature = "testing"))]
+impl StaticSnapshot {
+    /// `mesh`, changed entirely since the version before.
+    pub fn new(mesh: crate::envoy::StaticMesh) -> Self {
+        Self::after(mesh.version.saturating_sub(1), PushScope::Full, mesh)
+    }
+
+    /// `mesh` following version `since` with `changes`.
+    pub fn after(since: u64, changes: PushScope, mesh: crate::envoy::StaticMesh) -> Self {
+        Self {
+            mesh,
+            since,
+            changes,
+            changed_at: None,
+        }
+    }
+}
+
+#[cfg(any(test, feature = "testing"))]
+impl Snapshot for StaticSnapshot {
+    fn mesh(&self) -> &dyn Mesh {
+        &self.mesh
+    }
+
+    fn since(&self) -> u64 {
+        self.since
+    }
+
+    fn changes(&self) -> PushScope {
+        self.changes.clone()
+    }
+
+    fn changed_at(&self) -> Option<Instant> {
+        self.changed_at
+    }
 }
 
 /// What `snapshot` changed for a stream that last processed version `seen`: its change set only when

@@ -1,12 +1,12 @@
 //! Push scope derivation, push decisions by Sidecar scope (change × old scope × new scope), rate limit.
 
 use super::*;
-use crate::xds::generator::StaticMesh;
+use crate::envoy::StaticMesh;
 
 #[test]
 fn scope_is_the_change_set_only_from_the_version_it_applies_to() {
     let eds = PushScope::Endpoints(["a".into()].into());
-    let snapshot = StaticMesh::new(5).after(4, eds.clone());
+    let snapshot = StaticSnapshot::after(4, eds.clone(), StaticMesh::new(5));
     for (seen, want) in [
         (Some(4), eds),
         (Some(3), PushScope::Full),
@@ -20,9 +20,9 @@ fn scope_is_the_change_set_only_from_the_version_it_applies_to() {
 /// A proxy in `a` with no Sidecar, one importing only reviews, one importing all of `a`.
 fn scopes() -> [SidecarScope; 3] {
     use crate::{
+        envoy::static_mesh::service,
         model::Protocol,
         traffic::{ProxyRef, tests::config},
-        xds::generator::static_mesh::service,
     };
     let services = [
         service("reviews", "a", &[("http", 80, Protocol::Http)]),

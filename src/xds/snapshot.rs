@@ -8,10 +8,8 @@ use std::sync::Arc;
 
 use tokio::{sync::watch, time::Instant};
 
-use super::{
-    generator::Mesh,
-    push::{Changes, PushScope, Snapshot, SnapshotSource},
-};
+use super::push::{Changes, PushScope, Snapshot, SnapshotSource};
+use crate::envoy::Mesh;
 use crate::{
     aggregate::{ChangeKind, MeshSnapshot, Snapshots},
     model::{Endpoint, NetworkGateway, Service, ServiceKey},
@@ -152,10 +150,10 @@ mod tests {
     use super::*;
     use crate::{
         aggregate::{ChangeSet, ServiceChange},
+        envoy::static_mesh::service,
         istio::{Kind, ObjectRef},
         model::Hostname,
         model::Protocol,
-        xds::generator::static_mesh::service,
         xds::push::scope,
     };
 

@@ -12,10 +12,10 @@ use std::{
 use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
 
 use super::{
-    XdsType,
-    connection::{Decision, Exchange, Ignored, Mode, Nonces, Protocol, TypeStatus},
+    Resource, XdsType,
     held::Held,
-    resource::{Resource, Subscription, intern, intern_names},
+    protocol::{Decision, Exchange, Ignored, Mode, Nonces, Protocol, TypeStatus},
+    subscription::{Subscription, intern, intern_names},
     wire::{self, Frame},
 };
 

@@ -20,8 +20,8 @@ use serde::Serialize;
 
 use super::{
     Proxy, XdsType,
-    connection::TypeStatus,
     held::Held,
+    protocol::TypeStatus,
     push::{PushScope, Snapshot},
 };
 use crate::model::Hostname;

@@ -9,17 +9,13 @@ use std::{collections::BTreeSet, hint::black_box, net::IpAddr, sync::Arc};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use envoy_types::pb::envoy::config::{cluster::v3::Cluster, endpoint::v3::ClusterLoadAssignment};
 use meshd::{
+    envoy::{
+        Context, NetworkView, Proxy, ProxyKind, Resource, SplitHorizon, StaticMesh, XdsType, scope_of,
+        static_mesh::{endpoint, service},
+    },
     istio::{self, Kind, ObjectMeta, Source},
     model::{Locality, NetworkGateway, Protocol, TlsMode},
-    network::SplitHorizon,
-    xds::{
-        NetworkView, Proxy, ProxyKind, Resource, Subscription, XdsType,
-        cache::ResourceCache,
-        generator::{
-            Context, StaticMesh, scope_of,
-            static_mesh::{endpoint, service},
-        },
-    },
+    xds::{self, Subscription, cache::ResourceCache},
 };
 use prost::Message;
 
@@ -91,10 +87,12 @@ fn generate(mesh: &StaticMesh, cache: &ResourceCache, ty: XdsType, sub: &Subscri
         proxy: &proxy,
         view: &view,
         endpoints: &endpoints,
-        cache,
         scope: &scope_of(mesh, &proxy),
     };
-    ctx.generate(ty, sub, None).iter().map(|r| r.value().len()).sum()
+    xds::generate::generate(&ctx, cache, ty, sub, None)
+        .iter()
+        .map(|r| r.value().len())
+        .sum()
 }
 
 /// The resources one stream is sent for `sub`, built without a cache.
@@ -106,10 +104,9 @@ fn built(mesh: &StaticMesh, ty: XdsType, sub: &Subscription) -> Vec<Arc<Resource
         proxy: &proxy,
         view: &view,
         endpoints: &endpoints,
-        cache: &ResourceCache::new(0, None),
         scope: &scope_of(mesh, &proxy),
     };
-    ctx.generate(ty, sub, None)
+    xds::generate::generate(&ctx, &ResourceCache::new(0, None), ty, sub, None)
 }
 
 /// A DestinationRule on every service of `mesh(_, services)`, so that each cluster looks its rule up
@@ -255,10 +252,9 @@ fn decoded(mesh: &StaticMesh, sub: &Subscription) -> Vec<(Arc<str>, Cluster)> {
         proxy: &proxy,
         view: &view,
         endpoints: &endpoints,
-        cache: &ResourceCache::new(0, None),
         scope: &scope_of(mesh, &proxy),
     };
-    ctx.generate(XdsType::Cluster, sub, None)
+    xds::generate::generate(&ctx, &ResourceCache::new(0, None), XdsType::Cluster, sub, None)
         .iter()
         .map(|r| match Cluster::decode(r.value()) {
             Ok(c) => (r.name.clone(), c),

@@ -9,8 +9,8 @@ use meshd::{
     aggregate::{self, Options, RegistryId, Update},
     config::MeshNetworks,
     drain::Tasks,
+    envoy::static_mesh::{endpoint, service},
     model::{Endpoint, Protocol},
-    xds::generator::static_mesh::{endpoint, service},
 };
 use tokio::sync::watch;
 

@@ -5,15 +5,12 @@ use std::{hint::black_box, net::IpAddr, sync::Arc};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use meshd::{
-    model::{Locality, Protocol},
-    xds::{
-        AllEndpoints, NetworkView, Proxy, ProxyKind, Subscription, XdsType,
-        cache::ResourceCache,
-        generator::{
-            Context, StaticMesh, scope_of,
-            static_mesh::{endpoint, service},
-        },
+    envoy::{
+        AllEndpoints, Context, NetworkView, Proxy, ProxyKind, StaticMesh, XdsType, scope_of,
+        static_mesh::{endpoint, service},
     },
+    model::{Locality, Protocol},
+    xds::{Subscription, cache::ResourceCache, generate::generate},
 };
 
 fn mesh() -> StaticMesh {
@@ -54,19 +51,18 @@ fn cds_eds(mesh: &StaticMesh, cache: &ResourceCache) -> usize {
         proxy: &p,
         view: &view,
         endpoints: &AllEndpoints,
-        cache,
         scope: &scope_of(mesh, &p),
     };
     let wildcard = Subscription {
         wildcard: true,
         names: Default::default(),
     };
-    let clusters = ctx.generate(XdsType::Cluster, &wildcard, None);
+    let clusters = generate(&ctx, cache, XdsType::Cluster, &wildcard, None);
     let names = Subscription {
         wildcard: false,
         names: Arc::new(clusters.iter().map(|c| c.name.clone()).collect()),
     };
-    let endpoints = ctx.generate(XdsType::Endpoint, &names, None);
+    let endpoints = generate(&ctx, cache, XdsType::Endpoint, &names, None);
     clusters.iter().chain(&endpoints).map(|r| r.value().len()).sum()
 }
 

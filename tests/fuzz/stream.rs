@@ -8,14 +8,12 @@ use std::{collections::HashSet, sync::OnceLock, time::Duration};
 
 use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
 use meshd::{
-    model::Protocol,
-    xds::{
-        generator::{
-            StaticMesh,
-            static_mesh::{endpoint, service},
-        },
-        harness::{Client, DeltaClient, Harness, SotwClient, Wire},
+    envoy::{
+        StaticMesh,
+        static_mesh::{endpoint, service},
     },
+    model::Protocol,
+    xds::harness::{Client, DeltaClient, Harness, SotwClient, Wire},
 };
 use prost::Message;
 

@@ -44,12 +44,12 @@ use super::{
 };
 use crate::{
     config::MeshConfig,
+    envoy::ProxyKind,
     istio::destination_rule::{
         ClientTlsSettings, ConnectionPoolSettings, LoadBalancerSettings, OutlierDetection as Outlier,
         SimpleLb, TlsMode,
     },
     traffic::EffectivePolicy,
-    xds::ProxyKind,
 };
 
 /// Envoy's extension key for upstream HTTP protocol options.

@@ -10,9 +10,9 @@ use std::sync::Arc;
 
 use super::Mesh;
 use crate::{
+    envoy::{Proxy, ProxyKind},
     model::{Endpoint, NetworkGateway, Service},
     traffic::{Index, ProxyRef, SidecarScope},
-    xds::{Proxy, ProxyKind},
 };
 
 /// `mesh` as a proxy with `scope` sees it.
@@ -89,17 +89,16 @@ mod tests {
 
     use super::*;
     use crate::{
-        model::Protocol,
-        traffic::tests::config,
-        xds::{
+        envoy::{
             XdsType,
-            cache::ResourceCache,
-            generator::{
+            {
                 AllEndpoints, Context, NetworkView, StaticMesh,
                 static_mesh::{endpoint, proxy, service},
             },
-            resource::Subscription,
         },
+        model::Protocol,
+        traffic::tests::config,
+        xds::{Subscription, cache::ResourceCache, generate::generate},
     };
 
     fn mesh(sidecar: &str) -> StaticMesh {
@@ -153,15 +152,14 @@ mod tests {
             proxy: &p,
             view: &view,
             endpoints: &AllEndpoints,
-            cache: &cache,
             scope: &scope_of(m, &p),
         };
         let wildcard = Subscription {
             wildcard: true,
             names: Default::default(),
         };
-        let clusters = ctx.generate(XdsType::Cluster, &wildcard, None);
-        let listeners = ctx.generate(XdsType::Listener, &wildcard, None);
+        let clusters = generate(&ctx, &cache, XdsType::Cluster, &wildcard, None);
+        let listeners = generate(&ctx, &cache, XdsType::Listener, &wildcard, None);
         let outbound = listeners
             .iter()
             .find(|r| &*r.name == "virtualOutbound")

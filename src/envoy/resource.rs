@@ -1,17 +1,14 @@
-//! An encoded xDS resource and the subscription it answers; shared by both protocol state machines.
+//! The resource types meshd serves and one encoded resource, as generators build it and every stream
+//! that sends it shares it.
 
 use std::{
-    collections::BTreeSet,
+    fmt,
     hash::{BuildHasher, DefaultHasher, Hasher},
-    sync::{Arc, LazyLock},
+    sync::Arc,
 };
 
 use bytes::{BufMut, Bytes};
-use parking_lot::Mutex;
 use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint, key_len};
-
-use super::XdsType;
-use crate::intern::Interner;
 
 /// One resource, encoded once and shared (through the cache) by every stream that sends it.
 #[derive(Debug, Clone, PartialEq)]
@@ -131,38 +128,78 @@ fn fast_hash(bytes: &[u8]) -> u64 {
     foldhash::fast::FixedState::default().hash_one(bytes)
 }
 
-/// Resource names as clients send them, shared by every stream that names them: 1,000 sidecars watching
-/// the same 1,000 clusters hold one copy of each name (and so do the cache keys and resources built
-/// for them), not 1,000.
-pub(crate) fn intern(name: &str) -> Arc<str> {
-    static NAMES: LazyLock<Mutex<Interner<str>>> = LazyLock::new(Mutex::default);
-    NAMES.lock().get_or_insert(name, |n: &str| Arc::from(n))
+/// `Cluster` (CDS).
+pub const CLUSTER_TYPE: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
+/// `ClusterLoadAssignment` (EDS).
+pub const ENDPOINT_TYPE: &str = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";
+/// `Listener` (LDS).
+pub const LISTENER_TYPE: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
+/// `RouteConfiguration` (RDS).
+pub const ROUTE_TYPE: &str = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration";
+
+/// The resource types meshd serves, in make-before-break push order (istiod's `PushOrder`):
+/// clusters before their endpoints, listeners before their routes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+pub enum XdsType {
+    /// CDS.
+    Cluster,
+    /// EDS.
+    Endpoint,
+    /// LDS.
+    Listener,
+    /// RDS.
+    Route,
 }
 
-/// A set of subscribed names, shared by every stream subscribed to exactly that set: sidecars of one
-/// mesh without a `Sidecar` scope all watch the same clusters.
-pub(crate) fn intern_names(names: &BTreeSet<Arc<str>>) -> Arc<BTreeSet<Arc<str>>> {
-    static SETS: LazyLock<Mutex<Interner<BTreeSet<Arc<str>>>>> = LazyLock::new(Mutex::default);
-    SETS.lock().get_or_insert(names, |n| Arc::new(n.clone()))
+impl XdsType {
+    /// Every type, in push order.
+    pub const PUSH_ORDER: [XdsType; 4] = [Self::Cluster, Self::Endpoint, Self::Listener, Self::Route];
+
+    /// The type for a request's `type_url`; `None` for types meshd does not serve.
+    pub fn from_url(url: &str) -> Option<Self> {
+        Self::PUSH_ORDER.into_iter().find(|t| t.url() == url)
+    }
+
+    /// The full type URL.
+    pub fn url(self) -> &'static str {
+        match self {
+            Self::Cluster => CLUSTER_TYPE,
+            Self::Endpoint => ENDPOINT_TYPE,
+            Self::Listener => LISTENER_TYPE,
+            Self::Route => ROUTE_TYPE,
+        }
+    }
+
+    /// The short name used in logs and metric labels (istiod's `v3.GetShortType`).
+    pub fn short(self) -> &'static str {
+        match self {
+            Self::Cluster => "CDS",
+            Self::Endpoint => "EDS",
+            Self::Listener => "LDS",
+            Self::Route => "RDS",
+        }
+    }
+
+    /// istiod's metric label (`v3.GetMetricType`): `cds`, `eds`, `lds`, `rds`.
+    pub fn metric_label(self) -> &'static str {
+        match self {
+            Self::Cluster => "cds",
+            Self::Endpoint => "eds",
+            Self::Listener => "lds",
+            Self::Route => "rds",
+        }
+    }
+
+    /// LDS and CDS: may be wildcard-subscribed, and every SotW response carries the whole set (an
+    /// omitted resource is deleted). EDS and RDS are only ever named, and omission means nothing.
+    pub fn is_full_state(self) -> bool {
+        matches!(self, Self::Cluster | Self::Listener)
+    }
 }
 
-/// What a stream subscribed to for one type.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct Subscription {
-    /// Every resource of the type (LDS/CDS `*` or the legacy empty first request).
-    pub wildcard: bool,
-    /// Names asked for explicitly (may include names that do not exist yet). Shared: debug status
-    /// and every response build take it by `Arc`; only a subscription change copies it.
-    pub names: Arc<BTreeSet<Arc<str>>>,
-}
-
-impl Subscription {
-    /// The wildcard name.
-    pub(crate) const WILDCARD: &'static str = "*";
-
-    /// Whether nothing at all is subscribed.
-    pub fn is_empty(&self) -> bool {
-        !self.wildcard && self.names.is_empty()
+impl fmt::Display for XdsType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.short())
     }
 }
 
@@ -172,14 +209,6 @@ mod tests {
     use prost::Message;
 
     use super::*;
-
-    #[test]
-    fn equal_subscriptions_share_one_set() {
-        let set = |names: &[&str]| names.iter().map(|n| intern(n)).collect::<BTreeSet<_>>();
-        let a = intern_names(&set(&["x", "y"]));
-        assert!(Arc::ptr_eq(&a, &intern_names(&set(&["y", "x"]))));
-        assert!(!Arc::ptr_eq(&a, &intern_names(&set(&["x"]))));
-    }
 
     #[test]
     fn any_is_what_prost_encodes() {
@@ -197,5 +226,17 @@ mod tests {
         assert_eq!(r.version, hash_bytes(&any.value));
         let raw = Resource::with_version(XdsType::Cluster, "x".into(), any.value.clone(), 5);
         assert_eq!((raw.any(), raw.version), (r.any(), 5));
+    }
+
+    #[test]
+    fn type_urls_round_trip_in_push_order() {
+        for t in XdsType::PUSH_ORDER {
+            assert_eq!(XdsType::from_url(t.url()), Some(t));
+        }
+        assert_eq!(
+            XdsType::from_url("type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"),
+            None
+        );
+        assert!(XdsType::Cluster < XdsType::Endpoint && XdsType::Listener < XdsType::Route);
     }
 }

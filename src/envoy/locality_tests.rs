@@ -6,11 +6,11 @@ use std::collections::BTreeMap;
 
 use super::*;
 use crate::{
-    model::{Protocol, WorkloadKind},
-    xds::{
+    envoy::{
         ProxyKind,
-        generator::static_mesh::{endpoint, proxy, service},
+        static_mesh::{endpoint, proxy, service},
     },
+    model::{Protocol, WorkloadKind},
 };
 
 fn port() -> ServicePort {
@@ -506,13 +506,11 @@ fn the_cache_key_holds_only_what_the_result_reads() {
 #[test]
 fn proxies_of_one_locality_share_one_encode() {
     use crate::{
-        traffic::tests::config,
-        xds::{
-            XdsType,
-            cache::ResourceCache,
-            generator::{AllEndpoints, Context, NetworkView, StaticMesh},
-            resource::Subscription,
+        envoy::{
+            XdsType, {AllEndpoints, Context, NetworkView, StaticMesh},
         },
+        traffic::tests::config,
+        xds::{Subscription, cache::ResourceCache, generate::generate},
     };
     let name: Arc<str> = "outbound|7070||echo.default.svc.cluster.local".into();
     let svc = service("echo", "default", &[("grpc", 7070, Protocol::Grpc)]);
@@ -540,10 +538,9 @@ fn proxies_of_one_locality_share_one_encode() {
             proxy: p,
             view: &view,
             endpoints: &AllEndpoints,
-            cache: &cache,
-            scope: &crate::xds::generator::scope_of(mesh, p),
+            scope: &crate::envoy::scope_of(mesh, p),
         };
-        ctx.generate(XdsType::Endpoint, &sub, None).remove(0)
+        generate(&ctx, &cache, XdsType::Endpoint, &sub, None).remove(0)
     };
     let a = client(&[("app", "a")]);
     let b = client(&[("app", "b")]);

@@ -59,13 +59,13 @@ use super::{
     parse_cluster,
 };
 use crate::{
+    envoy::{Proxy, ProxyKind, XdsType, resource::Resource},
     istio::{
         destination_rule::{ClientTlsSettings, TlsMode},
         peer_authentication::MtlsMode,
     },
     model::Service,
     traffic::MergedRule,
-    xds::{Proxy, ProxyKind, XdsType, resource::Resource},
 };
 
 /// The certificate-provider / SDS name of the workload certificate.

@@ -38,11 +38,11 @@ use envoy_types::pb::{
 };
 
 use super::{Context, Mesh, ads_source, any, cds, eds::socket, route};
-use crate::xds::{ProxyKind, XdsType, resource::Resource};
+use crate::envoy::{ProxyKind, XdsType, resource::Resource};
 use crate::{
     config::mesh::OutboundMode,
+    envoy::Proxy,
     model::{Service, ServicePort},
-    xds::Proxy,
 };
 
 /// The east-west gateway's AUTO_PASSTHROUGH listener.

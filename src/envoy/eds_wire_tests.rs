@@ -16,8 +16,8 @@ use prost::Message;
 
 use super::*;
 use crate::{
+    envoy::eds::{socket, strings},
     model::{Locality, NetworkId},
-    xds::generator::eds::{socket, strings},
 };
 
 /// The `ClusterLoadAssignment` as a prost message, field by field.

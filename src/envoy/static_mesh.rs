@@ -1,13 +1,9 @@
-//! An in-memory [`Mesh`] and [`Snapshot`]: services and endpoints given directly. Used by tests,
-//! benchmarks and the ADS test harness (`xds::harness`, the `xds-fixture` example) to serve a known
-//! mesh without any cluster.
+//! An in-memory [`Mesh`]: services and endpoints given directly. Used by tests, benchmarks and the ADS
+//! test harness (`envoy::harness`, the `xds-fixture` example) to serve a known mesh without any cluster.
 
 use std::{collections::BTreeMap, net::IpAddr, sync::Arc};
 
-use tokio::time::Instant;
-
-use super::Mesh;
-use crate::xds::push::{PushScope, Snapshot};
+use super::{Mesh, Proxy, ProxyKind};
 use crate::{
     config::MeshConfig,
     config_controller::ConfigSnapshot,
@@ -17,7 +13,6 @@ use crate::{
         Service, ServicePort, TlsMode,
     },
     traffic,
-    xds::{Proxy, ProxyKind},
 };
 
 /// A fixed mesh.
@@ -29,31 +24,17 @@ pub struct StaticMesh {
     pub services: BTreeMap<Hostname, (Service, Vec<Endpoint>)>,
     /// Network gateways, sorted.
     pub gateways: Vec<NetworkGateway>,
-    /// The version `changes` apply on top of (as a snapshot).
-    pub since: u64,
-    /// What changed since `since` (as a snapshot).
-    pub changes: PushScope,
-    /// When the change happened (as a snapshot).
-    pub changed_at: Option<Instant>,
     /// Istio config, indexed.
     pub traffic: Arc<traffic::Index>,
 }
 
 impl StaticMesh {
-    /// An empty mesh at `version`, changed entirely since the version before.
+    /// An empty mesh at `version`.
     pub fn new(version: u64) -> Self {
         Self {
             version,
-            since: version.saturating_sub(1),
             ..Self::default()
         }
-    }
-
-    /// The same mesh as a snapshot following version `since` with `changes`.
-    pub fn after(mut self, since: u64, changes: PushScope) -> Self {
-        self.since = since;
-        self.changes = changes;
-        self
     }
 
     /// Serves these Istio objects (and keeps the mesh config).
@@ -107,24 +88,6 @@ impl Mesh for StaticMesh {
 
     fn traffic(&self) -> &traffic::Index {
         &self.traffic
-    }
-}
-
-impl Snapshot for StaticMesh {
-    fn mesh(&self) -> &dyn Mesh {
-        self
-    }
-
-    fn since(&self) -> u64 {
-        self.since
-    }
-
-    fn changes(&self) -> PushScope {
-        self.changes.clone()
-    }
-
-    fn changed_at(&self) -> Option<Instant> {
-        self.changed_at
     }
 }
 

@@ -28,9 +28,9 @@ use super::{
     parse_cluster,
 };
 use crate::{
+    envoy::{Proxy, XdsType, resource::Resource},
     model::{ClusterId, Endpoint, Health, Locality, NetworkId, ServicePort, TlsMode},
     traffic::{self, MergedRule},
-    xds::{Proxy, XdsType, resource::Resource},
 };
 
 /// A load assignment before encoding: what goes on the wire, in wire order.

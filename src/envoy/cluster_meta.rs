@@ -171,7 +171,7 @@ mod tests {
     use prost::Message;
 
     use super::*;
-    use crate::{istio::Kind as ObjKind, xds::generator::static_mesh::service};
+    use crate::{envoy::static_mesh::service, istio::Kind as ObjKind};
 
     #[test]
     fn the_bytes_are_what_prost_writes_in_key_order() {

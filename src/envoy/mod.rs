@@ -1,21 +1,29 @@
-//! Generators: a proxy's resources of one type, from a mesh snapshot.
+//! Translation: what a proxy is sent. Istio config and the registries' services and endpoints (one
+//! immutable [`Mesh`] snapshot) and one proxy ([`Proxy`]) in, encoded Envoy resources out.
 //!
-//! Owns: naming (which resource a name means), dispatch by type and proxy kind, and the cache lookups.
-//! The shapes live in [`cds`], [`eds`], [`lds`] and [`rds`] as pure functions of model values. Does
-//! NOT: hold state between calls or know about streams; split horizon plugs in through
-//! [`EndpointView`].
+//! Owns: the proxy model ([`node`]), the resource types ([`resource`]), naming (which resource a name
+//! means), what each resource depends on ([`Context::plan`], the cache's key) and its build: the shapes
+//! in [`cds`], [`eds`], [`lds`] and [`rds`] as pure functions of model values, split horizon
+//! ([`split_horizon`], the [`EndpointView`] meshd serves with), locality and priority ([`locality`]),
+//! DestinationRule policy ([`cluster_policy`]), routes ([`route`]) and the reasons behind all of it
+//! ([`explain`], computed by the same functions). Does NOT: hold state between calls, cache, or know
+//! about streams and protocol (`xds` calls in here and sends the bytes).
 
 pub mod cds;
 pub mod cluster_meta;
 pub mod cluster_policy;
 pub mod eds;
 mod eds_wire;
+pub mod explain;
 pub mod lds;
 pub mod locality;
 pub mod mtls;
+pub mod node;
 pub mod rds;
+pub mod resource;
 pub mod route;
 pub mod scoped;
+pub mod split_horizon;
 #[cfg(any(test, feature = "testing"))]
 pub mod static_mesh;
 
@@ -32,12 +40,10 @@ use envoy_types::pb::{
     google::protobuf::Any,
 };
 
-use super::{
-    Proxy, ProxyKind, XdsType,
-    cache::{CacheKey, ResourceCache},
-    resource::{Resource, Subscription},
-};
+pub use node::{NodeError, Proxy, ProxyKind};
+pub use resource::{CLUSTER_TYPE, ENDPOINT_TYPE, LISTENER_TYPE, ROUTE_TYPE, Resource, XdsType};
 pub use scoped::{ScopedMesh, scope_of};
+pub use split_horizon::SplitHorizon;
 #[cfg(any(test, feature = "testing"))]
 pub use static_mesh::StaticMesh;
 
@@ -201,81 +207,13 @@ pub struct Context<'a> {
     pub view: &'a NetworkView,
     /// The split-horizon hook.
     pub endpoints: &'a dyn EndpointView,
-    /// Encoded resources shared across proxies.
-    pub cache: &'a ResourceCache,
     /// What the proxy sees of the mesh ([`scope_of`]): generation reads `mesh` through it.
     pub scope: &'a crate::traffic::SidecarScope,
 }
 
 impl<'a> Context<'a> {
-    /// The resources of `ty` that `sub` asks for. With `only`, just those names (an endpoint-only push
-    /// regenerates the changed clusters). Names that do not exist, or that the proxy's scope hides, are
-    /// left out.
-    pub fn generate(
-        &self,
-        ty: XdsType,
-        sub: &Subscription,
-        only: Option<&BTreeSet<Arc<str>>>,
-    ) -> Vec<Arc<Resource>> {
-        let scoped = ScopedMesh::new(self.mesh, self.scope);
-        Context {
-            mesh: &scoped,
-            ..*self
-        }
-        .generate_scoped(ty, sub, only)
-    }
-
-    fn generate_scoped(
-        &self,
-        ty: XdsType,
-        sub: &Subscription,
-        only: Option<&BTreeSet<Arc<str>>>,
-    ) -> Vec<Arc<Resource>> {
-        let names: Cow<'_, BTreeSet<Arc<str>>> = match only {
-            // An endpoint push names a few clusters: look those up, not the whole subscription.
-            Some(only) if !sub.wildcard => {
-                Cow::Owned(only.iter().filter(|n| sub.names.contains(*n)).cloned().collect())
-            }
-            // Already a set of names: no copy (EDS asks for a thousand at a time).
-            None if !sub.wildcard => Cow::Borrowed(&*sub.names),
-            _ => {
-                let mut names = if sub.wildcard {
-                    self.all_names(ty)
-                } else {
-                    BTreeSet::new()
-                };
-                names.extend(sub.names.iter().cloned());
-                if let Some(only) = only {
-                    names.retain(|n| only.contains(n));
-                }
-                Cow::Owned(names)
-            }
-        };
-        let view = self.view_key(ty);
-        names
-            .iter()
-            .cloned()
-            .filter_map(|name| match ty {
-                // A cluster depends on the DestinationRule the proxy gets for its service.
-                // Resolved once, for the key and the build.
-                XdsType::Cluster => {
-                    let n = name.clone();
-                    let resolved = cds::resolve(self.mesh, self.proxy, &n);
-                    let view = cds::view_key(resolved.as_ref(), &view);
-                    self.resource_with(ty, name.clone(), &view, || cds::build(self, name, resolved))
-                }
-                // An assignment also depends on the DestinationRule the proxy uses for its service.
-                XdsType::Endpoint => {
-                    let view = eds::name_key(self, &view, &name);
-                    self.resource(ty, name, &view)
-                }
-                _ => self.resource(ty, name, &view),
-            })
-            .collect()
-    }
-
     /// Every name of a wildcard type (LDS/CDS).
-    fn all_names(&self, ty: XdsType) -> BTreeSet<Arc<str>> {
+    pub fn all_names(&self, ty: XdsType) -> BTreeSet<Arc<str>> {
         match ty {
             XdsType::Cluster => cds::all_names(self),
             XdsType::Listener => lds::all_names(self),
@@ -291,33 +229,51 @@ impl<'a> Context<'a> {
             .filter(|(_, p)| p.protocol != crate::model::Protocol::Udp)
     }
 
-    /// One resource by name, from the cache when another proxy with the same view built it already.
-    fn resource(&self, ty: XdsType, name: Arc<str>, view: &Arc<str>) -> Option<Arc<Resource>> {
-        self.resource_with(ty, name.clone(), view, || self.build(ty, name))
-    }
-
-    /// [`Self::resource`] with its own `build` on a miss.
-    fn resource_with(
-        &self,
-        ty: XdsType,
-        name: Arc<str>,
-        view: &Arc<str>,
-        build: impl FnOnce() -> Option<Resource>,
-    ) -> Option<Arc<Resource>> {
-        let key = CacheKey {
-            ty,
-            name,
-            view: view.clone(),
+    /// What resource `name` of `ty` depends on besides its name and the snapshot, and how it is built.
+    /// `base` is [`Self::view_key`] of the type, computed once per generate call. A name this proxy's
+    /// scope cannot resolve (another namespace's Sidecar hides it, or it does not exist) is "absent"
+    /// only for proxies with the same scope: the key says so, or one proxy's answer would be every
+    /// other's.
+    pub fn plan<'n>(&self, ty: XdsType, name: &'n str, base: &Arc<str>) -> Plan<'a, 'n> {
+        let absent = |view: Arc<str>| -> Arc<str> {
+            match self.scope.id() {
+                id if id.is_empty() => format!("{view}|absent").into(),
+                id => format!("{view}|absent:{id}").into(),
+            }
         };
-        self.cache.get_or_insert(key, self.mesh.version(), build)
+        match ty {
+            // A cluster depends on the DestinationRule the proxy gets for its service: resolved once,
+            // for the key and the build.
+            XdsType::Cluster => {
+                let resolved = cds::resolve(self.mesh, self.proxy, name);
+                let view = cds::view_key(resolved.as_ref(), base);
+                let view = if resolved.is_some() { view } else { absent(view) };
+                Plan { view, resolved }
+            }
+            // An assignment also depends on the DestinationRule the proxy uses for its service.
+            XdsType::Endpoint => {
+                let view = eds::name_key(self, base, name);
+                let view = if parse_cluster(self.mesh, name).is_some() {
+                    view
+                } else {
+                    absent(view)
+                };
+                Plan { view, resolved: None }
+            }
+            XdsType::Listener | XdsType::Route => Plan {
+                view: base.clone(),
+                resolved: None,
+            },
+        }
     }
 
-    /// What besides the name and snapshot a resource depends on.
-    fn view_key(&self, ty: XdsType) -> Arc<str> {
+    /// What besides the name and snapshot every resource of `ty` depends on ([`Self::plan`] refines
+    /// it per name).
+    pub fn view_key(&self, ty: XdsType) -> Arc<str> {
         let (view, scope) = match ty {
             XdsType::Endpoint => (eds::view_key(self), self.scope.services_id()),
             XdsType::Listener => (lds::view_key(self), self.scope.id()),
-            // Refined per name in `generate` (`cds::view_key`).
+            // Refined per name in `plan` (`cds::view_key`).
             XdsType::Cluster => (self.kind_name().into(), self.scope.services_id()),
             XdsType::Route => (rds::view_key(self), self.scope.id()),
         };
@@ -344,16 +300,24 @@ impl<'a> Context<'a> {
         let nets: Vec<&str> = self.view.requested.iter().map(|n| n.as_str()).collect();
         nets.join(",")
     }
+}
 
-    fn build(&self, ty: XdsType, name: Arc<str>) -> Option<Resource> {
+/// A resource's cache view and what its build needs that computing the view already looked up.
+pub struct Plan<'m, 'n> {
+    /// What the resource depends on besides its name and the snapshot: proxies with equal views get
+    /// the same bytes.
+    pub view: Arc<str>,
+    resolved: Option<cds::Resolved<'m, 'n>>,
+}
+
+impl Plan<'_, '_> {
+    /// Builds resource `name` of `ty` for `ctx`'s proxy; `None` when no such resource exists for it.
+    pub fn build(self, ctx: &Context<'_>, ty: XdsType, name: Arc<str>) -> Option<Resource> {
         match ty {
-            XdsType::Cluster => {
-                let n = name.clone();
-                cds::build(self, name, cds::resolve(self.mesh, self.proxy, &n))
-            }
-            XdsType::Endpoint => eds::build(self, name),
-            XdsType::Listener => lds::build(self, name),
-            XdsType::Route => rds::build(self, name),
+            XdsType::Cluster => cds::build(ctx, name, self.resolved),
+            XdsType::Endpoint => eds::build(ctx, name),
+            XdsType::Listener => lds::build(ctx, name),
+            XdsType::Route => rds::build(ctx, name),
         }
     }
 }
@@ -436,21 +400,18 @@ pub(crate) fn any<M: prost::Name>(msg: &M) -> Any {
 #[cfg(test)]
 mod tests {
     //! Table-driven tests of the generators; EDS assignments are compared with JSON goldens in
-    //! `src/xds/testdata/` (`UPDATE_GOLDENS=1` rewrites them).
+    //! `src/envoy/testdata/` (`UPDATE_GOLDENS=1` rewrites them).
 
-    use std::{collections::BTreeSet, net::IpAddr, sync::Arc};
+    use std::{collections::BTreeSet, net::IpAddr};
 
     use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
     use prost::Message;
 
     use super::{
-        AllEndpoints, Context, NetworkView, StaticMesh, eds, lds, rds,
+        ProxyKind, StaticMesh, eds, lds, rds,
         static_mesh::{endpoint, proxy, service},
     };
-    use crate::{
-        model::{Endpoint, Health, Locality, Protocol},
-        xds::{ProxyKind, XdsType, cache::ResourceCache, resource::Subscription},
-    };
+    use crate::model::{Endpoint, Health, Locality, Protocol};
 
     fn ip(s: &str) -> IpAddr {
         s.parse().unwrap()
@@ -468,7 +429,7 @@ mod tests {
     }
 
     fn golden(name: &str, actual: &impl serde::Serialize) {
-        crate::golden::check("src/xds/testdata", name, actual);
+        crate::golden::check("src/envoy/testdata", name, actual);
     }
 
     #[test]
@@ -623,42 +584,5 @@ mod tests {
             let got = lds::resolve_target(&m, &p, target).map(|(s, _)| s.hostname.to_string());
             assert_eq!(got.as_deref(), want, "{target}");
         }
-    }
-
-    #[test]
-    fn generation_is_shared_through_the_cache() {
-        let m = mesh();
-        let cache = ResourceCache::new(100, None);
-        let view = NetworkView::default();
-        let sub = Subscription {
-            wildcard: true,
-            names: Default::default(),
-        };
-        let gen_for = |ns: &str| {
-            let p = proxy(ProxyKind::Grpc, ns);
-            let ctx = Context {
-                mesh: &m,
-                proxy: &p,
-                view: &view,
-                endpoints: &AllEndpoints,
-                cache: &cache,
-                scope: &super::scope_of(&m, &p),
-            };
-            ctx.generate(XdsType::Cluster, &sub, None)
-        };
-        let (a, b) = (gen_for("default"), gen_for("other"));
-        assert_eq!(a.len(), 2);
-        assert!(
-            a.iter().zip(&b).all(|(x, y)| Arc::ptr_eq(x, y)),
-            "CDS does not depend on the namespace"
-        );
-        let names: Vec<_> = a.iter().map(|r| &*r.name).collect();
-        assert_eq!(
-            names,
-            [
-                "outbound|7070||echo.default.svc.cluster.local",
-                "outbound|7070||echo.other.svc.cluster.local"
-            ]
-        );
     }
 }

@@ -18,10 +18,10 @@ use super::{
     route::{self, RouteInput},
 };
 use crate::{
+    envoy::{Proxy, ProxyKind, XdsType, resource::Resource},
     istio::destination_rule::ConsistentHashLb,
     model::Service,
     traffic::{self, virtual_service::ResolvedVs},
-    xds::{Proxy, ProxyKind, XdsType, resource::Resource},
 };
 
 /// What RDS reads from the proxy besides the name: its kind and namespace (which VirtualServices and

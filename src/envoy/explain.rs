@@ -4,23 +4,19 @@
 //! the proxy is actually sent.
 //!
 //! Owns: the pure report. The reasons come from [`split_horizon::explain`] (subset, network,
-//! gateways), [`generator::mtls`] (mTLS per endpoint) and [`generator::locality`] (priority or weight)
+//! gateways), [`mtls`] (mTLS per endpoint) and [`locality`] (priority or weight)
 //! through the cluster EDS resolves ([`EdsCluster`]), and the sent endpoints from
-//! [`generator::assignment`], the function the EDS generator encodes, so the report cannot drift
+//! [`assignment`], the function the EDS generator encodes, so the report cannot drift
 //! from EDS. The `sidecar` section says what the proxy's Sidecar scope does with the service (hidden,
 //! and why); a hidden service is sent nothing. The DestinationRule that applied and what the proxy's client does with each
 //! of its fields come from [`cds::cluster`], the function CDS encodes.
-//! Does NOT: hold state; it reads the current snapshot and the proxy's connection.
+//! Does NOT: hold state or find the proxy: `envoy::debug` hands it a connected proxy, or one made from
+//! the query's node metadata ([`ExplainQuery::hypothetical_proxy`]).
 
 pub mod routes;
 
 use std::{collections::BTreeMap, net::IpAddr, sync::Arc};
 
-use axum::{
-    Json,
-    http::StatusCode,
-    response::{IntoResponse, Response},
-};
 use serde::{Deserialize, Serialize};
 
 use super::{
@@ -29,24 +25,23 @@ use super::{
 };
 use crate::{
     config::mesh::OutboundMode,
-    model::{
-        ClusterId, Endpoint, Health, Locality, NetworkGateway, NetworkId, Service, ServicePort, TlsMode,
-    },
-    traffic::{
-        SidecarScope,
-        sidecar_scope::{Hidden, Ports, Via},
-    },
-    xds::{
+    envoy::{
         NetworkView, Proxy,
-        generator::{
-            self, Mesh, ScopedMesh, cds,
+        {
+            Mesh, ScopedMesh, cds,
             cluster_policy::FieldNote,
             eds::{Assignment, EdsCluster, LocalityGroup},
             locality::{self, Place, Plan, PriorityWhy},
             mtls::MtlsDecision,
             scope_of,
         },
-        status::Connections,
+    },
+    model::{
+        ClusterId, Endpoint, Health, Locality, NetworkGateway, NetworkId, Service, ServicePort, TlsMode,
+    },
+    traffic::{
+        SidecarScope,
+        sidecar_scope::{Hidden, Ports, Via},
     },
 };
 
@@ -77,7 +72,7 @@ pub struct ExplainQuery {
 impl ExplainQuery {
     /// The proxy a stream would see for this node ID and metadata: the same parser, so the answer is
     /// what that proxy would get once connected.
-    fn hypothetical_proxy(&self) -> Result<Option<Proxy>, String> {
+    pub fn hypothetical_proxy(&self) -> Result<Option<Proxy>, String> {
         let Some(network) = &self.network else {
             return Ok(None);
         };
@@ -378,7 +373,7 @@ fn port_report(
     let cluster = EdsCluster::resolve(mesh, proxy, name)?;
     let gateways = mesh.gateways();
     // The generator's own function, after the proxy kind's duplicate handling.
-    let a = generator::assignment(mesh, &SplitHorizon, proxy, view, name.into())?;
+    let a = super::assignment(mesh, &SplitHorizon, proxy, view, name.into())?;
     let plan = Plan::new(&cluster.locality, Place::of(proxy));
     let mtls = |e: &Endpoint| cluster.mtls.enabled(e);
     let q = cluster.query(view, &mtls);
@@ -493,39 +488,6 @@ pub fn find_service<'m>(mesh: &'m dyn Mesh, spec: &str) -> Result<(&'m Service, 
         return Err(format!("service {} has no port {p}", service.hostname));
     }
     Ok((service, port))
-}
-
-/// The handler: looks the proxy up among live connections and explains against the current snapshot.
-pub(super) fn handle(mesh: &dyn Mesh, connections: &Connections, q: &ExplainQuery) -> Response {
-    if q.proxy_id.is_empty() || q.service.is_empty() {
-        return (StatusCode::BAD_REQUEST, "proxyID and service are required\n").into_response();
-    }
-    let conns = connections.list();
-    let connected = conns
-        .iter()
-        .filter_map(|c| c.proxy.as_ref())
-        .find(|p| *p.id == *q.proxy_id);
-    let proxy = match (connected, q.hypothetical_proxy()) {
-        (Some(p), _) => p.clone(),
-        (None, Ok(Some(p))) => p,
-        (None, Ok(None)) => {
-            let msg = format!(
-                "proxy {:?} is not connected (see /debug/adsz); to explain a proxy that is not connected, \
-                 give its network (meshctl explain --network NETWORK [--cluster CLUSTER])\n",
-                q.proxy_id
-            );
-            return (StatusCode::NOT_FOUND, msg).into_response();
-        }
-        (None, Err(e)) => return (StatusCode::BAD_REQUEST, e + "\n").into_response(),
-    };
-    match find_service(mesh, &q.service) {
-        Ok((service, port)) => {
-            let mut report = explain_subset(mesh, &proxy, service, port, q.subset.as_deref());
-            report.connected = connected.is_some();
-            Json(report).into_response()
-        }
-        Err(msg) => (StatusCode::NOT_FOUND, msg + "\n").into_response(),
-    }
 }
 
 #[cfg(test)]

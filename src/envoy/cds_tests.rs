@@ -8,17 +8,16 @@ use prost::Message;
 
 use super::{ClusterRef, cluster, cluster_name, rule_for, sni_name, subset_cluster_name, subset_sni_name};
 use crate::{
-    model::{Protocol, TlsMode},
-    traffic::tests::config,
-    xds::{
+    envoy::{
         ProxyKind, XdsType,
-        cache::ResourceCache,
-        generator::{
+        {
             AllEndpoints, Context, NetworkView, StaticMesh,
             static_mesh::{endpoint, proxy, service},
         },
-        resource::Subscription,
     },
+    model::{Protocol, TlsMode},
+    traffic::tests::config,
+    xds::{Subscription, cache::ResourceCache, generate::generate},
 };
 
 const HOST: &str = "echo.default.svc.cluster.local";
@@ -119,14 +118,13 @@ fn names(m: &StaticMesh, kind: ProxyKind, ns: &str, east_west: bool) -> Vec<Stri
         proxy: &p,
         view: &NetworkView::default(),
         endpoints: &AllEndpoints,
-        cache: &cache,
-        scope: &crate::xds::generator::scope_of(m, &p),
+        scope: &crate::envoy::scope_of(m, &p),
     };
     let sub = Subscription {
         wildcard: true,
         names: Default::default(),
     };
-    ctx.generate(XdsType::Cluster, &sub, None)
+    generate(&ctx, &cache, XdsType::Cluster, &sub, None)
         .iter()
         .map(|r| r.name.to_string())
         .collect()
@@ -357,10 +355,9 @@ fn proxies_that_get_the_same_rule_share_one_encode() {
             proxy: &p,
             view: &view,
             endpoints: &AllEndpoints,
-            cache: &cache,
-            scope: &crate::xds::generator::scope_of(&m, &p),
+            scope: &crate::envoy::scope_of(&m, &p),
         };
-        let r = ctx.generate(XdsType::Cluster, &sub, None);
+        let r = generate(&ctx, &cache, XdsType::Cluster, &sub, None);
         assert_eq!(r.len(), 1);
         (
             r[0].clone(),

@@ -5,11 +5,11 @@ use std::net::IpAddr;
 use super::*;
 use crate::{
     aggregate::gateways::{Candidate, resolve},
-    model::{ExternalAddress, Protocol},
-    xds::generator::{
+    envoy::{
         eds::{self, Duplicates},
         static_mesh::service,
     },
+    model::{ExternalAddress, Protocol},
 };
 
 fn svc() -> Service {
@@ -424,21 +424,20 @@ fn a_gateway_count_lcm_past_uint32_keeps_weights_valid_and_proportional() {
 }
 
 /// The subset × split-horizon × locality goldens: the whole pipeline EDS runs
-/// (`generator::assignment`: DestinationRule lookup, subset, mTLS per endpoint, split horizon,
+/// (`assignment`: DestinationRule lookup, subset, mTLS per endpoint, split horizon,
 /// priorities, the client's duplicate handling) over one mesh, rendered one line per locality group
 /// (`p<priority> <locality> w=<weight>`) and per endpoint, compared with
-/// `src/network/testdata/subsets-<locality>.json` (`UPDATE_GOLDENS=1` rewrites them).
+/// `src/envoy/testdata/subsets-<locality>.json` (`UPDATE_GOLDENS=1` rewrites them).
 mod subsets {
     use std::collections::BTreeMap;
 
     use super::*;
     use crate::{
+        envoy::{
+            Proxy, ProxyKind, {StaticMesh, static_mesh},
+        },
         model::{LABEL_TLS_MODE, Protocol},
         traffic::tests::config,
-        xds::{
-            Proxy, ProxyKind,
-            generator::{self, StaticMesh, static_mesh},
-        },
     };
 
     const HOST: &str = "echo.app.svc.cluster.local";
@@ -574,7 +573,7 @@ mod subsets {
     }
 
     fn golden(name: &str, actual: &BTreeMap<String, BTreeMap<String, Vec<String>>>) {
-        crate::golden::check("src/network/testdata", name, actual);
+        crate::golden::check("src/envoy/testdata", name, actual);
     }
 
     /// Every (proxy, gateways, client) row, every cluster: `{row: {cluster: lines}}`.
@@ -593,7 +592,7 @@ mod subsets {
                     let mut by_cluster = BTreeMap::new();
                     for subset in clusters {
                         let name = format!("outbound|7070|{subset}|{HOST}");
-                        let a = generator::assignment(&m, &SplitHorizon, &p, &view, name.as_str().into())
+                        let a = crate::envoy::assignment(&m, &SplitHorizon, &p, &view, name.as_str().into())
                             .expect("cluster exists");
                         check(&a, kind, &format!("{row} {name}"));
                         by_cluster.insert(name, render(&a));

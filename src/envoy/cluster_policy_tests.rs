@@ -13,9 +13,9 @@ use serde_json::{Value, json};
 use super::{Client, Effect, FieldNote, TlsContext, UpstreamTls, apply, upstream_tls};
 use crate::{
     config::MeshConfig,
+    envoy::cds::{apply_tls, eds_cluster},
     istio::destination_rule::TrafficPolicy,
     traffic::EffectivePolicy,
-    xds::generator::cds::{apply_tls, eds_cluster},
 };
 
 /// What, the rule's `trafficPolicy` (YAML), the client, the cluster's JSON, (field, effect) notes.

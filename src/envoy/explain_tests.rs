@@ -8,13 +8,13 @@ use prost::Message;
 
 use super::*;
 use crate::{
-    model::{Endpoint, EndpointPort, Labels, Protocol},
-    network::split_horizon::{Direct, Dropped},
-    xds::{
-        ProxyKind, Subscription, XdsType,
-        cache::ResourceCache,
-        generator::{Context, StaticMesh, scope_of, static_mesh::service},
+    envoy::split_horizon::{Direct, Dropped},
+    envoy::{
+        ProxyKind, XdsType,
+        {Context, StaticMesh, scope_of, static_mesh::service},
     },
+    model::{Endpoint, EndpointPort, Labels, Protocol},
+    xds::{Subscription, cache::ResourceCache, generate::generate},
 };
 
 fn ep(ip: &str, network: &str, cluster: &str, mtls: bool, healthy: bool) -> Endpoint {
@@ -472,7 +472,6 @@ fn explain_sends_exactly_what_eds_encodes_for_every_proxy_kind() {
                 proxy: &p,
                 view: &view,
                 endpoints: &SplitHorizon,
-                cache: &cache,
                 scope: &scope_of(&m, &p),
             };
             for svc in m.services() {
@@ -481,7 +480,7 @@ fn explain_sends_exactly_what_eds_encodes_for_every_proxy_kind() {
                         wildcard: false,
                         names: Arc::new([Arc::from(report.eds_cluster.as_str())].into()),
                     };
-                    let resources = ctx.generate(XdsType::Endpoint, &sub, None);
+                    let resources = generate(&ctx, &cache, XdsType::Endpoint, &sub, None);
                     let [eds] = resources.as_slice() else {
                         panic!("seed {seed}: one EDS resource for {}", report.eds_cluster);
                     };
@@ -537,7 +536,7 @@ fn a_proxy_that_is_not_connected_is_parsed_from_the_query_metadata() {
         (
             Some("network2"),
             Some("cluster1"),
-            crate::xds::ProxyKind::Grpc,
+            crate::envoy::ProxyKind::Grpc,
             Some("sample")
         )
     );
@@ -552,8 +551,8 @@ fn a_proxy_that_is_not_connected_is_parsed_from_the_query_metadata() {
 #[test]
 fn explain_says_what_a_sidecar_hid_and_sends_nothing_for_it() {
     use crate::{
+        envoy::static_mesh::{endpoint, proxy},
         traffic::tests::config,
-        xds::generator::static_mesh::{endpoint, proxy},
     };
     let ip = |s: &str| s.parse::<IpAddr>().unwrap();
     let mut private = service("secret", "b", &[("http", 80, Protocol::Http)]);
@@ -667,12 +666,12 @@ fn the_rule_that_applied_and_what_each_client_does_with_its_fields() {
 #[test]
 fn a_subset_cluster_explains_membership_mtls_and_priority() {
     use crate::{
-        istio::peer_authentication::MtlsMode,
-        traffic::tests::config,
-        xds::generator::{
+        envoy::{
             locality::{LabelMismatch, Mode, Source},
             mtls::MtlsWhy,
         },
+        istio::peer_authentication::MtlsMode,
+        traffic::tests::config,
     };
     // version=v2 on 10.10.0.1 (local), 10.20.0.1 and 10.20.0.2 (remote; .2 behind PeerAuthentication
     // DISABLE); the DR fails over by network.

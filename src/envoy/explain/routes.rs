@@ -18,11 +18,10 @@ use prost::Message;
 use serde::Serialize;
 
 use crate::{
-    model::Service,
-    xds::{
-        Proxy, ProxyKind,
-        generator::{Mesh, cds, rds, route as translate},
+    envoy::{
+        Proxy, ProxyKind, {Mesh, cds, rds, route as translate},
     },
+    model::Service,
 };
 
 /// The routes a proxy gets for one service port.
@@ -224,12 +223,12 @@ fn fault_words(f: &HttpFault) -> String {
 mod tests {
     use super::*;
     use crate::{
-        model::Protocol,
-        traffic::tests::config,
-        xds::generator::{
+        envoy::{
             StaticMesh,
             static_mesh::{proxy, service},
         },
+        model::Protocol,
+        traffic::tests::config,
     };
 
     #[test]

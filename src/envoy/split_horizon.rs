@@ -21,7 +21,7 @@
 //!   locality or priority whose weights sum past uint32, and saturating each would make them all equal.
 //!
 //! Does NOT: resolve gateway addresses (they arrive resolved), group by locality or encode (that is
-//! `xds::generator::eds`), or filter by IP family (istiod 1.30 does; meshd's gateways are IPv4 or not
+//! `envoy::eds`), or filter by IP family (istiod 1.30 does; meshd's gateways are IPv4 or not
 //! filtered).
 
 use std::{
@@ -33,13 +33,12 @@ use std::{
 use serde::Serialize;
 
 use crate::{
+    envoy::{
+        EndpointView, NetworkView, {EndpointQuery, Mesh},
+    },
     model::{
         ClusterId, Endpoint, EndpointPort, Health, Labels, Locality, NetworkGateway, NetworkId, Service,
         ServicePort, TlsMode, WorkloadKind, workload_meta,
-    },
-    xds::{
-        EndpointView, NetworkView,
-        generator::{EndpointQuery, Mesh},
     },
 };
 

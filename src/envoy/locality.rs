@@ -14,12 +14,12 @@ use serde::Serialize;
 use super::eds::{self, Assignment, Duplicates};
 use crate::{
     config::mesh,
+    envoy::Proxy,
     istio::destination_rule::{Distribute, Failover, LocalityLbSetting},
     model::{
         Endpoint, LABEL_CLUSTER, LABEL_NETWORK, LABEL_REGION, LABEL_SUBZONE, LABEL_ZONE, Locality,
         ServicePort,
     },
-    xds::Proxy,
 };
 
 /// Where a proxy is, as locality load balancing compares it (istiod's `setTopologyLabels`): its

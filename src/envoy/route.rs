@@ -43,13 +43,13 @@ use super::{
     eds::strings,
 };
 use crate::{
+    envoy::ProxyKind,
     istio::{
         StringMatch,
         destination_rule::ConsistentHashLb,
         virtual_service::{GRPC_CODES, Headers, HttpFaultInjection, HttpMatchRequest, HttpRetry, HttpRoute},
     },
     traffic::virtual_service::ResolvedVs,
-    xds::ProxyKind,
 };
 
 /// The name of the fault filter (HCM) and of its per-route configuration.

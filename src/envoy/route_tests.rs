@@ -1,6 +1,6 @@
 //! Route goldens: VirtualService (and DestinationRule) YAML in, the route configurations a sidecar
 //! (`9080`) and a proxyless gRPC client (`outbound|9080||reviews…`) get, as proto3 JSON in
-//! `src/xds/testdata/rds/<case>.json` (`UPDATE_GOLDENS=1` rewrites them). Where istio's
+//! `src/envoy/testdata/rds/<case>.json` (`UPDATE_GOLDENS=1` rewrites them). Where istio's
 //! `route_test.go` covers the same input, the case says which test.
 
 use std::sync::{Arc, LazyLock};
@@ -10,13 +10,13 @@ use prost_reflect::{DescriptorPool, DynamicMessage};
 
 use super::*;
 use crate::{
-    istio::Config,
-    model::Protocol,
-    traffic::tests::config,
-    xds::generator::{
+    envoy::{
         Mesh, StaticMesh, rds,
         static_mesh::{proxy, service},
     },
+    istio::Config,
+    model::Protocol,
+    traffic::tests::config,
 };
 
 const REVIEWS: &str = "reviews.default.svc.cluster.local";
@@ -191,7 +191,7 @@ fn route_configurations_match_goldens() {
 }
 
 fn golden(name: &str, actual: &serde_json::Value) {
-    crate::golden::check("src/xds/testdata/rds", name, actual);
+    crate::golden::check("src/envoy/testdata/rds", name, actual);
 }
 
 #[test]
@@ -253,8 +253,7 @@ fn grpc_gets_only_header_hash_policies() {
 fn fault_filter_precedes_the_router_in_every_hcm() {
     let m = mesh(vec![]);
     let listener =
-        crate::xds::generator::lds::grpc_listener(&m, &proxy(ProxyKind::Grpc, "default"), "reviews:9080")
-            .unwrap();
+        crate::envoy::lds::grpc_listener(&m, &proxy(ProxyKind::Grpc, "default"), "reviews:9080").unwrap();
     let v = json(&listener, "envoy.config.listener.v3.Listener");
     let filters: Vec<&str> = v["apiListener"]["apiListener"]["httpFilters"]
         .as_array()
@@ -271,12 +270,12 @@ fn proxies_with_the_same_routes_share_one_encode() {
 
     use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
 
-    use crate::xds::{
+    use crate::envoy::{
         XdsType,
-        cache::ResourceCache,
-        generator::{AllEndpoints, Context, NetworkView},
-        resource::{Resource, Subscription},
+        resource::Resource,
+        {AllEndpoints, Context, NetworkView},
     };
+    use crate::xds::{Subscription, cache::ResourceCache, generate::generate};
     let by_source = config(
         "VirtualService",
         "default",
@@ -297,14 +296,13 @@ fn proxies_with_the_same_routes_share_one_encode() {
                 proxy: &p,
                 view: &view,
                 endpoints: &AllEndpoints,
-                cache: &cache,
-                scope: &crate::xds::generator::scope_of(m, &p),
+                scope: &crate::envoy::scope_of(m, &p),
             };
             let sub = Subscription {
                 wildcard: false,
                 names: Arc::new(BTreeSet::from([Arc::from(name)])),
             };
-            ctx.generate(XdsType::Route, &sub, None)
+            generate(&ctx, &cache, XdsType::Route, &sub, None)
                 .pop()
                 .expect("route configuration")
         };
