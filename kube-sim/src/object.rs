@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 
 use super::error::Error;
 use super::kinds::{Kind, NameRule};
+use super::typed::is_dns1123_label;
 
 /// (namespace, name); the namespace is empty for cluster-scoped kinds.
 pub(crate) type Key = (String, String);
@@ -196,12 +197,12 @@ pub(crate) fn validate_name(kind: &Kind, name: &str) -> Result<(), Error> {
     let problem = match kind.names {
         NameRule::PathSegment => (name == "." || name == ".." || name.contains('/') || name.contains('%'))
             .then(|| "may not be '.' or '..' and may not contain '/' or '%'".to_string()),
-        NameRule::Label => (!is_dns_label(name) || name.len() > 63).then(|| {
+        NameRule::Label => (!is_dns1123_label(name) || name.len() > 63).then(|| {
             "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', \
              and must start and end with an alphanumeric character"
                 .to_string()
         }),
-        NameRule::Subdomain => (name.len() > 253 || !name.split('.').all(is_dns_label)).then(|| {
+        NameRule::Subdomain => (name.len() > 253 || !name.split('.').all(is_dns1123_label)).then(|| {
             "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', \
              and must start and end with an alphanumeric character"
                 .to_string()
@@ -216,16 +217,6 @@ pub(crate) fn validate_name(kind: &Kind, name: &str) -> Result<(), Error> {
         )),
         None => Ok(()),
     }
-}
-
-fn is_dns_label(s: &str) -> bool {
-    let alnum = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b.len() <= 63
-        && alnum(b[0])
-        && alnum(b[b.len() - 1])
-        && b.iter().all(|&c| alnum(c) || c == b'-')
 }
 
 #[cfg(test)]

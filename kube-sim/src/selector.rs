@@ -37,6 +37,41 @@ impl LabelSelector {
         Ok(LabelSelector(reqs))
     }
 
+    /// A `metav1.LabelSelector` object (matchLabels and matchExpressions) as the same requirements,
+    /// by apimachinery's `LabelSelectorAsSelector`: `None` (selects nothing) for a null selector or an
+    /// unknown operator, no requirement (selects everything) for `{}`. The one evaluator behind every
+    /// selector the simulator's controllers and validation apply.
+    pub(crate) fn from_api(selector: &serde_json::Value) -> Option<LabelSelector> {
+        let selector = selector.as_object()?;
+        let mut reqs: Vec<(String, LabelOp)> = Vec::new();
+        for (k, v) in selector
+            .get("matchLabels")
+            .and_then(|m| m.as_object())
+            .into_iter()
+            .flatten()
+        {
+            reqs.push((k.clone(), LabelOp::Eq(v.as_str()?.to_owned())));
+        }
+        let exprs = selector.get("matchExpressions").and_then(|e| e.as_array());
+        for e in exprs.into_iter().flatten() {
+            let values = || -> Vec<String> {
+                e["values"]
+                    .as_array()
+                    .map(|v| v.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect())
+                    .unwrap_or_default()
+            };
+            let op = match e["operator"].as_str()? {
+                "In" => LabelOp::In(values()),
+                "NotIn" => LabelOp::NotIn(values()),
+                "Exists" => LabelOp::Exists,
+                "DoesNotExist" => LabelOp::NotExists,
+                _ => return None,
+            };
+            reqs.push((e["key"].as_str()?.to_owned(), op));
+        }
+        Some(LabelSelector(reqs))
+    }
+
     pub(crate) fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
         self.0.iter().all(|(key, op)| {
             let v = labels.get(key);
@@ -221,6 +256,42 @@ mod tests {
         ];
         for (sel, want) in cases {
             assert_eq!(LabelSelector::parse(sel).unwrap().matches(&l), want, "{sel}");
+        }
+    }
+
+    #[test]
+    fn api_selectors_follow_label_selector_as_selector() {
+        use serde_json::json;
+        let l = labels(&[("app", "web"), ("tier", "front")]);
+        let cases = [
+            (json!(null), false),
+            (json!({}), true),
+            (json!({"matchLabels": {"app": "web"}}), true),
+            (json!({"matchLabels": {"app": "db"}}), false),
+            (
+                json!({"matchExpressions": [{"key": "tier", "operator": "In", "values": ["front"]}]}),
+                true,
+            ),
+            (
+                json!({"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["front"]}]}),
+                false,
+            ),
+            (
+                json!({"matchExpressions": [{"key": "x", "operator": "DoesNotExist"}]}),
+                true,
+            ),
+            (
+                json!({"matchExpressions": [{"key": "app", "operator": "Exists"}]}),
+                true,
+            ),
+            (
+                json!({"matchExpressions": [{"key": "app", "operator": "Bogus"}]}),
+                false,
+            ),
+        ];
+        for (sel, want) in cases {
+            let got = LabelSelector::from_api(&sel).is_some_and(|s| s.matches(&l));
+            assert_eq!(got, want, "{sel}");
         }
     }
 

@@ -47,9 +47,8 @@ use crate::{
     envoy::ProxyKind,
     istio::destination_rule::{
         ClientTlsSettings, ConnectionPoolSettings, LoadBalancerSettings, OutlierDetection as Outlier,
-        SimpleLb, TlsMode,
+        PortTrafficPolicy, SimpleLb, TlsMode,
     },
-    traffic::EffectivePolicy,
 };
 
 /// Envoy's extension key for upstream HTTP protocol options.
@@ -136,7 +135,7 @@ fn downgraded(field: &'static str, to: &str) -> FieldNote {
 /// needs protocol options too).
 pub fn apply(
     c: &mut Cluster,
-    policy: &EffectivePolicy,
+    policy: &PortTrafficPolicy,
     client: Client,
     http: bool,
     mesh: &MeshConfig,
@@ -306,7 +305,7 @@ fn ring_hash(c: &mut Cluster, minimum: u64) {
 /// leaves priority 0). Priorities and weights themselves are EDS's, per proxy.
 fn locality_lb(
     c: &mut Cluster,
-    policy: &EffectivePolicy,
+    policy: &PortTrafficPolicy,
     mesh: &MeshConfig,
     outlier: bool,
     client: Client,

@@ -14,8 +14,7 @@ use super::{Client, Effect, FieldNote, TlsContext, UpstreamTls, apply, upstream_
 use crate::{
     config::MeshConfig,
     envoy::cds::{apply_tls, eds_cluster},
-    istio::destination_rule::TrafficPolicy,
-    traffic::EffectivePolicy,
+    istio::destination_rule::PortTrafficPolicy,
 };
 
 /// What, the rule's `trafficPolicy` (YAML), the client, the cluster's JSON, (field, effect) notes.
@@ -27,14 +26,8 @@ type Row = (
     Vec<(&'static str, &'static str)>,
 );
 
-fn policy(yaml: &str) -> EffectivePolicy {
-    let p: TrafficPolicy = serde_yaml::from_str(yaml).expect("trafficPolicy yaml");
-    EffectivePolicy {
-        load_balancer: p.load_balancer,
-        connection_pool: p.connection_pool,
-        outlier_detection: p.outlier_detection,
-        tls: p.tls,
-    }
+fn policy(yaml: &str) -> PortTrafficPolicy {
+    serde_yaml::from_str(yaml).expect("trafficPolicy yaml")
 }
 
 /// The Envoy descriptors `build.rs` compiled.

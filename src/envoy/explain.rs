@@ -10,7 +10,7 @@
 //! from EDS. The `sidecar` section says what the proxy's Sidecar scope does with the service (hidden,
 //! and why); a hidden service is sent nothing. The DestinationRule that applied and what the proxy's client does with each
 //! of its fields come from [`cds::cluster`], the function CDS encodes.
-//! Does NOT: hold state or find the proxy: `envoy::debug` hands it a connected proxy, or one made from
+//! Does NOT: hold state or find the proxy: `xds::debug` hands it a connected proxy, or one made from
 //! the query's node metadata ([`ExplainQuery::hypothetical_proxy`]).
 
 pub mod routes;

@@ -398,7 +398,7 @@ pub(crate) fn any<M: prost::Name>(msg: &M) -> Any {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     //! Table-driven tests of the generators; EDS assignments are compared with JSON goldens in
     //! `src/envoy/testdata/` (`UPDATE_GOLDENS=1` rewrites them).
 
@@ -553,7 +553,8 @@ mod tests {
         assert_eq!(d.len(), d.iter().collect::<BTreeSet<_>>().len(), "unique");
     }
 
-    fn mesh() -> StaticMesh {
+    /// `echo` on 7070 in namespaces `default` and `other`, one endpoint each.
+    pub(crate) fn mesh() -> StaticMesh {
         let eps = vec![endpoint(ip("10.0.0.1"), &[("grpc", 80)], "c1")];
         StaticMesh::new(1)
             .with(

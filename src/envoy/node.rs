@@ -2,8 +2,8 @@
 //!
 //! Owns: turning untrusted `node` / `node.metadata` (istiod's `NodeMetadata` JSON names) into a
 //! [`Proxy`]. Every string and list is capped, a wrong JSON type is an error naming the field, and
-//! nothing here panics. Does NOT: check the metadata against the caller's credentials (the server does
-//! that with the authenticator's result).
+//! nothing here panics. Does NOT: check the metadata against the caller's credentials
+//! (`xds::shared::Caller::authorize` does that with the authenticator's result).
 
 use std::{collections::BTreeMap, sync::Arc};
 

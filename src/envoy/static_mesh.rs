@@ -1,5 +1,5 @@
 //! An in-memory [`Mesh`]: services and endpoints given directly. Used by tests, benchmarks and the ADS
-//! test harness (`envoy::harness`, the `xds-fixture` example) to serve a known mesh without any cluster.
+//! test harness (`xds::harness`, the `xds-fixture` example) to serve a known mesh without any cluster.
 
 use std::{collections::BTreeMap, net::IpAddr, sync::Arc};
 

@@ -7,6 +7,7 @@ use std::{collections::BTreeSet, net::IpAddr};
 use ipnet::IpNet;
 
 use super::{FieldError, ObjectMeta, Warning, common::Labels};
+pub(crate) use crate::model::is_dns1123_label;
 
 /// The errors and warnings found in one object, with field paths.
 #[derive(Debug, Default)]
@@ -60,16 +61,6 @@ pub(crate) fn metadata(meta: &ObjectMeta, r: &mut Report) {
         );
     }
     labels(&meta.labels, "metadata.labels", r);
-}
-
-/// A DNS-1123 label: 1–63 of `[a-z0-9-]`, alphanumeric at both ends.
-pub(crate) fn is_dns1123_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
 }
 
 /// A DNS-1123 subdomain: dot-separated labels, at most 253 characters.

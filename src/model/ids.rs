@@ -155,3 +155,14 @@ impl Serialize for ShardKey {
         s.collect_str(self)
     }
 }
+
+/// A DNS-1123 label (apimachinery's `IsDNS1123Label`): 1–63 of `[a-z0-9-]`, alphanumeric at both ends.
+/// Namespaces, cluster IDs, subset names and the other names Istio and Kubernetes restrict to a label.
+pub fn is_dns1123_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}

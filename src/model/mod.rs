@@ -11,7 +11,7 @@ mod workload_meta;
 
 pub use endpoint::{Endpoint, EndpointPort, Health, Locality, TlsMode, WorkloadKind};
 pub use gateway::NetworkGateway;
-pub use ids::{ClusterId, Hostname, NetworkId, Provider, ServiceKey, ShardKey};
+pub use ids::{ClusterId, Hostname, NetworkId, Provider, ServiceKey, ShardKey, is_dns1123_label};
 pub use service::{
     ExportTo, ExternalAddress, Labels, Origin, Protocol, Resolution, Service, ServicePort, TargetPort,
 };

@@ -18,6 +18,8 @@ use kube::{
     api::{ObjectMeta, PostParams},
 };
 
+use crate::model::is_dns1123_label;
+
 /// The service account meshd reads remote clusters as (istioctl's default).
 pub const READER_SERVICE_ACCOUNT: &str = "istio-reader-service-account";
 /// The label the secret controller selects.
@@ -280,21 +282,11 @@ pub async fn apply(config_cluster: &Client, secret: &Secret) -> Result<(), Remot
 
 /// A cluster ID must be a DNS-1123 label (it is a Secret data key); checked before any cluster is contacted.
 pub fn check_cluster_name(cluster_id: &str) -> Result<(), RemoteSecretError> {
-    if is_dns_label(cluster_id) {
+    if is_dns1123_label(cluster_id) {
         Ok(())
     } else {
         Err(RemoteSecretError::BadClusterName(cluster_id.into()))
     }
-}
-
-/// Whether `s` is a DNS-1123 label, which a cluster ID must be.
-pub(crate) fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
 }
 
 fn meta(name: &str, namespace: Option<&str>) -> ObjectMeta {

@@ -7,7 +7,7 @@ use anyhow::Context;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::multicluster::remote_secret::is_dns_label;
+use crate::model::is_dns1123_label;
 use kube_sim::{ApiServer, ApiServerConfig, RequestLog};
 
 /// A started cluster and where its admin kubeconfig was written.
@@ -38,7 +38,7 @@ pub fn cluster_names(spec: &str) -> anyhow::Result<Vec<String>> {
             .collect()
     };
     anyhow::ensure!(!names.is_empty(), "no cluster names in {spec:?}");
-    if let Some(bad) = names.iter().find(|n| !is_dns_label(n)) {
+    if let Some(bad) = names.iter().find(|n| !is_dns1123_label(n)) {
         anyhow::bail!(
             "{spec:?} is neither a directory nor a comma-separated list of cluster names: {bad:?} is not a \
              DNS label"

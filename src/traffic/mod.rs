@@ -19,7 +19,7 @@ use std::{
 
 pub use destination_rule::{DrIndex, MergedRule};
 pub use peer_authn::{PaIndex, PeerMode};
-pub use policy::{EffectivePolicy, effective};
+pub use policy::effective;
 pub use sidecar_scope::{ProxyRef, Scopes, SidecarScope};
 pub use virtual_service::VsIndex;
 pub use visibility::Visibility;

@@ -1,77 +1,51 @@
 //! The traffic policy that applies to one cluster (port, subset) of a DestinationRule: istiod's
 //! `GetPortLevelTrafficPolicy` then `MergeSubsetTrafficPolicy`, as a pure function.
 
-use serde::Serialize;
-
 use crate::istio::{
     DestinationRule,
-    destination_rule::{
-        ClientTlsSettings, ConnectionPoolSettings, LoadBalancerSettings, OutlierDetection, PortTrafficPolicy,
-        TrafficPolicy,
-    },
+    destination_rule::{PortTrafficPolicy, TrafficPolicy},
 };
 
-/// The policy fields of one cluster after port-level and subset overrides.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct EffectivePolicy {
-    /// `loadBalancer`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub load_balancer: Option<LoadBalancerSettings>,
-    /// `connectionPool`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub connection_pool: Option<ConnectionPoolSettings>,
-    /// `outlierDetection`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub outlier_detection: Option<OutlierDetection>,
-    /// `tls`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tls: Option<ClientTlsSettings>,
-}
-
-impl EffectivePolicy {
-    fn top_level(p: &TrafficPolicy) -> Self {
-        Self {
-            load_balancer: p.load_balancer.clone(),
-            connection_pool: p.connection_pool.clone(),
-            outlier_detection: p.outlier_detection.clone(),
-            tls: p.tls.clone(),
-        }
-    }
-
-    fn port_level(p: &PortTrafficPolicy) -> Self {
-        Self {
-            load_balancer: p.load_balancer.clone(),
-            connection_pool: p.connection_pool.clone(),
-            outlier_detection: p.outlier_detection.clone(),
-            tls: p.tls.clone(),
-        }
-    }
-
-    /// `p` at `port`: a `portLevelSettings` entry for the port replaces the whole policy (fields it
-    /// leaves out take defaults, not the top level's values, as in istiod).
-    fn at_port(p: &TrafficPolicy, port: u16) -> (Self, bool) {
-        match p
-            .port_level_settings
-            .iter()
-            .find(|s| s.port.is_some_and(|sel| sel.number == u32::from(port)))
-        {
-            Some(level) => (Self::port_level(level), true),
-            None => (Self::top_level(p), false),
-        }
+/// `p` at `port`, as a port-level entry without its port: a `portLevelSettings` entry for the port
+/// replaces the whole policy (fields it leaves out take defaults, not the top level's values, as in
+/// istiod); whether one did.
+fn at_port(p: &TrafficPolicy, port: u16) -> (PortTrafficPolicy, bool) {
+    match p
+        .port_level_settings
+        .iter()
+        .find(|s| s.port.is_some_and(|sel| sel.number == u32::from(port)))
+    {
+        Some(level) => (
+            PortTrafficPolicy {
+                port: None,
+                ..level.clone()
+            },
+            true,
+        ),
+        None => (
+            PortTrafficPolicy {
+                port: None,
+                load_balancer: p.load_balancer.clone(),
+                connection_pool: p.connection_pool.clone(),
+                outlier_detection: p.outlier_detection.clone(),
+                tls: p.tls.clone(),
+            },
+            false,
+        ),
     }
 }
 
-/// The policy of `rule`'s cluster for `port` and `subset` (`None`: the default cluster). A subset's own
-/// policy overrides field by field; a subset port-level entry replaces every field, even with unset.
-pub fn effective(rule: Option<&DestinationRule>, port: u16, subset: Option<&str>) -> EffectivePolicy {
+/// The policy of `rule`'s cluster for `port` and `subset` (`None`: the default cluster), in Istio's
+/// own shape for a port's settings (`port` unset). A subset's own policy overrides field by field; a
+/// subset port-level entry replaces every field, even with unset.
+pub fn effective(rule: Option<&DestinationRule>, port: u16, subset: Option<&str>) -> PortTrafficPolicy {
     let Some(rule) = rule else {
-        return EffectivePolicy::default();
+        return PortTrafficPolicy::default();
     };
     let mut policy = rule
         .traffic_policy
         .as_ref()
-        .map(|p| EffectivePolicy::at_port(p, port).0)
+        .map(|p| at_port(p, port).0)
         .unwrap_or_default();
     let Some(sp) = subset
         .and_then(|name| rule.subsets.iter().find(|s| s.name == name))
@@ -79,7 +53,7 @@ pub fn effective(rule: Option<&DestinationRule>, port: u16, subset: Option<&str>
     else {
         return policy;
     };
-    let (s, port_level) = EffectivePolicy::at_port(sp, port);
+    let (s, port_level) = at_port(sp, port);
     if s.connection_pool.is_some() || port_level {
         policy.connection_pool = s.connection_pool;
     }
@@ -104,7 +78,7 @@ mod tests {
         serde_yaml::from_str(yaml).unwrap()
     }
 
-    fn lb(p: &EffectivePolicy) -> Option<SimpleLb> {
+    fn lb(p: &PortTrafficPolicy) -> Option<SimpleLb> {
         p.load_balancer.as_ref().and_then(|l| l.simple)
     }
 
@@ -150,6 +124,6 @@ subsets:
             assert_eq!(p.outlier_detection.is_some(), outlier, "{port} {subset:?}");
             assert_eq!(p.tls.is_some(), tls, "{port} {subset:?}");
         }
-        assert_eq!(effective(None, 80, Some("v1")), EffectivePolicy::default());
+        assert_eq!(effective(None, 80, Some("v1")), PortTrafficPolicy::default());
     }
 }

@@ -114,11 +114,7 @@ impl Protocol for Delta {
                 w.exchange.acked_latest(&req.response_nonce);
             }
         }
-        if changed {
-            Decision::Respond
-        } else {
-            Decision::Ignore(Ignored::Ack)
-        }
+        Decision::subscribes_more(changed)
     }
 
     fn subscription(&self, ty: XdsType) -> Option<&Subscription> {

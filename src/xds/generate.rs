@@ -68,23 +68,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::{
-        envoy::{
-            AllEndpoints, NetworkView, ProxyKind, scope_of,
-            static_mesh::{StaticMesh, endpoint, proxy, service},
-        },
-        model::Protocol,
-    };
-
-    fn mesh() -> StaticMesh {
-        let eps = vec![endpoint("10.0.0.1".parse().unwrap(), &[("grpc", 80)], "c1")];
-        StaticMesh::new(1)
-            .with(
-                service("echo", "default", &[("grpc", 7070, Protocol::Grpc)]),
-                eps.clone(),
-            )
-            .with(service("echo", "other", &[("grpc", 7070, Protocol::Grpc)]), eps)
-    }
+    use crate::envoy::{AllEndpoints, NetworkView, ProxyKind, scope_of, static_mesh::proxy, tests::mesh};
 
     #[test]
     fn generation_is_shared_through_the_cache() {
@@ -120,5 +104,86 @@ mod tests {
                 "outbound|7070||echo.other.svc.cluster.local"
             ]
         );
+    }
+
+    /// istio-like bookinfo in `sample`, and the names a gRPC client watches.
+    fn bookinfo() -> (crate::envoy::StaticMesh, Vec<Arc<str>>) {
+        use crate::{
+            envoy::static_mesh::{StaticMesh, endpoint, service},
+            model::Protocol,
+        };
+        let mut m = StaticMesh::new(1);
+        let mut names = Vec::new();
+        for (i, name) in ["details", "reviews", "ratings"].into_iter().enumerate() {
+            let s = service(name, "sample", &[("http", 9080, Protocol::Http)]);
+            let ip = std::net::IpAddr::from([10, 0, 0, i as u8 + 1]);
+            names.push(format!("outbound|9080||{name}.sample.svc.cluster.local").into());
+            m = m.with(s, vec![endpoint(ip, &[("http", 9080)], "c1")]);
+        }
+        (m, names)
+    }
+
+    /// The names of `ty` a gRPC client in `ns` gets when it asks for `names`, through `cache`.
+    fn asked(
+        m: &crate::envoy::StaticMesh,
+        cache: &ResourceCache,
+        ns: &str,
+        ty: XdsType,
+        names: &[Arc<str>],
+    ) -> Vec<String> {
+        let p = proxy(ProxyKind::Grpc, ns);
+        let view = NetworkView::default();
+        let ctx = Context {
+            mesh: m,
+            proxy: &p,
+            view: &view,
+            endpoints: &AllEndpoints,
+            scope: &scope_of(m, &p),
+        };
+        let sub = Subscription {
+            wildcard: false,
+            names: Arc::new(names.iter().cloned().collect()),
+        };
+        let got = generate(&ctx, cache, ty, &sub, None);
+        got.iter()
+            .map(|r| r.name.split('|').next_back().unwrap_or_default().to_owned())
+            .collect()
+    }
+
+    /// issue 27: whichever proxy asked for a name first decided the answer for every other proxy,
+    /// because a name's cache key did not say whether the asking proxy's scope could see it.
+    #[test]
+    fn one_proxys_scope_never_answers_for_another() {
+        use crate::traffic::tests::config;
+        let (m, names) = bookinfo();
+        let sidecar = "egress: [{hosts: [./reviews.sample.svc.cluster.local]}]";
+        let m = m.with_config([config("Sidecar", "sample", "default", "1", sidecar)]);
+        for ty in [XdsType::Cluster, XdsType::Endpoint] {
+            let cache = ResourceCache::new(100, None);
+            // 1. A client without a Sidecar asks for details first.
+            assert_eq!(
+                asked(&m, &cache, "default", ty, &names[..1]),
+                ["details.sample.svc.cluster.local"],
+                "{ty}"
+            );
+            // 2. A client in `sample`, whose Sidecar imports only reviews, asks for all three.
+            assert_eq!(
+                asked(&m, &cache, "sample", ty, &names),
+                ["reviews.sample.svc.cluster.local"],
+                "{ty}: the Sidecar hides details and ratings"
+            );
+            // 3. A client without a Sidecar again: all three, whatever was cached as absent for `sample`.
+            let mut all = asked(&m, &cache, "default", ty, &names);
+            all.sort();
+            assert_eq!(
+                all,
+                [
+                    "details.sample.svc.cluster.local",
+                    "ratings.sample.svc.cluster.local",
+                    "reviews.sample.svc.cluster.local"
+                ],
+                "{ty}"
+            );
+        }
     }
 }

@@ -23,6 +23,18 @@ pub(crate) enum Decision {
     Ignore(Ignored),
 }
 
+impl Decision {
+    /// A request that passed the protocol's checks: answered when it subscribes to something new,
+    /// otherwise a plain ACK.
+    pub(crate) fn subscribes_more(more: bool) -> Self {
+        if more {
+            Self::Respond
+        } else {
+            Self::Ignore(Ignored::Ack)
+        }
+    }
+}
+
 /// Why a request gets no response (for logs and metrics).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Ignored {

@@ -95,11 +95,7 @@ impl Protocol for Sotw {
         } else {
             w.sub.names.difference(&before.names).next().is_some() || (before.wildcard && !w.sub.wildcard)
         };
-        if added {
-            Decision::Respond
-        } else {
-            Decision::Ignore(Ignored::Ack)
-        }
+        Decision::subscribes_more(added)
     }
 
     fn subscription(&self, ty: XdsType) -> Option<&Subscription> {

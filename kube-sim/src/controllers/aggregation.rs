@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use super::super::error::Error;
 use super::super::kinds::{self, Kind, KindId};
 use super::super::store::Txn;
+use crate::selector::LabelSelector;
 
 /// More rounds than any sane chain of aggregated roles needs; a cycle stops here.
 const MAX_ROUNDS: usize = 8;
@@ -69,32 +70,7 @@ pub(crate) fn aggregate(role: &Value, roles: &[Value]) -> Value {
 
 /// A metav1.LabelSelector (matchLabels and matchExpressions) against an object's labels.
 pub(crate) fn selects(selector: &Value, labels: &Value) -> bool {
-    if !selector.is_object() {
-        return false;
-    }
-    let label = |k: &str| labels[k].as_str();
-    let match_labels = selector["matchLabels"]
-        .as_object()
-        .is_none_or(|m| m.iter().all(|(k, v)| label(k) == v.as_str()));
-    let expressions = selector["matchExpressions"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    match_labels
-        && expressions.iter().all(|e| {
-            let key = e["key"].as_str().unwrap_or_default();
-            let values: Vec<&str> = e["values"]
-                .as_array()
-                .map(|v| v.iter().filter_map(Value::as_str).collect())
-                .unwrap_or_default();
-            match e["operator"].as_str().unwrap_or_default() {
-                "In" => label(key).is_some_and(|v| values.contains(&v)),
-                "NotIn" => label(key).is_none_or(|v| !values.contains(&v)),
-                "Exists" => label(key).is_some(),
-                "DoesNotExist" => label(key).is_none(),
-                _ => false,
-            }
-        })
+    LabelSelector::from_api(selector).is_some_and(|s| s.matches(&super::meta::labels_of(labels)))
 }
 
 #[cfg(test)]
@@ -103,40 +79,6 @@ mod tests {
 
     fn role(name: &str, labels: Value, rules: Value) -> Value {
         json!({"metadata": {"name": name, "labels": labels}, "rules": rules})
-    }
-
-    #[test]
-    fn selectors_match_labels_and_expressions() {
-        let labels = json!({"a": "1", "b": "2"});
-        let cases = [
-            (json!({"matchLabels": {"a": "1"}}), true),
-            (json!({"matchLabels": {"a": "2"}}), false),
-            (json!({}), true),
-            (Value::Null, false),
-            (
-                json!({"matchExpressions": [{"key": "b", "operator": "In", "values": ["2", "3"]}]}),
-                true,
-            ),
-            (
-                json!({"matchExpressions": [{"key": "b", "operator": "NotIn", "values": ["2"]}]}),
-                false,
-            ),
-            (
-                json!({"matchExpressions": [{"key": "c", "operator": "DoesNotExist"}]}),
-                true,
-            ),
-            (
-                json!({"matchExpressions": [{"key": "c", "operator": "Exists"}]}),
-                false,
-            ),
-            (
-                json!({"matchLabels": {"a": "1"}, "matchExpressions": [{"key": "b", "operator": "Exists"}]}),
-                true,
-            ),
-        ];
-        for (selector, want) in cases {
-            assert_eq!(selects(&selector, &labels), want, "{selector}");
-        }
     }
 
     #[test]

@@ -5,7 +5,10 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use crate::object::{now_secs, rfc3339};
+use crate::{
+    object::{now_secs, rfc3339},
+    selector::LabelSelector,
+};
 
 /// The owner reference a controller puts on what it creates.
 pub(super) fn owner_ref(api_version: &str, kind: &str, owner: &Value) -> Value {
@@ -36,30 +39,10 @@ pub(super) fn controlled_by(obj: &Value, uid: &str) -> bool {
     controller_of(obj).is_some_and(|(_, _, u)| u == uid)
 }
 
-/// A `metav1.LabelSelector` (matchLabels and matchExpressions). An empty selector matches everything,
-/// as for workloads; unknown operators match nothing.
+/// A `metav1.LabelSelector` (matchLabels and matchExpressions) against `labels`, as
+/// [`LabelSelector::from_api`] reads it.
 pub(super) fn selector_matches(selector: &Value, labels: &BTreeMap<String, String>) -> bool {
-    let exact = selector["matchLabels"].as_object().is_none_or(|m| {
-        m.iter()
-            .all(|(k, v)| labels.get(k).map(String::as_str) == v.as_str())
-    });
-    let expressions = selector["matchExpressions"].as_array().is_none_or(|list| {
-        list.iter().all(|e| {
-            let have = e["key"].as_str().and_then(|k| labels.get(k));
-            let values: Vec<&str> = e["values"]
-                .as_array()
-                .map(|v| v.iter().filter_map(Value::as_str).collect())
-                .unwrap_or_default();
-            match e["operator"].as_str() {
-                Some("In") => have.is_some_and(|h| values.contains(&h.as_str())),
-                Some("NotIn") => have.is_none_or(|h| !values.contains(&h.as_str())),
-                Some("Exists") => have.is_some(),
-                Some("DoesNotExist") => have.is_none(),
-                _ => false,
-            }
-        })
-    });
-    exact && expressions
+    LabelSelector::from_api(selector).is_some_and(|s| s.matches(labels))
 }
 
 /// A Service's `spec.selector` (a plain map): `None` when the Service has none.
@@ -140,17 +123,8 @@ mod tests {
     }
 
     #[test]
-    fn label_selectors_match_labels_and_expressions() {
+    fn service_selectors_are_plain_maps() {
         let l = labels(&[("app", "web"), ("tier", "fe")]);
-        let sel = json!({"matchLabels": {"app": "web"},
-            "matchExpressions": [{"key": "tier", "operator": "In", "values": ["fe", "be"]},
-                                 {"key": "gone", "operator": "DoesNotExist"}]});
-        assert!(selector_matches(&sel, &l));
-        assert!(!selector_matches(&json!({"matchLabels": {"app": "db"}}), &l));
-        assert!(!selector_matches(
-            &json!({"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["fe"]}]}),
-            &l
-        ));
         assert_eq!(map_selector_matches(&json!({}), &l), None);
         assert_eq!(map_selector_matches(&json!({"app": "web"}), &l), Some(true));
         assert_eq!(map_selector_matches(&json!({"app": "x"}), &l), Some(false));

@@ -8,7 +8,7 @@ use super::{Custom, PrinterColumn, VersionSpec, intern, table_id};
 use crate::error::Error;
 use crate::kinds::Kind;
 use crate::object::{now_secs, rfc3339};
-use crate::typed::Errs;
+use crate::typed::{Errs, is_dns1123_label};
 
 /// The finalizer that deletes a definition's objects before the definition goes.
 pub(crate) const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
@@ -21,15 +21,6 @@ fn strings(v: &Value) -> Vec<String> {
     v.as_array()
         .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect())
         .unwrap_or_default()
-}
-
-fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
 }
 
 /// Validation (apiextensions' `ValidateCustomResourceDefinition`, its common rules) and defaulting of
@@ -62,7 +53,7 @@ pub(crate) fn admit_definition(obj: &mut Value, prev: Option<&Value>) -> Result<
     }
     if plural.is_empty() {
         errs.required("spec.names.plural", "");
-    } else if !is_dns_label(plural) {
+    } else if !is_dns1123_label(plural) {
         errs.invalid(
             "spec.names.plural",
             format!("{plural:?}"),
@@ -90,7 +81,7 @@ pub(crate) fn admit_definition(obj: &mut Value, prev: Option<&Value>) -> Result<
     }
     for (i, v) in versions.iter().enumerate() {
         let vname = text(&v["name"]);
-        if !is_dns_label(vname) {
+        if !is_dns1123_label(vname) {
             errs.invalid(
                 format!("spec.versions[{i}].name"),
                 format!("{vname:?}"),

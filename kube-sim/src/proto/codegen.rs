@@ -169,6 +169,21 @@ struct PbField {
 /// A k8s-openapi field: JSON name, and whether it is required (no `omitempty` in Go).
 type OpenApiField = (String, bool);
 
+/// The host's target triple: `cargo metadata --offline` resolves only its packages then, so it works
+/// on a machine that fetched just what this platform builds with.
+fn host_triple() -> String {
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let out = std::process::Command::new(rustc)
+        .arg("-vV")
+        .output()
+        .expect("rustc -vV runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| l.strip_prefix("host: "))
+        .expect("rustc -vV names the host")
+        .to_owned()
+}
+
 fn crate_dir(name: &str) -> PathBuf {
     let out = std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .args([
@@ -176,8 +191,10 @@ fn crate_dir(name: &str) -> PathBuf {
             "--format-version",
             "1",
             "--offline",
-            "--manifest-path",
+            "--filter-platform",
         ])
+        .arg(host_triple())
+        .arg("--manifest-path")
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
         .output()
         .expect("cargo metadata runs");

@@ -31,25 +31,14 @@ pub(super) fn object_meta(errs: &mut Errs, meta: &ObjectMeta) {
     }
 }
 
-/// Whether `selector` selects an object with `labels` (an empty selector selects everything).
+/// Whether `selector` selects an object with `labels` (an empty selector selects everything), by the
+/// one evaluator ([`crate::selector::LabelSelector::from_api`]).
 pub(super) fn matches(selector: &LabelSelector, labels: Option<&BTreeMap<String, String>>) -> bool {
-    let get = |k: &str| labels.and_then(|l| l.get(k));
-    let by_labels = selector
-        .match_labels
-        .iter()
-        .flatten()
-        .all(|(k, v)| get(k) == Some(v));
-    let by_exprs = selector.match_expressions.iter().flatten().all(|e| {
-        let values = e.values.as_deref().unwrap_or_default();
-        match e.operator.as_str() {
-            "In" => get(&e.key).is_some_and(|v| values.contains(v)),
-            "NotIn" => get(&e.key).is_none_or(|v| !values.contains(v)),
-            "Exists" => get(&e.key).is_some(),
-            "DoesNotExist" => get(&e.key).is_none(),
-            _ => false,
-        }
-    });
-    by_labels && by_exprs
+    let Ok(api) = serde_json::to_value(selector) else {
+        return false;
+    };
+    let none = BTreeMap::new();
+    crate::selector::LabelSelector::from_api(&api).is_some_and(|s| s.matches(labels.unwrap_or(&none)))
 }
 
 pub(super) fn is_empty(selector: &LabelSelector) -> bool {

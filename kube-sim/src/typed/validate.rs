@@ -101,6 +101,8 @@ fn is_label_like(s: &str) -> bool {
     s.starts_with(alnum) && s.ends_with(alnum) && s.chars().all(|c| alnum(c) || "-_.".contains(c))
 }
 
+/// A DNS-1123 label (apimachinery's `IsDNS1123Label`): 1–63 of `[a-z0-9-]`, alphanumeric at both
+/// ends. The simulator's one copy: object names, CRD names, service accounts, label values.
 pub(crate) fn is_dns1123_label(s: &str) -> bool {
     let lower = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
     !s.is_empty()
