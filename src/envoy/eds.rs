@@ -28,7 +28,7 @@ use super::{
     parse_cluster,
 };
 use crate::{
-    envoy::{Proxy, XdsType, resource::Resource},
+    envoy::{Proxy, ProxyKind, XdsType, resource::Resource},
     model::{ClusterId, Endpoint, Health, Locality, NetworkId, ServicePort, TlsMode},
     traffic::{self, MergedRule},
 };
@@ -222,7 +222,7 @@ pub(super) fn strings(pairs: &[(&str, &str)]) -> Struct {
 pub(super) fn view_key(ctx: &Context) -> Arc<str> {
     format!(
         "{}|{}|{}",
-        super::duplicates(ctx.proxy.kind) == Duplicates::Merge,
+        duplicates(ctx.proxy.kind) == Duplicates::Merge,
         ctx.view.network.as_deref().unwrap_or(""),
         ctx.requested_networks()
     )
@@ -249,8 +249,30 @@ pub(super) fn name_key(ctx: &Context, view: &Arc<str>, name: &str) -> Arc<str> {
 
 /// The assignment of EDS cluster `name` for the proxy; `None` when no such cluster exists.
 pub(super) fn build(ctx: &Context, name: Arc<str>) -> Option<Resource> {
-    let a = super::assignment(ctx.mesh, ctx.endpoints, ctx.proxy, ctx.view, name.clone())?;
+    let a = assignment(ctx.mesh, ctx.endpoints, ctx.proxy, ctx.view, name.clone())?;
     Some(encode(name, &a))
+}
+
+/// The load assignment of EDS cluster `name` exactly as `proxy` is sent it (see
+/// [`EdsCluster::assignment`]). `meshctl explain` calls this too, so its "sent" table cannot
+/// differ from EDS. `None` when no such cluster exists.
+pub fn assignment(
+    mesh: &dyn Mesh,
+    endpoints: &dyn EndpointView,
+    proxy: &Proxy,
+    view: &NetworkView,
+    name: Arc<str>,
+) -> Option<Assignment> {
+    let cluster = EdsCluster::resolve(mesh, proxy, &name)?;
+    Some(cluster.assignment(mesh, endpoints, proxy, view, name.clone()))
+}
+
+/// gRPC NACKs a repeated address anywhere in an assignment; Envoy keeps one per locality.
+pub(crate) fn duplicates(kind: ProxyKind) -> Duplicates {
+    match kind {
+        ProxyKind::Grpc => Duplicates::Merge,
+        ProxyKind::Sidecar | ProxyKind::Router => Duplicates::PerLocality,
+    }
 }
 
 /// The resource sent for `a`: written by [`eds_wire`], versioned by a hash of its bytes.
@@ -353,7 +375,7 @@ impl<'a> EdsCluster<'a> {
             name,
             self.target.port,
             eps.iter().map(|e| &**e),
-            super::duplicates(proxy.kind),
+            duplicates(proxy.kind),
         )
     }
 }

@@ -373,7 +373,7 @@ fn port_report(
     let cluster = EdsCluster::resolve(mesh, proxy, name)?;
     let gateways = mesh.gateways();
     // The generator's own function, after the proxy kind's duplicate handling.
-    let a = super::assignment(mesh, &SplitHorizon, proxy, view, name.into())?;
+    let a = super::eds::assignment(mesh, &SplitHorizon, proxy, view, name.into())?;
     let plan = Plan::new(&cluster.locality, Place::of(proxy));
     let mtls = |e: &Endpoint| cluster.mtls.enabled(e);
     let q = cluster.query(view, &mtls);

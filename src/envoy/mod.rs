@@ -322,28 +322,6 @@ impl Plan<'_, '_> {
     }
 }
 
-/// The load assignment of EDS cluster `name` exactly as `proxy` is sent it (see
-/// [`eds::EdsCluster::assignment`]). `meshctl explain` calls this too, so its "sent" table cannot
-/// differ from EDS. `None` when no such cluster exists.
-pub fn assignment(
-    mesh: &dyn Mesh,
-    endpoints: &dyn EndpointView,
-    proxy: &Proxy,
-    view: &NetworkView,
-    name: Arc<str>,
-) -> Option<eds::Assignment> {
-    let cluster = eds::EdsCluster::resolve(mesh, proxy, &name)?;
-    Some(cluster.assignment(mesh, endpoints, proxy, view, name.clone()))
-}
-
-/// gRPC NACKs a repeated address anywhere in an assignment; Envoy keeps one per locality.
-pub(crate) fn duplicates(kind: ProxyKind) -> eds::Duplicates {
-    match kind {
-        ProxyKind::Grpc => eds::Duplicates::Merge,
-        ProxyKind::Sidecar | ProxyKind::Router => eds::Duplicates::PerLocality,
-    }
-}
-
 /// What a cluster name refers to in a mesh.
 #[derive(Debug, Clone, Copy)]
 pub struct Target<'m, 'n> {
