@@ -33,6 +33,8 @@ pub mod intern;
 pub mod istio;
 /// Kubernetes client and watch errors in words an operator can act on.
 pub mod kube_errors;
+/// Every Kubernetes watch, built in one place with `--watch-timeout` and backoff.
+pub mod kube_watch;
 /// Kubernetes Lease leader election for the duties that write shared state.
 pub mod leader;
 /// Metric types shared by components (`IstioCounter`); each module registers its own metrics.

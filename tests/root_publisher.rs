@@ -113,6 +113,7 @@ fn lead(client: &Client, roots: watch::Receiver<Arc<CaBundle>>, remotes: Cluster
         remotes,
         leadership,
         roots,
+        watch_timeout: 290,
     };
     root_publisher::spawn(cfg, tasks);
 }

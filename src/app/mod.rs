@@ -390,6 +390,7 @@ fn secure_config(args: &Args, cluster_id: ClusterId, trust_domain: &str) -> secu
         config_poll: args.config_poll,
         sandbox: matches!(args.kube_source(), KubeSource::Sandbox(_)),
         state_dir: args.state_dir.clone(),
+        watch_timeout: args.watch_timeout,
     }
 }
 

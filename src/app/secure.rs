@@ -56,6 +56,8 @@ pub struct Config {
     pub sandbox: bool,
     /// meshd's state folder, if any.
     pub state_dir: Option<PathBuf>,
+    /// Server-side timeout of the root publisher's watches, in seconds (`--watch-timeout`).
+    pub watch_timeout: u32,
 }
 
 /// Why the secure server could not start.
@@ -249,6 +251,7 @@ pub async fn start(
             remotes: duties.remotes,
             leadership: duties.leadership,
             roots: ca.subscribe(),
+            watch_timeout: cfg.watch_timeout,
         },
         &ctx.tasks,
     );

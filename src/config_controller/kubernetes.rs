@@ -9,7 +9,7 @@ use futures::StreamExt;
 use kube::{
     Api, Client, ResourceExt,
     api::{ApiResource, DynamicObject},
-    runtime::{WatchStreamExt, watcher},
+    runtime::watcher,
 };
 use tokio::sync::mpsc::UnboundedSender;
 use tracing::{info, warn};
@@ -18,6 +18,7 @@ use super::{
     Event, Metrics,
     store::{Parsed, SourceId, SourceState},
 };
+use crate::kube_watch;
 use crate::{
     drain::Tasks,
     istio::{self, Kind, ObjectMeta, ObjectRef, Source},
@@ -131,8 +132,7 @@ async fn watch_kind(
     guard: crate::readiness::BlockReady,
 ) {
     let api: Api<DynamicObject> = Api::all_with(src.client.clone(), &api_resource(kind));
-    let config = watcher::Config::default().timeout(src.watch_timeout);
-    let mut events = watcher(api, config).default_backoff().boxed();
+    let mut events = kube_watch::watch(api, kube_watch::config(src.watch_timeout)).boxed();
     let source = SourceId::Cluster(src.cluster.clone());
     let state_name = format!("{source} {kind}");
     let mut guard = Some(guard);

@@ -592,8 +592,9 @@ mod subsets {
                     let mut by_cluster = BTreeMap::new();
                     for subset in clusters {
                         let name = format!("outbound|7070|{subset}|{HOST}");
-                        let a = crate::envoy::eds::assignment(&m, &SplitHorizon, &p, &view, name.as_str().into())
-                            .expect("cluster exists");
+                        let a =
+                            crate::envoy::eds::assignment(&m, &SplitHorizon, &p, &view, name.as_str().into())
+                                .expect("cluster exists");
                         check(&a, kind, &format!("{row} {name}"));
                         by_cluster.insert(name, render(&a));
                     }

@@ -5,10 +5,7 @@ use std::{collections::BTreeMap, sync::Arc};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
-use kube::{
-    Api, Client, ResourceExt,
-    runtime::{WatchStreamExt, watcher},
-};
+use kube::{Api, Client, ResourceExt, runtime::watcher};
 use tracing::{info, warn};
 
 use super::{
@@ -16,6 +13,7 @@ use super::{
     secrets::{SecretData, desired},
     status::{Clusters, Entry, StatusSource, SyncStatus},
 };
+use crate::kube_watch;
 use crate::{
     drain::Tasks,
     model::ClusterId,
@@ -70,9 +68,8 @@ impl Controller {
 
     async fn run(self, api: Api<Secret>, tasks: Tasks, ready: Ready, initial: BlockReady) {
         let mut initial = Some(initial);
-        let mut events = watcher(api, watcher::Config::default().labels(SECRET_LABEL))
-            .default_backoff()
-            .boxed();
+        let config = kube_watch::config(self.env.watch_timeout).labels(SECRET_LABEL);
+        let mut events = kube_watch::watch(api, config).boxed();
         let mut secrets = SecretData::new();
         let mut relist: Option<SecretData> = None;
         let mut repeats = Repeats::new(REPEAT_WINDOW);

@@ -23,11 +23,7 @@ use k8s_openapi::api::{
     core::v1::{Namespace, Node, Pod, Service},
     discovery::v1::EndpointSlice,
 };
-use kube::{
-    Api, Client, ResourceExt,
-    core::PartialObjectMeta,
-    runtime::{WatchStreamExt, watcher},
-};
+use kube::{Api, Client, ResourceExt, core::PartialObjectMeta, runtime::watcher};
 use tokio::sync::watch;
 use tracing::{info, warn};
 
@@ -37,6 +33,7 @@ use self::{
     network::NetworkResolver,
     state::State,
 };
+use crate::kube_watch;
 use crate::{
     aggregate::{RegistryId, Update, UpdateSender},
     config::MeshNetworks,
@@ -509,15 +506,13 @@ fn watch_all(
     where
         S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
     {
-        s.default_backoff()
-            .map(move |r| r.map(wrap).map_err(|e| (kind, e)))
-            .boxed()
+        s.map(move |r| r.map(wrap).map_err(|e| (kind, e))).boxed()
     }
-    let cfg = || watcher::Config::default().timeout(timeout);
+    let cfg = || kube_watch::config(timeout);
     futures::stream::select_all([
         boxed(
             Kind::Namespace,
-            watcher(
+            kube_watch::watch(
                 Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
                 cfg().fields(&format!("metadata.name={system_namespace}")),
             ),
@@ -525,17 +520,17 @@ fn watch_all(
         ),
         boxed(
             Kind::Service,
-            watcher(Api::<Service>::all(client.clone()), cfg()),
+            kube_watch::watch(Api::<Service>::all(client.clone()), cfg()),
             |e| Event::Service(Box::new(e)),
         ),
         boxed(
             Kind::Slice,
-            watcher(Api::<EndpointSlice>::all(client.clone()), cfg()),
+            kube_watch::watch(Api::<EndpointSlice>::all(client.clone()), cfg()),
             |e| Event::Slice(Box::new(e)),
         ),
         boxed(
             Kind::Pod,
-            watcher(
+            kube_watch::watch(
                 Api::<Pod>::all(client.clone()),
                 cfg().fields("status.phase!=Failed"),
             ),
@@ -543,7 +538,7 @@ fn watch_all(
         ),
         boxed(
             Kind::Node,
-            watcher(Api::<PartialObjectMeta<Node>>::all(client), cfg()),
+            kube_watch::watch(Api::<PartialObjectMeta<Node>>::all(client), cfg()),
             Event::Node,
         ),
     ])

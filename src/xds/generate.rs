@@ -64,6 +64,10 @@ pub fn generate(
 }
 
 #[cfg(test)]
+#[path = "generate_tests.rs"]
+mod properties;
+
+#[cfg(test)]
 mod tests {
     use std::sync::Arc;
 

@@ -353,6 +353,31 @@ def test_e36_blackholed_watches_are_given_up_and_reestablished(tmp_path):
         assert m.stop() == 0, m.log()[-4000:]
 
 
+def test_e36_a_silent_primary_hides_no_remote_secret_change(tmp_path):
+    """issue 27: the primary's watches go silent (a blackholed connection, no FIN) and the remote's
+    Secret is deleted meanwhile. The secret controller's watch applies ``--watch-timeout`` like every
+    other (``kube_watch``): given up after 2 + 5 s, re-listed, the deletion seen and the remote's
+    endpoints gone from EDS well within 40 s (before the fix: ≈ 295 s). A namespace created during the
+    silence gets the mesh root ConfigMap the same way (the root publisher's watches)."""
+    m = start(tmp_path, "--watch-timeout", "2s")
+    watch = EdsWatch(m)
+    try:
+        watch.wait_for(PRIMARY_IPS | REMOTE_IPS)
+        primary = KubeApi(m.kubeconfig("primary"))
+        eventually("root ConfigMap in the system namespace", lambda: primary.request(
+            "GET", "/api/v1/namespaces/istio-system/configmaps/istio-ca-root-cert")[0] == 200, timeout=20)
+        primary.fault(silenceWatches=True)
+        secret = primary.get("/api/v1/namespaces/istio-system/secrets/istio-remote-secret-remote")
+        primary.delete(secret)
+        primary.apply(namespace("late"))
+        watch.wait_for(PRIMARY_IPS, timeout=40)
+        eventually("root ConfigMap in a namespace made during the silence", lambda: primary.request(
+            "GET", "/api/v1/namespaces/late/configmaps/istio-ca-root-cert")[0] == 200, timeout=40)
+    finally:
+        watch.close()
+        assert m.stop() == 0, m.log()[-4000:]
+
+
 def test_e37_malformed_objects_are_skipped_or_merged(mesh, watch):
     """#37: slices with a port-0 / 65536 port, invalid IPs, duplicates across slices and unready or
     terminating endpoints: the API may refuse some (422); whatever is stored, EDS holds only valid

@@ -22,12 +22,13 @@ use k8s_openapi::{
 use kube::{
     Api, Client, ResourceExt,
     api::{PartialObjectMeta, PostParams},
-    runtime::{WatchStreamExt, watcher},
+    runtime::watcher,
 };
 use tokio::{sync::watch, time::Instant};
 use tracing::{debug, info, warn};
 
 use super::CaBundle;
+use crate::kube_watch;
 use crate::{
     drain::Tasks,
     leader::Leadership,
@@ -198,6 +199,8 @@ pub struct RootPublisherConfig {
     pub leadership: Leadership,
     /// The CA's material; its roots are published, again on every rotation.
     pub roots: watch::Receiver<Arc<CaBundle>>,
+    /// Server-side timeout of its watches, in seconds (`--watch-timeout`).
+    pub watch_timeout: u32,
 }
 
 /// Runs the publishers as leader duties on `tasks`: the primary's (`ca-root-publisher`) and one per
@@ -209,14 +212,15 @@ pub fn spawn(cfg: RootPublisherConfig, tasks: &Tasks) {
         remotes,
         leadership,
         roots,
+        watch_timeout,
     } = cfg;
     let primary_roots = roots.clone();
     leadership.run_while_leader(tasks, "ca-root-publisher", move |term| {
         let (cluster, client, roots) = (cluster.clone(), client.clone(), primary_roots.clone());
-        async move { run(&cluster, client, roots, &term).await }
+        async move { run(&cluster, client, roots, watch_timeout, &term).await }
     });
     leadership.run_while_leader(tasks, "ca-root-publisher-remotes", move |term| {
-        remotes::run(remotes.watch_remotes(), roots.clone(), term)
+        remotes::run(remotes.watch_remotes(), roots.clone(), watch_timeout, term)
     });
 }
 
@@ -289,22 +293,23 @@ impl View {
     }
 }
 
-fn events(client: &Client) -> futures::stream::SelectAll<BoxStream<'static, Result<Event, PublishError>>> {
-    let namespaces = watcher(
+fn events(
+    client: &Client,
+    watch_timeout: u32,
+) -> futures::stream::SelectAll<BoxStream<'static, Result<Event, PublishError>>> {
+    let namespaces = kube_watch::watch(
         Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
-        watcher::Config::default(),
+        kube_watch::config(watch_timeout),
     )
-    .default_backoff()
     .map(|r| {
         r.map(Event::Namespace)
             .map_err(|e| PublishError::watch("namespaces", e))
     })
     .boxed();
-    let configmaps = watcher(
+    let configmaps = kube_watch::watch(
         Api::<ConfigMap>::all(client.clone()),
-        watcher::Config::default().fields(&format!("metadata.name={CONFIGMAP_NAME}")),
+        kube_watch::config(watch_timeout).fields(&format!("metadata.name={CONFIGMAP_NAME}")),
     )
-    .default_backoff()
     .map(|r| {
         r.map(Event::ConfigMap)
             .map_err(|e| PublishError::watch("configmaps", e))
@@ -314,8 +319,14 @@ fn events(client: &Client) -> futures::stream::SelectAll<BoxStream<'static, Resu
 }
 
 /// Publishes in `cluster` with `client`: watch, decide, write, until `stop` is cancelled.
-async fn run(cluster: &ClusterId, client: Client, mut roots: watch::Receiver<Arc<CaBundle>>, stop: &Tasks) {
-    let mut events = events(&client);
+async fn run(
+    cluster: &ClusterId,
+    client: Client,
+    mut roots: watch::Receiver<Arc<CaBundle>>,
+    watch_timeout: u32,
+    stop: &Tasks,
+) {
+    let mut events = events(&client, watch_timeout);
     let mut view = View::default();
     let mut retry: Option<(Instant, Duration)> = None;
     let mut repeats = Repeats::new(REPEAT_WINDOW);

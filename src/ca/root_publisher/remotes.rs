@@ -53,7 +53,12 @@ fn plan<T>(
 
 /// One leadership term: keeps a publisher per running remote until `term` is cancelled. The publishers
 /// run on children of `term`, so losing the lease cancels them all.
-pub(super) async fn run(mut remotes: RemotesWatch, roots: watch::Receiver<Arc<CaBundle>>, term: Tasks) {
+pub(super) async fn run(
+    mut remotes: RemotesWatch,
+    roots: watch::Receiver<Arc<CaBundle>>,
+    watch_timeout: u32,
+    term: Tasks,
+) {
     let mut running: BTreeMap<ClusterId, (ClientChannel, Tasks)> = BTreeMap::new();
     loop {
         let current = remotes.current();
@@ -70,7 +75,13 @@ pub(super) async fn run(mut remotes: RemotesWatch, roots: watch::Receiver<Arc<Ca
             let tasks = term.child();
             tasks.spawn(
                 &format!("ca-root-publisher:{id}"),
-                follow(id.clone(), channel.clone(), roots.clone(), tasks.clone()),
+                follow(
+                    id.clone(),
+                    channel.clone(),
+                    roots.clone(),
+                    watch_timeout,
+                    tasks.clone(),
+                ),
             );
             running.insert(id, (channel, tasks));
         }
@@ -87,13 +98,14 @@ async fn follow(
     cluster: ClusterId,
     mut client: ClientChannel,
     roots: watch::Receiver<Arc<CaBundle>>,
+    watch_timeout: u32,
     stop: Tasks,
 ) {
     loop {
         let current = client.borrow_and_update().clone();
         let publishing = async {
             if let Some(c) = current {
-                publish(&cluster, c, roots.clone(), &stop).await;
+                publish(&cluster, c, roots.clone(), watch_timeout, &stop).await;
             }
             std::future::pending::<()>().await;
         };
