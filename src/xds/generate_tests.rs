@@ -215,6 +215,6 @@ fn a_shared_cache_answers_every_proxy_as_a_fresh_build_would() {
                 assert_eq!(got, fresh[&(p.id.to_string(), i)], "seed {seed}: {} {ty}", p.id);
             }
         }
-        assert!(cache.len() > 0, "the cache was used");
+        assert!(!cache.is_empty(), "the cache was used");
     }
 }
