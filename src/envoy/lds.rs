@@ -6,9 +6,10 @@
 //! fault and router filters (router last). Envoy sidecars get `virtualOutbound` (15001, original destination, passthrough
 //! by default), one `0.0.0.0_<port>` HTTP listener per HTTP service port and one `<vip>_<port>` TCP
 //! proxy listener per other service port with a cluster IP. An east-west gateway gets `0.0.0.0_15443`:
-//! a TLS inspector reads the SNI `outbound_.<port>_._.<hostname>` that sidecars send with Istio mTLS,
-//! and one filter chain per service port proxies that SNI, still encrypted, to the SNI-DNAT cluster of
-//! the same name (istiod's AUTO_PASSTHROUGH). Does NOT: inbound listeners, gRPC server
+//! a TLS inspector reads the SNI `outbound_.<port>_.<subset>_.<hostname>` that sidecars send with
+//! Istio mTLS, and one filter chain per service port and per subset of the port's DestinationRule,
+//! matching that SNI and the Istio mTLS ALPNs, proxies the connection, still encrypted, to the SNI-DNAT
+//! cluster of the same name (istiod's AUTO_PASSTHROUGH). Does NOT: inbound listeners, gRPC server
 //! listeners (`xds.istio.io/grpc/lds/inbound/…`), protocol sniffing, or filters beyond fault and router.
 
 use std::{collections::BTreeSet, net::IpAddr, sync::Arc};
@@ -162,22 +163,41 @@ fn vips<'a>(service: &'a Service, proxy: &Proxy) -> impl Iterator<Item = IpAddr>
     all.into_iter()
 }
 
-/// The east-west gateway's listener: by SNI, each service port's mTLS connections pass through to the
-/// local endpoints, in the order of the services (host name, then port).
-pub fn east_west_listener(mesh: &dyn Mesh) -> Listener {
+/// The ALPNs Istio mTLS clients offer (istiod's `allIstioMtlsALPNs`): an AUTO_PASSTHROUGH chain admits
+/// only these, so a plain TLS client that happens to send a mesh SNI is not passed through.
+pub const ISTIO_MTLS_ALPNS: [&str; 5] = [
+    "istio",
+    "istio-peer-exchange",
+    "istio-http/1.0",
+    "istio-http/1.1",
+    "istio-h2",
+];
+
+/// The east-west gateway's listener (istiod's `builtAutoPassthroughFilterChains`): by SNI, each
+/// in-mesh service port's mTLS connections, and those of each subset of the DestinationRule the
+/// gateway gets for the service, pass through still encrypted to the SNI-DNAT cluster of the same name;
+/// in the order of the services (host name, then port), the whole service before its subsets.
+pub fn east_west_listener(mesh: &dyn Mesh, proxy: &Proxy) -> Listener {
     let filter_chains = mesh
         .services()
+        .filter(|s| !s.mesh_external)
         .flat_map(|s| s.ports.iter().map(move |p| (s, p)))
         .filter(|(_, p)| p.protocol != crate::model::Protocol::Udp)
-        .map(|(s, p)| {
-            let sni = cds::sni_name(p.port, &s.hostname);
-            FilterChain {
-                filter_chain_match: Some(FilterChainMatch {
-                    server_names: vec![sni.clone()],
-                    ..Default::default()
-                }),
-                ..tcp_chain(&sni, &sni)
-            }
+        .flat_map(|(s, p)| {
+            let subsets = cds::rule_for(mesh, proxy, s)
+                .into_iter()
+                .flat_map(|r| r.rule.subsets.iter().map(|x| x.name.clone()));
+            std::iter::once(String::new())
+                .chain(subsets)
+                .map(move |subset| cds::subset_sni_name(p.port, &subset, &s.hostname))
+        })
+        .map(|sni| FilterChain {
+            filter_chain_match: Some(FilterChainMatch {
+                server_names: vec![sni.clone()],
+                application_protocols: ISTIO_MTLS_ALPNS.map(str::to_owned).to_vec(),
+                ..Default::default()
+            }),
+            ..tcp_chain(&sni, &sni)
         })
         .collect();
     Listener {
@@ -295,9 +315,13 @@ pub(super) fn build(ctx: &Context, name: Arc<str>) -> Option<Resource> {
         ProxyKind::Grpc => grpc_listener(ctx.mesh, ctx.proxy, &name)?,
         ProxyKind::Sidecar => sidecar_listener(ctx.mesh, ctx.proxy, &name, ctx.scope.outbound)?,
         ProxyKind::Router if ctx.proxy.is_east_west_gateway() && &*name == EAST_WEST_LISTENER => {
-            east_west_listener(ctx.mesh)
+            east_west_listener(ctx.mesh, ctx.proxy)
         }
         ProxyKind::Router => return None,
     };
     Some(Resource::encode(XdsType::Listener, name, &listener))
 }
+
+#[cfg(test)]
+#[path = "lds_tests.rs"]
+mod tests;
