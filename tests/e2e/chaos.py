@@ -440,6 +440,11 @@ class World:
                 out.add(f"{svc['metadata']['name']}.{NS}.svc.cluster.local")
         return out & set(HOSTS)
 
+    def dr_istio_mutual(self) -> bool:
+        status, body = self.api["cluster1"].request(
+            "GET", f"/apis/networking.istio.io/v1/namespaces/{NS}/destinationrules/chaos")
+        return status == 200 and body["spec"].get("trafficPolicy", {}).get("tls", {}).get("mode") == "ISTIO_MUTUAL"
+
     def pa_disabled(self) -> bool:
         status, body = self.api["cluster1"].request(
             "GET", f"/apis/security.istio.io/v1/namespaces/{NS}/peerauthentications/default")
@@ -490,8 +495,9 @@ def truth_problems(world: World, client: Client) -> list[str]:
         if direct != ips[own]:
             problems.append(f"EDS {name}: direct endpoints {sorted(direct)}, the simulators' ready "
                             f"endpoints on {own}: {sorted(ips[own])}")
-        # PeerAuthentication DISABLE: no endpoint takes mTLS, so none is reached through a gateway.
-        if world.pa_disabled() and GATEWAYS[other] in got:
+        # PeerAuthentication DISABLE: no endpoint takes mTLS, so none is reached through a gateway;
+        # unless the DestinationRule says ISTIO_MUTUAL, which decides first (istiod's checkMtlsEnabled).
+        if world.pa_disabled() and not world.dr_istio_mutual() and GATEWAYS[other] in got:
             problems.append(f"EDS {name}: PeerAuthentication DISABLE, yet {other}'s gateway is an endpoint")
     return problems
 
