@@ -62,6 +62,16 @@ fi
 export KUBECTL
 "$KUBECTL" version --client 2>/dev/null | sed -n 1p
 
+step "real peers: kube-apiserver, kube-controller-manager, etcd (tests/peers/build.sh)"
+# Optional: built once from their pinned Go modules into tests/.cache/bin (cached by a stamp of
+# tests/peers/go.mod and go.sum); the real-API-server tests (tests/e2e/realk8s.py) skip without them,
+# and build.sh says so where Go is absent. A developer's build keeps to one core at nice 19; CI uses all.
+if [ "${CI:-}" = true ] && [ -z "${PEERS_BUILD_JOBS:-}" ]; then export PEERS_BUILD_JOBS=$(nproc); fi
+tests/peers/build.sh
+for peer in ETCD=etcd KUBE_APISERVER=kube-apiserver KUBE_CONTROLLER_MANAGER=kube-controller-manager; do
+  if [ -x "$cache/bin/${peer#*=}" ]; then export "${peer%%=*}=$cache/bin/${peer#*=}"; fi
+done
+
 step "lint (cargo fmt, cargo clippy)"
 # The house rules (docs/CONTRIBUTING.md), clippy.toml's banned types among them.
 # Skipped (said so) where the toolchain lacks the rustfmt or clippy component.
