@@ -241,19 +241,26 @@ impl<'a> Context<'a> {
                 id => format!("{view}|absent:{id}").into(),
             }
         };
+        // A scope that shows the whole mesh cannot make a name absent that exists: skip the lookup
+        // (the common case, and most of an EDS cache hit's cost).
+        let narrowed = !self.scope.sees_everything();
         match ty {
             // A cluster depends on the DestinationRule the proxy gets for its service: resolved once,
             // for the key and the build.
             XdsType::Cluster => {
                 let resolved = cds::resolve(self.mesh, self.proxy, name);
                 let view = cds::view_key(resolved.as_ref(), base);
-                let view = if resolved.is_some() { view } else { absent(view) };
+                let view = if resolved.is_some() || !narrowed {
+                    view
+                } else {
+                    absent(view)
+                };
                 Plan { view, resolved }
             }
             // An assignment also depends on the DestinationRule the proxy uses for its service.
             XdsType::Endpoint => {
                 let view = eds::name_key(self, base, name);
-                let view = if parse_cluster(self.mesh, name).is_some() {
+                let view = if !narrowed || parse_cluster(self.mesh, name).is_some() {
                     view
                 } else {
                     absent(view)

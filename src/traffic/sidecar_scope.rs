@@ -509,6 +509,13 @@ impl SidecarScope {
         }
     }
 
+    /// Whether the scope shows every host as the mesh has it: no Sidecar imports, no host another
+    /// namespace's `exportTo` hides, no copy chosen over the mesh-wide one. Such proxies resolve every
+    /// name alike, so what does not exist for one does not exist for any.
+    pub fn sees_everything(&self) -> bool {
+        self.imports.is_none() && self.choice.is_empty() && self.invisible.is_empty()
+    }
+
     /// Whether some host in scope falls under `pattern` (a rule's host, possibly a wildcard). The
     /// default scope sees every exported host, so only an exact host it cannot see is out of it.
     pub fn sees_pattern(&self, pattern: &HostPattern) -> bool {
