@@ -354,8 +354,10 @@ class World:
         for k in ("resourceVersion", "uid", "creationTimestamp", "managedFields"):
             secret["metadata"].pop(k, None)
         if self.joined and self.rng.random() < 0.4:
-            self.log(f"secret deleted: {primary.request('DELETE', KubeApi.path(secret))[0]}")
-            self.joined = False
+            status = primary.request("DELETE", KubeApi.path(secret))[0]
+            self.log(f"secret deleted: {status}")
+            # A faulted primary refuses (429, 5xx): the remote stays joined.
+            self.joined = status not in (200, 202)
             return
         key = next(iter(secret["data"]))
         body = base64.b64decode(secret["data"][key]).decode() + f"\n# rotated {self.rng.random()}\n"
@@ -364,7 +366,7 @@ class World:
         if status == 404:
             status, _ = primary.request("POST", KubeApi.path(secret, named=False), secret)
         self.log(f"secret {'rotated' if self.joined else 're-created'}: {status}")
-        self.joined = True
+        self.joined = self.joined or status in (200, 201)
 
     def fault(self) -> None:
         cluster = self.rng.choice(self.healthy() or ["cluster2"])
