@@ -1,18 +1,19 @@
-"""Real proxyless gRPC clients (grpcio, and @grpc/grpc-js-xds when node is available) resolve a
-service through meshd's ADS server and reach echo backends on loopback; changing the endpoints moves
-the traffic."""
+"""Real proxyless gRPC clients (grpcio; @grpc/grpc-js-xds and grpc-go when available, see
+proxyless.py) resolve a service through meshd's ADS server and reach echo backends on loopback;
+changing the endpoints moves the traffic."""
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from xdsharness import REPO, EchoBackend, Fixture, bootstrap, echo_service
+import proxyless
+from proxyless import node_modules  # noqa: F401 (imported from here by other tests)
+from xdsharness import EchoBackend, Fixture, bootstrap, echo_service
 
 HERE = Path(__file__).resolve().parent
 TARGET = "xds:///echo.default.svc.cluster.local:7070"
@@ -80,25 +81,23 @@ def test_grpcio_moves_traffic_within_one_channel(tmp_path, backends):
         fixture.close()
 
 
-def node_modules() -> Path | None:
-    nm = REPO / "tests" / "node_modules"
-    return nm if (nm / "@grpc" / "grpc-js-xds").is_dir() and shutil.which("node") else None
-
-
-@pytest.mark.skipif(node_modules() is None, reason="node or tests/node_modules (tests/run.sh installs them) missing")
-def test_grpc_js_xds_resolves_and_traffic_follows_endpoints(tmp_path, backends):
+@pytest.mark.parametrize("kind", proxyless.params("grpc-js", "grpc-go"))
+def test_other_clients_resolve_and_traffic_follows_endpoints(tmp_path, backends, kind):
+    """@grpc/grpc-js-xds and grpc-go, one fresh client per look."""
     a, b = backends
     fixture = Fixture(tmp_path, {"services": [echo_service([("127.0.0.1", a.port)])]})
 
     def run() -> set[str]:
-        env = dict(os.environ, GRPC_XDS_BOOTSTRAP_CONFIG=bootstrap(fixture.port), NODE_PATH=str(node_modules()))
-        out = subprocess.run(["node", str(HERE / "grpc_js_xds_client.js"), TARGET, "6"],
+        env = proxyless.env(kind, dict(os.environ, GRPC_XDS_BOOTSTRAP_CONFIG=bootstrap(fixture.port)))
+        out = subprocess.run(proxyless.command(kind, TARGET, "--count", "6"),
                              env=env, capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
         return set(out.stdout.split())
 
     try:
         assert run() == {"backend-a"}
+        fixture.set_mesh({"services": [echo_service([("127.0.0.1", a.port), ("127.0.0.1", b.port)])]})
+        assert run() == {"backend-a", "backend-b"}
         fixture.set_mesh({"services": [echo_service([("127.0.0.1", b.port)])]})
         assert run() == {"backend-b"}
     finally:
