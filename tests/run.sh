@@ -72,6 +72,12 @@ for peer in ETCD=etcd KUBE_APISERVER=kube-apiserver KUBE_CONTROLLER_MANAGER=kube
   if [ -x "$cache/bin/${peer#*=}" ]; then export "${peer%%=*}=$cache/bin/${peer#*=}"; fi
 done
 
+step "grpc-go xDS client (tests/peers/grpcgo/build.sh)"
+# Optional: the third proxyless client (tests/e2e/proxyless.py), built once from its pinned go.mod into
+# tests/.cache/bin; its tests skip without it, and build.sh says so where Go is absent.
+tests/peers/grpcgo/build.sh
+if [ -x "$cache/bin/grpc-go-xds-client" ]; then export GRPC_GO_XDS_CLIENT="$cache/bin/grpc-go-xds-client"; fi
+
 step "lint (cargo fmt, cargo clippy)"
 # The house rules (docs/CONTRIBUTING.md), clippy.toml's banned types among them.
 # Skipped (said so) where the toolchain lacks the rustfmt or clippy component.
