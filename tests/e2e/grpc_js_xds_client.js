@@ -4,21 +4,28 @@
 // Traffic modes, as grpc_xds_client.py: `--report` prints {"backends": {name: count}, "statuses":
 // {code: count}} at the end, `--stream` one {"t", "backend", "status"} line per RPC (`--forever`: until
 // killed); both count failures instead of stopping and do not wait for ready. `--metadata KEY=VALUE`
-// (repeatable) is sent with every RPC; `--interval MS` pauses between RPCs.
+// (repeatable) is sent with every RPC; `--interval MS` pauses between RPCs; `--timeout S` is each RPC's
+// deadline (10 s). `--xds-creds` uses xDS credentials (workload mTLS from the CDS transport socket,
+// plaintext when CDS has none); `--forever` without a traffic mode keeps the channel open after the calls.
 const grpc = require('@grpc/grpc-js');
-require('@grpc/grpc-js-xds').register();
+const xds = require('@grpc/grpc-js-xds');
+
+xds.register();
 
 const positional = [];
-const opts = { metadata: [], report: false, stream: false, forever: false, interval: 0 };
+const opts = { metadata: [], report: false, stream: false, forever: false, interval: 0, timeout: 10, xdsCreds: false };
 for (let i = 2; i < process.argv.length; i++) {
   const a = process.argv[i];
   if (a === '--report' || a === '--stream' || a === '--forever') opts[a.slice(2)] = true;
   else if (a === '--metadata') opts.metadata.push(process.argv[++i]);
   else if (a === '--interval') opts.interval = Number(process.argv[++i]);
+  else if (a === '--timeout') opts.timeout = Number(process.argv[++i]);
+  else if (a === '--xds-creds') opts.xdsCreds = true;
   else positional.push(a);
 }
 const [target, count] = [positional[0], Number(positional[1] || 4)];
-const client = new grpc.Client(target, grpc.credentials.createInsecure());
+const insecure = grpc.credentials.createInsecure();
+const client = new grpc.Client(target, opts.xdsCreds ? new xds.XdsChannelCredentials(insecure) : insecure);
 const id = (b) => b;
 const metadata = new grpc.Metadata();
 for (const kv of opts.metadata) {
@@ -30,7 +37,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 function call(waitForReady) {
   return new Promise((resolve, reject) => {
-    const deadline = new Date(Date.now() + 10000);
+    const deadline = new Date(Date.now() + opts.timeout * 1000);
     client.makeUnaryRequest('/echo.Echo/Call', id, id, Buffer.from('hi'), metadata, { deadline, waitForReady },
       (err, res) => (err ? reject(err) : resolve(res.toString())));
   });
@@ -61,6 +68,7 @@ async function traffic() {
 async function main() {
   if (opts.report || opts.stream) return traffic();
   for (let i = 0; i < count; i++) console.log(await call(true));
+  while (opts.forever) await call(true).catch(() => sleep(500));
 }
 
 main().then(() => { client.close(); process.exit(0); },

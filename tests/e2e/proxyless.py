@@ -4,8 +4,8 @@ line (grpc_xds_client.py's: ``target --count N --timeout S --xds-creds --forever
 
 - ``grpcio``: tests/e2e/grpc_xds_client.py (Python grpcio, tests/requirements.txt);
 - ``grpc-js``: tests/e2e/grpc_js_xds_client.js (@grpc/grpc-js-xds, tests/package.json), when node and
-  tests/node_modules are there; its own CLI (count positional, interval in ms, no --timeout / --duration)
-  is translated here, and scenarios it cannot run say so;
+  tests/node_modules are there; its own CLI (count positional, interval in ms, no --duration) is
+  translated here;
 - ``grpc-go``: tests/peers/grpcgo (google.golang.org/grpc/xds, pinned in its go.mod), the binary
   ``$GRPC_GO_XDS_CLIENT`` or tests/.cache/bin/grpc-go-xds-client (tests/peers/grpcgo/build.sh builds it).
 
@@ -68,12 +68,12 @@ def _node_args(target: str, args: tuple[str, ...]) -> list[str]:
             count = v
         elif a == "--interval":
             out += ["--interval", str(int(float(v) * 1000))]
-        elif a == "--metadata":
-            out += ["--metadata", v]
+        elif a in ("--metadata", "--timeout"):
+            out += [a, v]
         elif a in ("--report", "--stream", "--forever", "--xds-creds"):
             out.append(a)
-        elif a in ("--timeout", "--duration"):
-            pass  # the node client has a fixed 10 s deadline and no duration
+        elif a == "--duration":
+            raise ValueError("grpc_js_xds_client.js has no --duration")
         else:
             raise ValueError(f"grpc_js_xds_client.js has no {a}")
         i += 2 if v is not None else 1

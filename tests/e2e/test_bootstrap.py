@@ -1,23 +1,22 @@
-"""`meshctl bootstrap` is enough for a real proxyless gRPC client: grpcio, given only that file, reaches
-SYNCED on CDS, EDS, LDS and RDS with no NACK against a sandbox meshd (a DestinationRule makes the
-cluster ISTIO_MUTUAL, so the bootstrap's `default` certificate provider is what CDS needs), and its RPCs
-reach a backend on loopback over workload mTLS with the sandbox's certificate."""
+"""`meshctl bootstrap` is enough for a real proxyless gRPC client: each of grpcio, @grpc/grpc-js-xds and
+grpc-go (proxyless.py), given only that file, reaches SYNCED on CDS, EDS, LDS and RDS with no NACK
+against a sandbox meshd (a DestinationRule makes the cluster ISTIO_MUTUAL, so the bootstrap's `default`
+certificate provider is what CDS needs), and its RPCs reach a backend on loopback over workload mTLS
+with the sandbox's certificate."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
-import sys
-from pathlib import Path
 
 import grpc
 import pytest
 
+import proxyless
 from meshd_proc import BIN_DIR, KubeApi, Meshd, eventually
 from xdsharness import EchoBackend
 
-HERE = Path(__file__).resolve().parent
 PROXY = "sidecar~127.0.0.1~loop-client.sample~sample.svc.cluster.local"
 TARGET = "xds:///loop.sample.svc.cluster.local:7070"
 
@@ -73,7 +72,8 @@ def sandbox(tmp_path):
     assert m.stop() == 0, m.log()
 
 
-def test_bootstrap_file_reaches_synced_and_rpcs_flow(sandbox, tmp_path):
+@pytest.mark.parametrize("kind", proxyless.params())
+def test_bootstrap_file_reaches_synced_and_rpcs_flow(sandbox, tmp_path, kind):
     sandbox, backend = sandbox
     api = KubeApi(sandbox.kubeconfig("cluster1"))
     for obj in loop_service(backend.port):
@@ -89,23 +89,22 @@ def test_bootstrap_file_reaches_synced_and_rpcs_flow(sandbox, tmp_path):
     assert bs["certificate_providers"]["default"]["config"]["certificate_file"] == str(
         sandbox.state / "certs" / "cert-chain.pem")
 
-    env = dict(os.environ, GRPC_XDS_BOOTSTRAP=str(out), GRPC_VERBOSITY="ERROR")
+    env = proxyless.env(kind, dict(os.environ, GRPC_XDS_BOOTSTRAP=str(out)))
+    env.pop("GRPC_XDS_BOOTSTRAP_CONFIG", None)
     client = subprocess.Popen(
-        [sys.executable, str(HERE / "grpc_xds_client.py"), TARGET, "--xds-creds", "--count", "4",
-         "--timeout", "20"],
+        proxyless.command(kind, TARGET, "--xds-creds", "--count", "4", "--timeout", "20"),
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
         stdout, stderr = client.communicate(timeout=60)
     finally:
         client.kill()
-    assert client.returncode == 0, f"grpcio client failed:\n{stderr}\nmeshd:\n{sandbox.log()[-3000:]}"
+    assert client.returncode == 0, f"{kind} client failed:\n{stderr}\nmeshd:\n{sandbox.log()[-3000:]}"
     assert stdout.split() == ["loop-0"] * 4
 
     # The client has exited; its last state is what syncz recorded while it ran, so check a live one.
     live = subprocess.Popen(
-        [sys.executable, str(HERE / "grpc_xds_client.py"), TARGET, "--xds-creds", "--count", "1",
-         "--forever", "--timeout", "20"],
+        proxyless.command(kind, TARGET, "--xds-creds", "--count", "1", "--forever", "--timeout", "20"),
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )
     try:
