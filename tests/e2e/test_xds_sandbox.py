@@ -1,19 +1,19 @@
 """Real proxyless gRPC clients against real meshd on the sandbox: endpoints written to the simulated
-cluster with kubectl reach grpcio and @grpc/grpc-js-xds through the whole pipeline (registry → aggregate
-→ ADS), on 15010 (plaintext) and on 15012 (mTLS with the sandbox's mesh certificates)."""
+cluster with kubectl reach grpcio, @grpc/grpc-js-xds and grpc-go (proxyless.py) through the whole
+pipeline (registry → aggregate → ADS), on 15010 (plaintext) and on 15012 (mTLS with the sandbox's mesh
+certificates)."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+import proxyless
 from meshd_proc import Meshd, eventually
-from test_xds_grpc_clients import node_modules
 from xdsharness import EchoBackend
 
 HERE = Path(__file__).resolve().parent
@@ -53,14 +53,14 @@ def bootstrap(server_uri: str, creds: dict) -> str:
     })
 
 
-def run_grpcio(boot: str, count: int = 8, timeout: float = 10) -> subprocess.CompletedProcess:
-    env = dict(os.environ, GRPC_XDS_BOOTSTRAP_CONFIG=boot, GRPC_VERBOSITY="ERROR")
-    return subprocess.run([sys.executable, str(HERE / "grpc_xds_client.py"), TARGET, "--count", str(count),
-                           "--timeout", str(timeout)], env=env, capture_output=True, text=True, timeout=60)
+def run_grpcio(boot: str, count: int = 8, timeout: float = 10, kind: str = "grpcio") -> subprocess.CompletedProcess:
+    env = proxyless.env(kind, dict(os.environ, GRPC_XDS_BOOTSTRAP_CONFIG=boot))
+    return subprocess.run(proxyless.command(kind, TARGET, "--count", str(count), "--timeout", str(timeout)),
+                          env=env, capture_output=True, text=True, timeout=60)
 
 
-def grpcio(boot: str, count: int = 8) -> set[str]:
-    out = run_grpcio(boot, count)
+def grpcio(boot: str, count: int = 8, kind: str = "grpcio") -> set[str]:
+    out = run_grpcio(boot, count, kind=kind)
     assert out.returncode == 0, out.stderr
     return set(out.stdout.split())
 
@@ -102,26 +102,30 @@ def mesh_tls(m: Meshd, with_identity: bool = True) -> dict:
     return {"type": "tls", "config": config}
 
 
-def test_grpcio_on_15012_with_mesh_mtls(mesh):
+# grpc-js-xds 1.14 knows only the `google_default` and `insecure` xDS channel credentials (its
+# xds-bootstrap.js): the bootstrap's `tls` entry (gRFC A65) makes it refuse the bootstrap.
+NO_TLS_XDS_CREDS = {"grpc-js": "@grpc/grpc-js-xds 1.14 supports no `tls` channel_creds for the xDS server"}
+
+
+@pytest.mark.parametrize("kind", proxyless.params(unsupported=NO_TLS_XDS_CREDS))
+def test_clients_on_15012_with_mesh_mtls(mesh, kind):
     m, _, _ = mesh
-    got = grpcio(bootstrap(f"localhost:{m.secure}", mesh_tls(m)))
+    got = grpcio(bootstrap(f"localhost:{m.secure}", mesh_tls(m)), kind=kind)
     assert got and got <= {"pod-a", "pod-b"}, got
 
 
-def test_15012_refuses_a_client_without_a_mesh_identity(mesh):
+@pytest.mark.parametrize("kind", proxyless.params(unsupported=NO_TLS_XDS_CREDS))
+def test_15012_refuses_a_client_without_a_mesh_identity(mesh, kind):
     m, _, _ = mesh
-    out = run_grpcio(bootstrap(f"localhost:{m.secure}", mesh_tls(m, with_identity=False)), count=1, timeout=3)
+    out = run_grpcio(bootstrap(f"localhost:{m.secure}", mesh_tls(m, with_identity=False)), count=1, timeout=3,
+                     kind=kind)
     assert out.returncode != 0, out.stdout
 
 
-@pytest.mark.skipif(node_modules() is None, reason="node or tests/node_modules (tests/run.sh installs them) missing")
-def test_grpc_js_xds_on_15010(mesh):
+@pytest.mark.parametrize("kind", proxyless.params("grpc-js", "grpc-go"))
+def test_other_clients_on_15010(mesh, kind):
     m, _, _ = mesh
-    env = dict(os.environ, GRPC_XDS_BOOTSTRAP_CONFIG=plaintext(m), NODE_PATH=str(node_modules()))
-    out = subprocess.run(["node", str(HERE / "grpc_js_xds_client.js"), TARGET, "8"],
-                         env=env, capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    got = set(out.stdout.split())
+    got = grpcio(plaintext(m), kind=kind)
     assert got and got <= {"pod-a", "pod-b"}, got
 
 
@@ -153,10 +157,11 @@ spec:
 """
 
 
-def test_workload_mtls_between_client_and_backend_with_mesh_certificates(mesh, tmp_path):
+@pytest.mark.parametrize("kind", proxyless.params())
+def test_workload_mtls_between_client_and_backend_with_mesh_certificates(mesh, tmp_path, kind):
     """A backend serving TLS with a mesh workload certificate (and requiring one), a pod labelled
     `tlsMode: istio` and a DestinationRule saying ISTIO_MUTUAL (proxyless gRPC gets no auto-mTLS, as
-    with istiod): grpcio with xDS credentials gets the cluster's UpstreamTlsContext from meshd and
+    with istiod): each client with xDS credentials gets the cluster's UpstreamTlsContext from meshd and
     does mTLS with certificates from meshd's CA; without xDS credentials the same call fails."""
     import grpc
 
@@ -187,12 +192,12 @@ def test_workload_mtls_between_client_and_backend_with_mesh_certificates(mesh, t
             "certificate_file": str(certs / "cert-chain.pem"), "private_key_file": str(certs / "key.pem"),
             "ca_certificate_file": str(certs / "root-cert.pem"), "refresh_interval": "600s"}}
         boot["certificate_providers"] = {"default": provider, "ROOTCA": provider}
-        env = dict(os.environ, GRPC_XDS_BOOTSTRAP_CONFIG=json.dumps(boot), GRPC_VERBOSITY="ERROR")
+        env = proxyless.env(kind, dict(os.environ, GRPC_XDS_BOOTSTRAP_CONFIG=json.dumps(boot)))
         target = f"xds:///{MTLS_HOST}:7070"
 
         def call(*extra: str) -> subprocess.CompletedProcess:
-            return subprocess.run([sys.executable, str(HERE / "grpc_xds_client.py"), target, "--count", "2",
-                                   "--timeout", "5", *extra], env=env, capture_output=True, text=True, timeout=60)
+            return subprocess.run(proxyless.command(kind, target, "--count", "2", "--timeout", "5", *extra),
+                                  env=env, capture_output=True, text=True, timeout=60)
 
         ok = eventually("an mTLS call through xDS credentials",
                         lambda: (r := call("--xds-creds")).returncode == 0 and r, timeout=30)
