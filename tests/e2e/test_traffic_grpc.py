@@ -1,7 +1,8 @@
-"""Traffic policy across clusters, proven with real grpcio traffic on the two-cluster sandbox of
-``traffic_mesh`` (backends on loopback, Istio config applied with kubectl to the config cluster):
-a weighted canary split across clusters, locality failover to the other cluster, header routing and
-an abort fault, each through the xDS meshd generates for proxyless gRPC."""
+"""Traffic policy across clusters, proven with real gRPC traffic from each proxyless client (grpcio,
+@grpc/grpc-js-xds and grpc-go: proxyless.py) on the two-cluster sandbox of ``traffic_mesh`` (backends
+on loopback, Istio config applied with kubectl to the config cluster): a weighted canary split across
+clusters, locality failover to the other cluster, header routing and an abort fault, each through the
+xDS meshd generates for proxyless gRPC."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from envoy.extensions.retry.host.previous_hosts.v3 import previous_hosts_pb2  # 
 from google.protobuf import json_format, struct_pb2
 from envoy.config.core.v3 import base_pb2
 
+import proxyless
 from meshd_proc import eventually
 from traffic_mesh import NS, TrafficMesh, host, last_run
 from xdsharness import EDS, LDS, RDS, Ads, decode
@@ -89,18 +91,19 @@ V1 = f"outbound|7070|v1|{host('echo')}"
 V2 = f"outbound|7070|v2|{host('echo')}"
 
 
-def test_weighted_canary_across_clusters_and_moving_all_traffic_within_one_second(mesh):
+@pytest.mark.parametrize("kind", proxyless.params())
+def test_weighted_canary_across_clusters_and_moving_all_traffic_within_one_second(mesh, kind):
     """v1 runs in cluster1, v2 in cluster2: VS 80/20 splits 1,000 RPCs within ±5 points; after the VS
     is changed to 0/100 with kubectl apply, no RPC reaches v1 more than a second later."""
     try:
         mesh.apply(subset_rule("echo"), virtual_service("echo", {"route": [to("v1", 80), to("v2", 20)]}))
         eventually("the 80/20 route", lambda: weights(route_config(mesh, "echo")) == {V1: 80, V2: 20})
-        backends, statuses = mesh.report("echo", 1000)
+        backends, statuses = mesh.report("echo", 1000, kind=kind)
         assert statuses == {"OK": 1000}, statuses
         assert set(backends) == {"echo-v1-0", "echo-v2-0"}, backends
         assert abs(backends["echo-v2-0"] / 10 - 20) <= 5, backends
 
-        stream = mesh.stream("echo")
+        stream = mesh.stream("echo", kind=kind)
         try:
             stream.until("both versions answering one channel",
                          lambda rs: {r["backend"] for r in rs} >= {"echo-v1-0", "echo-v2-0"})
@@ -137,17 +140,18 @@ def priorities(cla: dict) -> dict[str, int]:
 LOCAL = {"fo-local-0", "fo-local-1"}
 
 
-def test_locality_failover_to_the_other_cluster_and_back(mesh):
+@pytest.mark.parametrize("kind", proxyless.params())
+def test_locality_failover_to_the_other_cluster_and_back(mesh, kind):
     """A client in us-east1/us-east1-a stays on its zone's pods; when kubectl makes every one of them
     unready its RPCs go to eu-west1 (cluster2) without one failing, and come back on recovery."""
     try:
         mesh.apply(FAILOVER_RULE)
         eventually("eu-west1 as the failover priority", lambda: priorities(assignment(mesh, FO)) == {
             "us-east1/us-east1-a": 0, "eu-west1/eu-west1-a": 1})
-        backends, statuses = mesh.report("fo", 300)
+        backends, statuses = mesh.report("fo", 300, kind=kind)
         assert statuses == {"OK": 300} and set(backends) == LOCAL, (backends, statuses)
 
-        stream = mesh.stream("fo")
+        stream = mesh.stream("fo", kind=kind)
         try:
             stream.until("local traffic", lambda rs: last_run(rs, 20, lambda r: r["backend"] in LOCAL))
             for p in sorted(LOCAL):
@@ -167,27 +171,29 @@ def test_locality_failover_to_the_other_cluster_and_back(mesh):
         mesh.delete("destinationrule", "fo")
 
 
-def test_a_header_routes_to_v2(mesh):
+@pytest.mark.parametrize("kind", proxyless.params())
+def test_a_header_routes_to_v2(mesh, kind):
     try:
         mesh.apply(subset_rule("echo"), virtual_service(
             "echo", {"match": [{"headers": {"x-canary": {"exact": "true"}}}], "route": [to("v2")]},
             {"route": [to("v1")]}))
         eventually("the header route", lambda: len(routes(route_config(mesh, "echo"))) == 2)
-        assert mesh.report("echo", 100, "x-canary=true") == ({"echo-v2-0": 100}, {"OK": 100})
-        assert mesh.report("echo", 100, "x-canary=false") == ({"echo-v1-0": 100}, {"OK": 100})
-        assert mesh.report("echo", 100) == ({"echo-v1-0": 100}, {"OK": 100})
+        assert mesh.report("echo", 100, "x-canary=true", kind=kind) == ({"echo-v2-0": 100}, {"OK": 100})
+        assert mesh.report("echo", 100, "x-canary=false", kind=kind) == ({"echo-v1-0": 100}, {"OK": 100})
+        assert mesh.report("echo", 100, kind=kind) == ({"echo-v1-0": 100}, {"OK": 100})
     finally:
         mesh.delete("virtualservice", "echo")
         mesh.delete("destinationrule", "echo")
 
 
-def test_an_abort_fault_fails_the_configured_share_with_the_configured_status(mesh):
+@pytest.mark.parametrize("kind", proxyless.params())
+def test_an_abort_fault_fails_the_configured_share_with_the_configured_status(mesh, kind):
     try:
         mesh.apply(subset_rule("echo"), virtual_service("echo", {
             "fault": {"abort": {"percentage": {"value": 30}, "grpcStatus": "ABORTED"}}, "route": [to("v1")]}))
         eventually("the fault on the route", lambda: any(
             "typedPerFilterConfig" in r for r in routes(route_config(mesh, "echo"))))
-        backends, statuses = mesh.report("echo", 1000)
+        backends, statuses = mesh.report("echo", 1000, kind=kind)
         assert set(statuses) == {"OK", "ABORTED"}, statuses
         assert abs(statuses["ABORTED"] / 10 - 30) <= 5, statuses
         assert backends == {"echo-v1-0": statuses["OK"]}, backends

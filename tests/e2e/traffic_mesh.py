@@ -17,12 +17,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+import proxyless
 from meshd_proc import Meshd, eventually, namespace, topology
 from xdsharness import EchoBackend
 
@@ -139,21 +139,22 @@ class TrafficMesh:
     def env(self, **kw) -> dict:
         return dict(os.environ, GRPC_XDS_BOOTSTRAP_CONFIG=self.bootstrap(**kw), GRPC_VERBOSITY="ERROR")
 
-    def report(self, app: str, count: int, *metadata: str) -> tuple[Counter, Counter]:
-        """``count`` RPCs from a fresh grpcio client: (per-backend, per-status) counts."""
+    def report(self, app: str, count: int, *metadata: str, kind: str = "grpcio") -> tuple[Counter, Counter]:
+        """``count`` RPCs from a fresh client (grpcio, or another of proxyless.py's ``kind``s):
+        (per-backend, per-status) counts."""
         args = [a for kv in metadata for a in ("--metadata", kv)]
-        out = subprocess.run([sys.executable, str(HERE / "grpc_xds_client.py"), target(app), "--report",
-                              "--count", str(count), "--timeout", "5", *args],
-                             env=self.env(), capture_output=True, text=True, timeout=60)
+        out = subprocess.run(proxyless.command(kind, target(app), "--report", "--count", str(count),
+                                               "--timeout", "5", *args),
+                             env=proxyless.env(kind, self.env()), capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
         got = json.loads(out.stdout)
         return Counter(got["backends"]), Counter(got["statuses"])
 
-    def stream(self, app: str, interval: float = 0.005, node_name: str = "client") -> "Stream":
+    def stream(self, app: str, interval: float = 0.005, node_name: str = "client", kind: str = "grpcio") -> "Stream":
         return Stream(subprocess.Popen(
-            [sys.executable, str(HERE / "grpc_xds_client.py"), target(app), "--stream", "--forever",
-             "--timeout", "5", "--interval", str(interval)],
-            env=self.env(node_name=node_name), stdout=subprocess.PIPE, text=True))
+            proxyless.command(kind, target(app), "--stream", "--forever", "--timeout", "5",
+                              "--interval", str(interval)),
+            env=proxyless.env(kind, self.env(node_name=node_name)), stdout=subprocess.PIPE, text=True))
 
     def close(self) -> None:
         for b in self.backends.values():
@@ -163,7 +164,7 @@ class TrafficMesh:
 
 
 class Stream:
-    """A long-lived grpcio client (one channel, one xDS stream) reporting every RPC as it happens."""
+    """A long-lived client (one channel, one xDS stream) reporting every RPC as it happens."""
 
     def __init__(self, proc: subprocess.Popen):
         self.proc = proc
