@@ -1,21 +1,20 @@
-"""Every resource meshd generates for each DestinationRule / VirtualService variant is accepted by both
-proxyless clients: a long-lived grpcio and a long-lived @grpc/grpc-js-xds client (one channel each,
-calling ``echo`` all along) on the two-cluster sandbox of ``traffic_mesh``; after each ``kubectl apply``
-both have ACKed everything meshd sent them (``/debug/syncz``: acked == sent for every type, no error)
-and watch the clusters the variant routes to."""
+"""Every resource meshd generates for each DestinationRule / VirtualService variant is accepted by every
+proxyless client: a long-lived grpcio, @grpc/grpc-js-xds and grpc-go client (one channel each, calling
+``echo`` all along; grpc-js and grpc-go where proxyless.py finds them) on the two-cluster sandbox of
+``traffic_mesh``; after each ``kubectl apply`` all have ACKed everything meshd sent them
+(``/debug/syncz``: acked == sent for every type, no error) and watch the clusters the variant routes to."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 
 import pytest
 
+import proxyless
 from meshd_proc import eventually
-from test_xds_grpc_clients import node_modules
-from traffic_mesh import HERE, NS, TrafficMesh, host, target
+from traffic_mesh import NS, TrafficMesh, host, target
 
 CDS = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
 SUBSETS = [{"name": "v1", "labels": {"version": "v1"}}, {"name": "v2", "labels": {"version": "v2"}}]
@@ -88,22 +87,23 @@ VARIANTS = [
 ]
 
 
-class Clients:
-    """The two long-lived clients, each on its own node id."""
+# The clients here: grpcio always, the other two where proxyless.py finds them.
+KINDS = [k for k in proxyless.CLIENTS if not proxyless.missing(k)]
 
-    NODES = {"grpcio": "acks-grpcio", "grpc-js": "acks-grpc-js"}
+
+class Clients:
+    """The long-lived clients, each on its own node id."""
+
+    NODES = {kind: f"acks-{kind}" for kind in KINDS}
 
     def __init__(self, mesh: TrafficMesh, tmp):
         self.procs = []
-        env = mesh.env(node_name=self.NODES["grpcio"], providers=True)
-        self.procs.append(subprocess.Popen(
-            [sys.executable, str(HERE / "grpc_xds_client.py"), target("echo"), "--stream", "--forever",
-             "--timeout", "2", "--interval", "0.05"],
-            env=env, stdout=subprocess.DEVNULL, stderr=open(tmp / "grpcio.log", "w")))
-        env = mesh.env(node_name=self.NODES["grpc-js"], providers=True) | {"NODE_PATH": str(node_modules())}
-        self.procs.append(subprocess.Popen(
-            ["node", str(HERE / "grpc_js_xds_client.js"), target("echo"), "--stream", "--forever", "--interval", "50"],
-            env=env, stdout=subprocess.DEVNULL, stderr=open(tmp / "grpc-js.log", "w")))
+        for kind, node in self.NODES.items():
+            self.procs.append(subprocess.Popen(
+                proxyless.command(kind, target("echo"), "--stream", "--forever", "--timeout", "2",
+                                  "--interval", "0.05"),
+                env=proxyless.env(kind, mesh.env(node_name=node, providers=True)),
+                stdout=subprocess.DEVNULL, stderr=open(tmp / f"{kind}.log", "w")))
 
     def close(self):
         for p in self.procs:
@@ -116,7 +116,7 @@ def proxy_ids() -> set[str]:
 
 
 def settled(mesh: TrafficMesh, version: int, clusters: set[str]):
-    """Both clients have processed snapshot ``version``, ACKed every response, NACKed none, and watch
+    """Every client has processed snapshot ``version``, ACKed every response, NACKed none, and watch
     ``clusters``: the last state of each, or a falsy value while not there yet."""
     conns = {c["proxy"]["id"]: c for c in mesh.meshd.json("/debug/connections") if c.get("proxy")}
     sync = {s["proxy"]: s for s in mesh.meshd.json("/debug/syncz")}
@@ -148,11 +148,13 @@ def mesh(tmp_path_factory):
     m.close()
 
 
-@pytest.mark.skipif(node_modules() is None, reason="node or tests/node_modules (tests/run.sh installs them) missing")
-def test_both_clients_ack_every_destination_rule_and_virtual_service_variant(mesh, tmp_path):
+@pytest.mark.skipif(len(KINDS) < 2, reason="neither @grpc/grpc-js-xds nor grpc-go here: "
+                    + "; ".join(proxyless.missing(k) or "" for k in ("grpc-js", "grpc-go")))
+def test_every_client_acks_every_destination_rule_and_virtual_service_variant(mesh, tmp_path):
+    print("clients:", ", ".join(KINDS))
     clients = Clients(mesh, tmp_path)
     try:
-        eventually("both clients connected and settled", lambda: settled(mesh, 1, {DEFAULT}), timeout=30)
+        eventually("every client connected and settled", lambda: settled(mesh, 1, {DEFAULT}), timeout=30)
         for name, rule, http, clusters in VARIANTS:
             before = mesh.meshd.json("/debug/push_status")["version"]
             mesh.apply(
@@ -172,7 +174,7 @@ def test_both_clients_ack_every_destination_rule_and_virtual_service_variant(mes
                 v := mesh.meshd.json("/debug/push_status")["version"]) > before and v)
             # Settled twice, a beat apart: a response in flight at the first look is ACKed by the second.
             for _ in range(2):
-                eventually(f"{name}: both clients ACK", lambda: settled(mesh, version, clusters), timeout=15)
+                eventually(f"{name}: every client ACKs", lambda: settled(mesh, version, clusters), timeout=15)
                 time.sleep(0.2)
         rejects = [line for line in mesh.meshd.get("/metrics")[1].splitlines()
                    if line.startswith("pilot_total_xds_rejects") and not line.endswith(" 0")]
