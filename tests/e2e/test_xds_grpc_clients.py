@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import proxyless
-from proxyless import node_modules  # noqa: F401 (imported from here by other tests)
+from proxyless import node_modules  # noqa: F401 (kept for tests that import it from here)
 from xdsharness import EchoBackend, Fixture, bootstrap, echo_service
 
 HERE = Path(__file__).resolve().parent
