@@ -72,6 +72,17 @@ for peer in ETCD=etcd KUBE_APISERVER=kube-apiserver KUBE_CONTROLLER_MANAGER=kube
   if [ -x "$cache/bin/${peer#*=}" ]; then export "${peer%%=*}=$cache/bin/${peer#*=}"; fi
 done
 
+step "istiod: pilot-discovery (tests/peers/istiod/build.sh)"
+# Optional: the real istiod for the xDS diff (tests/e2e/test_istiod_diff.py), built once from its pinned
+# Go module into tests/.cache/bin. Its cold build (about 8 CPU-minutes, 11 minutes on one core) would
+# take a fresh machine's suite near the 45-minute budget: under CI=true it is built only with MESHD_ISTIOD=1.
+if [ "${CI:-}" != true ] || [ "${MESHD_ISTIOD:-}" = 1 ]; then
+  tests/peers/istiod/build.sh
+else
+  echo "CI without MESHD_ISTIOD=1: not building pilot-discovery (the istiod diff tests skip without it)"
+fi
+if [ -x "$cache/bin/pilot-discovery" ]; then export PILOT_DISCOVERY="$cache/bin/pilot-discovery"; fi
+
 step "grpc-go xDS client (tests/peers/grpcgo/build.sh)"
 # Optional: the third proxyless client (tests/e2e/proxyless.py), built once from its pinned go.mod into
 # tests/.cache/bin; its tests skip without it, and build.sh says so where Go is absent.
