@@ -310,6 +310,9 @@ pub fn verdict_words(v: &Value) -> String {
                 "sameNetwork" => "same network as the proxy",
                 "noGateways" => "no network gateways in the mesh (single network)",
                 "noGatewayForNetwork" => "its network has no gateway: sent as is, must be directly reachable",
+                "proxylessWithoutNetwork" => {
+                    "proxyless gRPC without a NETWORK cannot use a gateway: sent as is, must be directly reachable"
+                }
                 other => other,
             };
             format!("sent directly, weight {}: {reason}", v["weight"])
@@ -341,6 +344,9 @@ pub fn verdict_words(v: &Value) -> String {
                 }
                 "unhealthy" => {
                     "unhealthy (a remote endpoint would draw traffic through the gateway to nothing)"
+                }
+                "proxylessBehindGateway" => {
+                    "behind another network's gateway, which proxyless gRPC cannot cross (no SNI)"
                 }
                 other => other,
             };

@@ -221,8 +221,9 @@ pub(super) fn strings(pairs: &[(&str, &str)]) -> Struct {
 /// duplicates merge (gRPC) or not (Envoy). [`name_key`] adds what one cluster's depends on.
 pub(super) fn view_key(ctx: &Context) -> Arc<str> {
     format!(
-        "{}|{}|{}",
+        "{}|{}|{}|{}",
         duplicates(ctx.proxy.kind) == Duplicates::Merge,
+        ctx.view.proxyless,
         ctx.view.network.as_deref().unwrap_or(""),
         ctx.requested_networks()
     )

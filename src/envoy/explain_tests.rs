@@ -219,9 +219,10 @@ fn in_zone(mut ep: Endpoint, zone: &str) -> Endpoint {
 }
 
 #[test]
-fn grpc_sees_the_gateway_once_with_merged_weight() {
-    // cluster2's pods in two zones make one gateway stand in twice; Envoy keeps a row per
-    // locality, gRPC (which NACKs a repeated address) gets it once with the summed weight.
+fn grpc_is_not_sent_a_gateway_it_cannot_cross() {
+    // cluster2's pods sit behind its gateway: a sidecar reaches them through it (one row per
+    // locality); proxyless gRPC sends no SNI for the gateway to route by, so they are dropped for it
+    // and explain says why.
     let svc = service("hello", "sample", &[("http", 5000, Protocol::Http)]);
     let eps = vec![
         in_zone(ep("10.10.0.1", "network1", "cluster1", true, true), "a"),
@@ -231,10 +232,10 @@ fn grpc_sees_the_gateway_once_with_merged_weight() {
     let mut m = StaticMesh::new(1).with(svc, eps);
     m.gateways = vec![gw("network2", "cluster2", "198.51.100.10")];
     let svc = m.service("hello.sample.svc.cluster.local").unwrap();
+    let report = |kind| explain(&m, &proxy(kind, Some("network1"), &[]), svc, None);
     let rows = |kind| {
-        let report = explain(&m, &proxy(kind, Some("network1"), &[]), svc, None);
-        let port = &report.ports[0];
-        port.sent
+        report(kind).ports[0]
+            .sent
             .iter()
             .map(|e| {
                 format!(
@@ -252,11 +253,18 @@ fn grpc_sees_the_gateway_once_with_merged_weight() {
             "198.51.100.10:15443 b w=1 gw=true",
         ]
     );
+    assert_eq!(rows(ProxyKind::Grpc), ["10.10.0.1:5000 a w=1 gw=false"]);
+    let verdicts: Vec<String> = report(ProxyKind::Grpc).ports[0]
+        .endpoints
+        .iter()
+        .map(|e| short(&e.verdict))
+        .collect();
     assert_eq!(
-        rows(ProxyKind::Grpc),
+        verdicts,
         [
-            "10.10.0.1:5000 a w=1 gw=false",
-            "198.51.100.10:15443 a w=2 gw=true"
+            "direct SameNetwork w=1",
+            "dropped ProxylessBehindGateway",
+            "dropped ProxylessBehindGateway"
         ]
     );
 }

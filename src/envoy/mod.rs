@@ -87,6 +87,10 @@ pub struct NetworkView {
     pub network: Option<NetworkId>,
     /// Networks it asked to see (sorted, deduplicated).
     pub requested: Vec<NetworkId>,
+    /// Proxyless gRPC: it cannot cross an east-west gateway (its TLS carries no SNI and offers ALPN
+    /// `h2`; the gateway routes by the Istio mTLS SNI), so another network's endpoints behind a
+    /// gateway are dropped for it instead of being replaced by the gateway.
+    pub proxyless: bool,
 }
 
 impl NetworkView {
@@ -95,6 +99,7 @@ impl NetworkView {
         Self {
             network: proxy.network.clone(),
             requested: proxy.requested_network_view.clone(),
+            proxyless: proxy.kind == ProxyKind::Grpc,
         }
     }
 }

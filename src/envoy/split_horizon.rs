@@ -6,6 +6,8 @@
 //!   count toward a gateway's weight, so a gateway stands in only for its network's subset endpoints.
 //! - With no gateway anywhere, multi-network is off: every visible endpoint goes as is.
 //! - An endpoint on the proxy's network, or on a network with no gateway, goes direct.
+//! - Proxyless gRPC cannot cross a gateway (no SNI, ALPN `h2`): any other endpoint is dropped for it,
+//!   or, when it names no network, sent as is.
 //! - Any other endpoint is replaced by its network's gateways, preferring those of its own cluster. It
 //!   must take Istio mTLS from this client (the gateway routes by the mTLS SNI: sidecar, no
 //!   PeerAuthentication DISABLE, no DestinationRule tls other than ISTIO_MUTUAL; the query's `mtls`
@@ -187,6 +189,10 @@ pub enum Direct {
     SameNetwork,
     /// Its network has no gateway, so it is sent as is and must be reachable directly.
     NoGatewayForNetwork,
+    /// Proxyless gRPC without a `NETWORK`: it cannot use a gateway, and dropping every network
+    /// that has one would leave it nothing, so it is sent as is (istiod before 1.30 did so for
+    /// every proxy without a network).
+    ProxylessWithoutNetwork,
 }
 
 /// Why an endpoint is not sent.
@@ -204,6 +210,9 @@ pub enum Dropped {
     NotMtls,
     /// Remote and not healthy: it would draw traffic through the gateway to nothing.
     Unhealthy,
+    /// Remote behind a gateway, and the client is proxyless gRPC, which cannot cross one: it sends no
+    /// SNI for the gateway to route by (istiod sends the gateway anyway and the RPCs fail).
+    ProxylessBehindGateway,
 }
 
 /// How one endpoint reaches a proxy (`meshctl explain`).
@@ -253,6 +262,12 @@ fn decide<'i, 'g>(ep: &Endpoint, index: &'i GatewayIndex<'g>, q: &EndpointQuery<
     let gws = index.select(ep.network.as_ref(), &ep.cluster);
     if gws.is_empty() {
         return Decision::Direct(Direct::NoGatewayForNetwork);
+    }
+    if q.view.proxyless {
+        return match q.view.network {
+            None => Decision::Direct(Direct::ProxylessWithoutNetwork),
+            Some(_) => Decision::Dropped(Dropped::ProxylessBehindGateway),
+        };
     }
     if !q.mtls(ep) {
         return Decision::Dropped(Dropped::NotMtls);

@@ -69,6 +69,15 @@ fn view(network: &str, requested: &[&str]) -> NetworkView {
     NetworkView {
         network: (!network.is_empty()).then(|| network.into()),
         requested: requested.iter().map(|n| (*n).into()).collect(),
+        proxyless: false,
+    }
+}
+
+/// A proxyless gRPC client's view on `network`.
+fn proxyless(network: &str) -> NetworkView {
+    NetworkView {
+        proxyless: true,
+        ..view(network, &[])
     }
 }
 
@@ -194,6 +203,45 @@ fn golden_tables() {
                 "  10.4.0.3:5000 w=2 net-d/cd plain",
                 "  10.4.0.4:5000 w=2 net-d/cd istio unhealthy",
                 "  192.0.2.3:15443 w=2 net-c/cc istio",
+            ],
+        ),
+        (
+            // Proxyless gRPC on net-a: local and gateway-less networks direct as for a sidecar; the
+            // networks behind gateways (net-c, net-d) are dropped, not replaced by their gateways.
+            "four networks, proxyless gRPC on net-a",
+            &eps,
+            &gws,
+            proxyless("net-a"),
+            vec![
+                "r/z1/ w=6",
+                "  10.1.0.1:5000 w=2 net-a/ca istio",
+                "  10.2.0.1:5000 w=2 net-b/cb istio",
+                "  10.9.0.1:5000 w=2 -/cx plain",
+                "r/z2/ w=2",
+                "  10.1.0.2:5000 w=2 net-a/ca plain",
+            ],
+        ),
+        (
+            // Proxyless gRPC without a network: no gateway it could use, so everything visible goes
+            // as is (net-d's plaintext and unhealthy endpoints too, as on the proxy's own network).
+            "four networks, proxyless gRPC without a network",
+            &eps,
+            &gws,
+            proxyless(""),
+            vec![
+                "r/z1/ w=10",
+                "  10.1.0.1:5000 w=2 net-a/ca istio",
+                "  10.2.0.1:5000 w=2 net-b/cb istio",
+                "  10.3.0.1:5000 w=2 net-c/cc istio",
+                "  10.3.0.2:5000 w=2 net-c/cc istio",
+                "  10.9.0.1:5000 w=2 -/cx plain",
+                "r/z2/ w=12",
+                "  10.1.0.2:5000 w=2 net-a/ca plain",
+                "  10.3.0.3:5000 w=2 net-c/cc istio",
+                "  10.4.0.1:5000 w=2 net-d/cd istio",
+                "  10.4.0.2:5000 w=2 net-d/cd istio",
+                "  10.4.0.3:5000 w=2 net-d/cd plain",
+                "  10.4.0.4:5000 w=2 net-d/cd istio unhealthy",
             ],
         ),
         (

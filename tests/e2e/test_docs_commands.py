@@ -349,6 +349,7 @@ def test_the_sandbox_walkthrough_runs_verbatim(tmp_path):
     assert re.search(rf"{re.escape(PROXY_ID)}\s+cluster1\s+network1", out), out
     assert re.search(r"198\.51\.100\.10:15443\s+gateway\s+cluster2\s+network2", out), out
     assert "through network2's gateway 198.51.100.10:15443" in out, out
+    assert "DROPPED: behind another network's gateway, which proxyless gRPC cannot cross" in out, out
 
 
 # --------------------------------------------------------------------------- documented output

@@ -175,27 +175,40 @@ def test_proxy_status_shows_grpcio_synced_and_a_nack(mesh, grpc_client):
         ads.close()
 
 
+SIDECAR_1 = "sidecar~10.10.0.98~envoy-0.sample~sample.svc.cluster.local"
+
+
 def test_explain_shows_the_gateway_and_the_dropped_plain_endpoint(mesh, grpc_client):
-    eventually("grpcio client connected", lambda: grpc_client in proxy_rows(mesh))
-    report = json.loads(meshctl(mesh, "explain", grpc_client, "helloworld.sample:5000", "-o", "json").stdout)
+    # An Envoy sidecar on network1 (not connected: explain parses its node from the flags).
+    sidecar = ("explain", SIDECAR_1, "helloworld.sample:5000", "--network", "network1", "--cluster", "cluster1")
+    report = json.loads(meshctl(mesh, *sidecar, "-o", "json").stdout)
     port = report["ports"][0]
     remote = [e for e in port["endpoints"] if e["cluster"] == "cluster2"]
     assert remote and all(e["verdict"]["decision"] == "viaGateways" for e in remote)
     assert {g["address"] for e in remote for g in e["verdict"]["gateways"]} == {"198.51.100.10"}
     gateway = [s for s in port["sent"] if s["gateway"]]
     # cluster2's two healthy helloworld-v2 pods (one per zone) and the VM on network2 (weight 2) go through
-    # its one gateway. gRPC rejects a repeated address, so EDS (and therefore explain) sends it once,
-    # weight 1 + 1 + 2, in the first locality.
+    # its one gateway, once per locality: 1 + 2 in eu-west1-a, 1 in eu-west1-b.
     assert sorted((g["address"], g["port"], g["locality"]["zone"], g["weight"]) for g in gateway) == [
-        ("198.51.100.10", 15443, "eu-west1-a", 4)]
-    text = meshctl(mesh, "explain", grpc_client, "helloworld.sample:5000").stdout
-    assert "through network2's gateway 198.51.100.10:15443" in text, text
+        ("198.51.100.10", 15443, "eu-west1-a", 3), ("198.51.100.10", 15443, "eu-west1-b", 1)]
+    assert "through network2's gateway 198.51.100.10:15443" in meshctl(mesh, *sidecar).stdout
 
     # ratings-v2 in cluster2 has no sidecar: not reachable through the gateway.
-    ratings = json.loads(meshctl(mesh, "explain", grpc_client, "ratings.sample", "-o", "json").stdout)
-    dropped = [e for e in ratings["ports"][0]["endpoints"] if e["verdict"]["decision"] == "dropped"]
+    ratings = ("explain", SIDECAR_1, "ratings.sample", "--network", "network1", "--cluster", "cluster1")
+    out = json.loads(meshctl(mesh, *ratings, "-o", "json").stdout)
+    dropped = [e for e in out["ports"][0]["endpoints"] if e["verdict"]["decision"] == "dropped"]
     assert dropped and all(e["verdict"]["why"] == "notMtls" and e["tlsMode"] == "disabled" for e in dropped)
-    assert "DROPPED: not mTLS-capable" in meshctl(mesh, "explain", grpc_client, "ratings.sample").stdout
+    assert "DROPPED: not mTLS-capable" in meshctl(mesh, *ratings).stdout
+
+    # The connected grpcio client cannot cross the gateway (no SNI): cluster2's endpoints are dropped.
+    eventually("grpcio client connected", lambda: grpc_client in proxy_rows(mesh))
+    report = json.loads(meshctl(mesh, "explain", grpc_client, "helloworld.sample:5000", "-o", "json").stdout)
+    port = report["ports"][0]
+    remote = [e for e in port["endpoints"] if e["network"] == "network2"]
+    assert remote and all(e["verdict"] == {"decision": "dropped", "why": "proxylessBehindGateway"} for e in remote)
+    assert not [s for s in port["sent"] if s["gateway"]]
+    assert "DROPPED: behind another network's gateway" in meshctl(
+        mesh, "explain", grpc_client, "helloworld.sample:5000").stdout
 
 
 def test_no_secret_material_in_any_debug_output(mesh, grpc_client):
