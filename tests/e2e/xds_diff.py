@@ -230,7 +230,8 @@ def _element_key(parent: str, e: object) -> str | None:
 # Filter lists: order is meaning, but one inserted filter must not shift every later one into a
 # difference: keyed by name, with their order as one ``@order`` entry.
 BY_NAME_WITH_ORDER = {"http_filters", "filters", "listener_filters"}
-# Lists that are sets (Envoy matches any element): sorted.
+# Lists that are sets (Envoy matches any element): one ``[value]: true`` per element, so a difference
+# is the elements one side lacks.
 SETS = {"domains"}
 
 
@@ -239,7 +240,7 @@ def normalise(value: object, parent: str = "") -> object:
     if isinstance(value, dict):
         return {k: normalise(v, k) for k, v in value.items()}
     if isinstance(value, list) and parent in SETS and all(isinstance(v, str) for v in value):
-        return sorted(value)
+        return {f"[{v}]": True for v in sorted(value)}
     if isinstance(value, list) and parent in BY_NAME_WITH_ORDER:
         items = [normalise(v, parent) for v in value]
         names = [e.get("name") if isinstance(e, dict) else None for e in items]
