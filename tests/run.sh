@@ -89,6 +89,28 @@ step "grpc-go xDS client (tests/peers/grpcgo/build.sh)"
 tests/peers/grpcgo/build.sh
 if [ -x "$cache/bin/grpc-go-xds-client" ]; then export GRPC_GO_XDS_CLIENT="$cache/bin/grpc-go-xds-client"; fi
 
+step "HAProxy: the real SNI-routing east-west gateway (tests/.cache/haproxy)"
+# Optional: Debian's haproxy package and the libraries it needs beyond a base system, unpacked (not
+# installed) into tests/.cache/haproxy; tests/e2e/test_sni_gateway.py configures it from the listener
+# meshd sends a gateway and skips without it. The pinned version first, else the mirror's current one.
+haproxy_libs="liblua5.3-0 libopentracing-c-wrapper0 libopentracing1"
+if [ ! -x "$cache/haproxy/usr/sbin/haproxy" ] && command -v apt-get >/dev/null 2>&1; then
+  tmp=$(mktemp -d)
+  # shellcheck disable=SC2086
+  if (cd "$tmp" && { apt-get download haproxy=2.6.12-1+deb12u4 $haproxy_libs || apt-get download haproxy $haproxy_libs; }) \
+    >/dev/null 2>&1; then
+    for deb in "$tmp"/*.deb; do dpkg-deb -x "$deb" "$cache/haproxy"; done
+  else
+    echo "apt-get could not download haproxy: the SNI gateway tests will skip"
+  fi
+  rm -rf "$tmp"
+fi
+if [ -x "$cache/haproxy/usr/sbin/haproxy" ]; then
+  LD_LIBRARY_PATH="$cache/haproxy/usr/lib/x86_64-linux-gnu" "$cache/haproxy/usr/sbin/haproxy" -v | sed -n 1p
+else
+  echo "no haproxy: the SNI gateway tests will skip"
+fi
+
 step "lint (cargo fmt, cargo clippy)"
 # The house rules (docs/CONTRIBUTING.md), clippy.toml's banned types among them.
 # Skipped (said so) where the toolchain lacks the rustfmt or clippy component.
