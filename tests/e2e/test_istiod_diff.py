@@ -49,15 +49,31 @@ PROXY_ID = f"sidecar~{NODE_IP}~client-0.{NS}~{NS}.svc.cluster.local"
 COMMON_META = {"NAMESPACE": NS, "CLUSTER_ID": "cluster1", "ISTIO_VERSION": "1.31.0", "MESH_ID": "cluster.local",
                "LABELS": {"app": "client"}, "INSTANCE_IPS": NODE_IP, "WORKLOAD_NAME": "client",
                "SERVICE_ACCOUNT": "default"}
+
+
+def located(node):
+    """The client runs in r1/z1 (as istio-agent reports its node's topology labels)."""
+    node.locality.region, node.locality.zone = "r1", "z1"
+    return node
+
+
 NODES = {
-    "grpc": (lambda: grpc_node(PROXY_ID, **COMMON_META), [f"{ECHO}:7070"]),
-    "sidecar": (lambda: sidecar_node(PROXY_ID, **COMMON_META), None),
+    "grpc": (lambda: located(grpc_node(PROXY_ID, **COMMON_META)), [f"{ECHO}:7070"]),
+    "sidecar": (lambda: located(sidecar_node(PROXY_ID, **COMMON_META)), None),
 }
 
 
-def pod(name: str, ip: str, labels: dict) -> tuple[dict, dict]:
+def k8s_node(name: str, zone: str) -> dict:
+    """A Node object (no kubelet behind it): its topology labels give the pods on it their locality."""
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"topology.kubernetes.io/region": "r1",
+                                                  "topology.kubernetes.io/zone": zone}}}
+
+
+def pod(name: str, ip: str, labels: dict, node: str) -> tuple[dict, dict]:
     obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS, "labels": labels},
-           "spec": {"containers": [{"name": "app", "image": "app"}], "automountServiceAccountToken": False}}
+           "spec": {"containers": [{"name": "app", "image": "app"}], "automountServiceAccountToken": False,
+                    "nodeName": node}}
     status = {"status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}], "hostIP": "192.0.2.10",
                          "conditions": [{"type": "Ready", "status": "True"}]}}
     return obj, status
@@ -75,11 +91,13 @@ def slice_(svc: str, port_name: str, port: int, pods: list[tuple[str, str]], pro
 
 
 PODS = [
-    pod("echo-v1", "10.1.0.1", {"app": "echo", "version": "v1", "security.istio.io/tlsMode": "istio"}),
-    pod("echo-v2", "10.1.0.2", {"app": "echo", "version": "v2", "security.istio.io/tlsMode": "istio"}),
-    pod("web-0", "10.1.0.3", {"app": "web", "version": "v1", "security.istio.io/tlsMode": "istio"}),
+    pod("echo-v1", "10.1.0.1", {"app": "echo", "version": "v1", "security.istio.io/tlsMode": "istio"}, "node-a"),
+    pod("echo-v2", "10.1.0.2", {"app": "echo", "version": "v2", "security.istio.io/tlsMode": "istio"}, "node-b"),
+    pod("web-0", "10.1.0.3", {"app": "web", "version": "v1", "security.istio.io/tlsMode": "istio"}, "node-a"),
 ]
 BASE = [
+    k8s_node("node-a", "z1"),
+    k8s_node("node-b", "z2"),
     {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "echo", "namespace": NS},
      "spec": {"clusterIP": "10.96.10.10", "ports": [{"name": "grpc", "port": 7070, "targetPort": 17070, "appProtocol": "grpc"}]}},
     {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": NS},
@@ -142,6 +160,39 @@ spec:
   - address: 10.2.0.1
     labels: {{app: vm}}
 """
+DR_POLICY = f"""
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {{name: echo, namespace: {NS}}}
+spec:
+  host: {ECHO}
+  trafficPolicy:
+    tls: {{mode: ISTIO_MUTUAL}}
+    loadBalancer: {{simple: ROUND_ROBIN}}
+    connectionPool:
+      tcp: {{maxConnections: 100, connectTimeout: 3s}}
+      http: {{http2MaxRequests: 1000, maxRequestsPerConnection: 10, idleTimeout: 30s}}
+    outlierDetection: {{consecutive5xxErrors: 3, interval: 5s, baseEjectionTime: 30s, maxEjectionPercent: 50}}
+  subsets:
+  - name: v1
+    labels: {{version: v1}}
+    trafficPolicy:
+      loadBalancer: {{consistentHash: {{httpHeaderName: x-user}}}}
+"""
+LOCALITY_FAILOVER = f"""
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {{name: echo, namespace: {NS}}}
+spec:
+  host: {ECHO}
+  trafficPolicy:
+    loadBalancer:
+      simple: LEAST_REQUEST
+      localityLbSetting:
+        enabled: true
+        failover: [{{from: r1, to: r2}}]
+    outlierDetection: {{consecutive5xxErrors: 1, interval: 1s, baseEjectionTime: 1m}}
+"""
 SIDECAR_SCOPE = f"""
 apiVersion: networking.istio.io/v1
 kind: Sidecar
@@ -167,6 +218,10 @@ SCENARIOS = [
     ("dr-subsets", DR_SUBSETS, {"grpc": has("CDS", f"outbound|7070||{ECHO}"), "sidecar": has("CDS", SUBSET_V1)}),
     ("vs-weighted-split", DR_SUBSETS + "---" + VS_SPLIT,
      {"grpc": has("CDS", SUBSET_V1, SUBSET_V2), "sidecar": has("CDS", SUBSET_V1)}),
+    ("dr-policy", DR_POLICY, {"grpc": has("CDS", f"outbound|7070||{ECHO}"), "sidecar": has("CDS", SUBSET_V1)}),
+    ("locality-failover", LOCALITY_FAILOVER,
+     {"grpc": lambda j: True,  # istiod's gRPC clusters carry no outlier detection: the settle time only
+      "sidecar": lambda j: "outlier_detection" in j.get("CDS", {}).get(f"outbound|7070||{ECHO}", {})}),
     # A client's outbound config need not change with its namespace's STRICT policy: no condition but
     # the settle time and two equal answers.
     ("peerauthn-strict", PA_STRICT, {"grpc": has("CDS", f"outbound|7070||{ECHO}"), "sidecar": lambda j: True}),
@@ -182,7 +237,9 @@ SCENARIOS = [
 def cluster(tmp_path_factory):
     realk8s.skip_unless_available()
     istiod_mod.skip_unless_available()
-    with realk8s.RealCluster(tmp_path_factory.mktemp("diff-k8s"), name="cluster1") as c:
+    # No kube-controller-manager: nothing here needs it, and its node lifecycle controller would taint the
+    # kubelet-less Nodes and evict the pods on them.
+    with realk8s.RealCluster(tmp_path_factory.mktemp("diff-k8s"), name="cluster1", controller_manager=False) as c:
         c.kubectl("create", "namespace", "istio-system")
         c.kubectl("create", "namespace", NS)
         c.install_crds()
