@@ -25,7 +25,6 @@ tests/peers/istiod/build.sh).
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
@@ -70,10 +69,10 @@ def k8s_node(name: str, zone: str) -> dict:
                                                   "topology.kubernetes.io/zone": zone}}}
 
 
-def pod(name: str, ip: str, labels: dict, node: str) -> tuple[dict, dict]:
+def pod(name: str, ip: str, labels: dict, node: str | None = None) -> tuple[dict, dict]:
     obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS, "labels": labels},
            "spec": {"containers": [{"name": "app", "image": "app"}], "automountServiceAccountToken": False,
-                    "nodeName": node}}
+                    **({"nodeName": node} if node else {})}}
     status = {"status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}], "hostIP": "192.0.2.10",
                          "conditions": [{"type": "Ready", "status": "True"}]}}
     return obj, status
@@ -233,6 +232,20 @@ SCENARIOS = [
 ]
 
 
+def populate(c: realk8s.RealCluster, pods: list[tuple[dict, dict]], objects: list[dict]) -> None:
+    """Namespaces istio-system and ``diff``, its default ServiceAccount, ``pods`` with their status written
+    as a kubelet would, and ``objects``."""
+    c.kubectl("create", "namespace", "istio-system")
+    c.kubectl("create", "namespace", NS)
+    if c.request("GET", f"/api/v1/namespaces/{NS}/serviceaccounts/default")[0] == 404:
+        c.kubectl("create", "serviceaccount", "default", "-n", NS, check=False)
+    c.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                    "items": [p for p, _ in pods] + objects}))
+    for p, status in pods:
+        c.kubectl("patch", "pod", p["metadata"]["name"], "-n", NS, "--subresource=status", "--type=merge",
+                  "-p", json.dumps(status))
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     realk8s.skip_unless_available()
@@ -240,16 +253,8 @@ def cluster(tmp_path_factory):
     # No kube-controller-manager: nothing here needs it, and its node lifecycle controller would taint the
     # kubelet-less Nodes and evict the pods on them.
     with realk8s.RealCluster(tmp_path_factory.mktemp("diff-k8s"), name="cluster1", controller_manager=False) as c:
-        c.kubectl("create", "namespace", "istio-system")
-        c.kubectl("create", "namespace", NS)
+        populate(c, PODS, BASE)
         c.install_crds()
-        if c.request("GET", f"/api/v1/namespaces/{NS}/serviceaccounts/default")[0] == 404:
-            c.kubectl("create", "serviceaccount", "default", "-n", NS, check=False)
-        c.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List",
-                                                        "items": [p for p, _ in PODS] + BASE}))
-        for p, status in PODS:
-            c.kubectl("patch", "pod", p["metadata"]["name"], "-n", NS, "--subresource=status", "--type=merge",
-                      "-p", json.dumps(status))
         yield c
 
 
@@ -277,7 +282,6 @@ BASELINE: dict = {}
 # Both debounce pushes (meshd 100ms; istiod PILOT_DEBOUNCE_AFTER=100ms, at most 1s): after this, two equal
 # answers a second apart are the settled config.
 SETTLE = 3
-OUT = Path(os.environ.get("ISTIOD_DIFF_OUT", "")) if os.environ.get("ISTIOD_DIFF_OUT") else None
 
 
 def answers(servers, node: str, want) -> dict:
@@ -297,26 +301,11 @@ def test_xds_diff(cluster, servers, name, config, wants):
             cluster.kubectl("delete", "-f", "-", "--wait=true", stdin=config)
     if name == "none":
         BASELINE.update(got)
-    actual = {node: xds_diff.diff(a["istiod"], a["meshd"]) for node, a in got.items()}
-    if OUT:
-        OUT.mkdir(parents=True, exist_ok=True)
-        (OUT / f"{name}.json").write_text(json.dumps(got, indent=1, sort_keys=True))
-    path = EXPECTED / f"{name}.json"
-    if os.environ.get("ISTIOD_DIFF_UPDATE") == "1":
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(actual, indent=1, sort_keys=True) + "\n")
-    expected = json.loads(path.read_text()) if path.exists() else {}
-    problems = []
-    for node in NODES:
-        want = {xds_diff.key(e) for e in expected.get(node, [])}
-        have = {xds_diff.key(e) for e in actual[node]}
-        problems += [f"NEW  {node}: {k}" for k in sorted(have - want)]
-        problems += [f"GONE {node}: {k}" for k in sorted(want - have)]
+    problems = xds_diff.check(name, got, EXPECTED)
     # Back to base on both before the next scenario.
     if config and BASELINE:
         for node in NODES:
             for side in ("istiod", "meshd"):
                 base = BASELINE[node][side]
                 xds_diff.settled(servers[side], NODES[node][0](), NODES[node][1], lambda j, b=base: j == b)
-    assert not problems, (f"{len(problems)} xDS differences changed (ISTIOD_DIFF_UPDATE=1 rewrites {path}):\n"
-                          + "\n".join(p[:600] for p in problems[:60]))
+    assert not problems, xds_diff.failure(EXPECTED / f"{name}.json", problems)

@@ -323,6 +323,36 @@ def key(entry: dict) -> str:
     return json.dumps(entry, sort_keys=True)
 
 
+def check(name: str, got: dict, expected_dir: Path) -> list[str]:
+    """Compares the differences of ``got`` ({node: {"istiod": as_json, "meshd": as_json}}) with
+    ``expected_dir/<name>.json``: one ``NEW`` or ``GONE`` line per difference that changed.
+    ``ISTIOD_DIFF_UPDATE=1`` rewrites the file; ``ISTIOD_DIFF_OUT=DIR`` keeps both answers there."""
+    import os
+
+    actual = {node: diff(a["istiod"], a["meshd"]) for node, a in got.items()}
+    if os.environ.get("ISTIOD_DIFF_OUT"):
+        out = Path(os.environ["ISTIOD_DIFF_OUT"])
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"{name}.json").write_text(json.dumps(got, indent=1, sort_keys=True))
+    path = expected_dir / f"{name}.json"
+    if os.environ.get("ISTIOD_DIFF_UPDATE") == "1":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(actual, indent=1, sort_keys=True) + "\n")
+    expected = json.loads(path.read_text()) if path.exists() else {}
+    problems = []
+    for node in sorted(set(actual) | set(expected)):
+        want = {key(e) for e in expected.get(node, [])}
+        have = {key(e) for e in actual.get(node, [])}
+        problems += [f"NEW  {node}: {k}" for k in sorted(have - want)]
+        problems += [f"GONE {node}: {k}" for k in sorted(want - have)]
+    return problems
+
+
+def failure(path: Path, problems: list[str]) -> str:
+    return (f"{len(problems)} xDS differences changed (ISTIOD_DIFF_UPDATE=1 rewrites {path}):\n"
+            + "\n".join(p[:600] for p in problems[:60]))
+
+
 # --------------------------------------------------------------------------- waiting for both
 
 
