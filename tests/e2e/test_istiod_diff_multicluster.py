@@ -9,7 +9,9 @@ file for both) puts each cluster's endpoints on its network and gives each netwo
 echo-v1 and echo-v2, the remote echo-r (all with ``security.istio.io/tlsMode: istio``, so both servers
 may send them through a gateway).
 
-Nodes: a proxyless gRPC client in each network and a sidecar in network1. The differences must equal
+Nodes: a proxyless gRPC client in each network, a sidecar in network1 and network1's east-west gateway
+(a router with ``REQUESTED_NETWORK_VIEW`` its own network; for istiod, a ``Gateway`` with an
+AUTO_PASSTHROUGH server on 15443 selects it). The differences must equal
 tests/e2e/istiod_diff/expected/multicluster-<scenario>.json.
 """
 
@@ -61,12 +63,30 @@ NODES = {
                       [f"{ECHO}:7070"]),
     "sidecar-network1": (lambda: sidecar_node(node_id("10.1.0.99"), **meta("cluster1", "network1", "10.1.0.99")),
                          None),
+    # network1's east-west gateway as gen-eastwest-gateway.sh deploys it: a router whose view is its network.
+    "eastwest-network1": (lambda: sidecar_node(
+        "router~10.1.0.50~istio-eastwestgateway-0.istio-system~istio-system.svc.cluster.local",
+        **{**meta("cluster1", "network1", "10.1.0.50"), "NAMESPACE": "istio-system",
+           "REQUESTED_NETWORK_VIEW": "network1", "WORKLOAD_NAME": "istio-eastwestgateway",
+           "SERVICE_ACCOUNT": "istio-eastwestgateway",
+           "LABELS": {"istio": "eastwestgateway", "app": "istio-eastwestgateway",
+                      "topology.istio.io/network": "network1"}}), None),
+}
+# What istiod needs to make that router an east-west gateway (meshd does not read Gateway resources: any
+# router whose view is exactly its own network is one).
+EASTWEST_GATEWAY = {
+    "apiVersion": "networking.istio.io/v1", "kind": "Gateway",
+    "metadata": {"name": "cross-network-gateway", "namespace": "istio-system"},
+    "spec": {"selector": {"istio": "eastwestgateway"},
+             "servers": [{"port": {"number": 15443, "name": "tls", "protocol": "TLS"},
+                          "tls": {"mode": "AUTO_PASSTHROUGH"}, "hosts": ["*.local"]}]},
 }
 
 
 # Both servers are ready only once the remote has synced (or timed out: PILOT_REMOTE_CLUSTER_TIMEOUT); what
 # each sends through a gateway differs, so no condition but two equal answers in a row.
 WANTS = {node: (lambda j: bool(j.get("EDS"))) for node in NODES}
+WANTS["eastwest-network1"] = lambda j: "0.0.0.0_15443" in j.get("LDS", {})
 SCENARIOS = [("none", ""), ("dr-subsets", DR_SUBSETS)]
 
 
@@ -80,6 +100,7 @@ def clusters(tmp_path_factory):
         populate(c1, PRIMARY_PODS, [ECHO_SVC, slice_("echo", "grpc", 17070, [("echo-v1", "10.1.0.1"),
                                                                               ("echo-v2", "10.1.0.2")], "grpc")])
         c1.install_crds()
+        c1.kubectl("apply", "-f", "-", stdin=json.dumps(EASTWEST_GATEWAY))
         populate(c2, REMOTE_PODS, [ECHO_SVC, slice_("echo", "grpc", 17070, [("echo-r", "10.2.0.1")], "grpc")])
         c1.kubectl("apply", "-f", "-", stdin=json.dumps({
             "apiVersion": "v1", "kind": "Secret",

@@ -9,8 +9,8 @@ then EDS. Each resource becomes plain JSON (``to_py``: field names as in the .pr
 ``Any`` unpacked when xds-protos knows its type, else its type URL and a digest of its bytes).
 
 ``normalise`` keys list elements by what identifies them (a name, an endpoint's address, a locality), so
-order differences that mean nothing do not show; order that means something (routes, filters, filter
-chains without names) stays by index. Versions and nonces are not part of resources and never compared.
+order differences that mean nothing do not show (filter chains are keyed by name or by their match: Envoy
+picks a chain by its match); order that means something (routes, filters) stays. Versions and nonces are not part of resources and never compared.
 
 ``diff`` gives one entry per differing leaf, ``{"type", "resource", "path", "istiod", "meshd"}``, with
 ``"<absent>"`` for a side that lacks it; a subtree only one side has is one entry with a summary of it.
@@ -217,6 +217,9 @@ def _element_key(parent: str, e: object) -> str | None:
         return f"name={e['name']}" if parent == "clusters" and "name" in e else None
     if "name" in e and isinstance(e["name"], str):
         return f"name={e['name']}"
+    if parent == "filter_chains" and "filter_chain_match" in e:
+        # Envoy picks a chain by its match, whatever the order.
+        return f"match={json.dumps(e['filter_chain_match'], sort_keys=True, separators=(',', ':'))}"
     if parent == "lb_endpoints":
         sa = e.get("endpoint", {}).get("address", {}).get("socket_address", {})
         return f"addr={sa.get('address')}:{sa.get('port_value')}"
