@@ -87,7 +87,32 @@ EASTWEST_GATEWAY = {
 # each sends through a gateway differs, so no condition but two equal answers in a row.
 WANTS = {node: (lambda j: bool(j.get("EDS"))) for node in NODES}
 WANTS["eastwest-network1"] = lambda j: "0.0.0.0_15443" in j.get("LDS", {})
-SCENARIOS = [("none", ""), ("dr-subsets", DR_SUBSETS)]
+WORKLOAD_ON_NETWORK2 = f"""
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: db, namespace: {NS}}}
+spec:
+  hosts: [db.{NS}.example]
+  location: MESH_INTERNAL
+  ports: [{{number: 7070, name: grpc, protocol: GRPC, targetPort: 17070}}]
+  resolution: STATIC
+  workloadSelector: {{labels: {{app: db}}}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {{name: db-1, namespace: {NS}}}
+spec:
+  address: 10.3.0.1
+  network: network2
+  serviceAccount: db
+  labels: {{app: db, security.istio.io/tlsMode: istio}}
+"""
+DB = f"outbound|7070||db.{NS}.example"
+# (name, config applied to the primary, conditions beyond WANTS)
+SCENARIOS = [("none", "", {}), ("dr-subsets", DR_SUBSETS, {}),
+             ("workloadentry-network2", WORKLOAD_ON_NETWORK2,
+              {"sidecar-network1": lambda j: DB in j.get("EDS", {}),
+               "eastwest-network1": lambda j: DB in j.get("CDS", {})})]
 
 
 @pytest.fixture(scope="module")
@@ -131,14 +156,14 @@ def servers(clusters, tmp_path_factory):
     istiod.stop()
 
 
-@pytest.mark.parametrize("name,config", SCENARIOS, ids=[s[0] for s in SCENARIOS])
-def test_xds_diff_primary_remote(clusters, servers, name, config):
+@pytest.mark.parametrize("name,config,wants", SCENARIOS, ids=[s[0] for s in SCENARIOS])
+def test_xds_diff_primary_remote(clusters, servers, name, config, wants):
     c1, _ = clusters
     if config:
         c1.kubectl("apply", "-f", "-", stdin=config)
         time.sleep(SETTLE)
     try:
-        got = {node: {side: xds_diff.settled(servers[side], make(), targets, WANTS[node], timeout=90)
+        got = {node: {side: xds_diff.settled(servers[side], make(), targets, wants.get(node, WANTS[node]), timeout=90)
                       for side in ("istiod", "meshd")}
                for node, (make, targets) in NODES.items()}
     finally:
