@@ -34,7 +34,7 @@ import istiod as istiod_mod
 import realk8s
 import xds_diff
 from meshd_proc import Meshd
-from xdsharness import CDS, EDS, LDS, RDS, grpc_node, sidecar_node
+from xdsharness import grpc_node, sidecar_node
 
 HERE = Path(__file__).resolve().parent
 EXPECTED = HERE / "istiod_diff" / "expected"

@@ -8,9 +8,10 @@ asks LDS for the targets it dials (``host:port``), then RDS, then CDS for the cl
 then EDS. Each resource becomes plain JSON (``to_py``: field names as in the .proto, enums by name, every
 ``Any`` unpacked when xds-protos knows its type, else its type URL and a digest of its bytes).
 
-``normalise`` keys list elements by what identifies them (a name, an endpoint's address, a locality), so
-order differences that mean nothing do not show (filter chains are keyed by name or by their match: Envoy
-picks a chain by its match); order that means something (routes, filters) stays. Versions and nonces are not part of resources and never compared.
+``normalise`` keys list elements by what identifies them (a name, an endpoint's address, a locality, a
+filter chain's match: Envoy picks a chain by its match), so order differences that mean nothing do not
+show; order that means something (routes, filters) stays. Versions and nonces are not part of resources
+and never compared.
 
 ``diff`` gives one entry per differing leaf, ``{"type", "resource", "path", "istiod", "meshd"}``, with
 ``"<absent>"`` for a side that lacks it; a subtree only one side has is one entry with a summary of it.
@@ -21,16 +22,17 @@ from __future__ import annotations
 import base64
 import hashlib
 import importlib
+import importlib.util
 import json
 import queue
 import time
 from pathlib import Path
 
 import grpc
-from google.protobuf import descriptor_pool, json_format, message_factory, symbol_database
+from google.protobuf import descriptor_pool, json_format, message_factory
 from google.protobuf.descriptor import FieldDescriptor
 
-from xdsharness import CDS, EDS, LDS, MESSAGES, RDS, Ads, decode
+from xdsharness import CDS, EDS, LDS, RDS, Ads, decode
 
 TYPES = {CDS: "CDS", EDS: "EDS", LDS: "LDS", RDS: "RDS"}
 ABSENT = "<absent>"
