@@ -13,7 +13,7 @@ import pytest
 
 import proxyless
 from proxyless import node_modules  # noqa: F401 (kept for tests that import it from here)
-from xdsharness import EchoBackend, Fixture, bootstrap, echo_service
+from xdsharness import EchoBackend, Fixture, bootstrap, echo_service, wait_until
 
 HERE = Path(__file__).resolve().parent
 TARGET = "xds:///echo.default.svc.cluster.local:7070"
@@ -89,16 +89,24 @@ def test_other_clients_resolve_and_traffic_follows_endpoints(tmp_path, backends,
 
     def run() -> set[str]:
         env = proxyless.env(kind, dict(os.environ, GRPC_XDS_BOOTSTRAP_CONFIG=bootstrap(fixture.port)))
-        out = subprocess.run(proxyless.command(kind, TARGET, "--count", "6"),
+        # Paced: round robin sends only to READY backends, and grpc-go's first RPCs can all go out
+        # before the second connection is up.
+        out = subprocess.run(proxyless.command(kind, TARGET, "--count", "12", "--interval", "0.05"),
                              env=env, capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
         return set(out.stdout.split())
 
+    def serves(want: set[str]):
+        # The fixture reloads its mesh file on a poll: a fresh client per look until it has.
+        got = []
+        wait_until(lambda: got.append(run()) or got[-1] == want, timeout=20)
+        assert got[-1] == want, got
+
     try:
-        assert run() == {"backend-a"}
+        serves({"backend-a"})
         fixture.set_mesh({"services": [echo_service([("127.0.0.1", a.port), ("127.0.0.1", b.port)])]})
-        assert run() == {"backend-a", "backend-b"}
+        serves({"backend-a", "backend-b"})
         fixture.set_mesh({"services": [echo_service([("127.0.0.1", b.port)])]})
-        assert run() == {"backend-b"}
+        serves({"backend-b"})
     finally:
         fixture.close()
