@@ -130,6 +130,30 @@ spec:
     - destination: {{host: {ECHO}, subset: v2}}
       weight: 20
 """
+VS_HTTP_FEATURES = f"""
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: echo, namespace: {NS}}}
+spec:
+  hosts: [{ECHO}]
+  http:
+  - name: canary
+    match:
+    - headers: {{x-canary: {{exact: "true"}}}}
+      uri: {{prefix: /echo.Echo/}}
+    route:
+    - destination: {{host: {ECHO}, subset: v2}}
+    timeout: 5s
+    retries: {{attempts: 3, perTryTimeout: 2s, retryOn: "unavailable,5xx"}}
+    fault:
+      abort: {{percentage: {{value: 10}}, grpcStatus: UNAVAILABLE}}
+  - name: default
+    route:
+    - destination: {{host: {ECHO}, subset: v1}}
+      headers: {{request: {{set: {{x-route: default}}}}}}
+    fault:
+      delay: {{percentage: {{value: 5}}, fixedDelay: 1s}}
+"""
 PA_STRICT = f"""
 apiVersion: security.istio.io/v1
 kind: PeerAuthentication
@@ -216,6 +240,8 @@ SCENARIOS = [
     ("none", "", {"grpc": has("CDS", f"outbound|7070||{ECHO}"), "sidecar": has("CDS", f"outbound|80||{WEB}")}),
     ("dr-subsets", DR_SUBSETS, {"grpc": has("CDS", f"outbound|7070||{ECHO}"), "sidecar": has("CDS", SUBSET_V1)}),
     ("vs-weighted-split", DR_SUBSETS + "---" + VS_SPLIT,
+     {"grpc": has("CDS", SUBSET_V1, SUBSET_V2), "sidecar": has("CDS", SUBSET_V1)}),
+    ("vs-http-features", DR_SUBSETS + "---" + VS_HTTP_FEATURES,
      {"grpc": has("CDS", SUBSET_V1, SUBSET_V2), "sidecar": has("CDS", SUBSET_V1)}),
     ("dr-policy", DR_POLICY, {"grpc": has("CDS", f"outbound|7070||{ECHO}"), "sidecar": has("CDS", SUBSET_V1)}),
     ("locality-failover", LOCALITY_FAILOVER,
