@@ -74,8 +74,8 @@ done
 
 step "istiod: pilot-discovery (tests/peers/istiod/build.sh)"
 # Optional: the real istiod for the xDS diff (tests/e2e/test_istiod_diff.py), built once from its pinned
-# Go module into tests/.cache/bin. Its cold build (about 8 CPU-minutes, 11 minutes on one core) would
-# take a fresh machine's suite near the 45-minute budget: under CI=true it is built only with MESHD_ISTIOD=1.
+# Go module into tests/.cache/bin. Its cold build (about 8 CPU-minutes) and its tests (about 3 minutes)
+# would take a fresh machine's suite near the 45-minute budget: under CI=true it is built only with MESHD_ISTIOD=1.
 if [ "${CI:-}" != true ] || [ "${MESHD_ISTIOD:-}" = 1 ]; then
   tests/peers/istiod/build.sh
 else
