@@ -10,7 +10,10 @@
 
 use std::path::{Path, PathBuf};
 
-use meshd::{envoy::cds::WORKLOAD_CERT, sandbox};
+use meshd::{
+    envoy::{cds::WORKLOAD_CERT, inbound::GRPC_SERVER_LISTENER_PREFIX},
+    sandbox,
+};
 use serde_json::{Map, Value, json};
 
 /// Used when no sandbox state folder names meshd's address.
@@ -132,6 +135,8 @@ pub fn bootstrap_json(spec: &Spec) -> Value {
                 },
             },
         },
+        // An xDS-enabled gRPC server asks for its listener by this name (meshd's `envoy::inbound`).
+        "server_listener_resource_name_template": format!("{GRPC_SERVER_LISTENER_PREFIX}%s"),
     })
 }
 
@@ -214,6 +219,7 @@ mod tests {
                     },
                 },
             },
+            "server_listener_resource_name_template": "xds.istio.io/grpc/lds/inbound/%s",
         });
         assert_eq!(bootstrap_json(&spec()), want);
     }

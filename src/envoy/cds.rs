@@ -472,7 +472,7 @@ fn tls_socket(common: CommonTlsContext, sni: String) -> TransportSocket {
 }
 
 /// gRPC: the new-style provider-instance fields (grpc-js-xds understands only these).
-fn provider_tls(sans: &[String]) -> CommonTlsContext {
+pub(super) fn provider_tls(sans: &[String]) -> CommonTlsContext {
     CommonTlsContext {
         tls_certificate_provider_instance: Some(CertificateProviderPluginInstance {
             instance_name: WORKLOAD_CERT.to_owned(),

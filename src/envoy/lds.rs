@@ -9,8 +9,9 @@
 //! a TLS inspector reads the SNI `outbound_.<port>_.<subset>_.<hostname>` that sidecars send with
 //! Istio mTLS, and one filter chain per service port and per subset of the port's DestinationRule,
 //! matching that SNI and the Istio mTLS ALPNs, proxies the connection, still encrypted, to the SNI-DNAT
-//! cluster of the same name (istiod's AUTO_PASSTHROUGH). Does NOT: inbound listeners, gRPC server
-//! listeners (`xds.istio.io/grpc/lds/inbound/…`), protocol sniffing, or filters beyond fault and router.
+//! cluster of the same name (istiod's AUTO_PASSTHROUGH). A gRPC server's listener
+//! (`xds.istio.io/grpc/lds/inbound/…`) is [`inbound`]'s. Does NOT: the sidecar's inbound listeners,
+//! protocol sniffing, or filters beyond fault and router.
 
 use std::{collections::BTreeSet, net::IpAddr, sync::Arc};
 
@@ -38,7 +39,7 @@ use envoy_types::pb::{
     google::protobuf::BoolValue,
 };
 
-use super::{Context, Mesh, ads_source, any, cds, eds::socket, route};
+use super::{Context, Mesh, ads_source, any, cds, eds::socket, inbound, route};
 use crate::envoy::{ProxyKind, XdsType, resource::Resource};
 use crate::{
     config::mesh::OutboundMode,
@@ -312,6 +313,9 @@ pub(super) fn view_key(ctx: &Context) -> Arc<str> {
 /// The listener `name` for the proxy; `None` when it does not exist.
 pub(super) fn build(ctx: &Context, name: Arc<str>) -> Option<Resource> {
     let listener = match ctx.proxy.kind {
+        ProxyKind::Grpc if name.starts_with(inbound::GRPC_SERVER_LISTENER_PREFIX) => {
+            inbound::grpc_server_listener(ctx.mesh, ctx.proxy, &name)?
+        }
         ProxyKind::Grpc => grpc_listener(ctx.mesh, ctx.proxy, &name)?,
         ProxyKind::Sidecar => sidecar_listener(ctx.mesh, ctx.proxy, &name, ctx.scope.outbound)?,
         ProxyKind::Router if ctx.proxy.is_east_west_gateway() && &*name == EAST_WEST_LISTENER => {

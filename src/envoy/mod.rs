@@ -15,6 +15,7 @@ pub mod cluster_policy;
 pub mod eds;
 mod eds_wire;
 pub mod explain;
+pub mod inbound;
 pub mod lds;
 pub mod locality;
 pub mod mtls;
@@ -271,6 +272,16 @@ impl<'a> Context<'a> {
                     absent(view)
                 };
                 Plan { view, resolved: None }
+            }
+            // A gRPC server listener also depends on the workload's labels.
+            XdsType::Listener
+                if self.proxy.kind == ProxyKind::Grpc
+                    && name.starts_with(inbound::GRPC_SERVER_LISTENER_PREFIX) =>
+            {
+                Plan {
+                    view: inbound::view_key(base, self.proxy),
+                    resolved: None,
+                }
             }
             XdsType::Listener | XdsType::Route => Plan {
                 view: base.clone(),
