@@ -227,15 +227,49 @@ fn pem_block(tag: &str, der: &[u8]) -> String {
 fn load_key(pem: &str) -> Result<KeyPair, CaError> {
     let key = PrivateKeyDer::from_pem_slice(pem.as_bytes())
         .map_err(|_| CaError::invalid(CA_KEY, "no PRIVATE KEY block"))?;
-    match key {
-        PrivateKeyDer::Pkcs8(_) => {
-            KeyPair::try_from(&key).map_err(|e| CaError::invalid(CA_KEY, format!("unsupported key: {e}")))
+    let key = match key {
+        PrivateKeyDer::Pkcs8(_) => key,
+        // istiod writes its self-signed `istio-ca-secret` with a PKCS#1 key (`RSA PRIVATE KEY`); the
+        // signer takes PKCS#8 only, so the key is wrapped, unchanged, in a PKCS#8 envelope.
+        PrivateKeyDer::Pkcs1(k) => PrivateKeyDer::Pkcs8(rsa_pkcs8(k.secret_pkcs1_der()).into()),
+        _ => {
+            return Err(CaError::invalid(
+                CA_KEY,
+                "SEC1 EC keys are not supported; convert with `openssl pkcs8 -topk8 -nocrypt`",
+            ));
         }
-        _ => Err(CaError::invalid(
-            CA_KEY,
-            "PKCS#1/SEC1 keys are not supported; convert with `openssl pkcs8 -topk8 -nocrypt`",
-        )),
+    };
+    KeyPair::try_from(&key).map_err(|e| CaError::invalid(CA_KEY, format!("unsupported key: {e}")))
+}
+
+/// A PKCS#1 RSAPrivateKey wrapped as PKCS#8 PrivateKeyInfo (RFC 5208): version 0, the
+/// rsaEncryption algorithm with NULL parameters, and the key as an OCTET STRING.
+fn rsa_pkcs8(pkcs1: &[u8]) -> Vec<u8> {
+    /// version INTEGER 0, then AlgorithmIdentifier { 1.2.840.113549.1.1.1, NULL }.
+    const HEAD: [u8; 18] = [
+        0x02, 0x01, 0x00, 0x30, 0x0d, 0x06, 0x09, 0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x01, 0x05,
+        0x00,
+    ];
+    let mut body = HEAD.to_vec();
+    der_tlv(&mut body, 0x04, pkcs1);
+    let mut out = Vec::with_capacity(body.len() + 6);
+    der_tlv(&mut out, 0x30, &body);
+    out
+}
+
+/// Appends a DER tag, length (short or long form) and value.
+fn der_tlv(out: &mut Vec<u8>, tag: u8, value: &[u8]) {
+    out.push(tag);
+    let len = value.len();
+    if len < 0x80 {
+        out.push(len as u8);
+    } else {
+        let bytes = len.to_be_bytes();
+        let skip = bytes.iter().take_while(|b| **b == 0).count();
+        out.push(0x80 | (bytes.len() - skip) as u8);
+        out.extend_from_slice(&bytes[skip..]);
     }
+    out.extend_from_slice(value);
 }
 
 /// Each certificate must be signed by the next, and the last by one of the roots.
@@ -381,7 +415,49 @@ pub(crate) mod tests {
         assert!(expired.starts_with("ca-cert.pem: expired at "), "{expired}");
 
         let rsa1 = "-----BEGIN RSA PRIVATE KEY-----\nMAA=\n-----END RSA PRIVATE KEY-----\n";
-        assert!(with(&|p| p.key = rsa1.into()).contains("openssl pkcs8 -topk8"));
+        assert!(with(&|p| p.key = rsa1.into()).starts_with("ca-key.pem: unsupported key"));
+        let sec1 = "-----BEGIN EC PRIVATE KEY-----\nMAA=\n-----END EC PRIVATE KEY-----\n";
+        assert!(with(&|p| p.key = sec1.into()).contains("openssl pkcs8 -topk8"));
+    }
+
+    #[test]
+    fn loads_istiods_self_signed_secret_with_its_pkcs1_key() {
+        // What istiod writes into `istio-ca-secret` (made with openssl: an RSA 2048 root, O=cluster.local,
+        // the key as `RSA PRIVATE KEY`); meshd must take over such a mesh without re-rooting it.
+        let cert = include_str!("testdata/istiod-ca-cert.pem");
+        let key = include_str!("testdata/istiod-ca-key.pem");
+        assert!(key.starts_with("-----BEGIN RSA PRIVATE KEY-----"));
+        let pem = CaPem {
+            cert: cert.into(),
+            key: key.into(),
+            root: String::new(),
+            chain: String::new(),
+        };
+        let ca = CaBundle::from_pem(&pem).unwrap();
+        assert_eq!(ca.roots().len(), 1);
+        // It signs: a workload certificate chains to the istiod root.
+        let leaf = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::default();
+        params.distinguished_name.push(DnType::CommonName, "w");
+        let signed = params.signed_by(&leaf, &ca.issuer).unwrap();
+        let (_, parsed) = X509Certificate::from_der(signed.der()).unwrap();
+        let (_, root) = X509Certificate::from_der(&ca.roots()[0]).unwrap();
+        assert!(parsed.verify_signature(Some(root.public_key())).is_ok());
+    }
+
+    #[test]
+    fn der_lengths_use_the_short_and_long_forms() {
+        for (len, head) in [
+            (0usize, vec![0x04, 0x00]),
+            (127, vec![0x04, 0x7f]),
+            (128, vec![0x04, 0x81, 0x80]),
+            (300, vec![0x04, 0x82, 0x01, 0x2c]),
+        ] {
+            let mut out = Vec::new();
+            der_tlv(&mut out, 0x04, &vec![0; len]);
+            assert_eq!(out[..head.len()], head[..], "{len}");
+            assert_eq!(out.len(), head.len() + len);
+        }
     }
 
     #[test]

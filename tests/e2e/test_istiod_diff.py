@@ -24,7 +24,10 @@ tests/peers/istiod/build.sh).
 
 from __future__ import annotations
 
+import base64
 import json
+import socket
+import ssl
 import time
 from pathlib import Path
 
@@ -288,20 +291,35 @@ def cluster(tmp_path_factory):
 def servers(cluster, tmp_path_factory):
     root = tmp_path_factory.mktemp("diff-servers")
     (root / "mesh.yaml").write_text(MESH_CONFIG)
-    # meshd first: it creates istio-ca-secret (PKCS#8 key), which istiod reads; meshd refuses the one istiod
-    # writes (a PKCS#1 RSA key), a difference listed in docs/compatibility.md.
-    meshd = Meshd(root / "meshd", args=["--kubeconfig", str(cluster.kubeconfig), "--cluster-id", "cluster1",
-                                        "--mesh-config", str(root / "mesh.yaml")], ready_timeout=90)
+    # istiod first, as in a migration: it writes istio-ca-secret (a PKCS#1 RSA key), which meshd takes over.
     istiod = istiod_mod.Istiod(root / "istiod", cluster.kubeconfig, mesh_config=MESH_CONFIG)
+    istiod.start(timeout=180)
     try:
-        istiod.start(timeout=180)
+        meshd = Meshd(root / "meshd", args=["--kubeconfig", str(cluster.kubeconfig), "--cluster-id", "cluster1",
+                                            "--mesh-config", str(root / "mesh.yaml")], ready_timeout=90)
     except BaseException:
-        meshd.stop()
+        istiod.stop()
         raise
     yield {"istiod": f"127.0.0.1:{istiod.grpc}", "meshd": f"127.0.0.1:{meshd.grpc}", "_istiod": istiod,
            "_meshd": meshd}
     meshd.stop()
     istiod.stop()
+
+
+def test_meshd_takes_over_the_ca_secret_istiod_wrote(cluster, servers, tmp_path):
+    """istiod's self-signed istio-ca-secret (PKCS#1 key) is meshd's CA: meshd's 15012 serves a certificate
+    that chains to istiod's root."""
+    secret = json.loads(cluster.kubectl("get", "secret", "-n", "istio-system", "istio-ca-secret", "-o", "json").stdout)
+    assert base64.b64decode(secret["data"]["ca-key.pem"]).startswith(b"-----BEGIN RSA PRIVATE KEY-----")
+    root = tmp_path / "istiod-root.pem"
+    root.write_bytes(base64.b64decode(secret["data"]["ca-cert.pem"]))
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False  # istiod.istio-system.svc is not 127.0.0.1
+    ctx.load_verify_locations(root)
+    ctx.set_alpn_protocols(["h2"])
+    with socket.create_connection(("127.0.0.1", servers["_meshd"].secure), timeout=10) as raw:
+        with ctx.wrap_socket(raw) as tls:  # fails unless the chain ends at istiod's root
+            assert tls.getpeercert(binary_form=True)
 
 
 BASELINE: dict = {}
