@@ -9,24 +9,15 @@
 # PEERS_BUILD_JOBS says otherwise (e.g. PEERS_BUILD_JOBS=2 on a dedicated CI machine).
 # Prints the paths as `KUBE_APISERVER=...`, `KUBE_CONTROLLER_MANAGER=...` and `ETCD=...` lines last, for a caller to export.
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-bin="$root/tests/.cache/bin"
-stamp="$bin/.peers.sha256"
-mkdir -p "$bin"
+# shellcheck source=tests/peers/lib.sh
+source "$(dirname "$0")/lib.sh"
+peers_init "$(dirname "$0")" "kube-apiserver, kube-controller-manager and etcd" "the real-API-server tests"
 
-if ! command -v go >/dev/null 2>&1; then
-  echo "go not found: not building kube-apiserver, kube-controller-manager and etcd (the real-API-server tests will skip)"
-  exit 0
-fi
-
-want=$( { cat "$here/go.mod" "$here/go.sum" "$here/build.sh"; go env GOVERSION GOOS GOARCH; } | sha256sum | cut -d' ' -f1)
-if [ -x "$bin/kube-apiserver" ] && [ -x "$bin/kube-controller-manager" ] && [ -x "$bin/etcd" ] \
-  && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+if peers_fresh peers "$bin/kube-apiserver" "$bin/kube-controller-manager" "$bin/etcd" -- \
+  "$here/go.mod" "$here/go.sum" "$here/build.sh"; then
   echo "kube-apiserver, kube-controller-manager and etcd are up to date in $bin ($(go env GOVERSION), stamp ${want:0:12})"
 else
-  jobs=${PEERS_BUILD_JOBS:-1}
-  export GOMAXPROCS=$jobs GOFLAGS="-p=$jobs -buildvcs=false -mod=readonly" GOTOOLCHAIN=local CGO_ENABLED=0
+  peers_go_env
   cd "$here"
   k8s=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)
   etcd=$(go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)
@@ -48,7 +39,7 @@ else
   nice -n 19 go build -trimpath -ldflags "-s -w" -o "$bin/etcd.tmp" go.etcd.io/etcd/server/v3
   mv "$bin/etcd.tmp" "$bin/etcd"
   echo "etcd built in $((SECONDS - t))s"
-  echo "$want" > "$stamp"
+  peers_stamp peers
   echo "peers built in $((SECONDS - start))s"
 fi
 "$bin/kube-apiserver" --version

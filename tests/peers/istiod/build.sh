@@ -9,23 +9,14 @@
 # Gentle on a shared machine: the build runs under `nice -n 19` with GOMAXPROCS=1 and -p=1 unless
 # PEERS_BUILD_JOBS says otherwise. Prints the path as a `PILOT_DISCOVERY=...` line last.
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../../.." && pwd)
-bin="$root/tests/.cache/bin"
-stamp="$bin/.pilot-discovery.sha256"
-mkdir -p "$bin"
+# shellcheck source=tests/peers/lib.sh
+source "$(dirname "$0")/../lib.sh"
+peers_init "$(dirname "$0")" "pilot-discovery" "the istiod diff tests"
 
-if ! command -v go >/dev/null 2>&1; then
-  echo "go not found: not building pilot-discovery (the istiod diff tests will skip)"
-  exit 0
-fi
-
-want=$( { cat "$here/go.mod" "$here/go.sum" "$here/build.sh"; go env GOVERSION GOOS GOARCH; } | sha256sum | cut -d' ' -f1)
-if [ -x "$bin/pilot-discovery" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+if peers_fresh pilot-discovery "$bin/pilot-discovery" -- "$here/go.mod" "$here/go.sum" "$here/build.sh"; then
   echo "pilot-discovery is up to date in $bin ($(go env GOVERSION), stamp ${want:0:12})"
 else
-  jobs=${PEERS_BUILD_JOBS:-1}
-  export GOMAXPROCS=$jobs GOFLAGS="-p=$jobs -buildvcs=false -mod=readonly" GOTOOLCHAIN=local CGO_ENABLED=0
+  peers_go_env
   cd "$here"
   ver=$(go list -m -f '{{.Version}}' istio.io/istio)
   echo "building pilot-discovery istio.io/istio $ver with $(go env GOVERSION) (GOMAXPROCS=$jobs) into $bin"
@@ -39,7 +30,7 @@ else
   nice -n 19 go build -trimpath -tags disable_pgv -ldflags "$ldflags" -o "$bin/pilot-discovery.tmp" \
     istio.io/istio/pilot/cmd/pilot-discovery
   mv "$bin/pilot-discovery.tmp" "$bin/pilot-discovery"
-  echo "$want" > "$stamp"
+  peers_stamp pilot-discovery
   echo "pilot-discovery built in $((SECONDS - start))s"
 fi
 "$bin/pilot-discovery" version --short 2>/dev/null || "$bin/pilot-discovery" version | sed -n 1p
