@@ -1,7 +1,8 @@
 //! meshctl, the operator CLI: its commands, parsed by clap, and what they do. The binary only parses
 //! and calls [`run`].
 //!
-//! - [`client`]: meshd's admin API (`--meshd`; default the running sandbox's, else `http://127.0.0.1:15014`).
+//! - [`client`]: meshd's admin API; [`target`]: which meshd (`--meshd`, the sandbox on `$MESHD_STATE_DIR`
+//!   or the default folder, else `http://127.0.0.1:15014`), never another when pointed at one.
 //! - [`views`]: the readable views of the debug JSON (pure).
 //! - [`proxy_config`]: `proxy-config`'s tables from a proxy's Envoy config dump (pure).
 //! - [`output`]: tables, JSON, YAML.
@@ -18,9 +19,10 @@ pub mod client;
 pub mod cluster;
 pub mod output;
 pub mod proxy_config;
+pub mod target;
 pub mod views;
 
-use std::{path::PathBuf, time::Duration};
+use std::{io::IsTerminal, path::PathBuf, time::Duration};
 
 use clap::{CommandFactory, Parser, Subcommand};
 use serde_json::Value;
@@ -28,6 +30,7 @@ use serde_json::Value;
 use client::{AdminClient, ClientError, query_value};
 use cluster::{AddCluster, ClusterError, Role, TokenKind};
 use output::{Output, render};
+use target::{Target, TargetError};
 
 /// `meshctl`.
 #[derive(Debug, Parser)]
@@ -214,6 +217,9 @@ pub enum Error {
     /// meshd's admin API.
     #[error(transparent)]
     Client(#[from] ClientError),
+    /// Which meshd to ask.
+    #[error(transparent)]
+    Target(#[from] TargetError),
     /// Adding or removing a cluster.
     #[error(transparent)]
     Cluster(#[from] ClusterError),
@@ -236,11 +242,18 @@ pub enum Error {
 
 /// Runs one command; prints its result to stdout.
 pub async fn run(cli: Cli) -> Result<(), Error> {
-    let meshd_url = match cli.meshd {
-        Some(url) => url,
-        None => default_meshd(&meshd::sandbox::state::tools_state_dir()),
+    let env_dir = std::env::var_os("MESHD_STATE_DIR").map(PathBuf::from);
+    let default_dir = meshd::sandbox::default_state_dir();
+    // Chosen only by the commands that ask meshd: the others need no running meshd.
+    let admin = || -> Result<AdminClient, Error> {
+        let target = Target::choose(cli.meshd.as_deref(), env_dir.as_deref(), &default_dir)?;
+        if let Some(note) = target.note()
+            && std::io::stderr().is_terminal()
+        {
+            eprintln!("{note}");
+        }
+        Ok(AdminClient::new(target.url(), cli.token.clone())?)
     };
-    let admin = || AdminClient::new(&meshd_url, cli.token.clone());
     let out = cli.output;
     match cli.command {
         Command::Version => println!("meshctl {}", env!("CARGO_PKG_VERSION")),
@@ -362,22 +375,6 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
     }
     Ok(())
 }
-
-/// The monitoring address of the sandbox meshd running on `state_dir`, else istiod's default port on
-/// loopback. A sandbox that found 15014 taken serves elsewhere; this is how meshctl still finds it.
-fn default_meshd(state_dir: &std::path::Path) -> String {
-    match meshd::sandbox::Addresses::of_running(state_dir) {
-        Ok(Some(a)) => format!("http://{}", a.monitoring),
-        Ok(None) => DEFAULT_MESHD.to_owned(),
-        Err(e) => {
-            eprintln!("warning: {e}; using {DEFAULT_MESHD}");
-            DEFAULT_MESHD.to_owned()
-        }
-    }
-}
-
-/// meshd's monitoring address on this machine, at istiod's port.
-pub const DEFAULT_MESHD: &str = "http://127.0.0.1:15014";
 
 /// Every local input (the name, both kubeconfigs, the server) is checked before the remote is contacted,
 /// so a typo costs no reader account and no token.

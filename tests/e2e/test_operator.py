@@ -260,3 +260,23 @@ def test_non_loopback_debug_requires_credentials(mesh):
         urllib.request.urlopen(req, timeout=5)
     assert e.value.code == 401 and b"token" in e.value.read()
     assert mesh.get("/debug/clusterz")[0] == 200, "loopback stays open"
+
+
+def test_meshctl_never_answers_for_another_meshd_than_the_one_named(mesh, tmp_path):
+    """Pointed at a state folder that is missing, or whose meshd is not running, meshctl fails and says
+    so, instead of asking the meshd that runs elsewhere; pointed at the running one's folder, it asks it."""
+    env = {k: v for k, v in os.environ.items() if k != "MESHCTL_MESHD"}
+
+    def run(state: Path) -> subprocess.CompletedProcess:
+        return subprocess.run([str(BIN_DIR / "meshctl"), "remote-clusters"], capture_output=True, text=True,
+                              timeout=60, env=dict(env, MESHD_STATE_DIR=str(state)))
+
+    missing = run(tmp_path / "missing")
+    assert missing.returncode != 0 and not missing.stdout, missing
+    assert f"MESHD_STATE_DIR={tmp_path / 'missing'}: no such folder" in missing.stderr, missing.stderr
+    (tmp_path / "stopped").mkdir()
+    stopped = run(tmp_path / "stopped")
+    assert stopped.returncode != 0 and not stopped.stdout, stopped
+    assert "no meshd is running on MESHD_STATE_DIR=" in stopped.stderr, stopped.stderr
+    live = run(mesh.state)
+    assert live.returncode == 0 and "cluster2" in live.stdout, live
