@@ -98,7 +98,9 @@ pub enum Command {
         subset: Option<String>,
     },
     /// What meshd last sent a proxy, as istioctl's proxy-config tables; `-o json|yaml` print that
-    /// section of `/debug/config_dump` (Envoy's admin `ConfigDump`) as is.
+    /// section of `/debug/config_dump` (Envoy's admin `ConfigDump`) as is. istioctl's spellings work
+    /// too: `pc`, and `cluster`, `endpoint`, `listener`, `route`.
+    #[command(visible_alias = "pc")]
     ProxyConfig {
         /// Which part: clusters, endpoints, listeners or routes.
         #[arg(value_enum)]
@@ -304,6 +306,12 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
         }
         Command::ProxyStatus => {
             let rows: Vec<views::SyncStatus> = admin()?.get("/debug/syncz").await?;
+            if rows.is_empty() && out == Output::Table {
+                // An empty table reads like a failure: say what it means and how to connect one.
+                eprintln!(
+                    "no proxies are connected (meshctl bootstrap writes a proxyless gRPC client's bootstrap)"
+                );
+            }
             let rows = views::ProxyStatuses(rows.iter().map(views::proxy_status).collect());
             print!("{}", render(&rows, out)?);
         }
@@ -429,6 +437,21 @@ async fn add_cluster(a: AddClusterArgs) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn istioctl_spellings_of_proxy_config_parse() {
+        for args in [
+            ["meshctl", "proxy-config", "clusters", "p"],
+            ["meshctl", "pc", "cluster", "p"],
+            ["meshctl", "pc", "route", "p"],
+            ["meshctl", "proxy-config", "endpoint", "p"],
+            ["meshctl", "pc", "listener", "p"],
+        ] {
+            let cli = Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            assert!(matches!(cli.command, Command::ProxyConfig { .. }), "{args:?}");
+        }
+        assert!(Cli::try_parse_from(["meshctl", "pc", "secrets", "p"]).is_err());
+    }
 
     /// A remote kubeconfig whose API server refuses connections: reaching it would fail differently.
     fn unreachable_remote(dir: &std::path::Path) -> String {

@@ -17,12 +17,16 @@ pub trait ConfigRow {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ConfigKind {
     /// CDS: `ClustersConfigDump`.
+    #[value(alias = "cluster")]
     Clusters,
     /// EDS: `EndpointsConfigDump`.
+    #[value(alias = "endpoint")]
     Endpoints,
     /// LDS: `ListenersConfigDump`.
+    #[value(alias = "listener")]
     Listeners,
     /// RDS: `RoutesConfigDump`.
+    #[value(alias = "route")]
     Routes,
 }
 
