@@ -54,7 +54,7 @@ use prost::Message;
 use super::{
     Context, Mesh, Target, ads_source, any,
     cluster_meta::IstioMeta,
-    cluster_policy::{self, Client, FieldNote, TlsContext, UpstreamTls, upstream_tls},
+    cluster_policy::{self, Client, FieldNote, TlsContext, UpstreamProtocol, UpstreamTls, upstream_tls},
     eds::strings,
     parse_cluster,
 };
@@ -350,13 +350,15 @@ fn cluster_of<'m: 'n, 'n>(
         upstream_tls(policy.tls.as_ref(), client, &ctx)
     };
     let mut c = eds_cluster(name);
-    let mut notes = cluster_policy::apply(&mut c, &policy, client, port.protocol.is_http(), settings, &tls);
+    let mut notes = cluster_policy::apply(&mut c, &policy, client, port.protocol, settings, &tls);
     notes.extend(tls_note);
     // istiod leaves auto-mTLS off an original-destination (PASSTHROUGH) cluster: no endpoint metadata.
     let original_dst =
         c.cluster_discovery_type == Some(ClusterDiscoveryType::Type(DiscoveryType::OriginalDst as i32));
     if !(original_dst && matches!(tls, UpstreamTls::Auto { .. })) {
-        apply_tls(&mut c, &tls, client);
+        let upstream =
+            cluster_policy::upstream_protocol(policy.connection_pool.as_ref(), port.protocol, client);
+        apply_tls(&mut c, &tls, client, upstream == UpstreamProtocol::Http2);
     }
     let meta = (client != Client::Grpc).then(|| IstioMeta {
         service,
@@ -406,27 +408,28 @@ static AUTO_MTLS: LazyLock<[TransportSocketMatch; 2]> = LazyLock::new(|| {
 /// Secures `c`'s upstream connections as `tls` says. gRPC gets certificate-provider instances
 /// (`default` for its certificate, `ROOTCA` for the root; the bootstrap's `certificate_providers`),
 /// Envoy SDS secrets from the istio-agent; auto-mTLS is Envoy's transport-socket matches on the
-/// endpoints' `tlsMode` (gRPC does not evaluate those).
-pub fn apply_tls(c: &mut Cluster, tls: &UpstreamTls, client: Client) {
+/// endpoints' `tlsMode` (gRPC does not evaluate those). An Envoy cluster speaking HTTP/2 (`h2`)
+/// offers the `h2` ALPN, as istiod's `buildUpstreamClusterTLSContext`.
+pub fn apply_tls(c: &mut Cluster, tls: &UpstreamTls, client: Client, h2: bool) {
     match (tls, client) {
         (UpstreamTls::None, _) => {}
         (UpstreamTls::IstioMutual { sans, .. }, Client::Grpc) => {
             c.transport_socket = Some(tls_socket(provider_tls(sans), String::new()));
         }
         (UpstreamTls::IstioMutual { sans, sni }, _) => {
-            c.transport_socket = Some(sds_tls_socket(sans, sni));
+            c.transport_socket = Some(sds_tls_socket(sans, sni, h2));
         }
         (UpstreamTls::Auto { sans, sni }, _) => {
             c.transport_socket_matches = vec![
                 TransportSocketMatch {
-                    transport_socket: Some(sds_tls_socket(sans, sni)),
+                    transport_socket: Some(sds_tls_socket(sans, sni, h2)),
                     ..AUTO_MTLS[0].clone()
                 },
                 AUTO_MTLS[1].clone(),
             ];
         }
         (UpstreamTls::Originate(t), _) => {
-            c.transport_socket = Some(tls_socket(originate_tls(t), t.sni.clone()));
+            c.transport_socket = Some(tls_socket(originate_tls(t, h2), t.sni.clone()));
         }
     }
 }
@@ -495,8 +498,8 @@ pub(super) fn provider_tls(sans: &[String]) -> CommonTlsContext {
 /// Sidecar: SDS secrets from the agent, as istiod configures them; the SAN matchers are the default
 /// part of a combined validation context whose root comes from SDS.
 #[cfg(test)]
-fn sds_tls(sans: &[String]) -> CommonTlsContext {
-    let mut common = SdsTls::common();
+fn sds_tls(sans: &[String], h2: bool) -> CommonTlsContext {
+    let mut common = SdsTls::common(h2);
     common.validation_context_type = Some(ValidationContextType::CombinedValidationContext(
         CombinedCertificateValidationContext {
             default_validation_context: Some(CertificateValidationContext {
@@ -510,12 +513,13 @@ fn sds_tls(sans: &[String]) -> CommonTlsContext {
 }
 
 /// [`sds_tls`]'s socket, written as prost writes it, from the parts every cluster shares (encoded
-/// once: the secrets, ALPN, TLS versions) and the cluster's SANs and SNI: building and encoding the
-/// shared parts was most of the cost of a cluster.
-fn sds_tls_socket(sans: &[String], sni: &str) -> TransportSocket {
+/// once per ALPN list: the secrets, ALPN, TLS versions) and the cluster's SANs and SNI: building and
+/// encoding the shared parts was most of the cost of a cluster.
+fn sds_tls_socket(sans: &[String], sni: &str, h2: bool) -> TransportSocket {
     use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint, key_len, message};
-    static PARTS: LazyLock<SdsTls> = LazyLock::new(SdsTls::new);
-    let parts = &*PARTS;
+    static PARTS: LazyLock<SdsTls> = LazyLock::new(|| SdsTls::new(false));
+    static PARTS_H2: LazyLock<SdsTls> = LazyLock::new(|| SdsTls::new(true));
+    let parts = if h2 { &*PARTS_H2 } else { &*PARTS };
     let sans = CertificateValidationContext {
         match_typed_subject_alt_names: san_matchers(sans),
         ..Default::default()
@@ -565,8 +569,8 @@ struct SdsTls {
 }
 
 impl SdsTls {
-    fn new() -> Self {
-        let common = Self::common();
+    fn new(h2: bool) -> Self {
+        let common = Self::common(h2);
         let head = CommonTlsContext {
             tls_params: common.tls_params.clone(),
             ..Default::default()
@@ -583,11 +587,16 @@ impl SdsTls {
         }
     }
 
-    /// Everything but the validation context.
-    fn common() -> CommonTlsContext {
+    /// Everything but the validation context; `h2` adds the ALPN (istiod's `ALPNInMeshH2WithMxc`).
+    fn common(h2: bool) -> CommonTlsContext {
+        let alpn: &[&str] = if h2 {
+            &["istio-peer-exchange", "istio", "h2"]
+        } else {
+            &["istio-peer-exchange", "istio"]
+        };
         CommonTlsContext {
             tls_certificate_sds_secret_configs: vec![sds(WORKLOAD_CERT)],
-            alpn_protocols: vec!["istio-peer-exchange".to_owned(), "istio".to_owned()],
+            alpn_protocols: alpn.iter().map(|a| (*a).to_owned()).collect(),
             tls_params: Some(tls_1_2_to_1_3()),
             ..Default::default()
         }
@@ -614,7 +623,8 @@ fn tls_1_2_to_1_3() -> TlsParameters {
 /// `SIMPLE` / `MUTUAL` origination (istiod's `constructUpstreamTLS`): with `credentialName`, the
 /// agent serves the secret (`kubernetes://<name>`, its CA as `<name>-cacert`); otherwise the files
 /// named in the rule, through the agent's SDS (`file-cert:<cert>~<key>`, `file-root:<ca or system>`).
-fn originate_tls(t: &ClientTlsSettings) -> CommonTlsContext {
+/// An HTTP/2 cluster (`h2`) offers only the `h2` ALPN.
+fn originate_tls(t: &ClientTlsSettings, h2: bool) -> CommonTlsContext {
     let mutual = t.mode == TlsMode::Mutual;
     let (cert, root) = if t.credential_name.is_empty() {
         let ca = if t.ca_certificates.is_empty() {
@@ -654,6 +664,7 @@ fn originate_tls(t: &ClientTlsSettings) -> CommonTlsContext {
         tls_certificate_sds_secret_configs: if mutual { vec![sds(&cert)] } else { vec![] },
         validation_context_type: Some(validation),
         tls_params: Some(tls_1_2_to_1_3()),
+        alpn_protocols: if h2 { vec!["h2".to_owned()] } else { vec![] },
         ..Default::default()
     }
 }

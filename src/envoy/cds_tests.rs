@@ -432,12 +432,12 @@ fn the_sidecar_tls_socket_is_byte_for_byte_what_prost_writes() {
         (&many, "outbound_.80_.v1_.echo.default.svc.cluster.local"),
         (&many, ""),
     ];
-    for (sans, sni) in cases {
-        let want = super::tls_socket(super::sds_tls(sans), sni.to_owned());
+    for ((sans, sni), h2) in cases.into_iter().flat_map(|c| [(c, false), (c, true)]) {
+        let want = super::tls_socket(super::sds_tls(sans, h2), sni.to_owned());
         assert_eq!(
-            super::sds_tls_socket(sans, sni),
+            super::sds_tls_socket(sans, sni, h2),
             want,
-            "{} SANs, SNI {sni:?}",
+            "{} SANs, SNI {sni:?}, h2 {h2}",
             sans.len()
         );
     }

@@ -46,9 +46,10 @@ use crate::{
     config::MeshConfig,
     envoy::ProxyKind,
     istio::destination_rule::{
-        ClientTlsSettings, ConnectionPoolSettings, LoadBalancerSettings, OutlierDetection as Outlier,
-        PortTrafficPolicy, SimpleLb, TlsMode,
+        ClientTlsSettings, ConnectionPoolSettings, H2UpgradePolicy, LoadBalancerSettings,
+        OutlierDetection as Outlier, PortTrafficPolicy, SimpleLb, TlsMode,
     },
+    model::Protocol,
 };
 
 /// Envoy's extension key for upstream HTTP protocol options.
@@ -129,15 +130,15 @@ fn downgraded(field: &'static str, to: &str) -> FieldNote {
     note(field, Effect::Downgraded { to: to.to_owned() })
 }
 
-/// Applies `policy` to the EDS cluster `c` for `client`; `http` says whether the service port speaks
-/// HTTP (protocol options only make sense there), `mesh` gives the defaults (connect timeout,
-/// locality load balancing), `tls` what [`upstream_tls`] chose (TLS origination without SNI or SANs
-/// needs protocol options too).
+/// Applies `policy` to the EDS cluster `c` for `client`; `protocol` is the service port's (HTTP
+/// protocol options only make sense on HTTP ports; HTTP/2 ones get HTTP/2 upstream), `mesh` gives the
+/// defaults (connect timeout, locality load balancing), `tls` what [`upstream_tls`] chose (TLS
+/// origination without SNI or SANs needs protocol options too).
 pub fn apply(
     c: &mut Cluster,
     policy: &PortTrafficPolicy,
     client: Client,
-    http: bool,
+    protocol: Protocol,
     mesh: &MeshConfig,
     tls: &UpstreamTls,
 ) -> Vec<FieldNote> {
@@ -147,7 +148,14 @@ pub fn apply(
         // istiod sets an (empty) common LB config on every cluster it builds.
         c.common_lb_config = Some(CommonLbConfig::default());
     }
-    connection_pool(c, policy.connection_pool.as_ref(), client, http, tls, &mut notes);
+    connection_pool(
+        c,
+        policy.connection_pool.as_ref(),
+        client,
+        protocol,
+        tls,
+        &mut notes,
+    );
     if let Some(od) = &policy.outlier_detection {
         outlier_detection(c, od, client, &mut notes);
     }
@@ -434,7 +442,7 @@ fn connection_pool(
     c: &mut Cluster,
     pool: Option<&ConnectionPoolSettings>,
     client: Client,
-    http: bool,
+    protocol: Protocol,
     tls: &UpstreamTls,
     notes: &mut Vec<FieldNote>,
 ) {
@@ -513,13 +521,19 @@ fn connection_pool(
             "not implemented by meshd yet",
         ));
     }
-    if http_settings.is_some_and(|h| h.h2_upgrade_policy.is_some()) {
-        notes.push(ignored(
-            "connectionPool.http.h2UpgradePolicy",
-            "not implemented by meshd yet (upstream protocol selection)",
-        ));
+    if let Some(policy) = http_settings.and_then(|h| h.h2_upgrade_policy) {
+        const FIELD: &str = "connectionPool.http.h2UpgradePolicy";
+        notes.push(match client {
+            Client::Grpc => ignored(FIELD, "gRPC always speaks HTTP/2"),
+            _ if policy == H2UpgradePolicy::DoNotUpgrade && protocol.is_http2() => ignored(
+                FIELD,
+                "an HTTP2 or gRPC port speaks HTTP/2 upstream whatever the rule says (as istiod)",
+            ),
+            _ => applies(FIELD),
+        });
     }
-    let mut options = protocol_options(http_settings, tcp, client, http, notes);
+    let upstream = upstream_protocol(pool, protocol, client);
+    let mut options = protocol_options(http_settings, tcp, client, protocol.is_http(), upstream, notes);
     if let (UpstreamTls::Originate(t), true) = (tls, client.envoy()) {
         // istiod's `setAutoSniAndAutoSanValidation`: the SNI and SAN check follow the request's host.
         let auto_sni = t.sni.is_empty();
@@ -551,14 +565,51 @@ fn http1_options() -> HttpProtocolOptions {
     }
 }
 
-/// Idle timeout, requests per connection, connection lifetime and `useClientProtocol` → Envoy's
-/// `HttpProtocolOptions` (HTTP/1.1 unless the client's protocol is used, as istiod's
-/// `clusterWrapper.build`; on every port, as istiod, though only HTTP ports read them).
+/// The HTTP version an Envoy cluster speaks upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpstreamProtocol {
+    /// HTTP/1.1, Envoy's default (explicit only when other HTTP options are sent).
+    Http1,
+    /// HTTP/2, which gRPC needs; the mTLS ALPN offers `h2` too.
+    Http2,
+    /// The downstream request's.
+    Downstream,
+}
+
+/// istiod's `setUpstreamProtocol`, `applyH2Upgrade` and `setUseDownstreamProtocol`, in that order:
+/// `useClientProtocol` wins, then an HTTP2/gRPC port, then a sidecar's port of no declared protocol
+/// (sniffed, so either version may come), then `h2UpgradePolicy: UPGRADE`. MeshConfig
+/// `h2UpgradePolicy` is not read: istiod's default, `DO_NOT_UPGRADE`. gRPC clients always speak HTTP/2
+/// and read none of this.
+pub fn upstream_protocol(
+    pool: Option<&ConnectionPoolSettings>,
+    protocol: Protocol,
+    client: Client,
+) -> UpstreamProtocol {
+    let http = pool.and_then(|p| p.http.as_ref());
+    if http.is_some_and(|h| h.use_client_protocol == Some(true)) {
+        UpstreamProtocol::Downstream
+    } else if protocol.is_http2() {
+        UpstreamProtocol::Http2
+    } else if client == Client::Sidecar && protocol == Protocol::Unknown {
+        UpstreamProtocol::Downstream
+    } else if http.is_some_and(|h| h.h2_upgrade_policy == Some(H2UpgradePolicy::Upgrade)) {
+        UpstreamProtocol::Http2
+    } else {
+        UpstreamProtocol::Http1
+    }
+}
+
+/// Idle timeout, requests per connection, connection lifetime, streams per connection and the
+/// `upstream` protocol → Envoy's `HttpProtocolOptions` (as istiod's `applyConnectionPool` and
+/// `clusterWrapper.build`: explicit HTTP/1.1 when only common options are set; on every port, as
+/// istiod, though only HTTP ports read them).
 fn protocol_options(
     http_settings: Option<&crate::istio::destination_rule::HttpSettings>,
     tcp: Option<&crate::istio::destination_rule::TcpSettings>,
     client: Client,
     http: bool,
+    upstream: UpstreamProtocol,
     notes: &mut Vec<FieldNote>,
 ) -> Option<HttpProtocolOptions> {
     let idle = http_settings
@@ -569,6 +620,9 @@ fn protocol_options(
         .filter(|&v| v > 0);
     let lifetime = tcp.and_then(|t| t.max_connection_duration);
     let downstream = http_settings.is_some_and(|h| h.use_client_protocol == Some(true));
+    let streams = http_settings
+        .and_then(|h| h.max_concurrent_streams)
+        .filter(|&v| v > 0);
     let fields = [
         (
             "connectionPool.http.idleTimeout",
@@ -584,10 +638,7 @@ fn protocol_options(
         ),
         ("connectionPool.tcp.maxConnectionDuration", lifetime.is_some()),
         ("connectionPool.http.useClientProtocol", downstream),
-        (
-            "connectionPool.http.maxConcurrentStreams",
-            http_settings.is_some_and(|h| h.max_concurrent_streams.is_some()),
-        ),
+        ("connectionPool.http.maxConcurrentStreams", streams.is_some()),
     ];
     let why = match (client, http) {
         (Client::Grpc, _) => Some("gRPC does not read Envoy's upstream HTTP protocol options"),
@@ -598,35 +649,48 @@ fn protocol_options(
     for (field, _) in fields.into_iter().filter(|(_, set)| *set) {
         notes.push(match why {
             Some(why) => ignored(field, why),
-            // Streams per connection are an HTTP/2 option: meshd sends HTTP/1.1 options.
-            None if field == "connectionPool.http.maxConcurrentStreams" => ignored(
-                field,
-                "applies to HTTP/2 upstreams only; meshd sends HTTP/1.1 options",
-            ),
+            // Streams per connection are an HTTP/2 option.
+            None if field == "connectionPool.http.maxConcurrentStreams"
+                && upstream != UpstreamProtocol::Http2 =>
+            {
+                ignored(field, "applies to HTTP/2 upstreams only (as istiod)")
+            }
             None => applies(field),
         });
     }
-    if !client.envoy() || (idle.is_none() && per_connection.is_none() && lifetime.is_none() && !downstream) {
+    // istiod sets the common options, even empty, when any of these is set.
+    let common = idle.is_some() || per_connection.is_some() || lifetime.is_some() || streams.is_some();
+    if !client.envoy() || (!common && upstream == UpstreamProtocol::Http1) {
         return None;
     }
-    let common = (idle.is_some() || per_connection.is_some() || lifetime.is_some()).then(|| {
-        envoy_types::pb::envoy::config::core::v3::HttpProtocolOptions {
-            idle_timeout: idle.map(pb_duration),
-            max_connection_duration: lifetime.map(pb_duration),
-            max_requests_per_connection: per_connection.map(|v| u32v(v.unsigned_abs())),
-            ..Default::default()
-        }
+    let common = common.then(|| envoy_types::pb::envoy::config::core::v3::HttpProtocolOptions {
+        idle_timeout: idle.map(pb_duration),
+        max_connection_duration: lifetime.map(pb_duration),
+        max_requests_per_connection: per_connection.map(|v| u32v(v.unsigned_abs())),
+        ..Default::default()
     });
     let mut options = http1_options();
     options.common_http_protocol_options = common;
-    if downstream {
-        options.upstream_protocol_options = Some(UpstreamProtocolOptions::UseDownstreamProtocolConfig(
-            UseDownstreamHttpConfig {
-                http_protocol_options: Some(Http1ProtocolOptions::default()),
-                http2_protocol_options: Some(Http2ProtocolOptions::default()),
-                ..Default::default()
-            },
-        ));
+    match upstream {
+        UpstreamProtocol::Http1 => {}
+        UpstreamProtocol::Http2 => {
+            options.upstream_protocol_options =
+                Some(UpstreamProtocolOptions::ExplicitHttpConfig(ExplicitHttpConfig {
+                    protocol_config: Some(ProtocolConfig::Http2ProtocolOptions(Http2ProtocolOptions {
+                        max_concurrent_streams: streams.map(|v| u32v(v.unsigned_abs())),
+                        ..Default::default()
+                    })),
+                }));
+        }
+        UpstreamProtocol::Downstream => {
+            options.upstream_protocol_options = Some(UpstreamProtocolOptions::UseDownstreamProtocolConfig(
+                UseDownstreamHttpConfig {
+                    http_protocol_options: Some(Http1ProtocolOptions::default()),
+                    http2_protocol_options: Some(Http2ProtocolOptions::default()),
+                    ..Default::default()
+                },
+            ));
+        }
     }
     Some(options)
 }

@@ -10,11 +10,15 @@ use prost::Message;
 use prost_reflect::{DescriptorPool, DynamicMessage, SerializeOptions};
 use serde_json::{Value, json};
 
-use super::{Client, Effect, FieldNote, TlsContext, UpstreamTls, apply, upstream_tls};
+use super::{
+    Client, Effect, FieldNote, TlsContext, UpstreamProtocol, UpstreamTls, apply, upstream_protocol,
+    upstream_tls,
+};
 use crate::{
     config::MeshConfig,
     envoy::cds::{apply_tls, eds_cluster},
     istio::destination_rule::PortTrafficPolicy,
+    model::Protocol,
 };
 
 /// What, the rule's `trafficPolicy` (YAML), the client, the cluster's JSON, (field, effect) notes.
@@ -53,6 +57,11 @@ fn json_of(c: &envoy_types::pb::envoy::config::cluster::v3::Cluster) -> Value {
 
 /// Builds the cluster of `yaml` for `client` (a port that speaks HTTP), as the generator does.
 fn build(yaml: &str, client: Client) -> (Value, Vec<FieldNote>, Value) {
+    build_on(yaml, client, Protocol::Http)
+}
+
+/// [`build`] for a port of `protocol`.
+fn build_on(yaml: &str, client: Client, protocol: Protocol) -> (Value, Vec<FieldNote>, Value) {
     let p = policy(yaml);
     let ids: BTreeSet<Arc<str>> = ["spiffe://cluster.local/ns/d/sa/r".into()].into();
     let ctx = TlsContext {
@@ -63,9 +72,10 @@ fn build(yaml: &str, client: Client) -> (Value, Vec<FieldNote>, Value) {
     };
     let (tls, tls_note) = upstream_tls(p.tls.as_ref(), client, &ctx);
     let mut c = eds_cluster("outbound|80||r.d.svc.cluster.local");
-    let mut notes = apply(&mut c, &p, client, true, &MeshConfig::default(), &tls);
+    let mut notes = apply(&mut c, &p, client, protocol, &MeshConfig::default(), &tls);
     notes.extend(tls_note);
-    apply_tls(&mut c, &tls, client);
+    let upstream = upstream_protocol(p.connection_pool.as_ref(), protocol, client);
+    apply_tls(&mut c, &tls, client, upstream == UpstreamProtocol::Http2);
     let timeout = json_of_timeout(&c);
     (json_of(&c), notes, timeout)
 }
@@ -457,14 +467,52 @@ fn every_field_per_client() {
             vec![ig("connectionPool.http.idleTimeout")],
         ),
         (
+            "h2 upgrade",
+            "connectionPool: {http: {h2UpgradePolicy: UPGRADE, maxConcurrentStreams: 50}}",
+            Client::Sidecar,
+            merged(
+                envoy_defaults(),
+                json!({"typedExtensionProtocolOptions": {
+             "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+                 "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+                 "commonHttpProtocolOptions": {},
+                 "explicitHttpConfig": {"http2ProtocolOptions": {"maxConcurrentStreams": 50}}}}}),
+            ),
+            vec![
+                ("connectionPool.http.h2UpgradePolicy", "applies"),
+                ("connectionPool.http.maxConcurrentStreams", "applies"),
+            ],
+        ),
+        (
+            "streams on HTTP/1.1",
+            "connectionPool: {http: {h2UpgradePolicy: DO_NOT_UPGRADE, maxConcurrentStreams: 50}}",
+            Client::Sidecar,
+            merged(
+                envoy_defaults(),
+                json!({"typedExtensionProtocolOptions": {
+             "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+                 "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+                 "commonHttpProtocolOptions": {},
+                 "explicitHttpConfig": {"httpProtocolOptions": {}}}}}),
+            ),
+            vec![
+                ("connectionPool.http.h2UpgradePolicy", "applies"),
+                ig("connectionPool.http.maxConcurrentStreams"),
+            ],
+        ),
+        (
+            "h2 upgrade",
+            "connectionPool: {http: {h2UpgradePolicy: UPGRADE}}",
+            Client::Grpc,
+            json!({}),
+            vec![ig("connectionPool.http.h2UpgradePolicy")],
+        ),
+        (
             "not implemented",
-            "connectionPool: {http: {h2UpgradePolicy: UPGRADE}, tcp: {tcpKeepalive: {time: 10s}}}",
+            "connectionPool: {tcp: {tcpKeepalive: {time: 10s}}}",
             Client::Sidecar,
             envoy_defaults(),
-            vec![
-                ig("connectionPool.tcp.tcpKeepalive"),
-                ig("connectionPool.http.h2UpgradePolicy"),
-            ],
+            vec![ig("connectionPool.tcp.tcpKeepalive")],
         ),
         (
             "tls disable",
@@ -651,7 +699,7 @@ fn meshconfig_locality_applies_without_a_rule_setting() {
     let weighted = |yaml: &str, client| {
         let p = policy(yaml);
         let mut c = eds_cluster("outbound|80||r.d.svc.cluster.local");
-        let notes = apply(&mut c, &p, client, true, &mesh, &UpstreamTls::None);
+        let notes = apply(&mut c, &p, client, Protocol::Http, &mesh, &UpstreamTls::None);
         let locality = c
             .common_lb_config
             .and_then(|l| l.locality_config_specifier)
@@ -669,4 +717,99 @@ fn meshconfig_locality_applies_without_a_rule_setting() {
         ),
         (false, vec![("loadBalancer.localityLbSetting", "applies")])
     );
+}
+
+/// `explicitHttpConfig` with HTTP/2 options, as istiod's `setH2Options` writes it.
+fn h2_options(common: Option<Value>) -> Value {
+    let mut opts = json!({
+        "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+        "explicitHttpConfig": {"http2ProtocolOptions": {}}});
+    if let Some(c) = common {
+        opts["commonHttpProtocolOptions"] = c;
+    }
+    json!({"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": opts})
+}
+
+#[test]
+fn http2_and_grpc_ports_speak_http2_upstream_as_istiod() {
+    for protocol in [Protocol::Grpc, Protocol::Http2, Protocol::GrpcWeb] {
+        for client in [Client::Sidecar, Client::Router] {
+            // No rule: HTTP/2 options alone; auto-mTLS offers `h2` too.
+            let (c, notes, _) = build_on("{}", client, protocol);
+            assert_eq!(
+                c["typedExtensionProtocolOptions"],
+                h2_options(None),
+                "{protocol:?} {client:?}"
+            );
+            assert!(notes.is_empty());
+            // `connectionPool.http` with common options keeps HTTP/2 (meshd once sent HTTP/1.1 here).
+            let (c, _, _) = build_on("connectionPool: {http: {idleTimeout: 60s}}", client, protocol);
+            assert_eq!(
+                c["typedExtensionProtocolOptions"],
+                h2_options(Some(json!({"idleTimeout": "60s"}))),
+                "{protocol:?} {client:?}"
+            );
+            // DO_NOT_UPGRADE does not downgrade an HTTP/2 port.
+            let (c, notes, _) = build_on(
+                "connectionPool: {http: {h2UpgradePolicy: DO_NOT_UPGRADE}}",
+                client,
+                protocol,
+            );
+            assert_eq!(c["typedExtensionProtocolOptions"], h2_options(None));
+            assert_eq!(summary(&notes), vec![ig("connectionPool.http.h2UpgradePolicy")]);
+            // useClientProtocol wins.
+            let (c, _, _) = build_on(
+                "connectionPool: {http: {useClientProtocol: true}}",
+                client,
+                protocol,
+            );
+            let opts =
+                &c["typedExtensionProtocolOptions"]["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"];
+            assert_eq!(
+                opts["useDownstreamProtocolConfig"],
+                json!({"httpProtocolOptions": {}, "http2ProtocolOptions": {}})
+            );
+        }
+        // gRPC clients speak HTTP/2 anyway and read no Envoy protocol options.
+        let (c, _, _) = build_on("{}", Client::Grpc, protocol);
+        assert_eq!(c, json!({}));
+    }
+    // HTTP/1.1 ports: nothing unless asked; TCP ports upgrade only on the rule's UPGRADE (as istiod).
+    let (c, _, _) = build_on("{}", Client::Sidecar, Protocol::Http);
+    assert!(c.get("typedExtensionProtocolOptions").is_none());
+    let (c, _, _) = build_on(
+        "connectionPool: {http: {h2UpgradePolicy: UPGRADE}}",
+        Client::Sidecar,
+        Protocol::Tcp,
+    );
+    assert_eq!(c["typedExtensionProtocolOptions"], h2_options(None));
+    // A sidecar's port of no declared protocol uses the client's (istiod sniffs it); a gateway's does not.
+    let (c, _, _) = build_on("{}", Client::Sidecar, Protocol::Unknown);
+    let opts = &c["typedExtensionProtocolOptions"]["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"];
+    assert_eq!(
+        opts["useDownstreamProtocolConfig"],
+        json!({"httpProtocolOptions": {}, "http2ProtocolOptions": {}})
+    );
+    let (c, _, _) = build_on("{}", Client::Router, Protocol::Unknown);
+    assert!(c.get("typedExtensionProtocolOptions").is_none());
+}
+
+#[test]
+fn http2_clusters_offer_the_h2_alpn() {
+    let alpn =
+        |c: &Value, socket: &str| c[socket]["typedConfig"]["commonTlsContext"]["alpnProtocols"].clone();
+    let (c, _, _) = build_on("tls: {mode: ISTIO_MUTUAL}", Client::Sidecar, Protocol::Grpc);
+    assert_eq!(
+        alpn(&c, "transportSocket"),
+        json!(["istio-peer-exchange", "istio", "h2"])
+    );
+    let (c, _, _) = build_on("tls: {mode: ISTIO_MUTUAL}", Client::Sidecar, Protocol::Http);
+    assert_eq!(
+        alpn(&c, "transportSocket"),
+        json!(["istio-peer-exchange", "istio"])
+    );
+    let (c, _, _) = build_on("tls: {mode: SIMPLE}", Client::Sidecar, Protocol::Grpc);
+    assert_eq!(alpn(&c, "transportSocket"), json!(["h2"]));
+    let (c, _, _) = build_on("tls: {mode: SIMPLE}", Client::Sidecar, Protocol::Http);
+    assert!(alpn(&c, "transportSocket").is_null());
 }

@@ -143,6 +143,11 @@ impl Protocol {
     pub fn is_http(self) -> bool {
         matches!(self, Self::Http | Self::Http2 | Self::Grpc | Self::GrpcWeb)
     }
+
+    /// Whether it is HTTP/2 on the wire (Istio's `IsHTTP2`): an Envoy upstream speaks HTTP/2 to it.
+    pub fn is_http2(self) -> bool {
+        matches!(self, Self::Http2 | Self::Grpc | Self::GrpcWeb)
+    }
 }
 
 /// An address reaching the service from outside its cluster.
