@@ -49,6 +49,7 @@ fn smoke(out: &std::path::Path) -> Config {
         configure_timeout: Duration::from_secs(60),
         settle_timeout: Duration::from_secs(20),
         out_dir: out.to_owned(),
+        kubeconfig: None,
     }
 }
 

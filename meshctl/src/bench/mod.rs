@@ -17,6 +17,7 @@ mod client;
 pub mod cost;
 mod names;
 pub mod plot;
+mod real;
 pub mod report;
 pub mod scope;
 pub mod summary;
@@ -39,6 +40,7 @@ pub use client::Flavor;
 use client::{ClientContext, Event, EventLog, Progress, Traffic};
 use cost::{Pools, ToolCpu};
 use names::Directory;
+use real::RealCluster;
 use report::{
     Convergence, Costs, EventRow, Initial, Machine, Percentiles, Phase, Report, TargetCost,
     Traffic as TrafficReport, Verification,
@@ -62,6 +64,9 @@ pub enum Error {
     /// The simulated clusters did not start.
     #[error("starting the simulated clusters: {0:#}")]
     Sandbox(anyhow::Error),
+    /// The real API server (`--kubeconfig`) refused a write.
+    #[error("the API server: {0:#}")]
+    Real(anyhow::Error),
     /// A file could not be written or a program not started.
     #[error("{path}: {source}")]
     Io {
@@ -171,6 +176,8 @@ pub struct Config {
     pub settle_timeout: Duration,
     /// Where the state, logs and reports go.
     pub out_dir: PathBuf,
+    /// A real API server to write the world to instead of starting simulators (one cluster).
+    pub kubeconfig: Option<PathBuf>,
 }
 
 /// `meshctl bench` options.
@@ -233,6 +240,10 @@ pub struct Args {
     /// Also render convergence.svg.
     #[arg(long)]
     pub plot: bool,
+    /// Write the world to this real API server instead of simulators (`--clusters 1`; the Istio CRDs
+    /// and nothing else of the world must be there; no EndpointSlice controller may run).
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
 }
 
 impl Args {
@@ -241,6 +252,11 @@ impl Args {
         if self.clusters == 0 || self.services == 0 || self.endpoints == 0 {
             return Err(Error::Options(
                 "clusters, services and endpoints must be at least 1".into(),
+            ));
+        }
+        if self.kubeconfig.is_some() && self.clusters != 1 {
+            return Err(Error::Options(
+                "--kubeconfig takes one cluster: --clusters 1".into(),
             ));
         }
         if self.sidecar_hosts == Some(0) {
@@ -280,6 +296,7 @@ impl Args {
             configure_timeout: self.configure_timeout,
             settle_timeout: self.settle_timeout,
             out_dir: self.out,
+            kubeconfig: self.kubeconfig,
         })
     }
 }
@@ -296,13 +313,21 @@ pub async fn run(cfg: Config, plot: bool) -> Result<Report, Error> {
     Ok(report)
 }
 
+/// Where the world lives.
+enum Source {
+    /// The simulators the run started.
+    Sim(sandbox::Sandbox),
+    /// A real API server (`--kubeconfig`).
+    Real(RealCluster),
+}
+
 /// A started run: simulators up, target ready.
 struct Run {
     cfg: Config,
     machine: Machine,
     tasks: Tasks,
     world: World,
-    sandbox: sandbox::Sandbox,
+    source: Source,
     meshd: Option<Meshd>,
     pid: Option<u32>,
     ctx: Arc<ClientContext>,
@@ -324,18 +349,36 @@ impl Run {
         if let (Some(scope), Some(first)) = (&cfg.scope, manifests.first_mut()) {
             first.objects.extend(scope.manifests());
         }
-        let (first, dir, token) = (primary.clone(), state_dir.clone(), tasks.token());
-        let sandbox = pools
-            .on_sims(
-                async move { sandbox::start(manifests, Some(&first), &dir, SYSTEM_NAMESPACE, token).await },
-            )
-            .await
-            .map_err(|e| Error::Sandbox(e.into()))?
-            .map_err(Error::Sandbox)?;
-        let kubeconfig = sandbox
-            .kubeconfig(&primary)
-            .ok_or_else(|| Error::Options("the sandbox lost its primary".into()))?
-            .to_owned();
+        let (source, kubeconfig) = match &cfg.kubeconfig {
+            Some(path) => {
+                let real = RealCluster::connect(path).await.map_err(Error::Real)?;
+                let objects: Vec<_> = manifests.into_iter().flat_map(|m| m.objects).collect();
+                let count = objects.len();
+                let loading = Instant::now();
+                real.load(objects).await.map_err(Error::Real)?;
+                info!(
+                    objects = count,
+                    seconds = loading.elapsed().as_secs_f64(),
+                    "world written to the API server"
+                );
+                (Source::Real(real), path.clone())
+            }
+            None => {
+                let (first, dir, token) = (primary.clone(), state_dir.clone(), tasks.token());
+                let sandbox = pools
+                    .on_sims(async move {
+                        sandbox::start(manifests, Some(&first), &dir, SYSTEM_NAMESPACE, token).await
+                    })
+                    .await
+                    .map_err(|e| Error::Sandbox(e.into()))?
+                    .map_err(Error::Sandbox)?;
+                let kubeconfig = sandbox
+                    .kubeconfig(&primary)
+                    .ok_or_else(|| Error::Options("the sandbox lost its primary".into()))?
+                    .to_owned();
+                (Source::Sim(sandbox), kubeconfig)
+            }
+        };
         let (meshd, addr, pid) = match &cfg.target {
             Target::Meshd(binary) => {
                 let args = MeshdArgs {
@@ -373,7 +416,7 @@ impl Run {
             machine,
             tasks: tasks.clone(),
             world,
-            sandbox,
+            source,
             meshd,
             pid,
             ctx,
@@ -501,16 +544,24 @@ impl Run {
             traffic.bytes.load(Ordering::Relaxed),
         );
         let count = (self.cfg.churn_per_s * self.cfg.duration.as_secs_f64()).round() as u64;
-        let servers: Vec<_> = self.sandbox.clusters.iter().map(|c| &c.server).collect();
         let started = Instant::now();
         for n in 0..count {
             let at = started + Duration::from_secs_f64(n as f64 / self.cfg.churn_per_s);
             tokio::time::sleep_until(at).await;
             let written = Instant::now();
             let directory = &self.ctx.directory;
-            let change = self
-                .world
-                .churn(n, &servers, |ip, service| directory.add(ip, service))?;
+            let announce = |ip, service| directory.add(ip, service);
+            let change = match &self.source {
+                Source::Sim(sandbox) => {
+                    let servers: Vec<_> = sandbox.clusters.iter().map(|c| &c.server).collect();
+                    self.world.churn(n, &servers, announce)?
+                }
+                Source::Real(real) => {
+                    let (change, writes) = self.world.churn_writes(n, announce);
+                    real.write(writes).await.map_err(Error::Real)?;
+                    change
+                }
+            };
             self.ctx
                 .events
                 .push(Event::new(&change, written, written - started));

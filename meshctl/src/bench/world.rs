@@ -46,6 +46,20 @@ pub struct Change {
     pub added: Ipv4Addr,
 }
 
+/// One write to an API server.
+#[derive(Debug, Clone)]
+pub enum Write {
+    /// Create or update the object.
+    Apply(Value),
+    /// Delete a pod.
+    DeletePod {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
+}
+
 /// The generated topology and its current truth.
 pub struct World {
     shape: Shape,
@@ -153,24 +167,47 @@ impl World {
         servers: &[&ApiServer],
         announce: impl FnOnce(Ipv4Addr, usize),
     ) -> Result<Change, kube_sim::Error> {
+        let (change, writes) = self.churn_writes(n, announce);
+        let store = servers[change.cluster].store();
+        for write in writes {
+            match write {
+                Write::Apply(object) => {
+                    store.apply(object)?;
+                }
+                Write::DeletePod { namespace, name } => {
+                    store.delete("v1", "Pod", Some(&namespace), &name)?;
+                }
+            }
+        }
+        Ok(change)
+    }
+
+    /// The `n`th change and the writes that make it, in order, for any API server: the new pod, the
+    /// slice, the old pod's deletion. The truth is updated; `announce` is called first.
+    pub fn churn_writes(&mut self, n: u64, announce: impl FnOnce(Ipv4Addr, usize)) -> (Change, Vec<Write>) {
         let (cluster, service) = self.target(n);
         let added = Ipv4Addr::from(self.next_address);
         self.next_address += 1;
         announce(added, service);
-        let store = servers[cluster].store();
         let addresses = &mut self.endpoints[cluster][service];
         let removed = addresses.pop_front();
         addresses.push_back(added);
-        store.apply(pod(service, added))?;
-        store.apply(slice(service, addresses))?;
-        if let Some(old) = removed {
-            store.delete("v1", "Pod", Some(NAMESPACE), &pod_name(old))?;
-        }
-        Ok(Change {
-            cluster,
-            service,
-            added,
-        })
+        let mut writes = vec![
+            Write::Apply(pod(service, added)),
+            Write::Apply(slice(service, addresses)),
+        ];
+        writes.extend(removed.map(|old| Write::DeletePod {
+            namespace: NAMESPACE.to_owned(),
+            name: pod_name(old),
+        }));
+        (
+            Change {
+                cluster,
+                service,
+                added,
+            },
+            writes,
+        )
     }
 
     /// What every client must end up with for `service`: its addresses across all clusters.
