@@ -1,0 +1,384 @@
+"""meshd's multi-cluster scenarios against two real API servers (issue 28 §1).
+
+cluster1 (the primary, network1) and cluster2 (a remote, network2) are real etcd + kube-apiserver pairs
+(``realk8s.RealCluster``, no controller manager: nothing here needs one). On them:
+
+- the chart, rendered with the real Helm SDK: its ``primary`` profile applied to cluster1, its ``remote``
+  profile (the reader ServiceAccount and ClusterRole) to cluster2;
+- two meshd replicas, each authenticated as the chart's ``meshd`` ServiceAccount with a token from a real
+  TokenRequest (``kubectl create token``), not as an admin; they elect a leader on the real ``meshd-leader``
+  Lease;
+- ``meshctl add-cluster --create-service-account=false --apply``: a real TokenRequest for the reader in
+  cluster2, the remote secret written to cluster1, which meshd's secret controller picks up;
+- ``echo.sample`` in both clusters (pods with a kubelet-like status, hand-written EndpointSlices), each
+  cluster's network from its ``istio-system`` label, and cluster2's east-west gateway as a Service
+  labelled ``topology.istio.io/network: network2`` with an externalIP.
+
+The tests check, in order: the remote is ``synced`` in /debug/clusterz; split-horizon EDS (a network1
+sidecar reaches cluster2's pods through the gateway, a network2 one directly); the leader publishes
+``istio-ca-root-cert`` in every namespace of both clusters and restores a deleted one; a watch that gets
+410 Gone after an etcd compaction relists and loses nothing (cluster2's apiserver runs with
+``--watch-cache=false``, so a watch resumes from etcd, and the test compacts etcd itself); the primary's
+apiserver restarted under meshd; the lease moving when its holder is killed; and, over everything before,
+that the chart's RBAC refused meshd nothing (no 403 in either replica's log).
+
+Skips when tests/peers/build.sh has not built etcd and kube-apiserver (no Go on the machine).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import signal
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+import realk8s
+from meshd_proc import BIN_DIR, Meshd, eventually
+from test_helm import render
+from xdsharness import EDS, Ads, decode, sidecar_node
+
+SYS = "istio-system"
+NS = "sample"
+ECHO = f"outbound|7070||echo.{NS}.svc.cluster.local"
+LATE = f"outbound|7070||late.{NS}.svc.cluster.local"
+AFTER_RESTART = f"outbound|7070||after-restart.{NS}.svc.cluster.local"
+GATEWAY1, GATEWAY2 = "198.51.100.1", "198.51.100.2"  # the east-west gateways' externalIPs
+WATCH_TIMEOUT = 3  # seconds: meshd's --watch-timeout, so the server ends every watch this often
+TLS = {"security.istio.io/tlsMode": "istio"}
+ROOT_CM = "istio-ca-root-cert"
+# Namespaces the publisher leaves alone (istiod's inject.IgnoredNamespaces).
+IGNORED = {"kube-system", "kube-public", "kube-node-lease", "local-path-storage"}
+
+
+# --------------------------------------------------------------------------- objects
+
+
+def pod(name: str, ip: str, labels: dict) -> tuple[dict, dict]:
+    """A Pod and the status a kubelet would write for it (none runs here)."""
+    obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS, "labels": labels},
+           "spec": {"containers": [{"name": "app", "image": "app"}], "automountServiceAccountToken": False}}
+    status = {"status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}], "hostIP": "192.0.2.10",
+                         "conditions": [{"type": "Ready", "status": "True"}]}}
+    return obj, status
+
+
+def service(name: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": NS},
+            "spec": {"selector": {"app": name},
+                     "ports": [{"name": "grpc", "port": 7070, "targetPort": 17070, "appProtocol": "grpc"}]}}
+
+
+def endpoint_slice(svc: str, name: str, pods: list[tuple[str, str]]) -> dict:
+    return {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": name, "namespace": NS, "labels": {"kubernetes.io/service-name": svc}},
+            "addressType": "IPv4", "ports": [{"name": "grpc", "port": 17070, "protocol": "TCP"}],
+            "endpoints": [{"addresses": [ip], "conditions": {"ready": True},
+                           "targetRef": {"kind": "Pod", "name": p, "namespace": NS}} for p, ip in pods]}
+
+
+def namespace(name: str, network: str | None = None) -> dict:
+    labels = {"topology.istio.io/network": network} if network else {}
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+
+
+def east_west_gateway(network: str, ip: str) -> dict:
+    """A network's east-west gateway Service, found by meshd by its network label."""
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "istio-eastwestgateway", "namespace": SYS,
+                         "labels": {"istio": "eastwestgateway", "topology.istio.io/network": network}},
+            "spec": {"selector": {"istio": "eastwestgateway"}, "externalIPs": [ip],
+                     "ports": [{"name": "status-port", "port": 15021}, {"name": "tls", "port": 15443}]}}
+
+
+def apply(c: realk8s.RealCluster, objects: list[dict]) -> None:
+    c.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(objects))
+
+
+def add_pods(c: realk8s.RealCluster, pods: list[tuple[dict, dict]]) -> None:
+    apply(c, [p for p, _ in pods])
+    for p, status in pods:
+        c.kubectl("patch", "pod", p["metadata"]["name"], "-n", NS, "--subresource=status", "--type=merge",
+                  "-p", json.dumps(status))
+
+
+def populate(c: realk8s.RealCluster, network: str, pods: list[tuple[dict, dict]], objects: list[dict]) -> None:
+    apply(c, [namespace(SYS, network), namespace(NS)])
+    # No controller manager: the ServiceAccount controller does not make `default`, which pods need.
+    c.kubectl("create", "serviceaccount", "default", "-n", NS)
+    add_pods(c, pods)
+    apply(c, objects)
+
+
+# --------------------------------------------------------------------------- clients
+
+
+def token_kubeconfig(c: realk8s.RealCluster, token: str, out: Path) -> Path:
+    """``c``'s server and CA with ``token`` as the user."""
+    kc = yaml.safe_load(c.kubeconfig.read_text())
+    kc["users"] = [{"name": "sa", "user": {"token": token}}]
+    kc["contexts"][0]["context"]["user"] = "sa"
+    out.write_text(yaml.safe_dump(kc))
+    out.chmod(0o600)
+    return out
+
+
+def meshctl(*args: str) -> subprocess.CompletedProcess:
+    out = subprocess.run([str(BIN_DIR / "meshctl"), *args], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, f"meshctl {' '.join(args)}: {out.stderr}"
+    return out
+
+
+def eds(mesh: Meshd, cluster: str, network: str, name: str) -> set[str]:
+    """``ip:port`` of every endpoint a sidecar in ``cluster``/``network`` gets for ``name`` (fresh stream)."""
+    ads = Ads(f"127.0.0.1:{mesh.grpc}")
+    try:
+        ads.send(EDS, node=sidecar_node(f"sidecar~10.9.0.1~client-0.{NS}~{NS}.svc.cluster.local", NAMESPACE=NS,
+                                        CLUSTER_ID=cluster, NETWORK=network), resource_names=[name])
+        cla = decode(ads.recv(timeout=10)).get(name)
+        if cla is None:
+            return set()
+        return {f"{lb.endpoint.address.socket_address.address}:{lb.endpoint.address.socket_address.port_value}"
+                for loc in cla.endpoints for lb in loc.lb_endpoints}
+    finally:
+        ads.close()
+
+
+def wait_eds(mesh: Meshd, cluster: str, network: str, name: str, want: set[str], what: str,
+             timeout: float = 30) -> None:
+    """Polls :func:`eds` until it is ``want``; fails with the last answer."""
+    deadline = time.monotonic() + timeout
+    got: set[str] = set()
+    while time.monotonic() < deadline:
+        got = eds(mesh, cluster, network, name)
+        if got == want:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{what}: {name} for a {cluster}/{network} sidecar is {sorted(got)}, not {sorted(want)}")
+
+
+def clusterz(mesh: Meshd) -> dict[str, dict]:
+    return {c["id"]: c for c in mesh.json("/debug/clusterz")}
+
+
+def root_configmaps(c: realk8s.RealCluster) -> dict[str, str]:
+    """Namespace → ``root-cert.pem`` of every ``istio-ca-root-cert`` in ``c``."""
+    status, body = c.request("GET", f"/api/v1/configmaps?fieldSelector=metadata.name={ROOT_CM}")
+    assert status == 200, body
+    return {cm["metadata"]["namespace"]: cm.get("data", {}).get("root-cert.pem", "") for cm in body["items"]}
+
+
+def namespaces(c: realk8s.RealCluster) -> set[str]:
+    status, body = c.request("GET", "/api/v1/namespaces")
+    assert status == 200, body
+    return {n["metadata"]["name"] for n in body["items"]}
+
+
+def lease_holder(c: realk8s.RealCluster) -> str:
+    status, body = c.request("GET", f"/apis/coordination.k8s.io/v1/namespaces/{SYS}/leases/meshd-leader")
+    return (body["spec"].get("holderIdentity") or "") if status == 200 else ""
+
+
+def etcd_post(c: realk8s.RealCluster, path: str, body: dict) -> dict:
+    """etcd's v3 JSON gateway."""
+    req = urllib.request.Request(c.etcd_url + path, data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read())
+
+
+def compact_etcd(c: realk8s.RealCluster) -> int:
+    """Compacts ``c``'s etcd at its current revision; returns it."""
+    revision = int(etcd_post(c, "/v3/kv/range", {"key": base64.b64encode(b"/").decode()})["header"]["revision"])
+    etcd_post(c, "/v3/kv/compaction", {"revision": str(revision), "physical": True})
+    return revision
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def clusters(tmp_path_factory):
+    realk8s.skip_unless_available()
+    if not (BIN_DIR / "meshctl").exists():
+        pytest.skip(f"{BIN_DIR / 'meshctl'} not built")
+    root = tmp_path_factory.mktemp("real-mc")
+    # cluster2 serves watches from etcd (no watch cache) and never compacts on its own: the 410 test
+    # compacts it when it means to.
+    with realk8s.RealCluster(root / "cluster1", name="cluster1", controller_manager=False) as c1, \
+            realk8s.RealCluster(root / "cluster2", name="cluster2", controller_manager=False,
+                                extra_apiserver_args=["--watch-cache=false", "--etcd-compaction-interval=0"]) as c2:
+        populate(c1, "network1", [pod("echo-1", "10.1.0.1", {"app": "echo", **TLS})],
+                 [service("echo"), endpoint_slice("echo", "echo-a", [("echo-1", "10.1.0.1")]),
+                  east_west_gateway("network1", GATEWAY1)])
+        populate(c2, "network2", [pod("echo-r1", "10.2.0.1", {"app": "echo", **TLS}),
+                                  pod("echo-old", "10.2.0.9", {"app": "echo", **TLS})],
+                 [service("echo"), endpoint_slice("echo", "echo-a", [("echo-r1", "10.2.0.1")]),
+                  endpoint_slice("echo", "echo-old", [("echo-old", "10.2.0.9")]),
+                  east_west_gateway("network2", GATEWAY2)])
+        c1.install_crds()
+        apply(c1, render({"clusterId": "cluster1"}))
+        apply(c2, render({"profile": "remote"}))
+        yield c1, c2
+
+
+@pytest.fixture(scope="module")
+def replicas(clusters, tmp_path_factory):
+    """Two meshd replicas as the chart's ServiceAccount; the remote joined with ``meshctl add-cluster``
+    once they serve (the secret controller picks the Secret up while running)."""
+    c1, c2 = clusters
+    root = tmp_path_factory.mktemp("real-mc-meshd")
+    token = c1.kubectl("create", "token", "meshd", "-n", SYS, "--duration", "2h").stdout.strip()
+    as_meshd = token_kubeconfig(c1, token, root / "meshd.kubeconfig")
+    args = ["--kubeconfig", str(as_meshd), "--cluster-id", "cluster1", "--watch-timeout", f"{WATCH_TIMEOUT}s"]
+    out: dict[str, Meshd] = {}
+    try:
+        for name in ("meshd-a", "meshd-b"):
+            out[name] = Meshd(root / name, args, env={"POD_NAME": name}, ready_timeout=None)
+        for m in out.values():
+            m.wait_ready(90)
+        meshctl("add-cluster", "--name", "cluster2", "--kubeconfig", str(c2.kubeconfig), "--allow-loopback",
+                "--create-service-account=false", "--apply", "--primary-kubeconfig", str(c1.kubeconfig))
+        yield out
+    finally:
+        for m in out.values():
+            m.kill()
+
+
+def leader_and_follower(c1: realk8s.RealCluster, replicas: dict[str, Meshd]) -> tuple[str, str]:
+    holder = eventually("a lease holder", lambda: lease_holder(c1), timeout=30)
+    leader = next(n for n in replicas if holder.startswith(n + "_"))
+    return leader, next(n for n in replicas if n != leader)
+
+
+# --------------------------------------------------------------------------- tests
+
+
+def test_the_remote_joins_with_add_cluster(clusters, replicas):
+    c1, c2 = clusters
+    status, secret = c1.request("GET", f"/api/v1/namespaces/{SYS}/secrets/istio-remote-secret-cluster2")
+    assert status == 200, secret
+    assert secret["metadata"]["labels"]["istio/multiCluster"] == "true", secret["metadata"]
+    kubeconfig = yaml.safe_load(base64.b64decode(secret["data"]["cluster2"]))
+    assert kubeconfig["clusters"][0]["cluster"]["server"] == c2.server
+    token = kubeconfig["users"][0]["user"]["token"]
+    # The token is the real TokenRequest's, for the chart's reader: cluster2's TokenReview says so.
+    status, review = c2.request("POST", "/apis/authentication.k8s.io/v1/tokenreviews",
+                                {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                                 "spec": {"token": token}})
+    assert status == 201 and review["status"]["authenticated"], review
+    assert review["status"]["user"]["username"] == f"system:serviceaccount:{SYS}:istio-reader-service-account"
+    # ... and the chart's remote RBAC lets it read, not write.
+    assert c2.request("GET", f"/api/v1/namespaces/{NS}/pods", token=token)[0] == 200
+    assert c2.request("GET", f"/api/v1/namespaces/{SYS}/secrets", token=token)[0] == 403
+    for name, m in replicas.items():
+        rows = eventually(f"{name}: cluster2 synced",
+                          lambda: (lambda z: z if z.get("cluster2", {}).get("syncStatus") == "synced" else None)(
+                              clusterz(m)), timeout=30)
+        assert rows["cluster2"]["secretName"] == f"{SYS}/istio-remote-secret-cluster2", rows
+        assert rows["cluster1"]["syncStatus"] == "synced", rows
+
+
+def test_split_horizon_across_two_real_clusters(replicas):
+    for name, m in replicas.items():
+        # network1: its own pod directly, cluster2's through network2's gateway (one entry for both pods).
+        wait_eds(m, "cluster1", "network1", ECHO, {"10.1.0.1:17070", f"{GATEWAY2}:15443"},
+                 f"{name}: network1 reaches cluster2 through the gateway")
+        # network2: its own pods directly, cluster1's through network1's gateway.
+        wait_eds(m, "cluster2", "network2", ECHO, {"10.2.0.1:17070", "10.2.0.9:17070", f"{GATEWAY1}:15443"},
+                 f"{name}: network2 reaches its own pods")
+
+
+def test_the_root_configmap_is_published_everywhere_and_restored(clusters, replicas):
+    c1, c2 = clusters
+    status, ca = c1.request("GET", f"/api/v1/namespaces/{SYS}/secrets/istio-ca-secret")
+    assert status == 200, ca
+    root = base64.b64decode(ca["data"].get("root-cert.pem") or ca["data"]["ca-cert.pem"]).decode()
+
+    def everywhere(c):
+        want = namespaces(c) - IGNORED
+        got = root_configmaps(c)
+        return got if set(got) == want and set(got.values()) == {root} else None
+
+    for c in (c1, c2):
+        got = eventually(f"{c.name}: the root in every namespace", lambda: everywhere(c), timeout=30)
+        assert {SYS, NS, "default"} <= set(got), got
+        assert not IGNORED & set(got), got
+    # Deleted, it comes back; a new namespace gets it.
+    for c in (c1, c2):
+        c.kubectl("delete", "configmap", ROOT_CM, "-n", NS)
+        c.kubectl("create", "namespace", "late-ns")
+    for c in (c1, c2):
+        eventually(f"{c.name}: the root restored and in the new namespace",
+                   lambda: (lambda got: got.get(NS) == root and got.get("late-ns") == root)(root_configmaps(c)),
+                   timeout=30)
+
+
+def test_a_watch_that_gets_410_gone_relists_and_loses_nothing(clusters, replicas):
+    """The follower is paused past its watches' server-side timeout, so cluster2's apiserver ends them;
+    meanwhile a Service and its endpoints are added and an EndpointSlice deleted, and etcd is compacted
+    past meshd's resourceVersions. Resumed, meshd's watches resume from etcd, get 410 Gone, relist: the
+    additions are in EDS and the deletion too."""
+    c1, c2 = clusters
+    _, follower = leader_and_follower(c1, replicas)
+    m = replicas[follower]
+    wait_eds(m, "cluster2", "network2", ECHO, {"10.2.0.1:17070", "10.2.0.9:17070", f"{GATEWAY1}:15443"}, "before")
+    def gone() -> int:  # cluster2's watches answered 410 Gone (cluster2 never compacts on its own)
+        return sum("cluster=cluster2" in line and "410 Gone" in line for line in m.log().splitlines())
+
+    before = gone()
+    m.proc.send_signal(signal.SIGSTOP)
+    try:
+        time.sleep(WATCH_TIMEOUT + 2)
+        add_pods(c2, [pod("late-1", "10.2.0.7", {"app": "late", **TLS}),
+                      pod("echo-r2", "10.2.0.2", {"app": "echo", **TLS})])
+        apply(c2, [service("late"), endpoint_slice("late", "late-a", [("late-1", "10.2.0.7")]),
+                   endpoint_slice("echo", "echo-a", [("echo-r1", "10.2.0.1"), ("echo-r2", "10.2.0.2")])])
+        c2.kubectl("delete", "endpointslice", "echo-old", "-n", NS)
+        compact_etcd(c2)
+    finally:
+        m.proc.send_signal(signal.SIGCONT)
+    eventually("cluster2's watches get 410 Gone", lambda: gone() > before, timeout=30)
+    wait_eds(m, "cluster2", "network2", LATE, {"10.2.0.7:17070"}, "the relist added the new Service")
+    wait_eds(m, "cluster2", "network2", ECHO, {"10.2.0.1:17070", "10.2.0.2:17070", f"{GATEWAY1}:15443"},
+             "the relist applied the change and the deletion")
+    assert clusterz(m)["cluster2"]["syncStatus"] == "synced"
+
+
+def test_the_apiserver_restarted_under_meshd(clusters, replicas):
+    c1, _ = clusters
+    c1.restart_apiserver()
+    add_pods(c1, [pod("after-1", "10.1.0.5", {"app": "after-restart", **TLS})])
+    apply(c1, [service("after-restart"), endpoint_slice("after-restart", "after-restart-a", [("after-1", "10.1.0.5")])])
+    for name, m in replicas.items():
+        wait_eds(m, "cluster1", "network1", AFTER_RESTART, {"10.1.0.5:17070"},
+                 f"{name}: a Service made after the restart", timeout=45)
+        assert m.get("/ready", m.http)[0] == 200
+
+
+def test_the_lease_moves_when_the_leader_dies(clusters, replicas):
+    c1, _ = clusters
+    leader, follower = leader_and_follower(c1, replicas)
+    replicas[leader].kill()
+    eventually("the follower takes the lease", lambda: lease_holder(c1).startswith(follower + "_"), timeout=45,
+               interval=0.5)
+    # The new leader does the leader's duties: a deleted root ConfigMap comes back in both clusters.
+    for c in clusters:
+        c.kubectl("delete", "configmap", ROOT_CM, "-n", "default")
+    for c in clusters:
+        eventually(f"{c.name}: the new leader restores the root", lambda: "default" in root_configmaps(c),
+                   timeout=30)
+
+
+def test_the_chart_rbac_refused_meshd_nothing(replicas):
+    """Runs last: everything above ran as the chart's ServiceAccount and the chart's reader."""
+    for name, m in replicas.items():
+        log = m.log()
+        refused = [line for line in log.splitlines() if re.search(r"forbidden|\b403\b", line, re.I)]
+        assert not refused, f"{name}: " + "\n".join(refused[:20])
