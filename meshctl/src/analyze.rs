@@ -1,7 +1,8 @@
 //! `meshctl analyze`: every Istio object meshd rejected or ignored, with the reason (istioctl
-//! analyze's role, from meshd's own validation), read from `/debug/configz`.
+//! analyze's role, from meshd's own validation), and every route to a subset no DestinationRule
+//! defines (IST0101), read from `/debug/configz`.
 
-use meshd::{config_controller::ConfigzView, istio::Source};
+use meshd::{config_controller::ConfigzView, istio::Source, traffic::MissingSubset};
 use serde::Serialize;
 
 use crate::output::Rows;
@@ -63,8 +64,9 @@ fn source(s: &Source) -> String {
     }
 }
 
-/// The findings in a configz view: rejected objects, ignored copies, ignored fields, failing sources.
-pub fn findings(view: &ConfigzView) -> Findings {
+/// The findings in a configz view: rejected objects, ignored copies, ignored fields, failing sources,
+/// and routes to subsets that `missing` says no DestinationRule defines.
+pub fn findings(view: &ConfigzView, missing: &[MissingSubset]) -> Findings {
     let mut out = Vec::new();
     for o in &view.objects {
         let name = format!("{}/{}", o.namespace, o.name);
@@ -102,6 +104,19 @@ pub fn findings(view: &ConfigzView) -> Findings {
                 reason: e.clone(),
             });
         }
+    }
+    for m in missing {
+        out.push(Finding {
+            level: "Warning",
+            kind: m.virtual_service.kind.to_string(),
+            name: format!("{}/{}", m.virtual_service.namespace, m.virtual_service.name),
+            source: "-".into(),
+            reason: format!(
+                "IST0101: routes to subset {} of {}, which no DestinationRule defines: that share of the \
+                 traffic fails (no proxy is sent the cluster)",
+                m.subset, m.host
+            ),
+        });
     }
     Findings(out)
 }
@@ -147,7 +162,7 @@ mod tests {
                 obj("dup", "ignored", Some("conflict")),
             ],
         };
-        let f = findings(&view);
+        let f = findings(&view, &[]);
         assert_eq!(f.rejected(), 1);
         let levels: Vec<(&str, &str)> = f.0.iter().map(|f| (f.level, f.name.as_str())).collect();
         assert_eq!(
@@ -164,5 +179,36 @@ mod tests {
             f.0[0].reason
         );
         assert!(crate::output::table(&f.header(), &f.cells()).starts_with("LEVEL"));
+    }
+
+    #[test]
+    fn a_route_to_an_undefined_subset_is_a_warning_that_names_it() {
+        let view = ConfigzView {
+            version: 1,
+            sources: Default::default(),
+            objects: vec![],
+        };
+        let missing = MissingSubset {
+            virtual_service: meshd::istio::ObjectRef {
+                kind: Kind::VirtualService,
+                namespace: "sample".into(),
+                name: "helloworld".into(),
+            },
+            host: "helloworld.sample.svc.cluster.local".into(),
+            subset: "v3".into(),
+        };
+        let f = findings(&view, &[missing]);
+        assert_eq!(f.rejected(), 0);
+        assert_eq!(
+            (f.0[0].level, f.0[0].name.as_str()),
+            ("Warning", "sample/helloworld")
+        );
+        assert!(
+            f.0[0]
+                .reason
+                .starts_with("IST0101: routes to subset v3 of helloworld.sample.svc.cluster.local"),
+            "{}",
+            f.0[0].reason
+        );
     }
 }

@@ -324,7 +324,9 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
             let configz: Value = admin()?.get("/debug/configz").await?;
             let view: meshd::config_controller::ConfigzView =
                 serde_json::from_value(configz["istioConfig"].clone())?;
-            let findings = crate::analyze::findings(&view);
+            let missing: Vec<meshd::traffic::MissingSubset> =
+                serde_json::from_value(configz["missingSubsets"].clone()).unwrap_or_default();
+            let findings = crate::analyze::findings(&view, &missing);
             match (out, findings.0.is_empty()) {
                 (Output::Table, true) => {
                     println!("no problems found in {} Istio objects", view.objects.len())

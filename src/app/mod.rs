@@ -194,11 +194,14 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
         get({
             let w = watches.clone();
             let istio = istio_config.clone();
+            let snapshots = view.snapshots.clone();
             move || async move {
                 Json(serde_json::json!({
                     "meshConfig": *w.mesh.borrow().clone(),
                     "meshNetworks": *w.networks.borrow().clone(),
                     "istioConfig": config_controller::configz(&istio.current()),
+                    // Routes to subsets no DestinationRule defines, in the config proxies are sent.
+                    "missingSubsets": snapshots.load().traffic().missing_subsets(),
                 }))
             }
         }),

@@ -146,6 +146,11 @@ impl VsIndex {
         index
     }
 
+    /// Every mesh-bound VirtualService, in istiod's order.
+    pub fn all(&self) -> impl Iterator<Item = &Arc<ResolvedVs>> {
+        self.all.iter()
+    }
+
     /// How many mesh-bound VirtualServices are in force (`pilot_virt_services`).
     pub fn len(&self) -> usize {
         self.all.len()

@@ -182,3 +182,59 @@ fn label_key_is_empty_unless_labels_change_routes() {
     assert_eq!(selecting.label_key("a", &labels(&[("app", "x")])), ";app=x");
     assert_eq!(selecting.label_key("b", &labels(&[("app", "x")])), "");
 }
+
+#[test]
+fn routes_to_subsets_no_rule_defines_are_found() {
+    use crate::{config_controller::ConfigSnapshot, traffic::Index};
+    let split = "hosts: [reviews]\nhttp: [{route: [{destination: {host: reviews, subset: v1}, weight: 50}, \
+                 {destination: {host: reviews, subset: v3}, weight: 50}]}]";
+    let rule = |ns: &str, host: &str| {
+        config(
+            "DestinationRule",
+            ns,
+            "reviews",
+            "1",
+            &format!("host: \"{host}\"\nsubsets: [{{name: v1, labels: {{version: v1}}}}]"),
+        )
+    };
+    let missing = |configs: Vec<Arc<Config>>| {
+        let index = Index::build(Arc::new(ConfigSnapshot::from_configs(1, configs)), settings());
+        index
+            .missing_subsets()
+            .iter()
+            .map(|m| {
+                format!(
+                    "{}/{} {}+{}",
+                    m.virtual_service.namespace, m.virtual_service.name, m.host, m.subset
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let vs = || vs("default", "reviews", "1", split);
+    // (configs, what is reported)
+    let v1_and_v3 = [
+        "default/reviews reviews.default.svc.cluster.local+v1",
+        "default/reviews reviews.default.svc.cluster.local+v3",
+    ];
+    assert_eq!(missing(vec![vs()]), v1_and_v3, "no rule at all");
+    assert_eq!(
+        missing(vec![vs(), rule("default", "reviews")]),
+        ["default/reviews reviews.default.svc.cluster.local+v3"],
+        "v1 defined"
+    );
+    assert_eq!(
+        missing(vec![vs(), rule("other", "reviews.default.svc.cluster.local")]),
+        ["default/reviews reviews.default.svc.cluster.local+v3"],
+        "a rule in another namespace, written for the full host"
+    );
+    assert_eq!(
+        missing(vec![vs(), rule("default", "*.default.svc.cluster.local")]),
+        ["default/reviews reviews.default.svc.cluster.local+v3"],
+        "a wildcard rule"
+    );
+    assert_eq!(
+        missing(vec![vs(), rule("default", "ratings")]),
+        v1_and_v3,
+        "a rule for another host"
+    );
+}

@@ -280,3 +280,29 @@ def test_meshctl_never_answers_for_another_meshd_than_the_one_named(mesh, tmp_pa
     assert "no meshd is running on MESHD_STATE_DIR=" in stopped.stderr, stopped.stderr
     live = run(mesh.state)
     assert live.returncode == 0 and "cluster2" in live.stdout, live
+
+
+def test_analyze_names_a_route_to_a_subset_no_rule_defines(mesh):
+    """IST0101: a VirtualService sending half the traffic to subset v3, which no DestinationRule defines."""
+    vs = {"apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
+          "metadata": {"name": "to-nothing", "namespace": "sample"},
+          "spec": {"hosts": ["helloworld"], "http": [{"route": [
+              {"destination": {"host": "helloworld", "subset": "v3"}, "weight": 50},
+              {"destination": {"host": "helloworld"}, "weight": 50}]}]}}
+    mesh.kubectl("cluster1", "apply", "-f", "-", stdin=json.dumps(vs))
+    try:
+        def report():
+            out = meshctl(mesh, "analyze", "-o", "json", check=False)
+            return out.returncode, json.loads(out.stdout or "[]")
+
+        eventually("the route to nothing reported", lambda: any(
+            f["name"] == "sample/to-nothing" for f in report()[1]))
+        code, findings = report()
+        mine = [f for f in findings if f["name"] == "sample/to-nothing"]
+        assert [(f["level"], f["kind"]) for f in mine] == [("Warning", "VirtualService")], mine
+        assert mine[0]["reason"].startswith(
+            "IST0101: routes to subset v3 of helloworld.sample.svc.cluster.local, which no DestinationRule defines")
+        assert code == 0, findings  # a warning, not a rejected object
+    finally:
+        mesh.kubectl("cluster1", "delete", "-n", "sample", "virtualservice", "to-nothing")
+    eventually("reported no more", lambda: not any(f["name"] == "sample/to-nothing" for f in report()[1]))
