@@ -531,6 +531,9 @@ pub fn explain_text(e: &Value) -> String {
                 }
             );
         }
+        if let Some(why) = port["notBuilt"].as_str() {
+            out += &format!("  CLUSTER NOT BUILT: {why}: the traffic routed to it fails\n");
+        }
         if !port["localityLb"].is_null() {
             out += &format!(
                 "  locality load balancing: {}\n",

@@ -211,6 +211,10 @@ pub struct PortReport {
     /// The subset explained and the labels that select it (`None`: every endpoint).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub subset: Option<SubsetReport>,
+    /// Why CDS builds no cluster of this name for the proxy (a subset no DestinationRule it gets
+    /// defines): routes to it fail, whatever EDS would say.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_built: Option<String>,
     /// Locality load balancing for this cluster and where its setting came from.
     pub locality_lb: locality::Mode,
     /// Every endpoint of the service (all clusters) and its fate.
@@ -402,12 +406,31 @@ fn port_report(
             name: s.to_owned(),
             labels: cluster.subset.cloned(),
         });
+    let not_built = subset
+        .as_ref()
+        .filter(|_| cds::cluster(mesh, proxy, name).is_none())
+        .map(|s| match cds::rule_for(mesh, proxy, cluster.target.service) {
+            Some(r) => format!(
+                "no subset {} in the DestinationRule this proxy gets ({})",
+                s.name,
+                r.from
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            None => format!(
+                "no DestinationRule for {} applies to this proxy, so it has no subset {}",
+                cluster.target.service.hostname, s.name
+            ),
+        });
     Some(PortReport {
         port: p.port,
         name: p.name.to_string(),
         eds_cluster: name.to_owned(),
         clusters: clusters(mesh, proxy, cluster.target.service, p.port),
         subset,
+        not_built,
         locality_lb: cluster.locality.clone(),
         endpoints,
         sent: sent(&a, gateways),

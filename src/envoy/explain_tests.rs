@@ -800,3 +800,36 @@ fn a_subset_cluster_explains_membership_mtls_and_priority() {
         ]
     );
 }
+
+#[test]
+fn a_subset_cds_never_builds_is_reported_as_such() {
+    let m = mesh();
+    let svc = m.service("hello.sample.svc.cluster.local").unwrap().clone();
+    let not_built = |m: &StaticMesh, subset: &str| {
+        explain_subset(m, &sidecar("network1", &[]), &svc, None, Some(subset)).ports[0]
+            .not_built
+            .clone()
+    };
+    assert_eq!(
+        not_built(&m, "v3").as_deref(),
+        Some(
+            "no DestinationRule for hello.sample.svc.cluster.local applies to this proxy, so it has no subset v3"
+        )
+    );
+    let m = m.with_config([crate::traffic::tests::config(
+        "DestinationRule",
+        "sample",
+        "hello",
+        "1",
+        "host: hello\nsubsets:\n- {name: v1, labels: {version: v1}}\n",
+    )]);
+    assert_eq!(
+        not_built(&m, "v3").as_deref(),
+        Some("no subset v3 in the DestinationRule this proxy gets (DestinationRule sample/hello)")
+    );
+    assert_eq!(not_built(&m, "v1"), None);
+    assert_eq!(
+        explain(&m, &sidecar("network1", &[]), &svc, None).ports[0].not_built,
+        None
+    );
+}

@@ -303,6 +303,10 @@ def test_analyze_names_a_route_to_a_subset_no_rule_defines(mesh):
         assert mine[0]["reason"].startswith(
             "IST0101: routes to subset v3 of helloworld.sample.svc.cluster.local, which no DestinationRule defines")
         assert code == 0, findings  # a warning, not a rejected object
+        # explain says the subset's cluster is never built, for a proxy that is not connected too.
+        text = meshctl(mesh, "explain", SIDECAR_1, "helloworld.sample:5000", "--network", "network1",
+                       "--subset", "v3").stdout
+        assert "CLUSTER NOT BUILT: no " in text and "subset v3" in text, text
     finally:
         mesh.kubectl("cluster1", "delete", "-n", "sample", "virtualservice", "to-nothing")
     eventually("reported no more", lambda: not any(f["name"] == "sample/to-nothing" for f in report()[1]))
