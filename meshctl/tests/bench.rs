@@ -185,6 +185,7 @@ async fn an_external_target_converges_to_the_truth() {
         target: Target::Address {
             addr: ads.to_string(),
             pid: None,
+            ready: None,
         },
         ..smoke(out.path())
     };

@@ -19,7 +19,8 @@ Why a real API server and not kube-sim: istiod does not reach ready on kube-sim 
 
 Binaries: --meshctl (its sibling meshd is the meshd measured, or --meshd), --pilot-discovery
 (default tests/.cache/bin/pilot-discovery). Everything runs under `nice -n $NICE` (default 5) alike.
-Writes <out>/<n>-<server>/report.json (meshctl's) and <out>/summary.json.
+Writes <out>/<n>-<server>/bench/report.json (meshctl's) and <out>/summary.json;
+`istiod_vs_meshd.py table <out>/summary.json ...` prints the markdown table of docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -46,12 +47,12 @@ def loadavg() -> float:
     return float(Path("/proc/loadavg").read_text().split()[0])
 
 
-def istiod_wrapper(root: Path, bin: Path, kubeconfig: Path, trigger: Path, nice: int) -> tuple[subprocess.Popen, int]:
+def istiod_wrapper(root: Path, bin: Path, kubeconfig: Path, trigger: Path, nice: int) -> tuple[subprocess.Popen, int, int]:
     """A shell that waits for ``trigger`` and then execs istiod: its PID is istiod's from the start."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "mesh.yaml").write_text("{}\n")
     (root / "meshNetworks.yaml").write_text("networks: {}\n")
-    grpc = free_port()
+    grpc, http = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
     env.update(istiod_fixture.ENV)
     # The same quiet period and ceiling as meshd's defaults (--debounce-after 100ms, --debounce-max 10s).
@@ -60,7 +61,7 @@ def istiod_wrapper(root: Path, bin: Path, kubeconfig: Path, trigger: Path, nice:
         str(bin), "discovery", "--kubeconfig", str(kubeconfig), "--clusterID", "cluster-0",
         "--meshConfig", str(root / "mesh.yaml"), "--networksConfig", str(root / "meshNetworks.yaml"),
         "--grpcAddr", f"127.0.0.1:{grpc}", "--secureGRPCAddr", f"127.0.0.1:{free_port()}",
-        "--httpAddr", f"127.0.0.1:{free_port()}", "--httpsAddr", f"127.0.0.1:{free_port()}",
+        "--httpAddr", f"127.0.0.1:{http}", "--httpsAddr", f"127.0.0.1:{free_port()}",
         "--monitoringAddr", f"127.0.0.1:{free_port()}", "--ctrlz_address", "127.0.0.1",
         "--ctrlz_port", str(free_port()), "--shutdownDuration", "1s", "--log_output_level", "default:warn",
     ]
@@ -68,7 +69,7 @@ def istiod_wrapper(root: Path, bin: Path, kubeconfig: Path, trigger: Path, nice:
     log = open(root / "istiod.log", "wb")
     proc = subprocess.Popen(["nice", "-n", str(nice), "sh", "-c", script, "istiod", *args], cwd=root, env=env,
                             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-    return proc, grpc
+    return proc, grpc, http
 
 
 def run_one(n: int, server: str, a: argparse.Namespace) -> dict:
@@ -90,8 +91,10 @@ def run_one(n: int, server: str, a: argparse.Namespace) -> dict:
             bench += ["--meshd-bin", str(a.meshd)]
         else:
             trigger = out / "start-istiod"
-            istiod, grpc = istiod_wrapper(out / "istiod", a.pilot_discovery, k8s.kubeconfig, trigger, a.nice)
-            bench += ["--target", f"127.0.0.1:{grpc}", "--target-pid", str(istiod.pid)]
+            istiod, grpc, http = istiod_wrapper(out / "istiod", a.pilot_discovery, k8s.kubeconfig, trigger, a.nice)
+            # Clients dial once istiod's /ready answers, as meshctl waits for the meshd it starts.
+            bench += ["--target", f"127.0.0.1:{grpc}", "--target-pid", str(istiod.pid),
+                      "--target-ready", f"127.0.0.1:{http}"]
         load_start = loadavg()
         started = time.monotonic()
         env = {**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "info")}
@@ -122,7 +125,123 @@ def run_one(n: int, server: str, a: argparse.Namespace) -> dict:
         k8s.stop()
 
 
+ROWS = [
+    # (label, getter, unit/format)
+    ("initial config p50 (from accept)", lambda r: r["initial"]["sinceAcceptMs"]["p50"], "{:.1f} ms"),
+    ("initial config p99 (from accept)", lambda r: r["initial"]["sinceAcceptMs"]["p99"], "{:.1f} ms"),
+    ("all clients configured after first dial", lambda r: r["initial"]["allConfiguredS"], "{:.2f} s"),
+    ("convergence p50 (all clients)", lambda r: r["convergence"]["allClientsMs"]["p50"], "{:.1f} ms"),
+    ("convergence p99 (all clients)", lambda r: r["convergence"]["allClientsMs"]["p99"], "{:.1f} ms"),
+    ("convergence p99 (per client)", lambda r: r["convergence"]["perClientMs"]["p99"], "{:.1f} ms"),
+    ("RSS ready", lambda r: r["target"]["ready"]["rss_mib"], "{:.0f} MiB"),
+    ("RSS configured", lambda r: r["target"]["configured"]["rss_mib"], "{:.0f} MiB"),
+    ("RSS end (peak)", lambda r: r["target"]["end"]["peak_rss_mib"], "{:.0f} MiB"),
+    ("CPU during connect", lambda r: r["cost"]["connect"]["targetCpuS"], "{:.2f} s"),
+    ("CPU during churn", lambda r: r["cost"]["churn"]["targetCpuS"], "{:.2f} s"),
+    ("CPU per change per 1,000 streams", lambda r: r["cost"]["targetMsPerChangePer1kStreams"], "{:.0f} ms"),
+    ("initial config bytes per client", lambda r: r["initial"]["bytesPerClient"] / 1024, "{:.1f} KiB"),
+    ("bytes per client per change (churn)",
+     lambda r: r["traffic"]["churnBytesPerS"] / max(r["config"]["churnPerS"], 1e-9) / r["config"]["clients"],
+     "{:.0f} B"),
+]
+
+
+def table(summaries: list[Path]) -> str:
+    """A markdown table of every run in ``summaries``: each figure per run, then the ratio of the
+    means (istiod / meshd; > 1 means istiod takes more)."""
+    runs = [r for p in summaries for r in json.loads(Path(p).read_text())["runs"]]
+    m = [r for r in runs if r["server"] == "meshd"]
+    i = [r for r in runs if r["server"] == "istiod"]
+    head = ["figure"] + [f"meshd {k + 1} (load {r['load_start']:.1f})" for k, r in enumerate(m)] + \
+           [f"istiod {k + 1} (load {r['load_start']:.1f})" for k, r in enumerate(i)] + ["istiod / meshd"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for label, get, fmt in ROWS:
+        mv = [get(r["report"]) for r in m]
+        iv = [get(r["report"]) for r in i]
+        mean = lambda v: sum(v) / len(v) if v else float("nan")  # noqa: E731
+        ratio = mean(iv) / mean(mv) if mv and mean(mv) else float("nan")
+        lines.append("| " + " | ".join([label] + [fmt.format(v) for v in mv + iv] + [f"{ratio:.2f}"]) + " |")
+    done = lambda r: (f"{r['report']['initial']['configured']}/{r['report']['initial']['clients']} configured, "  # noqa: E731
+                      f"{r['report']['convergence']['converged']}/{r['report']['convergence']['changes']} changes, "
+                      f"{r['report']['initial']['retries']} retries")
+    lines.append("| " + " | ".join(["completed"] + [done(r) for r in m + i] + [""]) + " |")
+    return "\n".join(lines)
+
+
+def floors(out: Path, rounds: int = 200) -> dict:
+    """What no control plane can beat here: a loopback TCP round trip (64-byte ping-pong), and the real API
+    server's write → watch delivery (an EndpointSlice replaced, the watch event read) that every
+    convergence figure contains besides the 100 ms debounce."""
+    import socket
+    import statistics
+    import threading
+    import urllib.request
+
+    def pct(v: list[float], q: float) -> float:
+        v = sorted(v)
+        return v[min(len(v) - 1, int(q * len(v)))]
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+
+    def echo():
+        c, _ = srv.accept()
+        c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        while (b := c.recv(64)):
+            c.sendall(b)
+    threading.Thread(target=echo, daemon=True).start()
+    cli = socket.create_connection(srv.getsockname())
+    cli.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    rtt = []
+    for _ in range(2000):
+        t = time.perf_counter()
+        cli.sendall(b"x" * 64)
+        cli.recv(64)
+        rtt.append((time.perf_counter() - t) * 1e6)
+    cli.close()
+
+    k8s = RealCluster(out / "floor-k8s", name="cluster-0", controller_manager=False)
+    k8s.start()
+    try:
+        k8s.request("POST", "/api/v1/namespaces", {"metadata": {"name": "bench"}})
+        path = "/apis/discovery.k8s.io/v1/namespaces/bench/endpointslices"
+
+        def body(n: int) -> dict:
+            return {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                    "metadata": {"name": "floor", "namespace": "bench", "labels": {"kubernetes.io/service-name": "x"}},
+                    "addressType": "IPv4", "ports": [{"name": "http", "port": 8080}],
+                    "endpoints": [{"addresses": [f"10.1.{n // 250}.{n % 250 + 1}"], "conditions": {"ready": True}}]}
+        k8s.request("POST", path, body(0))
+        req = urllib.request.Request(k8s.server + path + "?watch=1&fieldSelector=metadata.name%3Dfloor",
+                                     headers={"Authorization": f"Bearer {k8s.token}"})
+        watch = urllib.request.urlopen(req, context=k8s.tls, timeout=30)
+        watch.readline()  # the ADDED event of the existing slice
+        delays = []
+        for n in range(1, rounds + 1):
+            t = time.perf_counter()
+            k8s.request("PUT", path + "/floor", body(n))
+            watch.readline()
+            delays.append((time.perf_counter() - t) * 1e3)
+        watch.close()
+    finally:
+        k8s.stop()
+    return {"loopback_rtt_us": {"p50": statistics.median(rtt), "p99": pct(rtt, 0.99)},
+            "write_to_watch_ms": {"p50": statistics.median(delays), "p99": pct(delays, 0.99)},
+            "load": loadavg()}
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["floor"]:
+        out = Path(sys.argv[2] if len(sys.argv) > 2 else "bench-vs-istiod").resolve()
+        out.mkdir(parents=True, exist_ok=True)
+        f = floors(out)
+        (out / "floor.json").write_text(json.dumps(f, indent=2))
+        print(json.dumps(f, indent=2))
+        return
+    if sys.argv[1:2] == ["table"]:
+        print(table([Path(p) for p in sys.argv[2:]]))
+        return
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--services", type=int, default=100)
     p.add_argument("--endpoints", type=int, default=10)

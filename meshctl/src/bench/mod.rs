@@ -141,6 +141,9 @@ pub enum Target {
         addr: String,
         /// Its process, if known.
         pid: Option<u32>,
+        /// Its HTTP readiness address: clients dial only once `GET /ready` there answers 200, as
+        /// they do for a meshd the run starts (`None`: at once, retrying until the server answers).
+        ready: Option<std::net::SocketAddr>,
     },
 }
 
@@ -225,6 +228,10 @@ pub struct Args {
     /// The target's process ID, for its RSS and CPU.
     #[arg(long, requires = "target")]
     pub target_pid: Option<u32>,
+    /// The target's HTTP address: dial only once `GET /ready` there answers 200 (istiod's
+    /// `--httpAddr`), so its start-up is not counted in the clients' initial config.
+    #[arg(long, value_name = "HOST:PORT", requires = "target")]
+    pub target_ready: Option<std::net::SocketAddr>,
     /// Compare every client's final endpoints with the truth (keeps every response: small runs).
     #[arg(long)]
     pub verify: bool,
@@ -269,6 +276,7 @@ impl Args {
             Some(addr) => Target::Address {
                 addr,
                 pid: self.target_pid,
+                ready: self.target_ready,
             },
             None => Target::Meshd(match self.meshd_bin {
                 Some(path) => path,
@@ -395,11 +403,18 @@ impl Run {
                 let (addr, pid) = (meshd.ads.to_string(), meshd.pid());
                 (Some(meshd), addr, Some(pid))
             }
-            Target::Address { addr, pid } => {
+            Target::Address { addr, pid, ready } => {
                 println!(
                     "simulators are up; start the control plane with --kubeconfig {} (cluster ID {primary})",
                     kubeconfig.display()
                 );
+                if let Some(ready) = *ready {
+                    let within = cfg.configure_timeout;
+                    tokio::task::spawn_blocking(move || target::wait_ready(ready, within))
+                        .await
+                        .map_err(|e| Error::Options(format!("waiting for the target: {e}")))??;
+                    info!(%ready, "the target is ready");
+                }
                 (None, addr.clone(), *pid)
             }
         };

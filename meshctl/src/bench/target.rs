@@ -92,6 +92,19 @@ impl Drop for Meshd {
     }
 }
 
+/// Waits until `GET /ready` on `http` answers 200 (another control plane's readiness).
+#[allow(clippy::disallowed_types)] // blocks in std::thread::sleep (spawn_blocking): the wall clock
+pub(super) fn wait_ready(http: SocketAddr, within: Duration) -> Result<(), Error> {
+    let start = std::time::Instant::now();
+    while http_status(http, "/ready") != Some(200) {
+        if start.elapsed() > within {
+            return Err(Error::NotReady(within));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(())
+}
+
 /// A loopback address that was free a moment ago.
 fn free_port() -> SocketAddr {
     TcpListener::bind("127.0.0.1:0")
