@@ -308,6 +308,8 @@ fn virtual_service_rules() {
         (format!("hosts: [r]\nhttp: [{{{route}, headers: {{request: {{set: {{':path': x}}}}}}}}]"), Err("spec.http[0].headers.request.:path", "invalid header")),
         (format!("hosts: [r]\nhttp: [{{{route}, headers: {{request: {{set: {{x-a: b}}, remove: [x-c]}}}}}}]"), Ok),
         (format!("hosts: [r]\nhttp: [{{{route}, mirror: {{host: m}}}}]"), Warn("spec.http[0].mirror")),
+        (format!("hosts: [r]\nhttp: [{{{route}, mirrorPercentage: {{value: 10}}}}]"), Warn("spec.http[0].mirrorPercentage")),
+        (format!("hosts: [r]\nhttp: [{{{route}, mirrors: [{{destination: {{host: m}}}}]}}]"), Warn("spec.http[0].mirrors")),
         ("hosts: [r]\ntcp: [{route: [{destination: {host: r}}]}]".into(), Warn("spec.tcp")),
         ("http: [{delegate: {name: d}, match: [{uri: {prefix: /}}]}]\nhosts: [r]".into(), Warn("spec.http[0].delegate")),
         (format!("http: [{{{route}, match: [{{uri: {{regex: a.*}}}}]}}]"), Err("spec.http[0].match[0].uri.regex", "delegate")),
@@ -611,4 +613,24 @@ fn kinds_describe_their_crds() {
     assert_eq!(Kind::PeerAuthentication.group(), SECURITY_GROUP);
     assert_eq!(Kind::ServiceEntry.short_names(), ["se"]);
     assert_eq!(Kind::from_name("AuthorizationPolicy"), None);
+}
+
+#[test]
+fn istio_mirror_fields_are_known_not_unknown() {
+    // `mirrorPercentage` and `mirrors` are Istio fields meshd does not implement: said so, not "unknown".
+    let yaml = "hosts: [r]\nhttp: [{route: [{destination: {host: r}}], mirror: {host: m}, \
+                mirrorPercentage: {value: 10}, mirrors: [{destination: {host: m}}]}]";
+    let (_, warnings) = parse(Kind::VirtualService, meta("ns1", "obj"), &spec(yaml)).unwrap();
+    let got: Vec<(String, String)> = warnings
+        .iter()
+        .map(|w| (w.field.clone(), w.message.clone()))
+        .collect();
+    for field in ["mirror", "mirrorPercentage", "mirrors"] {
+        let field = format!("spec.http[0].{field}");
+        assert!(
+            got.contains(&(field.clone(), "not implemented by meshd; ignored".to_owned())),
+            "{field}: {got:?}"
+        );
+    }
+    assert_eq!(got.len(), 3, "{got:?}");
 }

@@ -91,6 +91,15 @@ pub struct HttpRoute {
     /// Traffic mirroring (not implemented by meshd).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mirror: Option<serde_json::Value>,
+    /// The share of traffic mirrored (not implemented by meshd; known, so not reported as unknown).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mirror_percentage: Option<serde_json::Value>,
+    /// `mirrorPercentage`'s deprecated integer form (not implemented by meshd).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mirror_percent: Option<serde_json::Value>,
+    /// Several mirror destinations (not implemented by meshd).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mirrors: Option<serde_json::Value>,
     /// CORS policy (not implemented by meshd).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cors_policy: Option<serde_json::Value>,
@@ -390,6 +399,9 @@ fn http_route(route: &HttpRoute, f: &str, in_delegate: bool, r: &mut Report) {
     r.unsupported(format!("{f}.redirect"), route.redirect.is_some());
     r.unsupported(format!("{f}.directResponse"), route.direct_response.is_some());
     r.unsupported(format!("{f}.mirror"), route.mirror.is_some());
+    r.unsupported(format!("{f}.mirrorPercentage"), route.mirror_percentage.is_some());
+    r.unsupported(format!("{f}.mirrorPercent"), route.mirror_percent.is_some());
+    r.unsupported(format!("{f}.mirrors"), route.mirrors.is_some());
     r.unsupported(format!("{f}.corsPolicy"), route.cors_policy.is_some());
     for (i, m) in route.matches.iter().enumerate() {
         match_request(m, &format!("{f}.match[{i}]"), in_delegate, r);
