@@ -43,9 +43,20 @@ fn file_error(path: &Path, reason: impl ToString) -> StateError {
 }
 
 /// The running sandbox's claim on its state folder; released when dropped (or when the process dies).
+/// Dropping it (a clean exit) also removes `addresses.json` and the lock file, so a stopped sandbox
+/// leaves nothing that looks like a running one.
 #[derive(Debug)]
 pub struct StateLock {
     _file: File,
+    dir: PathBuf,
+}
+
+impl Drop for StateLock {
+    fn drop(&mut self) {
+        // Still locked while the files go: no other meshd can take the folder in between.
+        let _ = std::fs::remove_file(self.dir.join(Addresses::FILE));
+        let _ = std::fs::remove_file(self.dir.join(LOCK_FILE));
+    }
 }
 
 impl StateLock {
@@ -78,7 +89,10 @@ impl StateLock {
         file.set_len(0)
             .and_then(|()| writeln!(file, "{}", std::process::id()))
             .map_err(|e| file_error(&path, e))?;
-        Ok(Self { _file: file })
+        Ok(Self {
+            _file: file,
+            dir: dir.to_owned(),
+        })
     }
 }
 
@@ -186,5 +200,19 @@ mod tests {
         assert!(err.contains(Addresses::FILE), "{err}");
         drop(lock);
         assert!(!is_running(dir.path()));
+    }
+
+    #[test]
+    fn a_clean_exit_leaves_no_addresses_and_no_lock_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = StateLock::acquire(dir.path()).unwrap();
+        addresses(1).write(dir.path()).unwrap();
+        assert!(dir.path().join(LOCK_FILE).exists() && dir.path().join(Addresses::FILE).exists());
+        // A refused second claim removes nothing of the holder's.
+        assert!(StateLock::acquire(dir.path()).is_err());
+        assert_eq!(Addresses::of_running(dir.path()).unwrap(), Some(addresses(1)));
+        drop(lock);
+        assert!(!dir.path().join(LOCK_FILE).exists() && !dir.path().join(Addresses::FILE).exists());
+        assert_eq!(Addresses::of_running(dir.path()).unwrap(), None);
     }
 }

@@ -56,8 +56,8 @@ def test_a_taken_port_names_its_flag_before_any_state_is_written(tmp_path):
     assert out.returncode != 0
     assert f"cannot listen on 127.0.0.1:{port} (--monitoring-addr): " in out.stderr, out.stderr
     assert "pass --monitoring-addr with a free address" in out.stderr, out.stderr
-    # Nothing but the (released) lock: no kubeconfig, certificate or address file.
-    assert sorted(p.name for p in state.iterdir()) == ["meshd.lock"]
+    # Nothing at all: no kubeconfig, certificate or address file, and the released lock removed.
+    assert sorted(p.name for p in state.iterdir()) == []
 
 
 @pytest.mark.skipif(not netns_works(), reason="no unprivileged network namespaces (unshare -rn)")
@@ -83,6 +83,7 @@ def test_taken_default_ports_move_and_the_banner_commands_work_as_printed(tmp_pa
       echo "\\$ $line"
       bash -c "$line" || echo "FAILED($?): $line"
     done < {tmp_path}/try
+    cp {state}/addresses.json {tmp_path}/addresses.json
     kill -INT $pid
     wait $pid
     echo "meshd exit $?"
@@ -93,7 +94,8 @@ def test_taken_default_ports_move_and_the_banner_commands_work_as_printed(tmp_pa
     log = (tmp_path / "err").read_text()
     assert code == 0, f"{out}\n{banner}\n{log}"
 
-    addresses = json.loads((state / "addresses.json").read_text())
+    addresses = json.loads((tmp_path / "addresses.json").read_text())  # as it was while meshd ran
+    assert not (state / "addresses.json").exists() and not (state / "meshd.lock").exists(), "left after a clean exit"
     assert addresses["http"] != "127.0.0.1:8080" and addresses["monitoring"] != "127.0.0.1:15014", addresses
     assert addresses["xds"] == "127.0.0.1:15010", addresses
     assert f"monitoring             http://{addresses['monitoring']}" in banner, banner
