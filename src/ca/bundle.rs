@@ -205,6 +205,24 @@ impl CaBundle {
     pub fn roots(&self) -> &[CertificateDer<'static>] {
         &self.roots
     }
+
+    /// What an operator checks in a log line: the signing certificate's subject and expiry, and how
+    /// many intermediates and roots come with it. Never key material.
+    pub fn summary(&self) -> String {
+        // A self-signed root signs itself: it is then only among the roots.
+        let subject = self
+            .chain
+            .first()
+            .or(self.roots.first())
+            .and_then(|c| X509Certificate::from_der(c).ok())
+            .map_or_else(|| "?".to_owned(), |(_, c)| c.subject().to_string());
+        let until = humantime::format_rfc3339_seconds(self.not_after);
+        format!(
+            "signing {subject}, valid until {until}, {} intermediate(s), {} root(s)",
+            self.chain.len().saturating_sub(1),
+            self.roots.len()
+        )
+    }
 }
 
 /// One certificate as PEM, with the trailing newline Istio's clients expect.
@@ -435,6 +453,12 @@ pub(crate) mod tests {
         };
         let ca = CaBundle::from_pem(&pem).unwrap();
         assert_eq!(ca.roots().len(), 1);
+        let summary = ca.summary();
+        assert!(
+            summary.starts_with("signing O=cluster.local, valid until 2126-")
+                && summary.ends_with(", 0 intermediate(s), 1 root(s)"),
+            "{summary}"
+        );
         // It signs: a workload certificate chains to the istiod root.
         let leaf = KeyPair::generate().unwrap();
         let mut params = CertificateParams::default();

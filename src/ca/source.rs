@@ -78,6 +78,7 @@ pub fn watch_dir(
 ) -> Result<watch::Receiver<Arc<CaBundle>>, CaError> {
     let pem = read_dir(dir)?;
     let bundle = load_dir(dir)?;
+    info!(dir = %dir.display(), ca = %bundle.summary(), "plugged-in CA loaded");
     let (tx, rx) = watch::channel(Arc::new(bundle));
     let mut changes = ChangeDetector::new(digest(&pem));
     let dir = dir.to_owned();
@@ -87,7 +88,7 @@ pub fn watch_dir(
             Change::Failed(e) => error!(error = %e, "plugged-in CA unreadable; keeping the current CA"),
             Change::Stable(pem) => match CaBundle::from_pem(&pem) {
                 Ok(bundle) => {
-                    info!(dir = %dir.display(), "plugged-in CA reloaded");
+                    info!(dir = %dir.display(), ca = %bundle.summary(), "plugged-in CA reloaded");
                     tx.send_replace(Arc::new(bundle));
                 }
                 Err(e) => {
