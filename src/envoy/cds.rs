@@ -56,7 +56,7 @@ use super::{
     cluster_meta::IstioMeta,
     cluster_policy::{self, Client, FieldNote, TlsContext, UpstreamProtocol, UpstreamTls, upstream_tls},
     eds::strings,
-    parse_cluster,
+    envoy_ads_source, parse_cluster,
 };
 use crate::{
     envoy::{Proxy, ProxyKind, XdsType, resource::Resource},
@@ -349,7 +349,7 @@ fn cluster_of<'m: 'n, 'n>(
         };
         upstream_tls(policy.tls.as_ref(), client, &ctx)
     };
-    let mut c = eds_cluster(name);
+    let mut c = eds_cluster(name, client);
     let mut notes = cluster_policy::apply(&mut c, &policy, client, port.protocol, settings, &tls);
     notes.extend(tls_note);
     // istiod leaves auto-mTLS off an original-destination (PASSTHROUGH) cluster: no endpoint metadata.
@@ -373,13 +373,17 @@ fn cluster_of<'m: 'n, 'n>(
     Some((built, meta))
 }
 
-/// The EDS cluster `name` over ADS, before any policy ([`cluster_policy::apply`]).
-pub fn eds_cluster(name: &str) -> Cluster {
+/// The EDS cluster `name` over ADS for `client`, before any policy ([`cluster_policy::apply`]).
+pub fn eds_cluster(name: &str, client: Client) -> Cluster {
+    let source = match client {
+        Client::Grpc => ads_source(),
+        Client::Sidecar | Client::Router => envoy_ads_source(),
+    };
     Cluster {
         name: name.to_owned(),
         cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Eds as i32)),
         eds_cluster_config: Some(EdsClusterConfig {
-            eds_config: Some(ads_source()),
+            eds_config: Some(source),
             service_name: name.to_owned(),
         }),
         ..Default::default()
@@ -669,10 +673,14 @@ fn originate_tls(t: &ClientTlsSettings, h2: bool) -> CommonTlsContext {
     }
 }
 
+/// The agent's secret `name` over SDS. The workload certificate and root wait for the agent
+/// (`initial_fetch_timeout: 0s`, as istiod); other secrets may not exist, and must not block the cluster.
 fn sds(name: &str) -> SdsSecretConfig {
+    let wait = name == WORKLOAD_CERT || name == ROOT_CERT;
     SdsSecretConfig {
         name: name.to_owned(),
         sds_config: Some(ConfigSource {
+            initial_fetch_timeout: wait.then(Duration::default),
             resource_api_version: ApiVersion::V3 as i32,
             config_source_specifier: Some(ConfigSourceSpecifier::ApiConfigSource(ApiConfigSource {
                 api_type: ApiType::Grpc as i32,

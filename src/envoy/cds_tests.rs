@@ -442,3 +442,48 @@ fn the_sidecar_tls_socket_is_byte_for_byte_what_prost_writes() {
         );
     }
 }
+
+#[test]
+fn envoy_waits_for_endpoints_and_its_certificates_grpc_as_istiod_gives_it() {
+    use envoy_types::pb::{
+        envoy::extensions::transport_sockets::tls::v3::{UpstreamTlsContext, common_tls_context},
+        google::protobuf::Duration,
+    };
+    let m = mesh(&[]);
+    let fetch = |c: &Cluster| {
+        c.eds_cluster_config
+            .as_ref()
+            .and_then(|e| e.eds_config.as_ref())
+            .and_then(|s| s.initial_fetch_timeout)
+    };
+    let sidecar = built(&m, ProxyKind::Sidecar, "default", &cluster_name(7070, HOST)).unwrap();
+    assert_eq!(fetch(&sidecar), Some(Duration::default()), "EDS: 0s, as istiod");
+    let grpc = built(&m, ProxyKind::Grpc, "default", &cluster_name(7070, HOST)).unwrap();
+    assert_eq!(fetch(&grpc), None, "istiod's gRPC generator sets none");
+    // The auto-mTLS socket's SDS secrets (`default`, `ROOTCA`) wait too.
+    let socket = sidecar.transport_socket_matches[0]
+        .transport_socket
+        .clone()
+        .unwrap();
+    let Some(envoy_types::pb::envoy::config::core::v3::transport_socket::ConfigType::TypedConfig(any)) =
+        socket.config_type
+    else {
+        panic!("typed tls")
+    };
+    let common = UpstreamTlsContext::decode(any.value.as_slice())
+        .unwrap()
+        .common_tls_context
+        .unwrap();
+    let Some(common_tls_context::ValidationContextType::CombinedValidationContext(combined)) =
+        common.validation_context_type
+    else {
+        panic!("combined validation context")
+    };
+    for sds in [
+        &common.tls_certificate_sds_secret_configs[0],
+        combined.validation_context_sds_secret_config.as_ref().unwrap(),
+    ] {
+        let timeout = sds.sds_config.as_ref().and_then(|s| s.initial_fetch_timeout);
+        assert_eq!(timeout, Some(Duration::default()), "{}", sds.name);
+    }
+}

@@ -18,7 +18,7 @@ use std::{collections::BTreeSet, net::IpAddr, sync::Arc};
 use envoy_types::pb::{
     envoy::{
         config::{
-            core::v3::TrafficDirection,
+            core::v3::{ConfigSource, TrafficDirection},
             listener::v3::{
                 ApiListener, Filter, FilterChain, FilterChainMatch, Listener, ListenerFilter, filter,
                 listener_filter,
@@ -29,17 +29,18 @@ use envoy_types::pb::{
             listener::tls_inspector::v3::TlsInspector,
             network::{
                 http_connection_manager::v3::{
-                    HttpConnectionManager, HttpFilter, Rds, http_connection_manager::RouteSpecifier,
+                    HttpConnectionManager, HttpFilter, Rds,
+                    http_connection_manager::{RouteSpecifier, UpgradeConfig},
                     http_filter,
                 },
                 tcp_proxy::v3::{TcpProxy, tcp_proxy},
             },
         },
     },
-    google::protobuf::BoolValue,
+    google::protobuf::{BoolValue, Duration},
 };
 
-use super::{Context, Mesh, ads_source, any, cds, eds::socket, inbound, route};
+use super::{Context, Mesh, ads_source, any, cds, eds::socket, envoy_ads_source, inbound, route};
 use crate::envoy::{ProxyKind, XdsType, resource::Resource};
 use crate::{
     config::mesh::OutboundMode,
@@ -59,7 +60,11 @@ const VIRTUAL_OUTBOUND: &str = "virtualOutbound";
 /// matches.
 pub fn grpc_listener(mesh: &dyn Mesh, proxy: &Proxy, name: &str) -> Option<Listener> {
     let (service, port) = resolve_target(mesh, proxy, name)?;
-    let hcm = http_connection_manager(name, cds::cluster_name(port.port, &service.hostname));
+    let hcm = http_connection_manager(
+        name,
+        cds::cluster_name(port.port, &service.hostname),
+        ads_source(),
+    );
     Some(Listener {
         name: name.to_owned(),
         api_listener: Some(ApiListener {
@@ -125,7 +130,7 @@ pub fn sidecar_listener(
         let route = port.to_string();
         mesh.services()
             .any(|s| s.ports.iter().any(|p| p.port == port && p.protocol.is_http()))
-            .then(|| http_chain(http_connection_manager(name, route)))?
+            .then(|| http_chain(sidecar_http_connection_manager(name, route)))?
     } else {
         let service = mesh.services().find(|s| vips(s, proxy).any(|v| v == ip))?;
         let sp = service
@@ -234,14 +239,14 @@ fn virtual_outbound(outbound: OutboundMode) -> Listener {
     }
 }
 
-/// An HCM with RDS over ADS and the filters istiod gives sidecars and gRPC clients alike: fault
+/// An HCM with RDS from `source` and the filters istiod gives sidecars and gRPC clients alike: fault
 /// (empty: routes turn it on through `typed_per_filter_config`), then the router, which gRPC requires
 /// last.
-fn http_connection_manager(stat_prefix: &str, route: String) -> HttpConnectionManager {
+fn http_connection_manager(stat_prefix: &str, route: String, source: ConfigSource) -> HttpConnectionManager {
     HttpConnectionManager {
         stat_prefix: stat_prefix.to_owned(),
         route_specifier: Some(RouteSpecifier::Rds(Rds {
-            config_source: Some(ads_source()),
+            config_source: Some(source),
             route_config_name: route,
         })),
         http_filters: vec![
@@ -257,6 +262,21 @@ fn http_connection_manager(stat_prefix: &str, route: String) -> HttpConnectionMa
             },
         ],
         ..Default::default()
+    }
+}
+
+/// A sidecar's outbound HCM: [`http_connection_manager`] with what istiod's
+/// `buildHTTPConnectionManager` adds for Envoy: no stream idle timeout (Envoy's 5-minute default resets
+/// quiet long-lived streams, such as gRPC watches), websocket upgrades, and RDS that waits for its
+/// routes ([`envoy_ads_source`]).
+fn sidecar_http_connection_manager(stat_prefix: &str, route: String) -> HttpConnectionManager {
+    HttpConnectionManager {
+        stream_idle_timeout: Some(Duration::default()),
+        upgrade_configs: vec![UpgradeConfig {
+            upgrade_type: "websocket".to_owned(),
+            ..Default::default()
+        }],
+        ..http_connection_manager(stat_prefix, route, envoy_ads_source())
     }
 }
 

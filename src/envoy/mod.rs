@@ -38,7 +38,7 @@ use envoy_types::pb::{
     envoy::config::core::v3::{
         AggregatedConfigSource, ApiVersion, ConfigSource, config_source::ConfigSourceSpecifier,
     },
-    google::protobuf::Any,
+    google::protobuf::{Any, Duration},
 };
 
 pub use node::{NodeError, Proxy, ProxyKind};
@@ -387,6 +387,16 @@ pub(crate) fn ads_source() -> ConfigSource {
         resource_api_version: ApiVersion::V3 as i32,
         config_source_specifier: Some(ConfigSourceSpecifier::Ads(AggregatedConfigSource {})),
         ..Default::default()
+    }
+}
+
+/// [`ads_source`] as istiod gives Envoy (CDS's EDS, RDS): `initial_fetch_timeout: 0s`, so a cluster
+/// or listener waits for its endpoints or routes instead of warming without them after Envoy's 15 s.
+/// gRPC clients get none, as from istiod's gRPC generator.
+pub(crate) fn envoy_ads_source() -> ConfigSource {
+    ConfigSource {
+        initial_fetch_timeout: Some(Duration::default()),
+        ..ads_source()
     }
 }
 

@@ -411,15 +411,15 @@ pub fn is_catch_all(r: &Route) -> bool {
 }
 
 /// istiod's `ConvertPolicy`: none set → the default (2 retries on connection failures, refused
-/// streams, `unavailable`, `cancelled` and 503; another host each time unless a consistent hash pins
-/// one); `attempts: 0` → no retries; else the default with the VirtualService's fields (integers in
-/// `retryOn` are status codes). MeshConfig `defaultHttpRetryPolicy` is not read.
+/// streams, `unavailable` and `cancelled`, its `retriable-status-codes` listing no code, so 503s are
+/// not retried; another host each time unless a consistent hash pins one); `attempts: 0` → no
+/// retries; else the default with the VirtualService's fields (integers in `retryOn` are status
+/// codes). MeshConfig `defaultHttpRetryPolicy` is not read.
 pub fn retry_policy(r: Option<&HttpRetry>, consistent_hash: bool) -> Option<RetryPolicy> {
     let mut out = RetryPolicy {
         retry_on: "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes".to_owned(),
         num_retries: Some(UInt32Value { value: 2 }),
         host_selection_retry_max_attempts: 5,
-        retriable_status_codes: vec![503],
         ..Default::default()
     };
     if !consistent_hash {
