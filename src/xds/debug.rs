@@ -286,7 +286,11 @@ fn config_dump(conns: &[Arc<ConnectionStatus>], proxy_id: &str, caller: &DebugCa
     let Some((conn, proxy)) = found.and_then(|c| Some((c, c.proxy.as_ref()?))) else {
         return (
             StatusCode::NOT_FOUND,
-            format!("proxy {proxy_id:?} is not connected\n"),
+            format!(
+                "proxy {proxy_id:?} is not connected (`meshctl proxy-status` lists the connected ones); \
+                 for what a proxy that is not connected would be sent: meshctl explain PROXY HOST --network \
+                 NETWORK\n"
+            ),
         )
             .into_response();
     };
@@ -334,8 +338,9 @@ fn explain(mesh: &dyn Mesh, connections: &Connections, q: &ExplainQuery) -> Resp
         (None, Ok(Some(p))) => p,
         (None, Ok(None)) => {
             let msg = format!(
-                "proxy {:?} is not connected (see /debug/adsz); to explain a proxy that is not connected, \
-                 give its network (meshctl explain --network NETWORK [--cluster CLUSTER])\n",
+                "proxy {:?} is not connected (`meshctl proxy-status` lists the connected ones); to explain \
+                 a proxy that is not connected, give its network (meshctl explain --network NETWORK \
+                 [--cluster CLUSTER])\n",
                 q.proxy_id
             );
             return (StatusCode::NOT_FOUND, msg).into_response();

@@ -310,3 +310,12 @@ def test_analyze_names_a_route_to_a_subset_no_rule_defines(mesh):
     finally:
         mesh.kubectl("cluster1", "delete", "-n", "sample", "virtualservice", "to-nothing")
     eventually("reported no more", lambda: not any(f["name"] == "sample/to-nothing" for f in report()[1]))
+
+
+def test_a_proxy_that_is_not_connected_points_to_proxy_status_and_explain(mesh):
+    ghost = "sidecar~10.10.9.9~ghost-0.sample~sample.svc.cluster.local"
+    out = meshctl(mesh, "proxy-config", "cluster", ghost, check=False)
+    assert out.returncode != 0 and "is not connected" in out.stderr, out
+    assert "meshctl proxy-status" in out.stderr and "meshctl explain PROXY HOST --network" in out.stderr, out.stderr
+    out = meshctl(mesh, "explain", ghost, "helloworld.sample", check=False)
+    assert out.returncode != 0 and "meshctl proxy-status" in out.stderr and "--network NETWORK" in out.stderr, out
