@@ -504,13 +504,39 @@ pub fn find_service<'m>(mesh: &'m dyn Mesh, spec: &str) -> Result<(&'m Service, 
         let prefix = format!("{host}.svc.");
         mesh.services().find(|s| s.hostname.starts_with(&prefix))
     });
-    let service = service.ok_or_else(|| format!("no service {host:?} in the mesh"))?;
+    let service = service.ok_or_else(|| {
+        // A bare name (`helloworld`) is the usual slip: suggest the services it could mean.
+        let mut near: Vec<String> = mesh
+            .services()
+            .filter(|s| !host.contains('.') && *s.name == *host)
+            .map(|s| format!("{}.{}", s.name, s.namespace))
+            .collect();
+        near.sort();
+        near.dedup();
+        match near.as_slice() {
+            [] => format!("no service {host:?} in the mesh"),
+            _ => format!(
+                "no service {host:?} in the mesh; did you mean {}?",
+                near.join(" or ")
+            ),
+        }
+    })?;
     if let Some(p) = port
         && !service.ports.iter().any(|sp| sp.port == p)
     {
         return Err(format!("service {} has no port {p}", service.hostname));
     }
     Ok((service, port))
+}
+
+/// Every network meshd knows: those of its gateways and of its endpoints. A hypothetical proxy must
+/// name one of them, or explain would describe a network that does not exist.
+pub fn known_networks(mesh: &dyn Mesh) -> std::collections::BTreeSet<NetworkId> {
+    let gateways = mesh.gateways().iter().map(|g| g.network.clone());
+    let endpoints = mesh
+        .services()
+        .flat_map(|s| mesh.endpoints(s).filter_map(|e| e.network.clone()));
+    gateways.chain(endpoints).collect()
 }
 
 #[cfg(test)]

@@ -833,3 +833,27 @@ fn a_subset_cds_never_builds_is_reported_as_such() {
         None
     );
 }
+
+#[test]
+fn known_networks_are_those_of_gateways_and_endpoints() {
+    let m = mesh();
+    let got: Vec<String> = known_networks(&m).iter().map(ToString::to_string).collect();
+    assert_eq!(got, ["network1", "network2"]);
+    let mut bare = StaticMesh::new(1);
+    bare.gateways.clear();
+    assert!(known_networks(&bare).is_empty());
+}
+
+#[test]
+fn a_bare_service_name_suggests_its_namespaced_forms() {
+    let m = mesh();
+    let err = find_service(&m, "hello").unwrap_err();
+    assert_eq!(
+        err,
+        "no service \"hello\" in the mesh; did you mean hello.sample?"
+    );
+    assert_eq!(
+        find_service(&m, "nothing").unwrap_err(),
+        "no service \"nothing\" in the mesh"
+    );
+}

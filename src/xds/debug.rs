@@ -335,7 +335,23 @@ fn explain(mesh: &dyn Mesh, connections: &Connections, q: &ExplainQuery) -> Resp
         .find(|p| *p.id == *q.proxy_id);
     let proxy = match (connected, q.hypothetical_proxy()) {
         (Some(p), _) => p.clone(),
-        (None, Ok(Some(p))) => p,
+        (None, Ok(Some(p))) => {
+            let known = explain::known_networks(mesh);
+            if let Some(n) = p.network.as_ref().filter(|n| !known.contains(*n)) {
+                let known: Vec<&str> = known.iter().map(|n| &**n).collect();
+                let msg = match known.as_slice() {
+                    [] => {
+                        format!("unknown network {n:?}: no gateway or endpoint of the mesh names a network\n")
+                    }
+                    _ => format!(
+                        "unknown network {n:?}; the mesh's networks: {}\n",
+                        known.join(", ")
+                    ),
+                };
+                return (StatusCode::BAD_REQUEST, msg).into_response();
+            }
+            p
+        }
         (None, Ok(None)) => {
             let msg = format!(
                 "proxy {:?} is not connected (`meshctl proxy-status` lists the connected ones); to explain \

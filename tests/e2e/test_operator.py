@@ -319,3 +319,11 @@ def test_a_proxy_that_is_not_connected_points_to_proxy_status_and_explain(mesh):
     assert "meshctl proxy-status" in out.stderr and "meshctl explain PROXY HOST --network" in out.stderr, out.stderr
     out = meshctl(mesh, "explain", ghost, "helloworld.sample", check=False)
     assert out.returncode != 0 and "meshctl proxy-status" in out.stderr and "--network NETWORK" in out.stderr, out
+
+
+def test_explain_refuses_an_unknown_network_and_suggests_a_namespaced_service(mesh):
+    out = meshctl(mesh, "explain", SIDECAR_1, "helloworld.sample", "--network", "nettwork1", check=False)
+    assert out.returncode != 0, out
+    assert 'unknown network "nettwork1"; the mesh\'s networks: network1, network2' in out.stderr, out.stderr
+    out = meshctl(mesh, "explain", SIDECAR_1, "helloworld", "--network", "network1", check=False)
+    assert out.returncode != 0 and "did you mean helloworld.sample?" in out.stderr, out
