@@ -166,7 +166,15 @@ pub fn run(args: Args) -> Result<(), Error> {
     };
     let text = format!("{:#}\n", bootstrap_json(&spec));
     match args.out {
-        Some(path) => std::fs::write(&path, text).map_err(|source| Error::Write { path, source }),
+        Some(path) => {
+            std::fs::write(&path, text).map_err(|source| Error::Write {
+                path: path.clone(),
+                source,
+            })?;
+            // Said on stderr: stdout stays the bootstrap's when there is no --out.
+            eprintln!("wrote {}: the xDS bootstrap of {}", path.display(), spec.proxy_id);
+            Ok(())
+        }
         None => {
             print!("{text}");
             Ok(())
