@@ -29,19 +29,26 @@ use envoy_types::pb::{
                 },
             },
             core::v3::{
-                ApiConfigSource, ApiVersion, ConfigSource, GrpcService, TransportSocket,
+                ApiConfigSource, ApiVersion, ConfigSource, GrpcService, Http1ProtocolOptions,
+                Http2ProtocolOptions, HttpProtocolOptions as CommonHttpProtocolOptions, TransportSocket,
                 api_config_source::ApiType, config_source::ConfigSourceSpecifier, grpc_service,
                 transport_socket,
             },
         },
-        extensions::transport_sockets::{
-            raw_buffer::v3::RawBuffer,
-            tls::v3::{
-                CertificateProviderPluginInstance, CertificateValidationContext, CommonTlsContext,
-                SdsSecretConfig, SubjectAltNameMatcher, TlsParameters, UpstreamTlsContext,
-                common_tls_context::{CombinedCertificateValidationContext, ValidationContextType},
-                subject_alt_name_matcher::SanType,
-                tls_parameters::TlsProtocol,
+        extensions::{
+            transport_sockets::{
+                raw_buffer::v3::RawBuffer,
+                tls::v3::{
+                    CertificateProviderPluginInstance, CertificateValidationContext, CommonTlsContext,
+                    SdsSecretConfig, SubjectAltNameMatcher, TlsParameters, UpstreamTlsContext,
+                    common_tls_context::{CombinedCertificateValidationContext, ValidationContextType},
+                    subject_alt_name_matcher::SanType,
+                    tls_parameters::TlsProtocol,
+                },
+            },
+            upstreams::http::v3::{
+                HttpProtocolOptions,
+                http_protocol_options::{UpstreamProtocolOptions, UseDownstreamHttpConfig},
             },
         },
         r#type::matcher::v3::{StringMatcher, string_matcher::MatchPattern},
@@ -452,8 +459,27 @@ pub fn blackhole_cluster() -> Cluster {
     }
 }
 
-/// The sidecar's catch-all: forwards to the original destination.
+/// The sidecar's catch-all: forwards to the original destination, as istiod's
+/// `buildDefaultPassthroughCluster`: its circuit breakers (not Envoy's 1,024-connection limit) and
+/// HTTP in the client's version with a 5-minute idle timeout.
 pub fn passthrough_cluster() -> Cluster {
+    let http = HttpProtocolOptions {
+        common_http_protocol_options: Some(CommonHttpProtocolOptions {
+            idle_timeout: Some(Duration {
+                seconds: 300,
+                nanos: 0,
+            }),
+            ..Default::default()
+        }),
+        upstream_protocol_options: Some(UpstreamProtocolOptions::UseDownstreamProtocolConfig(
+            UseDownstreamHttpConfig {
+                http_protocol_options: Some(Http1ProtocolOptions::default()),
+                http2_protocol_options: Some(Http2ProtocolOptions::default()),
+                ..Default::default()
+            },
+        )),
+        ..Default::default()
+    };
     Cluster {
         name: PASSTHROUGH.to_owned(),
         cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::OriginalDst as i32)),
@@ -462,6 +488,9 @@ pub fn passthrough_cluster() -> Cluster {
             seconds: 10,
             nanos: 0,
         }),
+        circuit_breakers: Some(cluster_policy::envoy_circuit_breakers()),
+        typed_extension_protocol_options: [(cluster_policy::HTTP_PROTOCOL_OPTIONS.to_owned(), any(&http))]
+            .into(),
         ..Default::default()
     }
 }

@@ -487,3 +487,29 @@ fn envoy_waits_for_endpoints_and_its_certificates_grpc_as_istiod_gives_it() {
         assert_eq!(timeout, Some(Duration::default()), "{}", sds.name);
     }
 }
+
+#[test]
+fn passthrough_has_istiods_breakers_and_the_clients_http_version() {
+    use envoy_types::pb::envoy::extensions::upstreams::http::v3::{
+        HttpProtocolOptions, http_protocol_options::UpstreamProtocolOptions,
+    };
+    let c = super::passthrough_cluster();
+    let t = &c.circuit_breakers.as_ref().unwrap().thresholds[0];
+    for max in [
+        t.max_connections,
+        t.max_pending_requests,
+        t.max_requests,
+        t.max_retries,
+    ] {
+        assert_eq!(max.map(|m| m.value), Some(u32::MAX), "not Envoy's 1,024");
+    }
+    let any = &c.typed_extension_protocol_options[super::cluster_policy::HTTP_PROTOCOL_OPTIONS];
+    let http = HttpProtocolOptions::decode(any.value.as_slice()).unwrap();
+    let idle = http.common_http_protocol_options.unwrap().idle_timeout.unwrap();
+    assert_eq!(idle.seconds, 300);
+    assert!(matches!(
+        http.upstream_protocol_options,
+        Some(UpstreamProtocolOptions::UseDownstreamProtocolConfig(d))
+            if d.http_protocol_options.is_some() && d.http2_protocol_options.is_some()
+    ));
+}

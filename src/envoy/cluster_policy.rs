@@ -159,6 +159,14 @@ pub fn apply(
     if let Some(od) = &policy.outlier_detection {
         outlier_detection(c, od, client, &mut notes);
     }
+    if client.envoy() {
+        // istiod's default (it sends unhealthy endpoints, PILOT_AUTO_SEND_UNHEALTHY_ENDPOINTS): no
+        // panic mode unless `minHealthPercent` set one, so ejected hosts stay out however many they are.
+        c.common_lb_config
+            .get_or_insert_with(Default::default)
+            .healthy_panic_threshold
+            .get_or_insert_with(Percent::default);
+    }
     let outlier = policy.outlier_detection.is_some();
     load_balancer(c, policy.load_balancer.as_ref(), client, &mut notes);
     locality_lb(c, policy, mesh, outlier, client, &mut notes);
@@ -449,7 +457,6 @@ fn connection_pool(
     let http_settings = pool.and_then(|p| p.http.as_ref());
     let tcp = pool.and_then(|p| p.tcp.as_ref());
     let positive = |v: Option<i32>| v.filter(|&v| v > 0).map(|v| u32v(v.unsigned_abs()));
-    let max = || Some(u32v(u32::MAX));
     let max_requests = positive(http_settings.and_then(|h| h.http2_max_requests));
     let grpc_ignores = "gRPC limits only concurrent requests (gRFC A32)";
     let mut field = |name: &'static str, set: bool, grpc_why: Option<&str>| {
@@ -485,17 +492,13 @@ fn connection_pool(
     );
     match client {
         Client::Sidecar | Client::Router => {
-            c.circuit_breakers = Some(CircuitBreakers {
-                thresholds: vec![Thresholds {
-                    max_connections: connections.or_else(max),
-                    max_pending_requests: pending.or_else(max),
-                    max_requests: max_requests.or_else(max),
-                    max_retries: retries.or_else(max),
-                    track_remaining: true,
-                    ..Default::default()
-                }],
-                ..Default::default()
-            });
+            let mut breakers = envoy_circuit_breakers();
+            let t = &mut breakers.thresholds[0];
+            t.max_connections = connections.or(t.max_connections.take());
+            t.max_pending_requests = pending.or(t.max_pending_requests.take());
+            t.max_requests = max_requests.or(t.max_requests.take());
+            t.max_retries = retries.or(t.max_retries.take());
+            c.circuit_breakers = Some(breakers);
         }
         Client::Grpc => {
             c.circuit_breakers = max_requests.map(|m| CircuitBreakers {
@@ -551,6 +554,23 @@ fn connection_pool(
     if let Some(options) = options {
         c.typed_extension_protocol_options
             .insert(HTTP_PROTOCOL_OPTIONS.to_owned(), any(&options));
+    }
+}
+
+/// istiod's default thresholds (`getDefaultCircuitBreakerThresholds`): 2^32−1 each, not Envoy's
+/// 1,024 connections and requests and 3 retries, which churn in a large mesh trips.
+pub fn envoy_circuit_breakers() -> CircuitBreakers {
+    let max = Some(u32v(u32::MAX));
+    CircuitBreakers {
+        thresholds: vec![Thresholds {
+            max_connections: max,
+            max_pending_requests: max,
+            max_requests: max,
+            max_retries: max,
+            track_remaining: true,
+            ..Default::default()
+        }],
+        ..Default::default()
     }
 }
 

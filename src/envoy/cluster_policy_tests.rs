@@ -85,12 +85,13 @@ fn json_of_timeout(c: &envoy_types::pb::envoy::config::cluster::v3::Cluster) -> 
     json!(format!("{}.{:03}s", d.seconds, d.nanos / 1_000_000))
 }
 
-/// Circuit breakers as Envoy clients get them by default (istiod's thresholds).
+/// Circuit breakers and panic threshold as Envoy clients get them by default (istiod's thresholds; 0 %:
+/// no panic mode).
 fn envoy_defaults() -> Value {
     json!({"circuitBreakers": {"thresholds": [{
         "maxConnections": 4294967295u32, "maxPendingRequests": 4294967295u32,
         "maxRequests": 4294967295u32, "maxRetries": 4294967295u32, "trackRemaining": true}]},
-        "commonLbConfig": {}, "lbPolicy": "LEAST_REQUEST"})
+        "commonLbConfig": {"healthyPanicThreshold": {}}, "lbPolicy": "LEAST_REQUEST"})
 }
 
 fn merged(base: Value, extra: Value) -> Value {
@@ -291,7 +292,7 @@ fn every_field_per_client() {
             Client::Sidecar,
             merged(
                 envoy_defaults(),
-                json!({"commonLbConfig": {"localityWeightedLbConfig": {}}}),
+                json!({"commonLbConfig": {"localityWeightedLbConfig": {}, "healthyPanicThreshold": {}}}),
             ),
             vec![("loadBalancer.localityLbSetting", "applies")],
         ),
