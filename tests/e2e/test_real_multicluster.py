@@ -28,12 +28,15 @@ Skips when tests/peers/build.sh has not built etcd and kube-apiserver (no Go on 
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime
 import json
 import re
 import signal
+import ssl
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -41,7 +44,7 @@ import pytest
 import yaml
 
 import realk8s
-from meshd_proc import BIN_DIR, Meshd, eventually
+from meshd_proc import BIN_DIR, KUBECTL, Meshd, eventually
 from test_helm import render
 from xdsharness import EDS, Ads, decode, sidecar_node
 
@@ -111,8 +114,9 @@ def add_pods(c: realk8s.RealCluster, pods: list[tuple[dict, dict]]) -> None:
 
 def populate(c: realk8s.RealCluster, network: str, pods: list[tuple[dict, dict]], objects: list[dict]) -> None:
     apply(c, [namespace(SYS, network), namespace(NS)])
-    # No controller manager: the ServiceAccount controller does not make `default`, which pods need.
-    c.kubectl("create", "serviceaccount", "default", "-n", NS)
+    # No controller manager on the real servers: no ServiceAccount controller makes `default`, which pods need.
+    if c.request("GET", f"/api/v1/namespaces/{NS}/serviceaccounts/default")[0] == 404:
+        c.kubectl("create", "serviceaccount", "default", "-n", NS)
     add_pods(c, pods)
     apply(c, objects)
 
@@ -204,17 +208,117 @@ def compact_etcd(c: realk8s.RealCluster) -> int:
 # --------------------------------------------------------------------------- fixtures
 
 
-@pytest.fixture(scope="module")
-def clusters(tmp_path_factory):
+class SimCluster:
+    """A kube-sim cluster of ``meshctl sandbox serve``, with :class:`realk8s.RealCluster`'s client surface."""
+
+    def __init__(self, name: str, kubeconfig: Path, server: str):
+        self.name, self.kubeconfig, self.server = name, kubeconfig, server
+        kc = yaml.safe_load(kubeconfig.read_text())
+        self.token = kc["users"][0]["user"]["token"]
+        ca = base64.b64decode(kc["clusters"][0]["cluster"]["certificate-authority-data"]).decode()
+        self.tls = ssl.create_default_context(cadata=ca)
+        self.tls.check_hostname = False
+
+    def request(self, method: str, path: str, body=None, token: str | None = None) -> tuple[int, object]:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.server + path, data=data, method=method, headers={
+            "Authorization": f"Bearer {token or self.token}", "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=10, context=self.tls) as r:
+                return r.status, json.loads(r.read() or b"null")
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read() or b"null")
+
+    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
+        out = subprocess.run([KUBECTL, "--kubeconfig", str(self.kubeconfig), *args], input=stdin,
+                             capture_output=True, text=True, timeout=60)
+        if check:
+            assert out.returncode == 0, f"kubectl {' '.join(args)}: {out.stderr}"
+        return out
+
+    def install_crds(self) -> None:
+        """kube-sim serves the Istio kinds without CRDs."""
+
+    def fault(self, **req) -> None:
+        status, body = self.request("POST", "/sandbox/v1/faults", req)
+        assert status == 200, body
+
+
+class Env:
+    """The two clusters of one backend, and how each backend ends watches, compacts and restarts."""
+
+    def __init__(self, backend: str, c1, c2):
+        self.backend, self.c1, self.c2 = backend, c1, c2
+        self.restarts: list[tuple[float, float]] = []  # wall-clock windows of API server restarts
+
+    def end_watches(self, c) -> None:
+        """Ends every open watch on ``c`` (a real server: its watches time out, ``--watch-timeout``)."""
+        if self.backend == "real":
+            time.sleep(WATCH_TIMEOUT + 2)
+        else:
+            c.fault(dropWatches=True)
+
+    def compact(self, c) -> None:
+        """Compacts ``c``'s history at its current revision."""
+        if self.backend == "real":
+            compact_etcd(c)
+        else:
+            c.fault(compact=True)
+
+    def restart(self, c) -> None:
+        """Restarts ``c``'s API server, store kept (kube-sim: refuses connections for 3 s)."""
+        start = time.time()
+        if self.backend == "real":
+            c.restart_apiserver()  # returns once /readyz answers 200
+        else:
+            c.fault(mode="refuse", forSeconds=3)
+            time.sleep(3)
+            def serving() -> bool:
+                try:
+                    return c.request("GET", "/api/v1/namespaces")[0] == 200
+                except OSError:
+                    return False
+
+            eventually("kube-sim serving again", serving, timeout=10)
+        self.restarts.append((start, time.time() + 2))
+
+
+@contextlib.contextmanager
+def real_env(root: Path):
     realk8s.skip_unless_available()
-    if not (BIN_DIR / "meshctl").exists():
-        pytest.skip(f"{BIN_DIR / 'meshctl'} not built")
-    root = tmp_path_factory.mktemp("real-mc")
     # cluster2 serves watches from etcd (no watch cache) and never compacts on its own: the 410 test
     # compacts it when it means to.
     with realk8s.RealCluster(root / "cluster1", name="cluster1", controller_manager=False) as c1, \
             realk8s.RealCluster(root / "cluster2", name="cluster2", controller_manager=False,
                                 extra_apiserver_args=["--watch-cache=false", "--etcd-compaction-interval=0"]) as c2:
+        yield Env("real", c1, c2)
+
+
+@contextlib.contextmanager
+def sim_env(root: Path):
+    """``meshctl sandbox serve --enforce-rbac`` with two empty clusters (RBAC decided by the stored roles)."""
+    for name in ("cluster1", "cluster2"):
+        (root / "clusters" / name).mkdir(parents=True)
+    proc = subprocess.Popen([str(BIN_DIR / "meshctl"), "sandbox", "serve", "--clusters", str(root / "clusters"),
+                             "--state-dir", str(root / "sandbox"), "--enforce-rbac"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line, f"sandbox exited: {proc.stderr.read()}"
+        c = json.loads(line)["clusters"]
+        yield Env("kube-sim", *(SimCluster(n, Path(c[n]["kubeconfig"]), c[n]["url"]) for n in ("cluster1", "cluster2")))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=20)
+
+
+@pytest.fixture(scope="module", params=["kube-sim", "real"])
+def env(request, tmp_path_factory):
+    if not (BIN_DIR / "meshctl").exists():
+        pytest.skip(f"{BIN_DIR / 'meshctl'} not built")
+    root = tmp_path_factory.mktemp(f"mc-{request.param}")
+    with (real_env if request.param == "real" else sim_env)(root) as e:
+        c1, c2 = e.c1, e.c2
         populate(c1, "network1", [pod("echo-1", "10.1.0.1", {"app": "echo", **TLS})],
                  [service("echo"), endpoint_slice("echo", "echo-a", [("echo-1", "10.1.0.1")]),
                   east_west_gateway("network1", GATEWAY1)])
@@ -226,15 +330,15 @@ def clusters(tmp_path_factory):
         c1.install_crds()
         apply(c1, render({"clusterId": "cluster1"}))
         apply(c2, render({"profile": "remote"}))
-        yield c1, c2
+        yield e
 
 
 @pytest.fixture(scope="module")
-def replicas(clusters, tmp_path_factory):
+def replicas(env, tmp_path_factory):
     """Two meshd replicas as the chart's ServiceAccount; the remote joined with ``meshctl add-cluster``
     once they serve (the secret controller picks the Secret up while running)."""
-    c1, c2 = clusters
-    root = tmp_path_factory.mktemp("real-mc-meshd")
+    c1, c2 = env.c1, env.c2
+    root = tmp_path_factory.mktemp(f"mc-meshd-{env.backend}")
     token = c1.kubectl("create", "token", "meshd", "-n", SYS, "--duration", "2h").stdout.strip()
     as_meshd = token_kubeconfig(c1, token, root / "meshd.kubeconfig")
     args = ["--kubeconfig", str(as_meshd), "--cluster-id", "cluster1", "--watch-timeout", f"{WATCH_TIMEOUT}s"]
@@ -261,8 +365,8 @@ def leader_and_follower(c1: realk8s.RealCluster, replicas: dict[str, Meshd]) -> 
 # --------------------------------------------------------------------------- tests
 
 
-def test_the_remote_joins_with_add_cluster(clusters, replicas):
-    c1, c2 = clusters
+def test_the_remote_joins_with_add_cluster(env, replicas):
+    c1, c2 = env.c1, env.c2
     status, secret = c1.request("GET", f"/api/v1/namespaces/{SYS}/secrets/istio-remote-secret-cluster2")
     assert status == 200, secret
     assert secret["metadata"]["labels"]["istio/multiCluster"] == "true", secret["metadata"]
@@ -286,7 +390,7 @@ def test_the_remote_joins_with_add_cluster(clusters, replicas):
         assert rows["cluster1"]["syncStatus"] == "synced", rows
 
 
-def test_split_horizon_across_two_real_clusters(replicas):
+def test_split_horizon_across_two_clusters(replicas):
     for name, m in replicas.items():
         # network1: its own pod directly, cluster2's through network2's gateway (one entry for both pods).
         wait_eds(m, "cluster1", "network1", ECHO, {"10.1.0.1:17070", f"{GATEWAY2}:15443"},
@@ -296,8 +400,8 @@ def test_split_horizon_across_two_real_clusters(replicas):
                  f"{name}: network2 reaches its own pods")
 
 
-def test_the_root_configmap_is_published_everywhere_and_restored(clusters, replicas):
-    c1, c2 = clusters
+def test_the_root_configmap_is_published_everywhere_and_restored(env, replicas):
+    c1, c2 = env.c1, env.c2
     status, ca = c1.request("GET", f"/api/v1/namespaces/{SYS}/secrets/istio-ca-secret")
     assert status == 200, ca
     root = base64.b64decode(ca["data"].get("root-cert.pem") or ca["data"]["ca-cert.pem"]).decode()
@@ -321,28 +425,30 @@ def test_the_root_configmap_is_published_everywhere_and_restored(clusters, repli
                    timeout=30)
 
 
-def test_a_watch_that_gets_410_gone_relists_and_loses_nothing(clusters, replicas):
-    """The follower is paused past its watches' server-side timeout, so cluster2's apiserver ends them;
-    meanwhile a Service and its endpoints are added and an EndpointSlice deleted, and etcd is compacted
-    past meshd's resourceVersions. Resumed, meshd's watches resume from etcd, get 410 Gone, relist: the
-    additions are in EDS and the deletion too."""
-    c1, c2 = clusters
+def test_a_watch_that_gets_410_gone_relists_and_loses_nothing(env, replicas):
+    """The follower is paused while cluster2 ends its watches (a real server: past their server-side
+    timeout; kube-sim: dropped); meanwhile a Service and its endpoints are added and an EndpointSlice
+    deleted, and the store is compacted past meshd's resourceVersions (etcd's compaction API; kube-sim's
+    compact fault). Resumed, meshd's watches resume from there, get 410 Gone and relist: the additions
+    are in EDS and the deletion too."""
+    c1, c2 = env.c1, env.c2
     _, follower = leader_and_follower(c1, replicas)
     m = replicas[follower]
     wait_eds(m, "cluster2", "network2", ECHO, {"10.2.0.1:17070", "10.2.0.9:17070", f"{GATEWAY1}:15443"}, "before")
+
     def gone() -> int:  # cluster2's watches answered 410 Gone (cluster2 never compacts on its own)
         return sum("cluster=cluster2" in line and "410 Gone" in line for line in m.log().splitlines())
 
     before = gone()
     m.proc.send_signal(signal.SIGSTOP)
     try:
-        time.sleep(WATCH_TIMEOUT + 2)
+        env.end_watches(c2)
         add_pods(c2, [pod("late-1", "10.2.0.7", {"app": "late", **TLS}),
                       pod("echo-r2", "10.2.0.2", {"app": "echo", **TLS})])
         apply(c2, [service("late"), endpoint_slice("late", "late-a", [("late-1", "10.2.0.7")]),
                    endpoint_slice("echo", "echo-a", [("echo-r1", "10.2.0.1"), ("echo-r2", "10.2.0.2")])])
         c2.kubectl("delete", "endpointslice", "echo-old", "-n", NS)
-        compact_etcd(c2)
+        env.compact(c2)
     finally:
         m.proc.send_signal(signal.SIGCONT)
     eventually("cluster2's watches get 410 Gone", lambda: gone() > before, timeout=30)
@@ -352,17 +458,9 @@ def test_a_watch_that_gets_410_gone_relists_and_loses_nothing(clusters, replicas
     assert clusterz(m)["cluster2"]["syncStatus"] == "synced"
 
 
-# When cluster1's apiserver was restarting (wall clock, seconds): a real kube-apiserver serves requests as
-# soon as it listens, and for a moment before its RBAC informers have synced it answers 403 to everyone
-# but system:masters. Clients retry (meshd backs off and relists); /readyz waits for the sync.
-RESTARTS: list[tuple[float, float]] = []
-
-
-def test_the_apiserver_restarted_under_meshd(clusters, replicas):
-    c1, _ = clusters
-    start = time.time()
-    c1.restart_apiserver()  # returns once /readyz answers 200
-    RESTARTS.append((start, time.time() + 2))
+def test_the_apiserver_restarted_under_meshd(env, replicas):
+    c1 = env.c1
+    env.restart(c1)
     add_pods(c1, [pod("after-1", "10.1.0.5", {"app": "after-restart", **TLS})])
     apply(c1, [service("after-restart"), endpoint_slice("after-restart", "after-restart-a", [("after-1", "10.1.0.5")])])
     for name, m in replicas.items():
@@ -371,25 +469,28 @@ def test_the_apiserver_restarted_under_meshd(clusters, replicas):
         assert m.get("/ready", m.http)[0] == 200
 
 
-def test_the_lease_moves_when_the_leader_dies(clusters, replicas):
-    c1, _ = clusters
+def test_the_lease_moves_when_the_leader_dies(env, replicas):
+    c1 = env.c1
     leader, follower = leader_and_follower(c1, replicas)
     replicas[leader].kill()
     eventually("the follower takes the lease", lambda: lease_holder(c1).startswith(follower + "_"), timeout=45,
                interval=0.5)
     # The new leader does the leader's duties: a deleted root ConfigMap comes back in both clusters.
-    for c in clusters:
+    for c in (env.c1, env.c2):
         c.kubectl("delete", "configmap", ROOT_CM, "-n", "default")
-    for c in clusters:
+    for c in (env.c1, env.c2):
         eventually(f"{c.name}: the new leader restores the root", lambda: "default" in root_configmaps(c),
                    timeout=30)
 
 
-def test_the_chart_rbac_refused_meshd_nothing(replicas):
-    """Runs last: everything above ran as the chart's ServiceAccount and the chart's reader."""
+def test_the_chart_rbac_refused_meshd_nothing(env, replicas):
+    """Runs last: everything above ran as the chart's ServiceAccount and the chart's reader. A real
+    kube-apiserver serves requests as soon as it listens and, for a moment before its RBAC informers
+    have synced, answers 403 to all but system:masters (/readyz waits for that; clients do not): lines
+    about cluster1 logged while it restarted are not the chart's RBAC. meshd backs off and relists."""
     def restarting(line: str) -> bool:
         t = datetime.datetime.fromisoformat(line.split()[0].replace("Z", "+00:00")).timestamp()
-        return "cluster=cluster2" not in line and any(a <= t <= b for a, b in RESTARTS)
+        return "cluster=cluster2" not in line and any(a <= t <= b for a, b in env.restarts)
 
     for name, m in replicas.items():
         refused = [line for line in m.log().splitlines()
