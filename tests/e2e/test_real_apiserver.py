@@ -5,8 +5,9 @@ DestinationRule that breaks the schema is refused by the server (and never reach
 API server (a remote) runs beside the first with its own CA, signing keys and store: its ServiceAccount
 tokens come from a real TokenRequest, pass its TokenReview and RBAC, and mean nothing to the primary.
 
-meshd runs with the admin kubeconfig (group system:masters) for now: the chart's RBAC for meshd's
-ServiceAccount is not applied here yet.
+meshd runs with the admin kubeconfig (group system:masters) here; tests/e2e/test_real_multicluster.py
+applies the chart's RBAC and runs meshd as the chart's ServiceAccount, with a remote joined by
+``meshctl add-cluster``.
 
 Skips when tests/peers/build.sh has not built etcd and kube-apiserver (no Go on the machine).
 """

@@ -1,28 +1,45 @@
-"""meshd's multi-cluster scenarios against two real API servers (issue 28 §1).
-
-cluster1 (the primary, network1) and cluster2 (a remote, network2) are real etcd + kube-apiserver pairs
-(``realk8s.RealCluster``, no controller manager: nothing here needs one). On them:
+"""meshd's multi-cluster scenarios on two API servers (issue 28 §1), each test run on two backends:
+``real`` (two real etcd + kube-apiserver pairs, ``realk8s.RealCluster``, no controller manager: nothing
+here needs one) and ``kube-sim`` (``meshctl sandbox serve --enforce-rbac`` with two empty clusters, RBAC
+decided by the stored roles). cluster1 is the primary (network1), cluster2 a remote (network2). On them:
 
 - the chart, rendered with the real Helm SDK: its ``primary`` profile applied to cluster1, its ``remote``
   profile (the reader ServiceAccount and ClusterRole) to cluster2;
-- two meshd replicas, each authenticated as the chart's ``meshd`` ServiceAccount with a token from a real
-  TokenRequest (``kubectl create token``), not as an admin; they elect a leader on the real ``meshd-leader``
+- two meshd replicas, each authenticated as the chart's ``meshd`` ServiceAccount with a token from a
+  TokenRequest (``kubectl create token``), not as an admin; they elect a leader on the ``meshd-leader``
   Lease;
-- ``meshctl add-cluster --create-service-account=false --apply``: a real TokenRequest for the reader in
-  cluster2, the remote secret written to cluster1, which meshd's secret controller picks up;
+- ``meshctl add-cluster --create-service-account=false --apply`` once they serve: a TokenRequest for the
+  reader in cluster2, the remote secret written to cluster1, which meshd's secret controller picks up;
 - ``echo.sample`` in both clusters (pods with a kubelet-like status, hand-written EndpointSlices), each
-  cluster's network from its ``istio-system`` label, and cluster2's east-west gateway as a Service
-  labelled ``topology.istio.io/network: network2`` with an externalIP.
+  cluster's network from its ``istio-system`` label, and in each an east-west gateway Service labelled
+  with its network (``topology.istio.io/network``) with an externalIP.
 
-The tests check, in order: the remote is ``synced`` in /debug/clusterz; split-horizon EDS (a network1
-sidecar reaches cluster2's pods through the gateway, a network2 one directly); the leader publishes
-``istio-ca-root-cert`` in every namespace of both clusters and restores a deleted one; a watch that gets
-410 Gone after an etcd compaction relists and loses nothing (cluster2's apiserver runs with
-``--watch-cache=false``, so a watch resumes from etcd, and the test compacts etcd itself); the primary's
-apiserver restarted under meshd; the lease moving when its holder is killed; and, over everything before,
-that the chart's RBAC refused meshd nothing (no 403 in either replica's log).
+The tests check, in order: the remote is ``synced`` in /debug/clusterz, and the secret's token is the
+reader's (TokenReview) and reads but may not list Secrets; split-horizon EDS (a sidecar in each network
+gets its own pods directly and the other cluster's through the other network's gateway); the leader
+publishes ``istio-ca-root-cert`` in every namespace of both clusters (not Kubernetes' own), restores a
+deleted one and fills a new namespace; a watch that gets 410 Gone relists and loses nothing (an
+addition, a change and a deletion made while the watches were down); the primary's API server restarted
+under meshd, then a change; the lease moving when its holder is SIGKILLed (the new leader restores a
+deleted root ConfigMap in both clusters); and, over everything before, that RBAC refused meshd nothing
+(no 403 in either replica's log).
 
-Skips when tests/peers/build.sh has not built etcd and kube-apiserver (no Go on the machine).
+How each backend does the hard parts (``Env``): for 410, cluster2's real apiserver runs with
+``--watch-cache=false`` (a watch resumes from etcd) and ``--etcd-compaction-interval=0``; the follower
+replica is SIGSTOPped, cluster2 ends its watches (real: meshd's ``--watch-timeout 3s`` runs out; kube-sim:
+the ``dropWatches`` fault), the changes are made, the store is compacted (etcd's ``/v3/kv/compaction``;
+kube-sim's ``compact`` fault), and meshd is resumed. The restart is ``RealCluster.restart_apiserver``
+(etcd kept) or kube-sim's ``refuse`` fault for 3 s.
+
+What the real server showed: for a moment after it starts listening, before its RBAC informers have
+synced, a restarted kube-apiserver answers 403 to everyone but ``system:masters`` (its /readyz waits for
+the sync; clients do not). meshd logs them, backs off and relists; the 403 check leaves out cluster1
+lines logged during the restart. kube-sim's EndpointSlice controller replaces its own slice when a
+hand-written one joins a selector Service, which found a registry bug (fixed: a pod named by two slices
+of a service lost its index to the service when one went).
+
+About 80 s for both backends. Skips the real backend when tests/peers/build.sh has not built etcd and
+kube-apiserver (no Go on the machine).
 """
 
 from __future__ import annotations
