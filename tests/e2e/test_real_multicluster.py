@@ -8,8 +8,10 @@ decided by the stored roles). cluster1 is the primary (network1), cluster2 a rem
 - two meshd replicas, each authenticated as the chart's ``meshd`` ServiceAccount with a token from a
   TokenRequest (``kubectl create token``), not as an admin; they elect a leader on the ``meshd-leader``
   Lease;
-- ``meshctl add-cluster --create-service-account=false --apply`` once they serve: a TokenRequest for the
-  reader in cluster2, the remote secret written to cluster1, which meshd's secret controller picks up;
+- ``meshctl add-cluster --create-service-account=false --apply`` once they serve, twice (the second
+  rotates the token), run as an operator ServiceAccount holding only what
+  docs/install-primary-remote.md#permissions lists: a TokenRequest for the reader in cluster2, the remote
+  secret written to cluster1, which meshd's secret controller picks up;
 - ``echo.sample`` in both clusters (pods with a kubelet-like status, hand-written EndpointSlices), each
   cluster's network from its ``istio-system`` label, and in each an east-west gateway Service labelled
   with its network (``topology.istio.io/network``) with an externalIP.
@@ -149,6 +151,20 @@ def token_kubeconfig(c: realk8s.RealCluster, token: str, out: Path) -> Path:
     out.write_text(yaml.safe_dump(kc))
     out.chmod(0o600)
     return out
+
+
+def operator_kubeconfig(c, rules: list[tuple[str, list[str]]], out: Path) -> Path:
+    """A ServiceAccount ``operator`` granted ``rules`` (core resources) in istio-system only, as a kubeconfig."""
+    c.kubectl("create", "serviceaccount", "operator", "-n", SYS)
+    apply(c, [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+               "metadata": {"name": "operator", "namespace": SYS},
+               "rules": [{"apiGroups": [""], "resources": [r], "verbs": v} for r, v in rules]},
+              {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": "operator", "namespace": SYS},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "operator"},
+               "subjects": [{"kind": "ServiceAccount", "name": "operator", "namespace": SYS}]}])
+    token = c.kubectl("create", "token", "operator", "-n", SYS).stdout.strip()
+    return token_kubeconfig(c, token, out)
 
 
 def meshctl(*args: str) -> subprocess.CompletedProcess:
@@ -365,8 +381,14 @@ def replicas(env, tmp_path_factory):
             out[name] = Meshd(root / name, args, env={"POD_NAME": name}, ready_timeout=None)
         for m in out.values():
             m.wait_ready(90)
-        meshctl("add-cluster", "--name", "cluster2", "--kubeconfig", str(c2.kubeconfig), "--allow-loopback",
-                "--create-service-account=false", "--apply", "--primary-kubeconfig", str(c1.kubeconfig))
+        # The operator holds exactly what docs/install-primary-remote.md#permissions says add-cluster needs.
+        operator = {c.name: operator_kubeconfig(c, rules, root / f"operator-{c.name}.kubeconfig")
+                    for c, rules in ((c1, [("secrets", ["create", "get", "update"])]),
+                                     (c2, [("serviceaccounts/token", ["create"])]))}
+        for _ in range(2):  # the second run rotates the token: the Secret exists and is replaced
+            meshctl("add-cluster", "--name", "cluster2", "--kubeconfig", str(operator["cluster2"]),
+                    "--allow-loopback", "--create-service-account=false", "--apply",
+                    "--primary-kubeconfig", str(operator["cluster1"]))
         yield out
     finally:
         for m in out.values():
