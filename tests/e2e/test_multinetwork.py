@@ -173,7 +173,8 @@ def test_east_west_gateway_sni_clusters_hold_local_mtls_endpoints_only(meshd):
     # client's mTLS passes through.
     assert {k: sni[k] for k in ("name", "type", "connectTimeout", "edsClusterConfig", "lbPolicy")} == {
         "name": HELLO_SNI, "type": "EDS", "connectTimeout": "10s", "lbPolicy": "LEAST_REQUEST",
-        "edsClusterConfig": {"edsConfig": {"ads": {}, "resourceApiVersion": "V3"}, "serviceName": HELLO_SNI},
+        "edsClusterConfig": {"edsConfig": {"ads": {}, "initialFetchTimeout": "0s", "resourceApiVersion": "V3"},
+                             "serviceName": HELLO_SNI},
     }
     assert "transportSocket" not in sni and "transportSocketMatches" not in sni, sni
     assert fetch(meshd, EDS, EAST_WEST_2, [HELLO_SNI])[HELLO_SNI] == cla(HELLO_SNI, *N2_LOCAL)
