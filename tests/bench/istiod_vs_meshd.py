@@ -258,7 +258,8 @@ def main() -> None:
     p.add_argument("--pilot-discovery", type=Path, default=CACHE_BIN / "pilot-discovery")
     p.add_argument("--out", type=Path, default=Path("bench-vs-istiod"))
     a = p.parse_args()
-    a.meshd = a.meshd or a.meshctl.with_name("meshd")
+    a.meshctl, a.pilot_discovery = a.meshctl.resolve(), a.pilot_discovery.resolve()
+    a.meshd = (a.meshd or a.meshctl.with_name("meshd")).resolve()
     a.out = a.out.resolve()
     a.out.mkdir(parents=True, exist_ok=True)
     results = []
