@@ -5,7 +5,8 @@ xDS meshd sends an east-west gateway node (nothing written by hand).
 filter chain, chosen when the ClientHello's SNI is one of the chain's ``server_names`` and one of its
 ALPNs is one of the chain's ``application_protocols``; the backend's servers are the EDS endpoints of
 the chain's ``tcp_proxy`` cluster. A connection no chain matches is closed, as in Envoy. TLS is passed
-through, never terminated (AUTO_PASSTHROUGH).
+through, never terminated (AUTO_PASSTHROUGH). HAProxy logs every connection with the backend it chose
+and the SNI and ALPNs it saw (:meth:`Gateway.connections`), so a test can check what crossed the proxy.
 
 The binary comes from the pinned Debian package tests/run.sh unpacks into tests/.cache/haproxy (or
 ``$HAPROXY``, a directory holding usr/sbin/haproxy and its libraries)."""
@@ -52,14 +53,21 @@ def servers(assignment) -> list[tuple[str, int]]:
             if e.health_status in (0, 1)]  # UNKNOWN, HEALTHY
 
 
+LOG_TAG = "conn"
+
+
 def haproxy_config(bind: tuple[str, int], listener, assignments: dict) -> str:
     """HAProxy's configuration for the gateway listener; ``assignments`` maps cluster name to its
     ClusterLoadAssignment."""
     lines = [
-        "global", "  maxconn 512",
-        "defaults", "  mode tcp", "  timeout connect 2s", "  timeout client 30s", "  timeout server 30s",
+        "global", "  maxconn 512", "  log stdout format raw local0",
+        "defaults", "  mode tcp", "  log global", "  timeout connect 2s", "  timeout client 30s",
+        "  timeout server 30s",
         "frontend eastwest", f"  bind {bind[0]}:{bind[1]}",
+        f"  log-format \"{LOG_TAG} %b %s %[capture.req.hdr(0)] %[capture.req.hdr(1)]\"",
         "  tcp-request inspect-delay 5s",
+        "  tcp-request content capture req.ssl_sni len 255",  # before the accept, which ends the rules
+        "  tcp-request content capture req.ssl_alpn len 255",
         "  tcp-request content accept if { req.ssl_hello_type 1 }",
     ]
     backends = []
@@ -102,6 +110,26 @@ class Gateway:
                 assert self.proc.poll() is None, (self.tmp / "haproxy.log").read_text()
                 assert time.monotonic() < deadline, "HAProxy did not start listening"
                 time.sleep(0.05)
+
+    def log_size(self) -> int:
+        """Where the log ends now: :meth:`connections` ``since`` this reads only later connections."""
+        log = self.tmp / "haproxy.log"
+        return log.stat().st_size if log.exists() else 0
+
+    def connections(self, since: int = 0) -> list[dict]:
+        """Each connection HAProxy logged after byte ``since`` of its log: ``backend`` (``chain<i>``
+        for the listener's i-th filter chain, the frontend's name ``eastwest`` when none matched),
+        ``server`` (``<NOSRV>`` when none), ``sni`` and ``alpn`` (what HAProxy read from the
+        ClientHello, ``-`` when absent). A connection is logged when it closes."""
+        with open(self.tmp / "haproxy.log", "rb") as f:
+            f.seek(since)
+            text = f.read().decode(errors="replace")
+        out = []
+        for line in text.splitlines():
+            parts = line.split(" ")
+            if len(parts) == 5 and parts[0] == LOG_TAG:
+                out.append(dict(zip(("backend", "server", "sni", "alpn"), parts[1:])))
+        return out
 
     def _env(self) -> dict:
         return dict(os.environ, LD_LIBRARY_PATH=str(LIBS))

@@ -1,19 +1,22 @@
 """Across networks through a real SNI-routing east-west gateway (issue 29): HAProxy (sni_gateway.py),
 configured only from the listener, clusters and endpoints meshd sends the network2 gateway node.
 
-The sandbox: cluster1 on network1, cluster2 on network2, echo pods on loopback addresses that answer a
-TLS connection (mTLS with the sandbox's mesh certificates) with their name: ``echo-v1-a`` in cluster1,
-``echo-v1-b`` and ``echo-v2-b`` in cluster2, plus ``plain-b`` (no sidecar) in cluster2. cluster2's
-east-west gateway Service points at HAProxy on 127.0.0.50.
+The sandbox: cluster1 on network1 (locality r1/z1), cluster2 on network2 (r2/z2), pods on loopback
+addresses that answer a TLS connection (mTLS with the sandbox's mesh certificates) with their name. Service
+``echo`` (HTTP port 7070): ``echo-v1-a`` in cluster1, ``echo-v1-b`` and ``echo-v2-b`` in cluster2, plus
+``plain-b`` (no sidecar) in cluster2; service ``fo``: ``fo-a`` in cluster1, ``fo-b`` in cluster2.
+cluster2's east-west gateway Service points at HAProxy on 127.0.0.50.
 
-The client does what an Envoy sidecar on network1 does with the clusters meshd sends it: for
-``outbound|7070|<subset>|echo…`` it takes the gateway endpoint from EDS and opens TLS to it with the
-cluster's SNI and ALPNs, its mesh certificate, verifying the server against the mesh root. The answer
-names the pod that the real proxy routed it to."""
+The client does what an Envoy sidecar on network1 in r1/z1 does with the routes, clusters and endpoints
+meshd sends it (envoy_client.py): for ``outbound|7070|<subset>|echo…`` it takes an endpoint from EDS (the
+gateway for network2's pods) and opens TLS to it with the cluster's SNI and ALPNs, its mesh certificate,
+verifying the server against the mesh root. The answer names the pod that the real proxy routed it to;
+HAProxy's log says which SNI it routed."""
 
 from __future__ import annotations
 
 import json
+import random
 import socket
 import ssl
 import threading
@@ -21,12 +24,12 @@ from pathlib import Path
 
 import pytest
 from envoy.config.core.v3 import base_pb2
-from envoy.extensions.transport_sockets.tls.v3 import tls_pb2
 from google.protobuf import struct_pb2
 
+import envoy_client
 import sni_gateway
 from meshd_proc import Meshd, eventually, free_port, namespace, topology
-from xdsharness import CDS, EDS, LDS, Ads, decode
+from xdsharness import CDS, EDS, LDS, RDS, Ads, decode
 
 if reason := sni_gateway.missing():
     pytest.skip(reason, allow_module_level=True)
@@ -34,11 +37,15 @@ if reason := sni_gateway.missing():
 NS = "sni"
 HOST = f"echo.{NS}.svc.cluster.local"
 GW_IP = "127.0.0.50"
-PODS = [  # name, cluster, version, ip, sidecar
-    ("echo-v1-a", "cluster1", "v1", "127.0.0.41", True),
-    ("echo-v1-b", "cluster2", "v1", "127.0.0.42", True),
-    ("echo-v2-b", "cluster2", "v2", "127.0.0.43", True),
-    ("plain-b", "cluster2", "v3", "127.0.0.44", False),
+FO_HOST = f"fo.{NS}.svc.cluster.local"
+LOCALITY = {"cluster1": ("r1", "z1"), "cluster2": ("r2", "z2")}
+PODS = [  # name, cluster, app, version, ip, sidecar
+    ("echo-v1-a", "cluster1", "echo", "v1", "127.0.0.41", True),
+    ("echo-v1-b", "cluster2", "echo", "v1", "127.0.0.42", True),
+    ("echo-v2-b", "cluster2", "echo", "v2", "127.0.0.43", True),
+    ("plain-b", "cluster2", "echo", "v3", "127.0.0.44", False),
+    ("fo-a", "cluster1", "fo", "v1", "127.0.0.45", True),
+    ("fo-b", "cluster2", "fo", "v1", "127.0.0.46", True),
 ]
 
 
@@ -74,14 +81,21 @@ class TlsEcho:
         self.sock.close()
 
 
-def pod(name: str, version: str, ip: str, port: int, sidecar: bool) -> dict:
-    labels = {"app": "echo", "version": version}
+def pod(name: str, cluster: str, app: str, version: str, ip: str, port: int, sidecar: bool) -> dict:
+    labels = {"app": app, "version": version, "topology.istio.io/locality": ".".join(LOCALITY[cluster])}
     if sidecar:
         labels["security.istio.io/tlsMode"] = "istio"
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS, "labels": labels},
             "spec": {"containers": [{"name": "app", "image": "echo", "ports": [{"name": "tls", "containerPort": port}]}]},
             "status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}],
                        "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def service(app: str) -> dict:
+    # An HTTP port, so a sidecar gets its routes (and a VirtualService's weights) in RDS.
+    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": app, "namespace": NS},
+            "spec": {"selector": {"app": app},
+                     "ports": [{"name": "http", "port": 7070, "targetPort": "tls", "appProtocol": "http"}]}}
 
 
 def node(node_id: str, **meta) -> base_pb2.Node:
@@ -92,6 +106,7 @@ def node(node_id: str, **meta) -> base_pb2.Node:
 
 SIDECAR_1 = node(f"sidecar~127.0.0.9~client.{NS}~{NS}.svc.cluster.local", NAMESPACE=NS, NETWORK="network1",
                  CLUSTER_ID="cluster1")
+SIDECAR_1.locality.region, SIDECAR_1.locality.zone = LOCALITY["cluster1"]
 GATEWAY_2 = node("router~127.0.0.50~istio-eastwestgateway-x.istio-system~istio-system.svc.cluster.local",
                  NAMESPACE="istio-system", NETWORK="network2", REQUESTED_NETWORK_VIEW="network2",
                  CLUSTER_ID="cluster2")
@@ -117,10 +132,8 @@ class Mesh:
         objects = {}
         for cluster, network in (("cluster1", "network1"), ("cluster2", "network2")):
             objects[cluster] = [namespace("istio-system", **{"topology.istio.io/network": network}), namespace(NS),
-                                {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "echo", "namespace": NS},
-                                 "spec": {"selector": {"app": "echo"},
-                                          "ports": [{"name": "tls", "port": 7070, "targetPort": "tls"}]}}]
-            objects[cluster] += [pod(name, v, ip, self.ports[name], sc) for name, c, v, ip, sc in PODS if c == cluster]
+                                service("echo"), service("fo")]
+            objects[cluster] += [self.pod(name) for name, c, *_ in PODS if c == cluster]
         objects["cluster2"].append({
             "apiVersion": "v1", "kind": "Service",
             "metadata": {"name": "istio-eastwestgateway", "namespace": "istio-system",
@@ -130,13 +143,29 @@ class Mesh:
                      "ports": [{"name": "tls", "port": self.gw_port, "targetPort": self.gw_port}]}})
         self.meshd = Meshd(tmp / "state", ["--sandbox", str(topology(tmp / "clusters", objects))])
         self.certs = self.meshd.state / "certs"
-        self.backends = [TlsEcho(name, ip, self.ports[name], self.certs) for name, _, _, ip, _ in PODS]
+        self.backends = [TlsEcho(name, ip, self.ports[name], self.certs) for name, _, _, _, ip, _ in PODS]
         self.meshd.kubectl("cluster1", "apply", "-f", "-", stdin=json.dumps({
             "apiVersion": "networking.istio.io/v1", "kind": "DestinationRule",
             "metadata": {"name": "echo", "namespace": NS},
             "spec": {"host": "echo", "subsets": [{"name": v, "labels": {"version": v}} for v in ("v1", "v2", "v3")]}}))
         eventually("the gateway's subset chains", lambda: len(self.gateway_chains()) == 4, timeout=30)
         self.gateway = sni_gateway.Gateway(tmp, (GW_IP, self.gw_port), self.gateway_config())
+
+    def pod(self, name: str) -> dict:
+        _, cluster, app, version, ip, sidecar = next(p for p in PODS if p[0] == name)
+        return pod(name, cluster, app, version, ip, self.ports[name], sidecar)
+
+    def cluster_of(self, name: str) -> str:
+        return next(p[1] for p in PODS if p[0] == name)
+
+    def set_ready(self, name: str, ready: bool) -> None:
+        """Flips a pod's Ready condition with kubectl, as a failing readiness probe would."""
+        self.meshd.kubectl(self.cluster_of(name), "patch", "pod", "-n", NS, name, "--subresource=status",
+                           "--type=merge", "-p", json.dumps({"status": {"conditions": [
+                               {"type": "Ready", "status": "True" if ready else "False"}]}}))
+
+    def apply(self, *objects: dict, cluster: str = "cluster1") -> None:
+        self.meshd.kubectl(cluster, "apply", "-f", "-", stdin="\n---\n".join(json.dumps(o) for o in objects))
 
     def gateway_listener(self):
         return fetch(self.meshd, LDS, GATEWAY_2).get("0.0.0.0_15443")
@@ -151,28 +180,26 @@ class Mesh:
         names = [c["cluster"] for c in sni_gateway.chains(listener)]
         return sni_gateway.haproxy_config((GW_IP, self.gw_port), listener, fetch(self.meshd, EDS, GATEWAY_2, names))
 
-    def sidecar_route(self, subset: str) -> tuple[str, list[str], list[tuple[str, int]]]:
+    def sidecar_route(self, subset: str, host: str = HOST) -> tuple[str, list[str], list[tuple[str, int]]]:
         """What a network1 sidecar is sent for the subset's cluster: SNI, ALPNs, and the endpoints."""
-        name = f"outbound|7070|{subset}|{HOST}"
-        cluster = fetch(self.meshd, CDS, SIDECAR_1)[name]
-        tls = tls_pb2.UpstreamTlsContext()
-        sockets = [m.transport_socket for m in cluster.transport_socket_matches] + [cluster.transport_socket]
-        assert any(t.typed_config.Unpack(tls) for t in sockets if t.name), f"{name}: no Istio mTLS socket"
-        cla = fetch(self.meshd, EDS, SIDECAR_1, [name])[name]
-        return tls.sni, list(tls.common_tls_context.alpn_protocols), sni_gateway.servers(cla)
+        name = f"outbound|7070|{subset}|{host}"
+        sni, alpns = envoy_client.upstream_tls(fetch(self.meshd, CDS, SIDECAR_1)[name])
+        return sni, alpns, sni_gateway.servers(fetch(self.meshd, EDS, SIDECAR_1, [name])[name])
+
+    def sidecar_assignment(self, cluster: str):
+        return fetch(self.meshd, EDS, SIDECAR_1, [cluster])[cluster]
+
+    def sidecar_weights(self, host: str) -> dict[str, int]:
+        """The weighted clusters of the network1 sidecar's route to ``host``: LDS's listener for port
+        7070, then the RDS its HttpConnectionManager names."""
+        listener = next(lis for lis in fetch(self.meshd, LDS, SIDECAR_1).values()
+                        if lis.address.socket_address.port_value == 7070)
+        name = envoy_client.route_config_name(listener)
+        return envoy_client.route_weights(fetch(self.meshd, RDS, SIDECAR_1, [name])[name], host)
 
     def connect(self, addr: tuple[str, int], sni: str | None, alpns: list[str]) -> str:
         """One connection as an Envoy sidecar opens it; the answering pod's name, or what failed."""
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        ctx.check_hostname = False  # Istio verifies the SPIFFE identity, not a host name
-        ctx.load_verify_locations(self.certs / "root-cert.pem")
-        ctx.load_cert_chain(self.certs / "cert-chain.pem", self.certs / "key.pem")
-        ctx.set_alpn_protocols(alpns)
-        try:
-            with socket.create_connection(addr, timeout=5) as raw, ctx.wrap_socket(raw, server_hostname=sni) as tls:
-                return tls.recv(100).decode() or "closed"
-        except (OSError, ssl.SSLError) as e:
-            return f"refused: {type(e).__name__}"
+        return envoy_client.connect(addr, sni, alpns, self.certs)
 
     def close(self):
         self.gateway.stop()
@@ -216,9 +243,115 @@ def test_a_subset_without_mtls_capable_pods_has_no_path_through_the_gateway(mesh
     (f"outbound_.7070_.v2_.{HOST}", ["h2"]),  # what a proxyless gRPC client offers
     (f"outbound_.7070_.v9_.{HOST}", ISTIO_ALPNS),  # no such subset
     (None, ISTIO_ALPNS),  # no SNI at all (a gRPC client's ClientHello)
+    (f"outbound_.7071_._.{HOST}", ISTIO_ALPNS),  # not a port of the service
+    (f"outbound_.7070_._.nope.{NS}.svc.cluster.local", ISTIO_ALPNS),  # no such service
 ])
 def test_the_gateway_closes_what_no_chain_matches(mesh, sni, alpns):
+    since = mesh.gateway.log_size()
     assert mesh.connect((GW_IP, mesh.gw_port), sni, alpns).startswith("refused"), (sni, alpns)
+    # HAProxy read the ClientHello and found no chain: no backend, no server.
+    logged = eventually("HAProxy logged the connection", lambda: mesh.gateway.connections(since))
+    assert [(c["backend"], c["server"], c["sni"]) for c in logged] == [("eastwest", "<NOSRV>", sni or "-")]
+
+
+V1, V2 = (f"outbound|7070|{v}|{HOST}" for v in ("v1", "v2"))
+
+
+def test_a_weighted_split_across_networks_reaches_v2_only_through_the_gateway(mesh):
+    """VirtualService 80/20 v1/v2, v2 only on network2: the sidecar's RDS carries the weights, v2's EDS
+    only the gateway; connections chosen as Envoy chooses reach each side in about that share, and
+    every v2 connection crossed HAProxy with v2's SNI."""
+    mesh.apply({"apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
+                "metadata": {"name": "echo", "namespace": NS},
+                "spec": {"hosts": ["echo"], "http": [{"route": [
+                    {"destination": {"host": "echo", "subset": "v1"}, "weight": 80},
+                    {"destination": {"host": "echo", "subset": "v2"}, "weight": 20}]}]}})
+    try:
+        eventually("the 80/20 route", lambda: mesh.sidecar_weights(HOST) == {V1: 80, V2: 20})
+        weights = mesh.sidecar_weights(HOST)
+        gateway = (GW_IP, mesh.gw_port)
+        routes = {c: (*envoy_client.upstream_tls(fetch(mesh.meshd, CDS, SIDECAR_1)[c]),
+                      envoy_client.active_priority(mesh.sidecar_assignment(c))) for c in weights}
+        assert [e for e, _ in routes[V2][2]] == [gateway]  # v2 lives only behind network2's gateway
+        since = mesh.gateway.log_size()
+        rng, answers, n = random.Random(29), {}, 200
+        for _ in range(n):
+            sni, alpns, endpoints = routes[envoy_client.pick(rng, weights)]
+            answer = mesh.connect(envoy_client.pick(rng, endpoints), sni, alpns)
+            answers[answer] = answers.get(answer, 0) + 1
+        assert set(answers) == {"echo-v1-a", "echo-v1-b", "echo-v2-b"}, answers
+        v2_share = answers["echo-v2-b"] / n
+        assert abs(v2_share - weights[V2] / sum(weights.values())) < 0.1, answers
+        # At the proxy: each v2 connection was routed by v2's SNI; v1's network2 pod by v1's.
+        logged = eventually("HAProxy logged every crossing", lambda: (
+            c := mesh.gateway.connections(since)) and len(c) == answers["echo-v2-b"] + answers["echo-v1-b"] and c)
+        by_sni = {}
+        for c in logged:
+            assert c["server"] != "<NOSRV>", c
+            by_sni[c["sni"]] = by_sni.get(c["sni"], 0) + 1
+        assert by_sni == {routes[V2][0]: answers["echo-v2-b"], routes[V1][0]: answers["echo-v1-b"]}, by_sni
+    finally:
+        mesh.meshd.kubectl("cluster1", "delete", "-n", NS, "virtualservice", "echo")
+
+
+FO = f"outbound|7070||{FO_HOST}"
+
+
+def priorities(cla) -> dict[str, int]:
+    """``region/zone`` → priority of an assignment's localities."""
+    return {f"{loc.locality.region}/{loc.locality.zone}": loc.priority for loc in cla.endpoints}
+
+
+def fo_answers(mesh: Mesh, n: int = 10) -> set[str]:
+    """``n`` connections to ``fo`` as the network1 sidecar opens them now."""
+    sni, alpns = envoy_client.upstream_tls(fetch(mesh.meshd, CDS, SIDECAR_1)[FO])
+    endpoints = envoy_client.active_priority(mesh.sidecar_assignment(FO))
+    rng = random.Random(n)
+    return {mesh.connect(envoy_client.pick(rng, endpoints), sni, alpns) for _ in range(n)}
+
+
+def test_locality_failover_to_the_other_network_through_the_gateway_and_back(mesh):
+    """outlierDetection + failover r1 → r2: network2's gateway is the next priority; when ``fo-a``
+    turns unready (then is deleted) the traffic crosses HAProxy to ``fo-b``, and comes back home."""
+    gateway = (GW_IP, mesh.gw_port)
+    mesh.apply({"apiVersion": "networking.istio.io/v1", "kind": "DestinationRule",
+                "metadata": {"name": "fo", "namespace": NS},
+                "spec": {"host": "fo", "trafficPolicy": {
+                    "loadBalancer": {"simple": "ROUND_ROBIN", "localityLbSetting": {
+                        "enabled": True, "failover": [{"from": "r1", "to": "r2"}]}},
+                    "outlierDetection": {"consecutive5xxErrors": 3, "interval": "1s", "baseEjectionTime": "30s"}}}})
+    try:
+        eventually("r2's gateway as the failover priority",
+                   lambda: priorities(mesh.sidecar_assignment(FO)) == {"r1/z1": 0, "r2/z2": 1})
+        cla = mesh.sidecar_assignment(FO)
+        assert sni_gateway.servers(cla) == [("127.0.0.45", mesh.ports["fo-a"]), gateway], cla
+        assert fo_answers(mesh) == {"fo-a"}
+
+        since = mesh.gateway.log_size()
+        mesh.set_ready("fo-a", False)
+        eventually("fo-a unhealthy", lambda: [e for e, _ in envoy_client.active_priority(
+            mesh.sidecar_assignment(FO))] == [gateway])
+        assert fo_answers(mesh) == {"fo-b"}
+        logged = eventually("HAProxy logged the crossings", lambda: len(c := mesh.gateway.connections(since)) == 10 and c)
+        assert {(c["sni"], c["server"] != "<NOSRV>") for c in logged} == {(f"outbound_.7070_._.{FO_HOST}", True)}
+
+        mesh.set_ready("fo-a", True)
+        eventually("fo-a healthy again", lambda: [e for e, _ in envoy_client.active_priority(
+            mesh.sidecar_assignment(FO))] == [("127.0.0.45", mesh.ports["fo-a"])])
+        assert fo_answers(mesh) == {"fo-a"}
+
+        # Gone, not just unready: network2's gateway is the only priority left.
+        mesh.meshd.kubectl("cluster1", "delete", "-n", NS, "pod", "fo-a")
+        eventually("only the gateway", lambda: priorities(mesh.sidecar_assignment(FO)) == {"r2/z2": 0})
+        assert fo_answers(mesh) == {"fo-b"}
+        mesh.apply(mesh.pod("fo-a"))
+        mesh.meshd.kubectl("cluster1", "patch", "pod", "-n", NS, "fo-a", "--subresource=status", "--type=merge",
+                           "-p", json.dumps({"status": mesh.pod("fo-a")["status"]}))  # a create drops status
+        eventually("fo-a back at priority 0",
+                   lambda: priorities(mesh.sidecar_assignment(FO)) == {"r1/z1": 0, "r2/z2": 1})
+        assert fo_answers(mesh) == {"fo-a"}
+    finally:
+        mesh.meshd.kubectl("cluster1", "delete", "-n", NS, "destinationrule", "fo")
 
 
 def test_a_new_subset_gets_its_chain_and_is_routed(mesh):
