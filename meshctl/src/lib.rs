@@ -314,6 +314,12 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
             }
             let rows = views::ProxyStatuses(rows.iter().map(views::proxy_status).collect());
             print!("{}", render(&rows, out)?);
+            if out == Output::Table && rows.0.iter().any(|r| !r.waiting_for.is_empty()) {
+                eprintln!(
+                    "WAITING FOR: resources a proxy asked for that meshd does not have; its traffic there fails \
+                     (meshctl analyze and meshctl explain say why, e.g. a subset no DestinationRule defines)"
+                );
+            }
         }
         Command::Adsz => {
             let adsz: Value = admin()?.get("/debug/adsz").await?;

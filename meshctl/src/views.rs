@@ -135,6 +135,12 @@ pub struct TypeSync {
     /// The last NACK's message.
     #[serde(default)]
     pub last_error: String,
+    /// How many names the client asked for that meshd does not have.
+    #[serde(default)]
+    pub waiting: usize,
+    /// The first of them.
+    #[serde(default)]
+    pub waiting_names: Vec<String>,
 }
 
 /// istioctl's per-type states.
@@ -160,17 +166,28 @@ pub struct ProxyStatus {
     pub status: BTreeMap<&'static str, &'static str>,
     /// `<TYPE>: <message>` of the last NACK, if any.
     pub last_nack: String,
+    /// `<TYPE> <name>` per type the proxy waits on a resource meshd does not have (+ how many more):
+    /// SYNCED alone would hide a client stuck on a cluster CDS never builds.
+    pub waiting_for: String,
 }
 
 /// The row for one `/debug/syncz` entry.
 pub fn proxy_status(s: &SyncStatus) -> ProxyStatus {
     let mut status = BTreeMap::new();
     let mut nacks = Vec::new();
+    let mut waiting = Vec::new();
     for ty in XdsType::PUSH_ORDER {
         let t = s.resources.get(ty.url());
         status.insert(ty.short(), sync_state(t));
         if let Some(t) = t.filter(|t| !t.last_error.is_empty()) {
             nacks.push(format!("{}: {}", ty.short(), t.last_error));
+        }
+        if let Some((t, first)) = t.and_then(|t| Some((t, t.waiting_names.first()?))) {
+            let more = match t.waiting.saturating_sub(1) {
+                0 => String::new(),
+                n => format!(" (+{n} more)"),
+            };
+            waiting.push(format!("{} {first}{more}", ty.short()));
         }
     }
     ProxyStatus {
@@ -179,6 +196,7 @@ pub fn proxy_status(s: &SyncStatus) -> ProxyStatus {
         network: s.network.clone(),
         status,
         last_nack: nacks.join("; "),
+        waiting_for: waiting.join("; "),
     }
 }
 
@@ -198,6 +216,7 @@ impl Rows for ProxyStatuses {
             "EDS",
             "RDS",
             "LAST NACK",
+            "WAITING FOR",
         ]
     }
     fn cells(&self) -> Vec<Vec<String>> {
@@ -214,6 +233,7 @@ impl Rows for ProxyStatuses {
                     s("EDS"),
                     s("RDS"),
                     p.last_nack.clone(),
+                    p.waiting_for.clone(),
                 ]
             })
             .collect()

@@ -59,6 +59,7 @@ fn per_type_sync_states() {
         sent: sent.into(),
         acked: acked.into(),
         last_error: String::new(),
+        ..TypeSync::default()
     };
     let cases = [
         (None, "NOT SENT"),
@@ -90,11 +91,40 @@ fn proxy_status_row_names_the_nack() {
         ("SYNCED", "STALE", "NOT SENT")
     );
     assert_eq!(p.last_nack, "EDS: bad endpoint");
+    assert_eq!(p.waiting_for, "");
     let table = crate::output::table(
         &ProxyStatuses(vec![p.clone()]).header(),
         &ProxyStatuses(vec![p]).cells(),
     );
     assert!(table.starts_with("NAME "), "{table}");
+}
+
+#[test]
+fn proxy_status_row_names_what_the_proxy_waits_for() {
+    let sync = |cds: usize, eds: usize| -> SyncStatus {
+        let names =
+            |n: usize, prefix: &str| (0..n.min(2)).map(|i| format!("{prefix}{i}")).collect::<Vec<_>>();
+        serde_json::from_value(json!({
+            "proxy": "proxyless~10.0.0.1~a.ns~ns.svc.cluster.local",
+            "resources": {
+                XdsType::Cluster.url(): {"sent": "2", "acked": "2", "waiting": cds, "waitingNames": names(cds, "c")},
+                XdsType::Endpoint.url(): {"sent": "3", "acked": "3", "waiting": eds, "waitingNames": names(eds, "e")},
+            },
+        }))
+        .unwrap()
+    };
+    let cases = [
+        (0, 0, ""),
+        (1, 0, "CDS c0"),
+        (0, 3, "EDS e0 (+2 more)"),
+        (2, 1, "CDS c0 (+1 more); EDS e0"),
+    ];
+    for (cds, eds, want) in cases {
+        let p = proxy_status(&sync(cds, eds));
+        assert_eq!(p.waiting_for, want, "cds {cds} eds {eds}");
+        // Waiting is shown beside the state, not instead of it: every nonce was ACKed.
+        assert_eq!((p.status["CDS"], p.status["EDS"]), ("SYNCED", "SYNCED"));
+    }
 }
 
 #[test]

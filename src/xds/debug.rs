@@ -173,13 +173,40 @@ pub fn adsz(conns: &[Arc<ConnectionStatus>]) -> AdsClients {
     }
 }
 
+/// Most names of one type listed as waiting in `/debug/syncz` (the count is always exact).
+const MAX_WAITING_NAMES: usize = 20;
+
+/// Names a client asked for by name and does not hold: meshd has no such resource (a cluster for a
+/// subset no DestinationRule defines, a listener for a port nothing serves). The client waits for
+/// them — a gRPC channel stays in CONNECTING — although every nonce is ACKed and the type reads SYNCED.
+/// Returns the count and the first [`MAX_WAITING_NAMES`] names, sorted.
+pub fn waiting_on(
+    names: &std::collections::BTreeSet<Arc<str>>,
+    held: &[Arc<Resource>],
+) -> (usize, Vec<String>) {
+    let missing: Vec<&Arc<str>> = names
+        .iter()
+        .filter(|n| {
+            held.binary_search_by(|r| r.name.as_ref().cmp(n.as_ref()))
+                .is_err()
+        })
+        .collect();
+    let listed = missing
+        .iter()
+        .take(MAX_WAITING_NAMES)
+        .map(|n| n.to_string())
+        .collect();
+    (missing.len(), listed)
+}
+
 /// `/debug/syncz`: istiod's `SyncStatus` per stream. The `*_sent` / `*_acked` fields are nonces, as in
-/// istiod; `resources` adds meshd's versions and last NACK per type URL.
+/// istiod; `resources` adds meshd's versions, last NACK and the names the client waits on per type URL.
 pub fn syncz(conns: &[Arc<ConnectionStatus>]) -> Vec<Value> {
     conns
         .iter()
         .filter_map(|c| {
             let p = c.proxy.as_ref()?;
+            let held = c.sent.snapshot();
             let nonce = |ty: XdsType, acked: bool| {
                 c.watches
                     .get(&ty)
@@ -201,6 +228,8 @@ pub fn syncz(conns: &[Arc<ConnectionStatus>]) -> Vec<Value> {
                         .as_ref()
                         .map(|n| n.message.clone())
                         .unwrap_or_default();
+                    let (waiting, waiting_names) =
+                        waiting_on(&w.subscription.names, held.get(ty).map_or(&[][..], Vec::as_slice));
                     let entry = json!({
                         "sent": w.nonce_sent.clone().unwrap_or_default(),
                         "acked": w.nonce_acked.clone().unwrap_or_default(),
@@ -208,6 +237,8 @@ pub fn syncz(conns: &[Arc<ConnectionStatus>]) -> Vec<Value> {
                         "versionAcked": w.version_acked,
                         "resourcesSent": w.resources_sent,
                         "lastError": last_error,
+                        "waiting": waiting,
+                        "waitingNames": waiting_names,
                     });
                     (ty.url(), entry)
                 })
@@ -420,5 +451,48 @@ mod tests {
         assert_eq!(default["sidecar"], Value::Null);
         assert_eq!(default["outboundTrafficPolicy"]["mode"], "ALLOW_ANY");
         assert_eq!(default["services"].as_array().map(Vec::len), Some(2));
+    }
+
+    #[test]
+    fn waiting_on_lists_names_asked_for_and_not_held() {
+        use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+        let held = |names: &[&str]| -> Vec<Arc<Resource>> {
+            let mut v: Vec<_> = names
+                .iter()
+                .map(|n| {
+                    Arc::new(Resource::encode(
+                        XdsType::Cluster,
+                        Arc::from(*n),
+                        &Cluster::default(),
+                    ))
+                })
+                .collect();
+            v.sort_by(|a, b| a.name.cmp(&b.name));
+            v
+        };
+        let asked = |names: &[&str]| names.iter().map(|n| Arc::<str>::from(*n)).collect();
+        let many: Vec<String> = (0..25).map(|i| format!("c{i:02}")).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        let cases: [(&[&str], &[&str], usize, &[&str]); 4] = [
+            (&[], &["a"], 0, &[]),
+            (&["a", "b"], &["a", "b"], 0, &[]),
+            (&["a", "v3", "b"], &["a", "b", "extra"], 1, &["v3"]),
+            (&many, &[], 25, &many[..MAX_WAITING_NAMES]),
+        ];
+        for (names, holds, count, listed) in cases {
+            let (n, first) = waiting_on(&asked(names), &held(holds));
+            assert_eq!(
+                (n, first.as_slice()),
+                (
+                    count,
+                    listed
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect::<Vec<_>>()
+                        .as_slice()
+                ),
+                "{names:?} {holds:?}"
+            );
+        }
     }
 }

@@ -282,8 +282,9 @@ def test_meshctl_never_answers_for_another_meshd_than_the_one_named(mesh, tmp_pa
     assert live.returncode == 0 and "cluster2" in live.stdout, live
 
 
-def test_analyze_names_a_route_to_a_subset_no_rule_defines(mesh):
-    """IST0101: a VirtualService sending half the traffic to subset v3, which no DestinationRule defines."""
+def test_analyze_names_a_route_to_a_subset_no_rule_defines(mesh, grpc_client):
+    """IST0101: a VirtualService sending half the traffic to subset v3, which no DestinationRule defines;
+    proxy-status shows the grpcio client waiting for the cluster CDS never builds."""
     vs = {"apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
           "metadata": {"name": "to-nothing", "namespace": "sample"},
           "spec": {"hosts": ["helloworld"], "http": [{"route": [
@@ -307,9 +308,19 @@ def test_analyze_names_a_route_to_a_subset_no_rule_defines(mesh):
         text = meshctl(mesh, "explain", SIDECAR_1, "helloworld.sample:5000", "--network", "network1",
                        "--subset", "v3").stdout
         assert "CLUSTER NOT BUILT: no " in text and "subset v3" in text, text
+        # The real grpcio client follows the route and asks for the v3 cluster: SYNCED, yet waiting.
+        v3 = "outbound|5000|v3|helloworld.sample.svc.cluster.local"
+        row = eventually("the client waiting for the v3 cluster",
+                         lambda: (proxy_rows(mesh).get(grpc_client) or {}).get("waiting_for") and proxy_rows(mesh)[grpc_client])
+        assert row["waiting_for"] == f"CDS {v3}", row
+        assert row["status"]["CDS"] == "SYNCED", row
+        shown = meshctl(mesh, "proxy-status")
+        assert re.search(rf"{re.escape(grpc_client)}\s.*CDS {re.escape(v3)}", shown.stdout), shown.stdout
+        assert "WAITING FOR: resources a proxy asked for that meshd does not have" in shown.stderr, shown.stderr
     finally:
         mesh.kubectl("cluster1", "delete", "-n", "sample", "virtualservice", "to-nothing")
     eventually("reported no more", lambda: not any(f["name"] == "sample/to-nothing" for f in report()[1]))
+    eventually("the client waits no more", lambda: (proxy_rows(mesh).get(grpc_client) or {"waiting_for": "x"})["waiting_for"] == "")
 
 
 def test_a_proxy_that_is_not_connected_points_to_proxy_status_and_explain(mesh):
