@@ -10,10 +10,12 @@ line (grpc_xds_client.py's: ``target --count N --timeout S --xds-creds --forever
   ``$GRPC_GO_XDS_CLIENT`` or tests/.cache/bin/grpc-go-xds-client (tests/peers/grpcgo/build.sh builds it).
 
 ``params()`` gives pytest parameters over the clients, each skipping with its reason where the client is
-missing; ``command(kind, target, *args)`` and ``env(kind, base)`` run one."""
+missing; ``command(kind, target, *args)`` and ``env(kind, base)`` run one; ``bootstrap(...)`` is the
+xDS bootstrap of a proxyless client or server (grpc_xds_server.py) with the mesh certificates."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -101,3 +103,25 @@ def env(kind: str, base: dict | None = None) -> dict:
     if kind == "grpc-js":
         e["NODE_PATH"] = str(node_modules())
     return e
+
+
+def bootstrap(grpc_port: int, certs: Path, node_id: str, namespace: str, cluster: str, labels: dict | None = None,
+              locality: tuple[str, str] | None = None, **metadata: str) -> str:
+    """A bootstrap (``GRPC_XDS_BOOTSTRAP_CONFIG``) for meshd's plaintext xDS port: the node (generator
+    ``grpc``, its namespace, cluster, ``LABELS``, locality and any other ``metadata`` such as
+    ``NETWORK``), file_watcher certificate providers ``default`` and ``ROOTCA`` over the sandbox's mesh
+    certificates in ``certs``, and istiod's server listener template."""
+    provider = {"plugin_name": "file_watcher", "config": {
+        "certificate_file": str(certs / "cert-chain.pem"), "private_key_file": str(certs / "key.pem"),
+        "ca_certificate_file": str(certs / "root-cert.pem"), "refresh_interval": "600s"}}
+    node = {"id": node_id, "metadata": {"GENERATOR": "grpc", "NAMESPACE": namespace, "CLUSTER_ID": cluster,
+                                        "LABELS": labels or {}, **metadata}}
+    if locality:
+        node["locality"] = {"region": locality[0], "zone": locality[1]}
+    return json.dumps({
+        "xds_servers": [{"server_uri": f"127.0.0.1:{grpc_port}", "channel_creds": [{"type": "insecure"}],
+                         "server_features": ["xds_v3"]}],
+        "node": node,
+        "certificate_providers": {"default": provider, "ROOTCA": provider},
+        "server_listener_resource_name_template": "xds.istio.io/grpc/lds/inbound/%s",
+    })

@@ -21,10 +21,13 @@ from pathlib import Path
 
 from envoy.extensions.filters.network.tcp_proxy.v3 import tcp_proxy_pb2
 
+from xdsharness import EDS, LDS, fetch
+
 REPO = Path(__file__).resolve().parents[2]
 ROOT = Path(os.environ.get("HAPROXY") or REPO / "tests" / ".cache" / "haproxy")
 BINARY = ROOT / "usr" / "sbin" / "haproxy"
 LIBS = ROOT / "usr" / "lib" / "x86_64-linux-gnu"
+EAST_WEST_LISTENER = "0.0.0.0_15443"
 
 
 def missing() -> str | None:
@@ -82,6 +85,14 @@ def haproxy_config(bind: tuple[str, int], listener, assignments: dict) -> str:
         backends += [f"  server s{j} {ip}:{port}" for j, (ip, port) in enumerate(servers(assignments[c["cluster"]]))]
     # No chain matched: HAProxy has no backend, so it closes the connection (Envoy does the same).
     return "\n".join(lines + backends) + "\n"
+
+
+def config_from(xds_addr: str, node, bind: tuple[str, int]) -> str:
+    """HAProxy's configuration from what meshd at ``xds_addr`` sends the gateway ``node``: its
+    ``0.0.0.0_15443`` listener and the EDS of every cluster the listener names."""
+    listener = fetch(xds_addr, LDS, node)[EAST_WEST_LISTENER]
+    names = [c["cluster"] for c in chains(listener)]
+    return haproxy_config(bind, listener, fetch(xds_addr, EDS, node, names))
 
 
 class Gateway:

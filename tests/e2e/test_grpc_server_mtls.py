@@ -16,28 +16,17 @@ from pathlib import Path
 
 import pytest
 
+import proxyless
 from meshd_proc import Meshd, eventually, free_port, namespace, topology
 
 HERE = Path(__file__).resolve().parent
 NS = "srv"
 IP = "127.0.0.61"
 TARGET = f"xds:///secure.{NS}.svc.cluster.local:7070"
-TEMPLATE = "xds.istio.io/grpc/lds/inbound/%s"
 
 
 def bootstrap(m: Meshd, node_id: str, labels: dict | None = None) -> str:
-    certs = m.state / "certs"
-    provider = {"plugin_name": "file_watcher", "config": {
-        "certificate_file": str(certs / "cert-chain.pem"), "private_key_file": str(certs / "key.pem"),
-        "ca_certificate_file": str(certs / "root-cert.pem"), "refresh_interval": "600s"}}
-    return json.dumps({
-        "xds_servers": [{"server_uri": f"127.0.0.1:{m.grpc}", "channel_creds": [{"type": "insecure"}],
-                         "server_features": ["xds_v3"]}],
-        "node": {"id": node_id, "metadata": {"GENERATOR": "grpc", "NAMESPACE": NS, "CLUSTER_ID": "cluster1",
-                                             "LABELS": labels or {}}},
-        "certificate_providers": {"default": provider, "ROOTCA": provider},
-        "server_listener_resource_name_template": TEMPLATE,
-    })
+    return proxyless.bootstrap(m.grpc, m.state / "certs", node_id, NS, "cluster1", labels)
 
 
 @pytest.fixture(scope="module")

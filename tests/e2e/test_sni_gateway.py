@@ -29,7 +29,8 @@ from google.protobuf import struct_pb2
 import envoy_client
 import sni_gateway
 from meshd_proc import Meshd, eventually, free_port, namespace, topology
-from xdsharness import CDS, EDS, LDS, RDS, Ads, decode
+import xdsharness
+from xdsharness import CDS, EDS, LDS, RDS
 
 if reason := sni_gateway.missing():
     pytest.skip(reason, allow_module_level=True)
@@ -113,12 +114,7 @@ GATEWAY_2 = node("router~127.0.0.50~istio-eastwestgateway-x.istio-system~istio-s
 
 
 def fetch(m: Meshd, type_url: str, n: base_pb2.Node, names=()) -> dict:
-    ads = Ads(f"127.0.0.1:{m.grpc}")
-    try:
-        ads.send(type_url, node=n, resource_names=list(names))
-        return decode(ads.recv())
-    finally:
-        ads.close()
+    return xdsharness.fetch(f"127.0.0.1:{m.grpc}", type_url, n, names)
 
 
 class Mesh:
@@ -168,17 +164,14 @@ class Mesh:
         self.meshd.kubectl(cluster, "apply", "-f", "-", stdin="\n---\n".join(json.dumps(o) for o in objects))
 
     def gateway_listener(self):
-        return fetch(self.meshd, LDS, GATEWAY_2).get("0.0.0.0_15443")
+        return fetch(self.meshd, LDS, GATEWAY_2).get(sni_gateway.EAST_WEST_LISTENER)
 
     def gateway_chains(self) -> list[dict]:
         listener = self.gateway_listener()
         return [c for c in sni_gateway.chains(listener) if HOST in c["cluster"]] if listener else []
 
     def gateway_config(self) -> str:
-        """HAProxy's configuration from the gateway's LDS and the EDS of every cluster it names."""
-        listener = self.gateway_listener()
-        names = [c["cluster"] for c in sni_gateway.chains(listener)]
-        return sni_gateway.haproxy_config((GW_IP, self.gw_port), listener, fetch(self.meshd, EDS, GATEWAY_2, names))
+        return sni_gateway.config_from(f"127.0.0.1:{self.meshd.grpc}", GATEWAY_2, (GW_IP, self.gw_port))
 
     def sidecar_route(self, subset: str, host: str = HOST) -> tuple[str, list[str], list[tuple[str, int]]]:
         """What a network1 sidecar is sent for the subset's cluster: SNI, ALPNs, and the endpoints."""

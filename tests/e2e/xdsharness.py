@@ -201,6 +201,16 @@ def decode(resp):
     return out
 
 
+def fetch(addr: str, type_url: str, node, names=()) -> dict:
+    """(name → message) of one SotW answer on a fresh ADS stream."""
+    ads = Ads(addr)
+    try:
+        ads.send(type_url, node=node, resource_names=list(names))
+        return decode(ads.recv())
+    finally:
+        ads.close()
+
+
 class EchoBackend:
     """A gRPC server on a loopback address answering ``/echo.Echo/Call`` with its name."""
 
