@@ -33,6 +33,9 @@ from meshd_proc import Meshd, eventually, free_port, namespace, topology
 from traffic_mesh import Stream, last_run
 from xdsharness import EDS
 
+if reason := sni_gateway.missing():
+    pytest.skip(reason, allow_module_level=True)
+
 HERE = Path(__file__).resolve().parent
 NS = "xnet"
 GW_IP = "127.0.0.80"
