@@ -3,6 +3,7 @@
 //! Authorization is elsewhere: by default none (everyone may do everything), opt-in RBAC in `rbac`.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64URL;
@@ -19,6 +20,7 @@ use sha2::{Digest, Sha256};
 use super::controllers::{secret_kind, service_account_kind};
 use super::error::Error;
 use super::object::now_secs;
+use super::persist::{self, PersistError};
 use super::store::Store;
 
 /// The audience (and issuer) of tokens meant for this API server, as on a real cluster.
@@ -65,6 +67,22 @@ struct ObjRef {
     uid: String,
 }
 
+/// The authority as a store folder keeps it, so that a restarted cluster keeps its CA, admin token
+/// and token key: kubeconfigs, client certificates and stored service account tokens stay valid.
+#[derive(Serialize, Deserialize)]
+struct Saved {
+    ca_pem: String,
+    ca_key_pem: String,
+    admin_token: String,
+    /// Hex.
+    token_key: String,
+}
+
+/// The authority's file in a store folder.
+const AUTHORITY_FILE: &str = "authority.json";
+/// Larger authority files are not read.
+const MAX_AUTHORITY_BYTES: u64 = 64 * 1024;
+
 /// The simulated cluster's trust root and token signer.
 pub(crate) struct Authority {
     ca: Issuer<'static, KeyPair>,
@@ -100,6 +118,58 @@ impl Authority {
                 .map(|_| rng.sample(rand::distr::Alphanumeric) as char)
                 .collect(),
             token_key: rng.random(),
+        })
+    }
+
+    /// The authority kept in `dir` (a store folder), or a new one saved there.
+    pub(crate) fn load_or_create(dir: &Path, cluster: &str) -> Result<Authority, Error> {
+        let path = dir.join(AUTHORITY_FILE);
+        let corrupt = |reason: String| PersistError::Corrupt {
+            path: path.clone(),
+            reason,
+        };
+        let io = |source| PersistError::Io {
+            path: path.clone(),
+            source,
+        };
+        match std::fs::metadata(&path) {
+            Ok(meta) if meta.len() > MAX_AUTHORITY_BYTES => {
+                Err(corrupt(format!("larger than {MAX_AUTHORITY_BYTES} bytes")).into())
+            }
+            Ok(_) => {
+                let bytes = std::fs::read(&path).map_err(io)?;
+                Ok(Authority::from_saved(&bytes).map_err(corrupt)?)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let authority = Authority::new(cluster)?;
+                let saved = Saved {
+                    ca_pem: authority.ca_pem.clone(),
+                    ca_key_pem: authority.ca.key().serialize_pem(),
+                    admin_token: authority.admin_token.clone(),
+                    token_key: hex::encode(authority.token_key),
+                };
+                let bytes = serde_json::to_vec(&saved).map_err(|e| Error::Internal(e.to_string()))?;
+                persist::write_atomic(&path, &bytes)?;
+                Ok(authority)
+            }
+            Err(e) => Err(io(e).into()),
+        }
+    }
+
+    fn from_saved(bytes: &[u8]) -> Result<Authority, String> {
+        let saved: Saved = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        let key = KeyPair::from_pem(&saved.ca_key_pem).map_err(|e| format!("the CA key: {e}"))?;
+        let ca =
+            Issuer::from_ca_cert_pem(&saved.ca_pem, key).map_err(|e| format!("the CA certificate: {e}"))?;
+        let token_key = hex::decode(&saved.token_key)
+            .ok()
+            .and_then(|k| <[u8; 32]>::try_from(k).ok())
+            .ok_or("the token key is not 32 hex bytes")?;
+        Ok(Authority {
+            ca,
+            ca_pem: saved.ca_pem,
+            admin_token: saved.admin_token,
+            token_key,
         })
     }
 

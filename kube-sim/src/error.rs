@@ -72,6 +72,16 @@ pub enum Error {
     Injected(u16),
     #[error("failed to start the API server: {0}")]
     Startup(String),
+    /// The listen address is taken or not allowed.
+    #[error("failed to start the API server: bind {addr}: {source}")]
+    Bind {
+        addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The store's folder could not be read or written.
+    #[error("the store's folder: {0}")]
+    Persist(#[from] crate::persist::PersistError),
     #[error("internal error: {0}")]
     Internal(String),
     /// A 500 the real server sends from a plain Go error: message only, no reason.
@@ -104,9 +114,11 @@ impl Error {
             Error::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Error::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Error::Injected(code) => StatusCode::from_u16(*code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-            Error::Startup(_) | Error::Internal(_) | Error::Unclassified(_) => {
-                StatusCode::INTERNAL_SERVER_ERROR
-            }
+            Error::Startup(_)
+            | Error::Bind { .. }
+            | Error::Persist(_)
+            | Error::Internal(_)
+            | Error::Unclassified(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
@@ -125,7 +137,11 @@ impl Error {
             Error::UnsupportedMediaType(_) => "UnsupportedMediaType",
             Error::Invalid { .. } => "Invalid",
             Error::Injected(429) => "TooManyRequests",
-            Error::Injected(_) | Error::Startup(_) | Error::Internal(_) => "InternalError",
+            Error::Injected(_)
+            | Error::Startup(_)
+            | Error::Bind { .. }
+            | Error::Persist(_)
+            | Error::Internal(_) => "InternalError",
             Error::Unclassified(_) => "",
         }
     }

@@ -25,6 +25,7 @@ mod kinds;
 mod object;
 mod openapi;
 mod patch;
+mod persist;
 mod proto;
 mod rbac;
 mod requestlog;
@@ -56,6 +57,7 @@ use tracing::Instrument;
 
 pub use error::Error;
 pub use faults::{FaultMode, Faults};
+pub use persist::{PersistError, Restored};
 pub use requestlog::RequestLog;
 pub use store::Store;
 
@@ -75,6 +77,9 @@ pub struct ApiServerConfig {
     /// Authorize requests with the stored RBAC objects, impersonation with the `impersonate` verb, and
     /// RBAC writes against escalation (off by default: everyone may do everything).
     pub enforce_rbac: bool,
+    /// Keep the store (and the CA, admin token and token key) in this folder: restored at start,
+    /// every write made durable before it is answered (off by default: memory only).
+    pub store_dir: Option<std::path::PathBuf>,
 }
 
 impl ApiServerConfig {
@@ -87,6 +92,7 @@ impl ApiServerConfig {
             max_body_bytes: 3 * 1024 * 1024,
             request_log: None,
             enforce_rbac: false,
+            store_dir: None,
         }
     }
 }
@@ -99,6 +105,7 @@ pub(crate) struct Ctx {
     faults: Faults,
     authority: Arc<Authority>,
     shutdown: CancellationToken,
+    restored: Option<Restored>,
 }
 
 /// A running simulated API server; it stops when the shutdown token is cancelled.
@@ -111,13 +118,25 @@ impl ApiServer {
         if !cfg.bind.ip().is_loopback() {
             return Err(Error::Startup(format!("{} is not a loopback address", cfg.bind)));
         }
-        let listener = TcpListener::bind(cfg.bind)
-            .await
-            .map_err(|e| Error::Startup(format!("bind {}: {e}", cfg.bind)))?;
+        let listener = TcpListener::bind(cfg.bind).await.map_err(|source| Error::Bind {
+            addr: cfg.bind,
+            source,
+        })?;
         let addr = listener.local_addr().map_err(|e| Error::Startup(e.to_string()))?;
-        let authority = Arc::new(Authority::new(&cfg.cluster_name)?);
+        let (authority, store, restored) = match &cfg.store_dir {
+            None => {
+                let authority = Arc::new(Authority::new(&cfg.cluster_name)?);
+                let store = Store::new(cfg.history_limit, authority.clone())?;
+                (authority, store, None)
+            }
+            Some(dir) => {
+                let opened = persist::open(dir)?;
+                let authority = Arc::new(Authority::load_or_create(dir, &cfg.cluster_name)?);
+                let (store, restored) = Store::open(cfg.history_limit, authority.clone(), opened)?;
+                (authority, store, restored)
+            }
+        };
         let acceptor = TlsAcceptor::from(tls::server_config(&authority)?);
-        let store = Store::new(cfg.history_limit, authority.clone())?;
         let span = tracing::info_span!("apiserver", cluster = %cfg.cluster_name, %addr);
         let ctx = Arc::new(Ctx {
             cfg,
@@ -126,9 +145,15 @@ impl ApiServer {
             faults: Faults::default(),
             authority,
             shutdown,
+            restored,
         });
         tokio::spawn(tls::accept_loop(listener, acceptor, ctx.clone()).instrument(span));
         Ok(ApiServer { ctx })
+    }
+
+    /// What the store folder held at start; `None` without a folder or when it was empty.
+    pub fn restored(&self) -> Option<&Restored> {
+        self.ctx.restored.as_ref()
     }
 
     pub fn addr(&self) -> SocketAddr {

@@ -18,6 +18,7 @@ use super::delete;
 use super::error::Error;
 use super::kinds::{self, KINDS, KindId};
 use super::object::{Key, Obj};
+use super::persist::{self, Entry, EntryRef, Log, PersistError, Restored, frame::Writer};
 use super::selector::Filter;
 use super::typed::{FieldCheck, FieldValidation};
 use super::write::{self, StatusMode, Track, WriteOpts};
@@ -61,6 +62,10 @@ struct Inner {
     compacted: u64,
     /// Owner uid → the objects whose ownerReferences name it, for the garbage collector.
     dependents: HashMap<String, BTreeSet<(KindId, Key)>>,
+    /// Where committed transactions are made durable, when the store is kept in a folder.
+    log: Option<Log>,
+    /// The running transaction's events, for the log.
+    pending: Vec<Arc<Event>>,
 }
 
 /// The table of a kind that has none yet (a custom resource never written in this store).
@@ -76,6 +81,67 @@ impl Inner {
             self.tables.resize_with(kind + 1, BTreeMap::new);
         }
         &mut self.tables[kind]
+    }
+
+    /// Appends the finished transaction to the log (fsynced before the write is answered), and folds
+    /// the log into a snapshot when it has grown or missed a write. A disk failure cannot undo a write
+    /// clients already saw: it is logged, and the folder keeps its last complete state until a
+    /// snapshot succeeds.
+    fn persist(&mut self) {
+        let events = std::mem::take(&mut self.pending);
+        let Some(log) = self.log.as_mut() else {
+            return;
+        };
+        if events.is_empty() {
+            return;
+        }
+        let mut w = Writer::default();
+        for e in &events {
+            let Some(table) = persist::table_name(e.kind) else {
+                continue;
+            };
+            let raw = (e.etype != EventType::Deleted).then_some(&e.obj.raw[..]);
+            let entry = EntryRef {
+                rv: e.rv,
+                table: &table,
+                key: &e.obj.key,
+                raw,
+            };
+            persist::encode(&entry, &mut w);
+        }
+        if let Err(e) = log.append(&w.0) {
+            tracing::error!(error = %e, "cannot append to the store's log; writing a snapshot instead");
+        }
+        if log.wants_snapshot()
+            && let Err(e) = self.snapshot()
+        {
+            tracing::error!(error = %e, "cannot snapshot the store; its folder keeps its last complete state");
+        }
+    }
+
+    /// Writes the whole store as the folder's snapshot; CRDs first, so that custom objects restore
+    /// under the kinds their definitions make.
+    fn snapshot(&mut self) -> Result<(), PersistError> {
+        let Inner { log, tables, rv, .. } = self;
+        let Some(log) = log.as_mut() else {
+            return Ok(());
+        };
+        let names: Vec<Option<String>> = (0..tables.len()).map(persist::table_name).collect();
+        let definitions = crd::definition_id();
+        let order = std::iter::once(definitions).chain((0..tables.len()).filter(|k| *k != definitions));
+        let mut objects = Vec::new();
+        for kind in order {
+            let (Some(table), Some(Some(name))) = (tables.get(kind), names.get(kind)) else {
+                continue;
+            };
+            objects.extend(table.values().map(|o| EntryRef {
+                rv: o.rv,
+                table: name,
+                key: &o.key,
+                raw: Some(&o.raw[..]),
+            }));
+        }
+        log.snapshot(*rv, &objects)
     }
 
     fn index_owners(&mut self, kind: KindId, obj: &Obj, add: bool) {
@@ -230,8 +296,40 @@ impl Txn<'_> {
         Ok(Some(obj))
     }
 
+    /// Puts back one persisted change at its own revision, without events (nobody watches yet).
+    fn restore(&mut self, entry: Entry) -> Result<(), Error> {
+        let unreadable = |why: String| {
+            let (ns, name) = &entry.key;
+            PersistError::Unreadable(format!(
+                "{} {ns}/{name} at revision {}: {why}",
+                entry.table, entry.rv
+            ))
+        };
+        let kind = persist::table_id(&entry.table).ok_or_else(|| unreadable("an unknown kind".into()))?;
+        let prev = match &entry.raw {
+            Some(raw) => {
+                let value: Value = serde_json::from_slice(raw).map_err(|e| unreadable(e.to_string()))?;
+                let obj =
+                    Obj::freeze(self.kind_of_table(kind), &value).map_err(|e| unreadable(e.to_string()))?;
+                let obj = Arc::new(obj);
+                self.inner.index_owners(kind, &obj, true);
+                self.inner.table_mut(kind).insert(obj.key.clone(), obj)
+            }
+            None => self.inner.table_mut(kind).remove(&entry.key),
+        };
+        if let Some(p) = prev {
+            self.inner.index_owners(kind, &p, false);
+        }
+        self.inner.rv = self.inner.rv.max(entry.rv);
+        self.definitions_changed(kind);
+        Ok(())
+    }
+
     fn record(&mut self, event: Event) {
         let event = Arc::new(event);
+        if self.inner.log.is_some() {
+            self.inner.pending.push(event.clone());
+        }
         self.inner.rv = event.rv;
         self.inner.history.push_back(event.clone());
         while self.inner.history.len() > self.store.history_limit {
@@ -271,20 +369,70 @@ pub(crate) struct WatchStart {
 }
 
 impl Store {
+    /// An in-memory store with a new cluster's objects.
     pub(crate) fn new(history_limit: usize, authority: Arc<Authority>) -> Result<Store, Error> {
-        let store = Store {
+        let store = Store::empty(history_limit, authority);
+        store.bootstrap()?;
+        Ok(store)
+    }
+
+    /// A store kept in `opened`'s folder: restored from it, or (an empty folder) given a new cluster's
+    /// objects and snapshotted. Revisions continue after the restored one; watches and continue tokens
+    /// from before are expired (410), as after a real API server's restart.
+    pub(crate) fn open(
+        history_limit: usize,
+        authority: Arc<Authority>,
+        opened: persist::Opened,
+    ) -> Result<(Store, Option<Restored>), Error> {
+        let store = Store::empty(history_limit, authority);
+        let persist::Opened {
+            log,
+            entries,
+            truncated,
+        } = opened;
+        let restored = if entries.is_empty() {
+            store.bootstrap()?;
+            None
+        } else {
+            store.write(|txn| entries.into_iter().try_for_each(|e| txn.restore(e)))?;
+            let mut inner = store.inner.write();
+            inner.compacted = inner.rv;
+            Some(Restored {
+                objects: inner.tables.iter().map(BTreeMap::len).sum(),
+                revision: inner.rv,
+                truncated,
+            })
+        };
+        let mut inner = store.inner.write();
+        inner.log = Some(log);
+        if restored.is_none() {
+            inner.snapshot()?;
+        }
+        drop(inner);
+        Ok((store, restored))
+    }
+
+    fn empty(history_limit: usize, authority: Arc<Authority>) -> Store {
+        Store {
             inner: RwLock::new(Inner {
                 rv: 0,
                 tables: KINDS.iter().map(|_| BTreeMap::new()).collect(),
                 history: VecDeque::new(),
                 compacted: 0,
                 dependents: HashMap::new(),
+                log: None,
+                pending: Vec::new(),
             }),
             events: broadcast::channel(WATCH_BUFFER).0,
             history_limit: history_limit.max(1),
             authority,
             kinds: ArcSwap::from_pointee(Registry::default()),
-        };
+        }
+    }
+
+    /// A new cluster's objects: the system namespaces, bootstrap RBAC, the `kubernetes` Service.
+    fn bootstrap(&self) -> Result<(), Error> {
+        let store = self;
         for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             store.apply(
                 serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
@@ -294,16 +442,19 @@ impl Store {
         for obj in super::controllers::apiserver_service::objects() {
             store.apply(obj)?;
         }
-        Ok(store)
+        Ok(())
     }
 
     /// Runs `f` as one atomic write transaction.
     pub(crate) fn write<T>(&self, f: impl FnOnce(&mut Txn<'_>) -> Result<T, Error>) -> Result<T, Error> {
         let mut inner = self.inner.write();
-        f(&mut Txn {
+        let result = f(&mut Txn {
             inner: &mut inner,
             store: self,
-        })
+        });
+        // Whatever the transaction committed before any error is kept, in memory and on disk alike.
+        inner.persist();
+        result
     }
 
     pub(crate) fn get_obj(&self, kind: KindId, key: &Key) -> Option<Arc<Obj>> {
@@ -464,6 +615,12 @@ impl Store {
         let mut inner = self.inner.write();
         inner.history.clear();
         inner.compacted = inner.rv;
+    }
+
+    /// Snapshots the store into its folder now.
+    #[cfg(test)]
+    pub(crate) fn snapshot_now(&self) -> Result<(), PersistError> {
+        self.inner.write().snapshot()
     }
 
     /// The current global resourceVersion (etcd's revision).

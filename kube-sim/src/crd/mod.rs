@@ -71,12 +71,23 @@ pub(crate) fn is_definition(kind: &Kind) -> bool {
     std::ptr::eq(kind, definition_kind())
 }
 
+/// Custom resource tables by `plural.group`.
+static TABLES: LazyLock<Mutex<HashMap<String, KindId>>> = LazyLock::new(Mutex::default);
+
 /// The table id of `plural.group`: stable for the process, so a CRD updated or re-created keeps its table.
-fn table_id(resource: &str) -> KindId {
-    static TABLES: LazyLock<Mutex<HashMap<String, KindId>>> = LazyLock::new(Mutex::default);
+pub(crate) fn table_id(resource: &str) -> KindId {
     let mut tables = TABLES.lock();
     let next = KINDS.len() + tables.len();
     *tables.entry(resource.to_string()).or_insert(next)
+}
+
+/// The `plural.group` of a custom resource table (how the persisted store names it).
+pub(crate) fn table_resource(id: KindId) -> Option<String> {
+    TABLES
+        .lock()
+        .iter()
+        .find(|(_, t)| **t == id)
+        .map(|(r, _)| r.clone())
 }
 
 fn leak(s: &str) -> &'static str {
