@@ -522,6 +522,14 @@ pub fn explain_text(e: &Value) -> String {
         },
         s(&e["service"]),
     );
+    if let Some(d) = e["debouncing"].as_object() {
+        out += &format!(
+            "NOTE: a change arrived {} ms ago and is still inside the debounce window: this report shows \
+             the state before it; run again in {} ms\n",
+            d.get("sinceMs").and_then(Value::as_u64).unwrap_or(0),
+            d.get("publishWithinMs").and_then(Value::as_u64).unwrap_or(0),
+        );
+    }
     out += &scope_text(&e["sidecar"]);
     out += &destination_rule_line(&e["destinationRule"]);
     for port in e["ports"].as_array().into_iter().flatten() {

@@ -221,6 +221,19 @@ fn explain_names_the_rule_and_what_the_client_does_with_each_field() {
     );
     let none = explain_text(&json!({"proxy": "p", "view": {}, "service": "h", "ports": []}));
     assert!(none.contains("destination rule: none (defaults)"), "{none}");
+    assert!(!none.contains("debounce"), "{none}");
+}
+
+#[test]
+fn explain_says_when_a_change_is_inside_the_debounce_window() {
+    let report = json!({"proxy": "p", "view": {}, "service": "h", "ports": [],
+                        "debouncing": {"sinceMs": 40, "publishWithinMs": 60}});
+    let text = explain_text(&report);
+    assert!(
+        text.contains("NOTE: a change arrived 40 ms ago and is still inside the debounce window")
+            && text.contains("run again in 60 ms"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -28,7 +28,7 @@ use tracing::{debug, warn};
 pub use debug::routes;
 pub use metrics::Metrics;
 pub use snapshot::{
-    ChangeKind, ChangeSet, EndpointShards, FullReason, MeshSnapshot, ServiceChange, Snapshots,
+    ChangeKind, ChangeSet, EndpointShards, FullReason, MeshSnapshot, Pending, ServiceChange, Snapshots,
 };
 
 use crate::{
@@ -283,6 +283,9 @@ impl Writer {
             }
             if self.index.has_changes() || !self.config_changes.is_empty() {
                 self.debounce.record(tokio::time::Instant::now());
+                if let (Some(first), Some(deadline)) = (self.debounce.first(), self.debounce.deadline()) {
+                    self.publisher.pending(Some(Pending { first, deadline }));
+                }
             }
         }
     }

@@ -150,11 +150,21 @@ impl ChangeSet {
     }
 }
 
+/// Changes taken in but not yet published: the debounce window they wait in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pending {
+    /// When the first of them arrived.
+    pub first: Instant,
+    /// When they publish unless more arrive (never later than `first` + the debounce maximum).
+    pub deadline: Instant,
+}
+
 /// Reader handle: cheap to clone, never blocks the writer.
 #[derive(Clone)]
 pub struct Snapshots {
     current: Arc<ArcSwap<MeshSnapshot>>,
     versions: watch::Receiver<u64>,
+    pending: watch::Receiver<Option<Pending>>,
 }
 
 impl Snapshots {
@@ -176,6 +186,12 @@ impl Snapshots {
         self.versions.clone()
     }
 
+    /// Changes still inside the debounce window, which the current snapshot does not show yet
+    /// (`meshctl explain` says so instead of presenting the old state as the new one).
+    pub fn pending(&self) -> Option<Pending> {
+        *self.pending.borrow()
+    }
+
     /// Waits until a snapshot satisfies `f` (tests and start-up checks).
     pub async fn wait_for(&mut self, mut f: impl FnMut(&MeshSnapshot) -> bool) -> Arc<MeshSnapshot> {
         loop {
@@ -194,17 +210,33 @@ impl Snapshots {
 pub(super) struct Publisher {
     current: Arc<ArcSwap<MeshSnapshot>>,
     versions: watch::Sender<u64>,
+    pending: watch::Sender<Option<Pending>>,
 }
 
 impl Publisher {
     pub(super) fn new() -> (Self, Snapshots) {
         let current = Arc::new(ArcSwap::from_pointee(MeshSnapshot::default()));
         let (versions, rx) = watch::channel(0);
+        let (pending, pending_rx) = watch::channel(None);
         let snapshots = Snapshots {
             current: current.clone(),
             versions: rx,
+            pending: pending_rx,
         };
-        (Self { current, versions }, snapshots)
+        (
+            Self {
+                current,
+                versions,
+                pending,
+            },
+            snapshots,
+        )
+    }
+
+    /// Shows readers the debounce window changes now wait in. Nobody awaits this channel: readers
+    /// only look, so a send wakes no task.
+    pub(super) fn pending(&self, window: Option<Pending>) {
+        self.pending.send_replace(window);
     }
 
     /// The last published snapshot.
@@ -217,5 +249,6 @@ impl Publisher {
         let version = snapshot.version;
         self.current.store(Arc::new(snapshot));
         self.versions.send_replace(version);
+        self.pending.send_replace(None);
     }
 }

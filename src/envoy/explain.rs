@@ -108,6 +108,9 @@ pub struct Explanation {
     pub proxy: String,
     /// Whether it is connected; if not, it is explained from the node metadata in the query.
     pub connected: bool,
+    /// Changes meshd has taken in that this report (the published snapshot) does not show yet.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub debouncing: Option<Debouncing>,
     /// Its network and requested view.
     pub view: ViewReport,
     /// The service's host name.
@@ -118,6 +121,17 @@ pub struct Explanation {
     pub destination_rule: Option<RuleReport>,
     /// One entry per explained port.
     pub ports: Vec<PortReport>,
+}
+
+/// Changes inside the debounce window when the report was made: a report made right after an apply
+/// can show the state before it, and should say so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Debouncing {
+    /// How long ago the first of them arrived.
+    pub since_ms: u64,
+    /// When they publish unless more arrive.
+    pub publish_within_ms: u64,
 }
 
 /// What a proxy's Sidecar scope (istiod's `SidecarScope`) does with one service.
@@ -334,6 +348,7 @@ pub fn explain_subset(
     Explanation {
         proxy: proxy.id.to_string(),
         connected: true,
+        debouncing: None,
         view: ViewReport {
             network: view.network,
             requested_network_view: view.requested,

@@ -96,7 +96,7 @@ pub fn routes(debug: admin::Debug, ads: &AdsServer) -> admin::Debug {
             "?proxyID=&service=host[:port]: every endpoint that proxy gets for the service, and why",
             get(move |Query(q): Query<ExplainQuery>| async move {
                 match explain_ads.snapshot() {
-                    Some(s) => explain(s.mesh(), &explain_ads.connections(), &q),
+                    Some(s) => explain(s.mesh(), &explain_ads.connections(), &q, explain_ads.debouncing()),
                     None => (StatusCode::SERVICE_UNAVAILABLE, "no mesh snapshot yet\n").into_response(),
                 }
             }),
@@ -355,7 +355,12 @@ fn config_dump(conns: &[Arc<ConnectionStatus>], proxy_id: &str, caller: &DebugCa
 }
 
 /// The handler: looks the proxy up among live connections and explains against the current snapshot.
-fn explain(mesh: &dyn Mesh, connections: &Connections, q: &ExplainQuery) -> Response {
+fn explain(
+    mesh: &dyn Mesh,
+    connections: &Connections,
+    q: &ExplainQuery,
+    debouncing: Option<explain::Debouncing>,
+) -> Response {
     if q.proxy_id.is_empty() || q.service.is_empty() {
         return (StatusCode::BAD_REQUEST, "proxyID and service are required\n").into_response();
     }
@@ -398,6 +403,7 @@ fn explain(mesh: &dyn Mesh, connections: &Connections, q: &ExplainQuery) -> Resp
         Ok((service, port)) => {
             let mut report = explain::explain_subset(mesh, &proxy, service, port, q.subset.as_deref());
             report.connected = connected.is_some();
+            report.debouncing = debouncing;
             Json(report).into_response()
         }
         Err(msg) => (StatusCode::NOT_FOUND, msg + "\n").into_response(),

@@ -207,6 +207,10 @@ pub trait SnapshotSource: Send + Sync {
     /// Wakes a stream when [`SnapshotSource::load`] has something newer. Subscribe before loading, so
     /// nothing published in between is missed.
     fn versions(&self) -> watch::Receiver<u64>;
+    /// Changes taken in and not yet in [`SnapshotSource::load`]'s snapshot (debug only).
+    fn debouncing(&self) -> Option<crate::envoy::explain::Debouncing> {
+        None
+    }
 }
 
 /// istiod's auto default for `PILOT_PUSH_THROTTLE` and `PILOT_MAX_REQUESTS_PER_SECOND`:

@@ -106,6 +106,11 @@ impl AdsServer {
         self.shared.snapshots.load()
     }
 
+    /// Changes not yet in [`AdsServer::snapshot`] (inside the aggregate's debounce window).
+    pub fn debouncing(&self) -> Option<crate::envoy::explain::Debouncing> {
+        self.shared.snapshots.debouncing()
+    }
+
     /// What the latest push did, for debug.
     pub fn push_log(&self) -> PushLog {
         self.shared.push_log.clone()

@@ -141,6 +141,16 @@ impl SnapshotSource for Snapshots {
     fn versions(&self) -> watch::Receiver<u64> {
         Snapshots::versions(self)
     }
+
+    fn debouncing(&self) -> Option<crate::envoy::explain::Debouncing> {
+        let p = self.pending()?;
+        let now = Instant::now();
+        let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        Some(crate::envoy::explain::Debouncing {
+            since_ms: ms(now.saturating_duration_since(p.first)),
+            publish_within_ms: ms(p.deadline.saturating_duration_since(now)),
+        })
+    }
 }
 
 #[cfg(test)]

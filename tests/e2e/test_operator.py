@@ -338,3 +338,28 @@ def test_explain_refuses_an_unknown_network_and_suggests_a_namespaced_service(me
     assert 'unknown network "nettwork1"; the mesh\'s networks: network1, network2' in out.stderr, out.stderr
     out = meshctl(mesh, "explain", SIDECAR_1, "helloworld", "--network", "network1", check=False)
     assert out.returncode != 0 and "did you mean helloworld.sample?" in out.stderr, out
+
+
+def test_explain_says_a_change_is_still_inside_the_debounce_window(tmp_path):
+    """With a long debounce, explain right after an apply shows the old state and says so; once the window
+    closes the rule is in the report and the note is gone."""
+    m = Meshd(tmp_path / "slow", args=["--debounce-after", "4s", "--debounce-max", "30s"])
+    try:
+        dr = {"apiVersion": "networking.istio.io/v1", "kind": "DestinationRule",
+              "metadata": {"name": "slow-rule", "namespace": "sample"},
+              "spec": {"host": "helloworld.sample.svc.cluster.local",
+                       "trafficPolicy": {"loadBalancer": {"simple": "RANDOM"}}}}
+        query = ("explain", SIDECAR_1, "helloworld.sample:5000", "--network", "network1", "--cluster", "cluster1")
+        m.kubectl("cluster1", "apply", "-f", "-", stdin=json.dumps(dr))
+        text = eventually("the pending change noted", lambda: (
+            t := meshctl(m, *query).stdout) and "still inside the debounce window" in t and t)
+        assert "destination rule: none (defaults)" in text, text
+        report = json.loads(meshctl(m, *query, "-o", "json").stdout)
+        pending = report.get("debouncing")
+        if pending:  # the window may have closed between the two calls
+            assert pending["publishWithinMs"] <= 4000 and pending["sinceMs"] >= 0, pending
+        text = eventually("the rule published", lambda: (
+            t := meshctl(m, *query).stdout) and "sample/slow-rule" in t and t)
+        assert "debounce" not in text, text
+    finally:
+        m.stop()
