@@ -33,9 +33,15 @@ pub struct Args {
     )]
     pub sandbox: Option<PathBuf>,
 
-    /// Where the sandbox writes its kubeconfigs and state.
+    /// Where the sandbox writes its kubeconfigs and keeps its clusters' objects (restored at the next
+    /// start).
     #[arg(long, env = "MESHD_STATE_DIR", value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
+
+    /// Start the sandbox's clusters empty: forget the objects (and with them the mesh CA) kept in the
+    /// state folder.
+    #[arg(long, conflicts_with = "kubeconfig")]
+    pub fresh: bool,
 
     /// ID of the cluster meshd runs in (istiod's CLUSTER_ID). Default: `Kubernetes`, or in the sandbox
     /// the first cluster folder.

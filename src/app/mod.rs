@@ -137,6 +137,11 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
     // The sandbox's state folder is claimed and every address bound before anything is written, so a
     // second meshd on the same machine fails without touching the first one's state.
     let sandboxed = matches!(args.kube_source(), KubeSource::Sandbox(_));
+    anyhow::ensure!(
+        sandboxed || !args.fresh,
+        "--fresh empties the sandbox's state folder, and this meshd runs against a real cluster, not the \
+         sandbox"
+    );
     let _state_lock = if sandboxed {
         let dir = args.state_dir.get_or_insert_with(sandbox::default_state_dir);
         Some(sandbox::StateLock::acquire(dir)?)
@@ -451,6 +456,7 @@ async fn start_sandbox(
         args.cluster_id.as_deref(),
         &state_dir,
         &args.system_namespace,
+        sandbox::Keep::StateDir { fresh: args.fresh },
         stop,
     )
     .await

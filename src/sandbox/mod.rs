@@ -18,6 +18,16 @@ use std::path::PathBuf;
 pub use simulated::{Sandbox, start};
 pub use state::{Addresses, StateLock};
 
+/// Where the simulated clusters keep their objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    /// In memory: every start is a new cluster on a new port.
+    Memory,
+    /// In `<state_dir>/<name>/store/`, restored at the next start on the same port if it is free;
+    /// `fresh` empties the folder first (new objects, new cluster CA).
+    StateDir { fresh: bool },
+}
+
 /// The default state folder: stable, so `export KUBECONFIG=…` keeps working across restarts.
 pub fn default_state_dir() -> PathBuf {
     std::env::temp_dir().join("meshd-sandbox")
@@ -53,6 +63,7 @@ pub async fn start(
     _primary: Option<&str>,
     _state_dir: &std::path::Path,
     _system_namespace: &str,
+    _keep: Keep,
     _shutdown: tokio_util::sync::CancellationToken,
 ) -> anyhow::Result<Sandbox> {
     anyhow::bail!(

@@ -7,6 +7,7 @@ use anyhow::Context;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::Keep;
 use crate::model::is_dns1123_label;
 use kube_sim::{ApiServer, ApiServerConfig, RequestLog};
 
@@ -15,6 +16,21 @@ pub struct ServedCluster {
     pub name: String,
     pub server: ApiServer,
     pub kubeconfig: PathBuf,
+    /// The port of the previous run, when it was taken and the cluster moved to a new one.
+    pub moved_from: Option<u16>,
+}
+
+/// The store folder of cluster `name` in a state folder.
+pub fn store_dir(state_dir: &Path, name: &str) -> PathBuf {
+    state_dir.join(name).join("store")
+}
+
+/// The port of the API server an earlier run wrote into `kubeconfig`, if it names one on loopback.
+fn previous_port(kubeconfig: &Path) -> Option<u16> {
+    let config = kube::config::Kubeconfig::read_from(kubeconfig).ok()?;
+    let server = config.clusters.first()?.cluster.as_ref()?.server.as_deref()?;
+    let uri: http::Uri = server.parse().ok()?;
+    (uri.host() == Some("127.0.0.1")).then(|| uri.port_u16())?
 }
 
 /// Cluster names from `--clusters`: the subdirectories of a directory (sorted), or a comma-separated list.
@@ -47,32 +63,56 @@ pub fn cluster_names(spec: &str) -> anyhow::Result<Vec<String>> {
     Ok(names)
 }
 
-/// Starts one API server per name on a free loopback port and writes `<state_dir>/<name>/kubeconfig`.
-/// Every cluster gets `template`'s settings (request log, RBAC) under its own name.
+/// Starts one API server per name on a loopback port and writes `<state_dir>/<name>/kubeconfig`.
+/// Every cluster gets `template`'s settings (request log, RBAC) under its own name. Kept in the state
+/// folder, a cluster is restored from it and takes its previous port again when that is free (a free
+/// one otherwise). Istio's CRDs are applied at every start, so a restored cluster gets the binary's.
 pub async fn start_clusters(
     names: &[String],
     state_dir: &Path,
     template: &ApiServerConfig,
+    keep: Keep,
     shutdown: CancellationToken,
 ) -> anyhow::Result<Vec<ServedCluster>> {
     let mut clusters = Vec::new();
     for name in names {
-        let cfg = ApiServerConfig {
+        let dir = state_dir.join(name);
+        let kubeconfig = dir.join("kubeconfig");
+        let mut cfg = ApiServerConfig {
             cluster_name: name.clone(),
             ..template.clone()
         };
-        let server = ApiServer::start(cfg, shutdown.clone())
-            .await
-            .with_context(|| format!("starting cluster {name}"))?;
+        let mut previous = None;
+        if let Keep::StateDir { fresh } = keep {
+            let store = store_dir(state_dir, name);
+            if fresh && let Err(e) = std::fs::remove_dir_all(&store) {
+                anyhow::ensure!(
+                    e.kind() == std::io::ErrorKind::NotFound,
+                    "emptying {}: {e}",
+                    store.display()
+                );
+            }
+            previous = previous_port(&kubeconfig);
+            cfg.bind.set_port(previous.unwrap_or(0));
+            cfg.store_dir = Some(store);
+        }
+        let started = match ApiServer::start(cfg.clone(), shutdown.clone()).await {
+            Err(kube_sim::Error::Bind { .. }) if previous.is_some() => {
+                cfg.bind.set_port(0);
+                ApiServer::start(cfg, shutdown.clone()).await
+            }
+            started => started,
+        };
+        let server = started.with_context(|| format!("starting cluster {name}"))?;
+        let moved_from = previous.filter(|p| *p != server.addr().port());
         load_istio_crds(&server).with_context(|| format!("loading Istio's CRDs into {name}"))?;
-        let dir = state_dir.join(name);
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let kubeconfig = dir.join("kubeconfig");
         write_private(&kubeconfig, &server.admin_kubeconfig())?;
         clusters.push(ServedCluster {
             name: name.clone(),
             server,
             kubeconfig,
+            moved_from,
         });
     }
     Ok(clusters)
@@ -166,7 +206,7 @@ pub async fn run(
         enforce_rbac,
         ..ApiServerConfig::new("")
     };
-    let started = start_clusters(&names, state_dir, &template, shutdown.clone()).await?;
+    let started = start_clusters(&names, state_dir, &template, Keep::Memory, shutdown.clone()).await?;
     for manifests in &topology {
         let Some(cluster) = started.iter().find(|c| c.name == manifests.name) else {
             continue;

@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 use super::{
-    default_state_dir,
+    Keep, default_state_dir,
     serve::{self, ServedCluster},
     topology::ClusterManifests,
 };
@@ -27,13 +27,15 @@ pub struct Sandbox {
     pub system_namespace: String,
 }
 
-/// Starts the topology's clusters, loads their manifests, and writes a remote secret for every
-/// non-primary cluster into the primary's `system_namespace`.
+/// Starts the topology's clusters, restored from the state folder when `keep` keeps them there and it
+/// holds them (else loaded with their manifests), and writes a remote secret for every non-primary cluster
+/// into the primary's `system_namespace`.
 pub async fn start(
     topology: Vec<ClusterManifests>,
     primary: Option<&str>,
     state_dir: &Path,
     system_namespace: &str,
+    keep: Keep,
     shutdown: CancellationToken,
 ) -> anyhow::Result<Sandbox> {
     let names: Vec<String> = topology.iter().map(|c| c.name.clone()).collect();
@@ -48,10 +50,20 @@ pub async fn start(
             .cloned()
             .context("the sandbox topology has no clusters")?,
     };
-    let clusters = serve::start_clusters(&names, state_dir, &ApiServerConfig::new(""), shutdown).await?;
+    let template = ApiServerConfig::new("");
+    let clusters = serve::start_clusters(&names, state_dir, &template, keep, shutdown).await?;
     for (cluster, manifests) in clusters.iter().zip(&topology) {
-        serve::load(cluster, manifests)?;
-        info!(cluster = %cluster.name, objects = manifests.objects.len(), url = %cluster.server.url(), "simulated cluster up");
+        let url = cluster.server.url();
+        // A restored cluster has what was applied to it since: its folder's manifests are not re-applied.
+        match cluster.server.restored() {
+            Some(r) => {
+                info!(cluster = %cluster.name, objects = r.objects, revision = r.revision, %url, "simulated cluster restored")
+            }
+            None => {
+                serve::load(cluster, manifests)?;
+                info!(cluster = %cluster.name, objects = manifests.objects.len(), %url, "simulated cluster up");
+            }
+        }
     }
     let sandbox = Sandbox {
         clusters,
@@ -136,6 +148,53 @@ impl Sandbox {
         ))
     }
 
+    /// Whether the clusters were restored from the state folder or started fresh, and what to know
+    /// about it (a cut-off torn write, a port that moved).
+    fn state_summary(&self) -> String {
+        let dir = self.state_dir.display();
+        let restored: Vec<(&str, &kube_sim::Restored)> = self
+            .clusters
+            .iter()
+            .filter_map(|c| Some((c.name.as_str(), c.server.restored()?)))
+            .collect();
+        let objects: usize = restored.iter().map(|(_, r)| r.objects).sum();
+        let mut out = match restored.len() {
+            0 => format!(
+                "\n  state: started fresh in {dir} (kept there across restarts; --fresh empties it)\n"
+            ),
+            n if n == self.clusters.len() => {
+                format!("\n  state: restored {objects} objects from {dir} (--fresh starts empty)\n")
+            }
+            _ => {
+                let fresh: Vec<&str> = self
+                    .clusters
+                    .iter()
+                    .filter(|c| c.server.restored().is_none())
+                    .map(|c| c.name.as_str())
+                    .collect();
+                format!(
+                    "\n  state: restored {objects} objects from {dir}; started fresh: {}\n",
+                    fresh.join(", ")
+                )
+            }
+        };
+        for (name, r) in &restored {
+            if let Some(cut) = &r.truncated {
+                out += &format!("    {name}: the last write was torn by a crash and dropped ({cut})\n");
+            }
+        }
+        for c in &self.clusters {
+            if let Some(port) = c.moved_from {
+                out += &format!(
+                    "    {}: port {port} is taken now; moved to {} (kubeconfig rewritten)\n",
+                    c.name,
+                    c.server.addr().port()
+                );
+            }
+        }
+        out
+    }
+
     /// The friendly start-up summary: clusters, kubeconfigs, where meshd serves, what to try next.
     pub fn summary(&self, serving: &[(&str, String)]) -> String {
         let mut out = String::from("\nmeshd sandbox is ready\n\n  clusters:\n");
@@ -152,6 +211,7 @@ impl Sandbox {
                 c.kubeconfig.display()
             );
         }
+        out += &self.state_summary();
         out += "\n  meshd:\n";
         for (what, addr) in serving {
             out += &format!("    {what:<22} {addr}\n");

@@ -375,7 +375,8 @@ impl Run {
                 let (first, dir, token) = (primary.clone(), state_dir.clone(), tasks.token());
                 let sandbox = pools
                     .on_sims(async move {
-                        sandbox::start(manifests, Some(&first), &dir, SYSTEM_NAMESPACE, token).await
+                        let keep = sandbox::Keep::Memory;
+                        sandbox::start(manifests, Some(&first), &dir, SYSTEM_NAMESPACE, keep, token).await
                     })
                     .await
                     .map_err(|e| Error::Sandbox(e.into()))?
