@@ -5,7 +5,8 @@ Each ``console`` block marked ``<!-- docs-test: traffic -->`` is a sequence of `
 (backslash continuations and ``<<'EOF'`` here-documents included), each followed by its output. The
 blocks run in document order, by bash, in one scratch folder whose ``TMPDIR`` is the sandbox's state
 parent (so ``meshd &`` starts a sandbox of its own, on free ports if the default ones are taken, and
-``meshctl`` finds it), with the test's Python (grpcio) first on ``PATH``. A background command (its first
+``meshctl`` finds it), with the test's Python (grpcio) first on ``PATH`` and standing in for the
+throwaway grpcio venv (``docs_session.OFFLINE``). A background command (its first
 line ends with ``&``) is started and the next command waits for the sandbox meshd to be ready; ``export NAME=value`` sets the variable for the commands after it; every
 other command must print exactly the pasted output (stdout and stderr). ``meshctl`` reads are retried
 for a few seconds, since config applied with kubectl reaches meshd asynchronously. ``UPDATE_GOLDENS=1``
@@ -25,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from docs_session import offline
 from meshd_proc import BIN_DIR, KUBECTL, REPO
 
 DOC = REPO / "docs" / "traffic-management.md"
@@ -93,7 +95,8 @@ def test_worked_examples_run_as_written(tmp_path):
     background: list[subprocess.Popen] = []
     printed: list[str] = []
     try:
-        for cmd, want in steps(DOC.read_text()):
+        for shown_cmd, want in steps(DOC.read_text()):
+            cmd = offline(shown_cmd)
             if cmd.startswith("export "):
                 name = cmd.split()[1].split("=")[0]
                 env[name] = subprocess.run(["bash", "-c", f'{cmd}; printf %s "${name}"'], env=env, cwd=tmp_path,
