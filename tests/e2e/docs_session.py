@@ -39,6 +39,8 @@ ELLIPSIS = re.compile(r"…|\.\.\.")
 # A step is retried until its output matches (or this many seconds pass) when it only reads: config
 # applied before reaches meshd asynchronously.
 RETRY_SECONDS = 15
+# The whole session (about 5 s when every output matches at once).
+SESSION_SECONDS = 300
 REQUIREMENTS = Path(__file__).resolve().parents[1] / "requirements.txt"
 READS = re.compile(r"^(meshctl (remote-clusters|proxy-status|proxy-config|pc|explain|adsz|networks|analyze)\b|curl )")
 
@@ -128,44 +130,62 @@ def once(script: str, shown: str, cwd: Path, env: dict) -> dict:
     return {"got": got, "ok": ok, "code": out.returncode}
 
 
+def start(step: dict, cwd: Path, env: dict, jobs: list[subprocess.Popen]) -> dict:
+    """Starts a background step; its pid goes to ``cwd/../pids`` so the test can end it if this runner is
+    killed. A sandbox ``meshd`` is waited for; shown output must appear in the step's log."""
+    log = cwd / f"background{len(jobs)}.log"
+    with open(log, "w") as out:
+        jobs.append(subprocess.Popen(["bash", "-c", step["script"]], cwd=cwd, env=env, stdout=out,
+                                     stderr=subprocess.STDOUT, start_new_session=True))
+    with open(cwd.parent / "pids", "a") as pids:
+        pids.write(f"{jobs[-1].pid}\n")
+    if step["cmd"].split()[0] == "meshd" and "--kubeconfig" not in step["cmd"] and not wait_ready(env, cwd):
+        return {"got": f"the sandbox meshd did not become ready:\n{log.read_text()}", "ok": False, "fatal": True}
+    if not step["shown"]:
+        return {"got": "", "ok": True}
+    deadline = time.monotonic() + RETRY_SECONDS
+    while not matches(step["shown"], got := log.read_text(), env["TMPDIR"]):
+        if time.monotonic() > deadline:
+            return {"got": got, "ok": False}
+        time.sleep(0.2)
+    return {"got": got, "ok": True}
+
+
+def stop(jobs: list[subprocess.Popen]) -> None:
+    for p in jobs:
+        try:
+            os.killpg(p.pid, signal.SIGTERM)
+            p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def run(steps: list[dict], cwd: Path, env: dict) -> list[dict]:
     """Runs each step's ``script`` (``cmd`` as the doc shows it, with ``OFFLINE`` applied) by bash, in the
-    background when ``background``; returns the steps with what they printed (``got``) and ``ok``."""
-    background: list[subprocess.Popen] = []
+    background when ``background``; returns the steps with what they printed (``got``) and ``ok``. A
+    sandbox meshd that does not start, or the session's time running out, ends it: the rest are not run."""
+    jobs: list[subprocess.Popen] = []
     results = []
+    session_deadline = time.monotonic() + SESSION_SECONDS
     try:
         for step in steps:
-            cmd, script, shown = step["cmd"], step["script"], step["shown"]
-            if step["background"]:
-                log = cwd / f"background{len(background)}.log"
-                background.append(subprocess.Popen(["bash", "-c", script], cwd=cwd, env=env, stdout=open(log, "w"),
-                                                   stderr=subprocess.STDOUT, start_new_session=True))
-                ok, got = True, ""
-                if cmd.split()[0] == "meshd" and "--kubeconfig" not in cmd:
-                    ok = wait_ready(env, cwd)
-                    got = "" if ok else f"the sandbox meshd did not become ready:\n{log.read_text()}"
-                if shown:
-                    deadline = time.monotonic() + RETRY_SECONDS
-                    while not (ok := matches(shown, got := log.read_text(), env["TMPDIR"])):
-                        if time.monotonic() > deadline:
-                            break
-                        time.sleep(0.2)
-                results.append(step | {"got": got, "ok": ok})
+            if results and results[-1].get("fatal") or time.monotonic() > session_deadline:
+                results.append(step | {"got": "(not run: the session ended before)", "ok": False})
                 continue
-            deadline = time.monotonic() + (RETRY_SECONDS if READS.match(cmd) else 0)
+            if step["background"]:
+                results.append(step | start(step, cwd, env, jobs))
+                continue
+            deadline = time.monotonic() + (RETRY_SECONDS if READS.match(step["cmd"]) else 0)
             while True:
-                result = once(script, shown, cwd, env)
+                result = once(step["script"], step["shown"], cwd, env)
                 if result["ok"] or time.monotonic() > deadline:
                     break
                 time.sleep(0.2)
             results.append(step | result)
     finally:
-        for p in background:
-            try:
-                os.killpg(p.pid, signal.SIGTERM)
-                p.wait(timeout=20)
-            except (ProcessLookupError, subprocess.TimeoutExpired):
-                os.killpg(p.pid, signal.SIGKILL)
+        stop(jobs)
     return results
 
 

@@ -25,13 +25,14 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from docs_session import VOLATILE, matches, offline
+from docs_session import SESSION_SECONDS, VOLATILE, matches, offline
 from meshd_proc import BIN_DIR, KUBECTL, REPO
 from test_docs_commands import DOCS, fenced_blocks, netns_works
 from test_traffic_docs import block_steps
@@ -105,11 +106,19 @@ def test_the_docs_print_what_they_show(tmp_path):
     request, results = tmp_path / "steps.json", tmp_path / "results.json"
     request.write_text(json.dumps({"steps": steps, "cwd": str(tmp_path / "work"), "env": env}))
     runner = Path(__file__).with_name("docs_session.py")
-    out = subprocess.run(["unshare", "-rn", "bash", "-c", 'ip link set lo up && exec "$@"', "bash",
-                          sys.executable, str(runner), str(request), str(results)],
-                         capture_output=True, text=True, timeout=600)
+    try:
+        out = subprocess.run(["unshare", "-rn", "bash", "-c", 'ip link set lo up && exec "$@"', "bash",
+                              sys.executable, str(runner), str(request), str(results)],
+                             capture_output=True, text=True, timeout=SESSION_SECONDS + 100)
+    finally:  # what a killed runner left running
+        pids = tmp_path / "pids"
+        for pid in pids.read_text().split() if pids.exists() else []:
+            try:
+                os.killpg(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
     assert out.returncode == 0, out.stdout + out.stderr
     failed = [r for r in json.loads(results.read_text()) if not r["ok"]]
     assert not failed, "\n\n".join(
-        f"{r['where']}: $ {r['cmd']}\n--- shown\n{r['shown']}\n--- printed (exit {r.get('code', '-')})\n{r['got']}"
-        for r in failed)
+        f"{r['where']}: $ {r['cmd']}\n--- shown\n{r['shown'][:3000]}\n"
+        f"--- printed (exit {r.get('code', '-')})\n{r['got'][:3000]}" for r in failed)
