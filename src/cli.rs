@@ -402,6 +402,8 @@ mod tests {
     #[test]
     fn kubeconfig_and_sandbox_conflict() {
         assert!(Args::try_parse_from(["meshd", "--kubeconfig", "k", "--sandbox", "d"]).is_err());
+        assert!(Args::try_parse_from(["meshd", "--kubeconfig", "k", "--fresh"]).is_err());
+        assert!(Args::try_parse_from(["meshd", "--fresh"]).unwrap().fresh);
         for bad in ["0s", "1500ms", "200y", "soon"] {
             assert!(
                 Args::try_parse_from(["meshd", "--watch-timeout", bad]).is_err(),

@@ -432,15 +432,14 @@ impl Store {
 
     /// A new cluster's objects: the system namespaces, bootstrap RBAC, the `kubernetes` Service.
     fn bootstrap(&self) -> Result<(), Error> {
-        let store = self;
         for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
-            store.apply(
+            self.apply(
                 serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
             )?;
         }
-        super::controllers::bootstrap_rbac(&store)?;
+        super::controllers::bootstrap_rbac(self)?;
         for obj in super::controllers::apiserver_service::objects() {
-            store.apply(obj)?;
+            self.apply(obj)?;
         }
         Ok(())
     }

@@ -242,4 +242,27 @@ mod tests {
         );
         assert!(cluster_names(" , ").is_err());
     }
+
+    #[test]
+    fn the_previous_port_is_read_from_a_loopback_kubeconfig_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kubeconfig");
+        let kubeconfig = |server: &str| {
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: \"{server}\"}}\n\
+                 contexts: []\nusers: []\n"
+            )
+        };
+        let cases = [
+            (kubeconfig("https://127.0.0.1:34567"), Some(34567)),
+            (kubeconfig("https://10.0.0.1:34567"), None),
+            (kubeconfig("https://127.0.0.1"), None),
+            ("{".to_owned(), None),
+        ];
+        assert_eq!(previous_port(&path), None, "no kubeconfig yet");
+        for (text, want) in cases {
+            std::fs::write(&path, &text).unwrap();
+            assert_eq!(previous_port(&path), want, "{text}");
+        }
+    }
 }
