@@ -21,7 +21,9 @@ reader's (TokenReview) and reads but may not list Secrets; split-horizon EDS (a 
 gets its own pods directly and the other cluster's through the other network's gateway); the leader
 publishes ``istio-ca-root-cert`` in every namespace of both clusters (not Kubernetes' own), restores a
 deleted one and fills a new namespace; a watch that gets 410 Gone relists and loses nothing (an
-addition, a change and a deletion made while the watches were down); the primary's API server restarted
+addition, a change and a deletion made while the watches were down); 1,000 unlabelled Secrets created and
+updated (and a metadata-only change to the remote secret) publish nothing and push nothing (istio#51899);
+the primary's API server restarted
 under meshd, then a change; the lease moving when its holder is SIGKILLed (the new leader restores a
 deleted root ConfigMap in both clusters); and, over everything before, that RBAC refused meshd nothing
 (no 403 in either replica's log).
@@ -437,6 +439,58 @@ def test_split_horizon_across_two_clusters(replicas):
         # network2: its own pods directly, cluster1's through network1's gateway.
         wait_eds(m, "cluster2", "network2", ECHO, {"10.2.0.1:17070", "10.2.0.9:17070", f"{GATEWAY1}:15443"},
                  f"{name}: network2 reaches its own pods")
+
+
+def metric_sum(mesh: Meshd, name: str) -> float:
+    """The sum of every sample of ``name`` in meshd's /metrics (0 when absent)."""
+    status, text = mesh.get("/metrics")
+    assert status == 200, text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(name) and line[len(name):len(name) + 1] in ("{", " "))
+
+
+def secrets(n: int, namespace: str, generation: int) -> list[dict]:
+    return [{"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+             "metadata": {"name": f"churn-{i}", "namespace": namespace},
+             "stringData": {"value": f"{generation}-{i}"}} for i in range(n)]
+
+
+def test_unrelated_secret_churn_triggers_no_push(env, replicas):
+    """istio#51899 / #59997: thousands of pushes from opaque Secret updates. 1,000 unlabelled Secrets
+    (500 in each cluster's istio-system, where remote secrets live) are created, then every one is updated,
+    and the remote secret itself gets a metadata-only change: no replica publishes a snapshot or pushes, a
+    connected sidecar gets nothing, and cluster2 stays synced (a restarted remote would republish)."""
+    c1, c2 = env.c1, env.c2
+    m = replicas["meshd-a"]
+    # Settle: whatever earlier tests changed is published and pushed.
+    wait_eds(m, "cluster1", "network1", ECHO, {"10.1.0.1:17070", f"{GATEWAY2}:15443"}, "settled")
+
+    def quiet() -> tuple[float, ...]:
+        return tuple(metric_sum(r, n) for r in replicas.values()
+                     for n in ("pilot_debounce_time_count", "pilot_xds_pushes"))
+
+    def settled():
+        first = quiet()
+        time.sleep(1.5)
+        return first if quiet() == first else None
+
+    ads = Ads(f"127.0.0.1:{m.grpc}")
+    try:
+        ads.send(EDS, node=sidecar_node(f"sidecar~10.9.0.2~watcher-0.{NS}~{NS}.svc.cluster.local", NAMESPACE=NS,
+                                        CLUSTER_ID="cluster1", NETWORK="network1"), resource_names=[ECHO])
+        assert ECHO in decode(ads.recv(timeout=10))
+        before = eventually("no change in flight", settled, timeout=30)  # after the watcher's own response
+        for c in (c1, c2):
+            c.kubectl("create", "-f", "-", stdin=yaml.safe_dump_all(secrets(500, SYS, 1)))
+            c.kubectl("replace", "-f", "-", stdin=yaml.safe_dump_all(secrets(500, SYS, 2)))
+        c1.kubectl("annotate", "secret", "istio-remote-secret-cluster2", "-n", SYS, "churn=1", "--overwrite")
+        time.sleep(3)  # a few debounce windows: a push caused by the churn would have happened by now
+        ads.expect_none(wait=1)
+        assert quiet() == before, "the churn published a snapshot or pushed"
+        for n, r in replicas.items():
+            assert clusterz(r)["cluster2"]["syncStatus"] == "synced", n
+    finally:
+        ads.close()
 
 
 def test_the_root_configmap_is_published_everywhere_and_restored(env, replicas):
