@@ -1,5 +1,6 @@
 //! The `--config-dir` source (istiod's `--configDir` file monitor): every `*.yaml`/`*.yml` under the
-//! directory, recursively, each possibly multi-document, polled like the mesh config (content hash, a
+//! directory, recursively, each possibly multi-document (a `v1` `List` contributes its items), read
+//! as kubectl reads YAML (`yaml`), polled like the mesh config (content hash, a
 //! change applies once two polls agree). A file that cannot be read or parsed keeps its last good
 //! objects and is reported with its path, document index and line; an object that fails validation
 //! is rejected on its own with the same position. Entries whose name starts with `.` are skipped
@@ -20,6 +21,7 @@ use tracing::{info, warn};
 use super::{
     Event,
     store::{Parsed, SourceId, SourceState},
+    yaml,
 };
 use crate::{
     config::watch::{Change, ChangeDetector, read_capped, spawn_poller},
@@ -163,91 +165,153 @@ pub fn locate(doc: &str, path: &str) -> Option<usize> {
 }
 
 /// Parses one file into its Istio objects. Documents of other kinds are skipped (returned by
-/// description); a document that is not YAML, or lacks `kind` or `metadata.name`, fails the file.
+/// description); a `v1` `List` document contributes its items, as `kubectl apply -f` reads it; a
+/// document that is not YAML, or an object that lacks `kind` or `metadata.name`, fails the file.
 pub fn parse_file(path: &str, text: &str) -> Result<(Vec<Doc>, Vec<String>), FileError> {
-    let mut docs = Vec::new();
-    let mut skipped = Vec::new();
+    let mut out = (Vec::new(), Vec::new());
     for (index, (start, chunk)) in documents(text).into_iter().enumerate() {
-        let err = |line: Option<usize>, message: String| FileError {
-            path: path.to_owned(),
-            document: Some(index),
-            line,
-            message,
+        let doc = Document {
+            path,
+            index,
+            start,
+            text: &chunk,
         };
-        let value: serde_yaml::Value = serde_yaml::from_str(&chunk).map_err(|e| {
+        let value = yaml::from_str(&chunk).map_err(|e| {
             let line = e.location().map(|l| start + l.line() - 1);
             let mut message = e.to_string();
             if let Some(i) = message.find(" at line ") {
                 message.truncate(i);
             }
-            err(line, message)
+            doc.error(line, message)
         })?;
-        let json = serde_json::to_value(&value).map_err(|e| err(Some(start), e.to_string()))?;
-        let (api_version, kind) = (json["apiVersion"].as_str(), json["kind"].as_str());
-        let Some(kind_name) = kind else {
-            return Err(err(Some(start), "kind is required".into()));
-        };
-        let Some(kind) = Kind::from_name(kind_name).filter(|k| {
-            api_version.is_some_and(|v| {
-                v.split_once('/')
-                    .is_some_and(|(g, ver)| g == k.group() && k.versions().contains(&ver))
-            })
-        }) else {
-            skipped.push(format!(
-                "document {index}: {} {kind_name} is not a kind meshd reads",
-                api_version.unwrap_or("?")
-            ));
-            continue;
-        };
-        let meta_json = &json["metadata"];
-        let Some(name) = meta_json["name"].as_str() else {
-            return Err(err(
-                locate(&chunk, "metadata").map(|l| start + l - 1).or(Some(start)),
-                "metadata.name is required".into(),
-            ));
-        };
-        let strings = |field: &str| -> Result<BTreeMap<String, String>, FileError> {
-            match &meta_json[field] {
-                serde_json::Value::Null => Ok(BTreeMap::new()),
-                v => serde_json::from_value(v.clone()).map_err(|e| {
-                    err(
-                        locate(&chunk, &format!("metadata.{field}")).map(|l| start + l - 1),
-                        format!("metadata.{field}: {e}"),
-                    )
-                }),
+        let json = serde_json::to_value(&value).map_err(|e| doc.error(Some(start), e.to_string()))?;
+        if json["apiVersion"] == "v1" && json["kind"] == "List" {
+            let Some(items) = json["items"].as_array() else {
+                return Err(doc.error(Some(start), "a List needs `items`, a list".into()));
+            };
+            for (i, item) in items.iter().enumerate() {
+                parse_object(&doc, item, &format!("items[{i}]."), &mut out)?;
             }
-        };
-        let namespace = meta_json["namespace"].as_str().unwrap_or(DEFAULT_NAMESPACE);
-        let revision: String = Sha256::digest(json["spec"].to_string().as_bytes())[..6]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        let meta = ObjectMeta {
-            namespace: namespace.into(),
-            name: name.into(),
-            labels: strings("labels")?,
-            annotations: strings("annotations")?,
-            revision,
-            creation_timestamp: None,
-            source: Source::File {
-                path: path.into(),
-                index,
-            },
-        };
-        let object = ObjectRef::new(kind, namespace, name);
-        let parsed = match istio::parse(kind, meta.clone(), &json["spec"]) {
-            Ok((cfg, warnings)) => Parsed::Valid(Arc::new(cfg), warnings),
-            Err(e) => {
-                let line = locate(&chunk, e.field()).map_or(start, |l| start + l - 1);
-                Parsed::Rejected {
-                    field: e.field().to_owned(),
-                    reason: format!("{e} (file {path} document {index} line {line})"),
-                }
-            }
-        };
-        docs.push(Doc { object, meta, parsed });
+        } else {
+            parse_object(&doc, &json, "", &mut out)?;
+        }
     }
-    Ok((docs, skipped))
+    Ok(out)
+}
+
+/// One YAML document of a file: where it is, for reports.
+struct Document<'a> {
+    path: &'a str,
+    index: usize,
+    /// Its first line in the file (1-based).
+    start: usize,
+    text: &'a str,
+}
+
+impl Document<'_> {
+    fn error(&self, line: Option<usize>, message: String) -> FileError {
+        FileError {
+            path: self.path.to_owned(),
+            document: Some(self.index),
+            line,
+            message,
+        }
+    }
+
+    /// The file line of a field path inside this document, when found.
+    fn line_of(&self, field: &str) -> Option<usize> {
+        locate(self.text, field).map(|l| self.start + l - 1)
+    }
+}
+
+/// Parses one object of `doc` (the document itself, or a List's item at `prefix`) into `out`'s
+/// objects, or its skipped descriptions when meshd does not read its kind.
+fn parse_object(
+    doc: &Document<'_>,
+    json: &serde_json::Value,
+    prefix: &str,
+    (docs, skipped): &mut (Vec<Doc>, Vec<String>),
+) -> Result<(), FileError> {
+    let (path, index, start) = (doc.path, doc.index, doc.start);
+    let (api_version, kind) = (json["apiVersion"].as_str(), json["kind"].as_str());
+    let Some(kind_name) = kind else {
+        return Err(doc.error(
+            doc.line_of(prefix.trim_end_matches('.')).or(Some(start)),
+            format!("{prefix}kind is required"),
+        ));
+    };
+    let Some(kind) = Kind::from_name(kind_name).filter(|k| {
+        api_version.is_some_and(|v| {
+            v.split_once('/')
+                .is_some_and(|(g, ver)| g == k.group() && k.versions().contains(&ver))
+        })
+    }) else {
+        skipped.push(format!(
+            "document {index}{}: {} {kind_name} is not a kind meshd reads",
+            item_label(prefix),
+            api_version.unwrap_or("?")
+        ));
+        return Ok(());
+    };
+    let meta_json = &json["metadata"];
+    let Some(name) = meta_json["name"].as_str() else {
+        return Err(doc.error(
+            doc.line_of(&format!("{prefix}metadata")).or(Some(start)),
+            format!("{prefix}metadata.name is required"),
+        ));
+    };
+    let strings = |field: &str| -> Result<BTreeMap<String, String>, FileError> {
+        match &meta_json[field] {
+            serde_json::Value::Null => Ok(BTreeMap::new()),
+            v => serde_json::from_value(v.clone()).map_err(|e| {
+                doc.error(
+                    doc.line_of(&format!("{prefix}metadata.{field}")),
+                    format!("{prefix}metadata.{field}: {e}"),
+                )
+            }),
+        }
+    };
+    let namespace = meta_json["namespace"].as_str().unwrap_or(DEFAULT_NAMESPACE);
+    let revision: String = Sha256::digest(json["spec"].to_string().as_bytes())[..6]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let meta = ObjectMeta {
+        namespace: namespace.into(),
+        name: name.into(),
+        labels: strings("labels")?,
+        annotations: strings("annotations")?,
+        revision,
+        creation_timestamp: None,
+        source: Source::File {
+            path: path.into(),
+            index,
+        },
+    };
+    let object = ObjectRef::new(kind, namespace, name);
+    let parsed = match istio::parse(kind, meta.clone(), &json["spec"]) {
+        Ok((cfg, warnings)) => Parsed::Valid(Arc::new(cfg), warnings),
+        Err(e) => {
+            let line = doc.line_of(&format!("{prefix}{}", e.field())).unwrap_or(start);
+            Parsed::Rejected {
+                field: e.field().to_owned(),
+                reason: format!(
+                    "{e} (file {path} document {index}{} line {line})",
+                    item_label(prefix)
+                ),
+            }
+        }
+    };
+    docs.push(Doc { object, meta, parsed });
+    Ok(())
+}
+
+/// ` items[2]` for a List's item (its prefix `items[2].`), empty for a document.
+fn item_label(prefix: &str) -> String {
+    match prefix.strip_suffix('.') {
+        Some(item) => format!(" {item}"),
+        None => String::new(),
+    }
 }
 
 /// Each file's path and its text, or why it could not be read.

@@ -151,3 +151,37 @@ fn the_same_object_twice_in_the_directory_rejects_the_second() {
         "{rejected:?}"
     );
 }
+
+#[test]
+fn a_list_contributes_its_items_and_flow_scalars_read_as_kubectl_reads_them() {
+    let text = "apiVersion: v1\nkind: List\nitems:\n\
+- apiVersion: networking.istio.io/v1\n  kind: ServiceEntry\n  metadata: {name: a}\n  spec:\n    hosts: [a.example.com]\n    addresses: [1.2.3.4, 001:db8::]\n    ports: [{number: 80, name: http, protocol: HTTP}]\n\
+- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: c}\n\
+- apiVersion: networking.istio.io/v1\n  kind: Sidecar\n  metadata: {name: s}\n  spec:\n    egress: [{hosts: [bad]}]\n";
+    let (docs, skipped) = parse_file("/cfg/l.yaml", text).expect("parses");
+    assert_eq!(
+        skipped,
+        ["document 0 items[1]: v1 ConfigMap is not a kind meshd reads"]
+    );
+    let Parsed::Valid(se, _) = &docs[0].parsed else {
+        panic!("{:?}", docs[0].parsed)
+    };
+    let istio::Spec::ServiceEntry(se) = &se.spec else {
+        panic!("a ServiceEntry")
+    };
+    assert_eq!(se.addresses, ["1.2.3.4", "001:db8::"]);
+    let Parsed::Rejected { field, reason } = &docs[1].parsed else {
+        panic!("an egress host without a namespace")
+    };
+    assert_eq!(field, "spec.egress[0].hosts[0]");
+    assert!(
+        reason.ends_with("(file /cfg/l.yaml document 0 items[2] line 18)"),
+        "the item's line: {reason}"
+    );
+    let e = parse_file(
+        "/cfg/m.yaml",
+        "apiVersion: v1\nkind: List\nitems:\n- {metadata: {name: x}}\n",
+    )
+    .unwrap_err();
+    assert_eq!(e.message, "items[0].kind is required");
+}

@@ -10,6 +10,7 @@ pub mod file;
 pub mod kubernetes;
 mod metrics;
 pub mod store;
+pub mod yaml;
 
 pub use metrics::Metrics;
 pub use store::{Change, ChangeSet, ConfigSnapshot, SourceId, SourceState, Status};

@@ -104,12 +104,33 @@ pub struct LoadBalancerSettings {
     /// Locality-weighted load balancing and failover.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub locality_lb_setting: Option<LocalityLbSetting>,
-    /// Slow start for new endpoints.
+    /// Slow start for new endpoints (deprecated form of `warmup`).
     #[serde(
         skip_serializing_if = "Option::is_none",
         with = "crate::config::duration::option"
     )]
     pub warmup_duration_secs: Option<Duration>,
+    /// Slow start for new endpoints (not implemented by meshd: validated, then reported).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warmup: Option<Warmup>,
+}
+
+/// Istio's `WarmupConfiguration`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Warmup {
+    /// How long a new endpoint warms up; required.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        with = "crate::config::duration::option"
+    )]
+    pub duration: Option<Duration>,
+    /// The share of traffic a new endpoint starts with, 0..=100.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub minimum_percent: Option<serde_json::Number>,
+    /// How fast the share grows, at least 1.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub aggression: Option<serde_json::Number>,
 }
 
 /// Istio's `LoadBalancerSettings.SimpleLB`.
@@ -265,9 +286,30 @@ pub struct TcpSettings {
         with = "crate::config::duration::option"
     )]
     pub idle_timeout: Option<Duration>,
-    /// TCP keepalive (not implemented by meshd).
+    /// TCP keepalive (not implemented by meshd: validated, then reported).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub tcp_keepalive: Option<serde_json::Value>,
+    pub tcp_keepalive: Option<TcpKeepalive>,
+}
+
+/// Istio's `ConnectionPoolSettings.TCPSettings.TcpKeepalive`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct TcpKeepalive {
+    /// Unanswered probes before the connection is dropped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probes: Option<u32>,
+    /// Idle time before the first probe.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        with = "crate::config::duration::option"
+    )]
+    pub time: Option<Duration>,
+    /// Time between probes.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        with = "crate::config::duration::option"
+    )]
+    pub interval: Option<Duration>,
 }
 
 /// Istio's `ConnectionPoolSettings.HTTPSettings`.
@@ -380,6 +422,9 @@ pub struct ClientTlsSettings {
     /// Skip verifying the server certificate.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub insecure_skip_verify: Option<bool>,
+    /// Certificate revocation list file (checked, not acted on by meshd).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub ca_crl: String,
 }
 
 /// Istio's `ClientTLSSettings.TLSmode`.
@@ -550,10 +595,32 @@ fn load_balancer(lb: &LoadBalancerSettings, f: &str, has_outlier: bool, r: &mut 
     if lb.simple.is_some() && lb.consistent_hash.is_some() {
         r.error(f, "only one of simple or consistentHash may be set");
     }
+    if let Some(d) = lb.warmup_duration_secs {
+        validate::duration(d, &format!("{f}.warmupDurationSecs"), r);
+    }
     r.unsupported(
         format!("{f}.warmupDurationSecs"),
         lb.warmup_duration_secs.is_some(),
     );
+    if let Some(w) = &lb.warmup {
+        let wf = format!("{f}.warmup");
+        match w.duration {
+            None => r.error(format!("{wf}.duration"), "duration is required"),
+            Some(d) => validate::duration(d, &format!("{wf}.duration"), r),
+        }
+        if let Some(p) = w.minimum_percent.as_ref().and_then(serde_json::Number::as_f64) {
+            validate::percent(p, &format!("{wf}.minimumPercent"), r);
+        }
+        if let Some(a) = w.aggression.as_ref().and_then(serde_json::Number::as_f64)
+            && a < 1.0
+        {
+            r.error(
+                format!("{wf}.aggression"),
+                format!("aggression {a} must be at least 1"),
+            );
+        }
+        r.unsupported(wf, true);
+    }
     if let Some(loc) = &lb.locality_lb_setting {
         locality(loc, &format!("{f}.localityLbSetting"), has_outlier, r);
     }
@@ -603,8 +670,10 @@ fn locality(l: &LocalityLbSetting, f: &str, has_outlier: bool, r: &mut Report) {
         if fo.from.contains('/') || fo.to.contains('/') {
             r.error(&ff, "failover is between regions: no zone or subzone");
         }
-        if fo.to.contains('*') {
-            r.error(format!("{ff}.to"), "failover region must not contain `*`");
+        for (side, region) in [("from", &fo.from), ("to", &fo.to)] {
+            if region.contains('*') {
+                r.error(format!("{ff}.{side}"), "a failover region must not contain `*`");
+            }
         }
     }
     if (!l.failover.is_empty() || !l.failover_priority.is_empty()) && !has_outlier {
@@ -649,6 +718,23 @@ fn connection_pool(p: &ConnectionPoolSettings, f: &str, r: &mut Report) {
     let mut counts = Vec::new();
     if let Some(t) = &p.tcp {
         counts.push(("tcp.maxConnections", t.max_connections));
+        for (name, d) in [
+            ("connectTimeout", t.connect_timeout),
+            ("maxConnectionDuration", t.max_connection_duration),
+            // 0s turns the idle timeout off.
+            ("idleTimeout", t.idle_timeout.filter(|d| !d.is_zero())),
+        ] {
+            if let Some(d) = d {
+                validate::duration(d, &format!("{f}.tcp.{name}"), r);
+            }
+        }
+        if let Some(ka) = &t.tcp_keepalive {
+            for (name, d) in [("time", ka.time), ("interval", ka.interval)] {
+                if let Some(d) = d {
+                    validate::duration(d, &format!("{f}.tcp.tcpKeepalive.{name}"), r);
+                }
+            }
+        }
         r.unsupported(format!("{f}.tcp.tcpKeepalive"), t.tcp_keepalive.is_some());
     }
     if let Some(h) = &p.http {
@@ -659,6 +745,9 @@ fn connection_pool(p: &ConnectionPoolSettings, f: &str, r: &mut Report) {
             ("http.maxRetries", h.max_retries),
             ("http.maxConcurrentStreams", h.max_concurrent_streams),
         ]);
+        if let Some(d) = h.idle_timeout {
+            validate::duration(d, &format!("{f}.http.idleTimeout"), r);
+        }
         if h.h2_upgrade_policy == Some(H2UpgradePolicy::Upgrade) && h.use_client_protocol == Some(true) {
             r.error(
                 format!("{f}.http"),
@@ -698,15 +787,44 @@ fn outlier_detection(od: &OutlierDetection, f: &str, r: &mut Report) {
         ("interval", od.interval),
         ("baseEjectionTime", od.base_ejection_time),
     ] {
-        if d.is_some_and(|d| d < Duration::from_millis(1)) {
-            r.error(format!("{f}.{name}"), "must be at least 1ms");
+        if let Some(d) = d {
+            validate::duration(d, &format!("{f}.{name}"), r);
         }
     }
 }
 
-/// istiod's `ValidateTLS` for clients: MUTUAL without a credential needs a certificate and key.
+/// istiod's `ValidateTLS` for clients: what `insecureSkipVerify` and `credentialName` exclude, and
+/// MUTUAL's certificate and key.
 fn client_tls(tls: &ClientTlsSettings, f: &str, r: &mut Report) {
-    if tls.mode == TlsMode::Mutual && tls.credential_name.is_empty() {
+    let sans = !tls.subject_alt_names.is_empty();
+    if tls.insecure_skip_verify == Some(true) {
+        let conflict = match tls.mode {
+            TlsMode::Simple => !tls.ca_certificates.is_empty() || !tls.credential_name.is_empty() || sans,
+            TlsMode::Mutual => !tls.ca_certificates.is_empty() || sans,
+            TlsMode::Disable | TlsMode::IstioMutual => false,
+        };
+        if conflict {
+            r.error(
+                format!("{f}.insecureSkipVerify"),
+                "caCertificates, subjectAltNames (and for SIMPLE credentialName) cannot be set with insecureSkipVerify",
+            );
+        }
+    }
+    let credential = matches!(tls.mode, TlsMode::Simple | TlsMode::Mutual) && !tls.credential_name.is_empty();
+    if credential {
+        let files = [
+            &tls.client_certificate,
+            &tls.ca_certificates,
+            &tls.private_key,
+            &tls.ca_crl,
+        ];
+        if files.iter().any(|s| !s.is_empty()) {
+            r.error(
+                format!("{f}.credentialName"),
+                "clientCertificate, privateKey, caCertificates and caCrl cannot be set with credentialName",
+            );
+        }
+    } else if tls.mode == TlsMode::Mutual {
         if tls.client_certificate.is_empty() {
             r.error(
                 format!("{f}.clientCertificate"),
@@ -720,4 +838,5 @@ fn client_tls(tls: &ClientTlsSettings, f: &str, r: &mut Report) {
             );
         }
     }
+    r.unsupported(format!("{f}.caCrl"), !tls.ca_crl.is_empty());
 }

@@ -258,3 +258,112 @@ pub(crate) fn percent(value: f64, field: &str, r: &mut Report) {
         r.error(field, format!("percentage {value} is not in 0..100"));
     }
 }
+
+/// istiod's `ValidateDuration`: at least 1ms, in whole milliseconds (what Envoy's protos carry).
+pub(crate) fn duration(d: std::time::Duration, field: &str, r: &mut Report) {
+    if d < std::time::Duration::from_millis(1) {
+        r.error(field, format!("duration {d:?} must be at least 1ms"));
+    } else if d.subsec_nanos() % 1_000_000 != 0 {
+        r.error(
+            field,
+            format!("duration {d:?}: only millisecond precision is supported"),
+        );
+    }
+}
+
+/// An RFC 7230 token character (istiod's `tchars`).
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// istiod's `validHeaderNameRegex`: a non-empty RFC 7230 token.
+pub(crate) fn is_header_name(name: &str) -> bool {
+    !name.is_empty() && name.bytes().all(is_tchar)
+}
+
+/// istiod's `ValidateProbeHeaderName` (Kubernetes' rule): letters, digits and `-`.
+pub(crate) fn probe_header_name(name: &str, field: &str, r: &mut Report) {
+    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+        r.error(
+            field,
+            format!("{name:?} is not a valid probe header name (letters, digits and `-`)"),
+        );
+    }
+}
+
+/// istiod's `ValidateHTTPHeaderValue`: no control characters but tab, and Envoy's `%` formatting
+/// well formed (`%%` for a literal `%`, `%VAR%`, `%VAR(args)%`, `%VAR(["a", "b"])%`), as
+/// Envoy's header parser reads it.
+pub(crate) fn header_value(value: &str, field: &str, r: &mut Report) {
+    if value.bytes().any(|b| (b < 0x20 && b != b'\t') || b == 0x7f) {
+        r.error(field, format!("header value {value:?} has a control character"));
+    } else if let Err(why) = header_format(value.as_bytes()) {
+        r.error(field, format!("header value {value:?}: {why}"));
+    }
+}
+
+/// Where Envoy's header-value parser is (istiod's `validateHeaderValue`).
+#[derive(Clone, Copy, PartialEq)]
+enum Fmt {
+    Literal,
+    Name,
+    ExpectArray,
+    ExpectString,
+    InString,
+    ExpectDelimiter,
+    ExpectArgsEnd,
+    ExpectEnd,
+}
+
+fn header_format(v: &[u8]) -> Result<(), &'static str> {
+    let mut state = Fmt::Literal;
+    let mut pos = 0;
+    while let Some(&c) = v.get(pos) {
+        let next = v.get(pos + 1).copied();
+        state = match (state, c) {
+            (Fmt::Literal, b'%') => match next {
+                None => return Err("an unescaped `%` (write `%%`)"),
+                Some(b'%') => {
+                    pos += 1;
+                    Fmt::Literal
+                }
+                Some(_) => Fmt::Name,
+            },
+            (Fmt::Literal, _) => Fmt::Literal,
+            (Fmt::Name, b'%') | (Fmt::ExpectEnd, b'%') => Fmt::Literal,
+            (Fmt::Name, b'(') => Fmt::ExpectArray,
+            (Fmt::Name, _) => Fmt::Name,
+            (Fmt::ExpectArray, b'[') => Fmt::ExpectString,
+            (Fmt::ExpectArray, b' ') => Fmt::ExpectArray,
+            (Fmt::ExpectArray, _) => Fmt::InString,
+            (Fmt::ExpectDelimiter, b',') => Fmt::ExpectString,
+            (Fmt::ExpectDelimiter, b']') => Fmt::ExpectArgsEnd,
+            (Fmt::ExpectDelimiter, b' ') => Fmt::ExpectDelimiter,
+            (Fmt::ExpectDelimiter, _) => return Err("expected `,`, `]` or a space"),
+            (Fmt::ExpectString, b'"') => Fmt::InString,
+            (Fmt::ExpectString, b' ') => Fmt::ExpectString,
+            (Fmt::ExpectString, _) => return Err("expected `\"`"),
+            (Fmt::InString, b'\\') => {
+                if next.is_none() {
+                    return Err("an unterminated backslash");
+                }
+                pos += 1;
+                Fmt::InString
+            }
+            (Fmt::InString, b')') => Fmt::ExpectEnd,
+            (Fmt::InString, b'"') => Fmt::ExpectDelimiter,
+            (Fmt::InString, _) => Fmt::InString,
+            (Fmt::ExpectArgsEnd, b')') => Fmt::ExpectEnd,
+            (Fmt::ExpectArgsEnd, b' ') => Fmt::ExpectArgsEnd,
+            (Fmt::ExpectArgsEnd, _) => return Err("expected `)`"),
+            (Fmt::ExpectEnd, b' ') => Fmt::ExpectEnd,
+            (Fmt::ExpectEnd, _) => return Err("expected `%`"),
+        };
+        pos += 1;
+    }
+    if state == Fmt::Literal {
+        Ok(())
+    } else {
+        Err("an unterminated `%VARIABLE%`")
+    }
+}

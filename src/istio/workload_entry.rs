@@ -72,9 +72,7 @@ pub(crate) fn validate(we: &WorkloadEntry, field: &str, r: &mut Report) {
             );
         }
     } else if let Some(path) = addr.strip_prefix(UNIX_PREFIX) {
-        if path.is_empty() {
-            r.error(format!("{field}.address"), "unix address needs a socket path");
-        }
+        unix_path(path, &format!("{field}.address"), r);
         if !we.ports.is_empty() {
             r.error(format!("{field}.ports"), "a unix:// address takes no ports");
         }
@@ -90,6 +88,22 @@ pub(crate) fn validate(we: &WorkloadEntry, field: &str, r: &mut Report) {
         validate::port(*number, &format!("{field}.ports.{name}"), r);
     }
     validate::labels(&we.labels, &format!("{field}.labels"), r);
+}
+
+/// istiod's `ValidateUnixAddress`: an abstract socket (`@name`) or an absolute path to a file.
+pub(crate) fn unix_path(path: &str, field: &str, r: &mut Report) {
+    if path.is_empty() {
+        r.error(field, "unix address needs a socket path");
+    } else if !path.starts_with('@') {
+        if !path.starts_with('/') {
+            r.error(
+                field,
+                format!("{path:?}: a unix socket must be an absolute path or an abstract socket (@name)"),
+            );
+        } else if path.ends_with('/') {
+            r.error(field, format!("{path:?}: a unix socket may not be a directory"));
+        }
+    }
 }
 
 /// A WorkloadEntry object's spec.

@@ -152,6 +152,11 @@ pub(crate) fn validate(wg: &WorkloadGroup, r: &mut Report) {
         }
         if let Some(h) = &p.http_get {
             validate::port(h.port, "spec.probe.httpGet.port", r);
+            for (i, header) in h.http_headers.iter().enumerate() {
+                let f = format!("spec.probe.httpGet.httpHeaders[{i}]");
+                validate::probe_header_name(&header.name, &format!("{f}.name"), r);
+                validate::header_value(&header.value, &format!("{f}.value"), r);
+            }
         }
         if let Some(t) = &p.tcp_socket {
             validate::port(t.port, "spec.probe.tcpSocket.port", r);
