@@ -155,8 +155,8 @@ mod tests {
     fn a_damaged_frame_stops_the_run_where_it_starts() {
         let good = framed(&[b"one"]);
         let at = good.len();
-        type Damage = Box<dyn Fn(&mut Vec<u8>)>;
-        let cases: [(&str, Damage, &str); 4] = [
+        type Damage<'a> = Box<dyn Fn(&mut Vec<u8>) + 'a>;
+        let cases: [(&str, Damage<'_>, &str); 4] = [
             ("header cut", Box::new(|b| b.truncate(at + 5)), "header cut short"),
             (
                 "payload cut",
