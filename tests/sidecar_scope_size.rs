@@ -129,11 +129,11 @@ fn a_sidecar_importing_two_hosts_gets_kilobytes() {
     );
     assert!(scoped < 64 << 10, "scoped: {scoped} bytes");
     assert!(full > 100 * scoped, "{full} vs {scoped}");
-    // Two services: their clusters and assignments, PassthroughCluster and BlackHoleCluster,
-    // virtualOutbound and the port's listener and route.
+    // Two services: their clusters and assignments, PassthroughCluster, BlackHoleCluster and
+    // InboundPassthroughCluster, virtualOutbound, virtualInbound and the port's listener and route.
     assert_eq!(
         scoped_count,
-        2 + 2 + 2 + 2 + 1,
+        2 + 2 + 3 + 3 + 1,
         "clusters, endpoints, listeners, routes"
     );
 }

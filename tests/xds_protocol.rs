@@ -36,6 +36,18 @@ const THIRD: &str = "outbound|9090||third.default.svc.cluster.local";
 const MISSING: &str = "outbound|1||missing.default.svc.cluster.local";
 const PASSTHROUGH: &str = "PassthroughCluster";
 const BLACKHOLE: &str = "BlackHoleCluster";
+/// What a wildcard CDS gives the sidecar (10.0.0.1, echo's endpoint): echo and other, the outbound
+/// catch-alls, and its inbound clusters.
+const SIDECAR_CDS: &[&str] = &[
+    ECHO,
+    OTHER,
+    BLACKHOLE,
+    PASSTHROUGH,
+    INBOUND_PASSTHROUGH,
+    ECHO_INBOUND,
+];
+const INBOUND_PASSTHROUGH: &str = "InboundPassthroughCluster";
+const ECHO_INBOUND: &str = "inbound|50051||";
 const ECHO_LISTENER: &str = "echo.default.svc.cluster.local:7070";
 
 /// How long "no response" is awaited.
@@ -54,6 +66,9 @@ enum Mesh {
     EchoScaled,
     /// other gained an endpoint (an endpoint-only change).
     OtherScaled,
+    /// other gained an endpoint at the sidecar's IP (an endpoint-only change that gives the sidecar
+    /// a service target).
+    OtherOnSidecar,
     /// other is gone.
     WithoutOther,
     /// third was added.
@@ -68,6 +83,7 @@ impl Mesh {
         match self {
             Self::EchoScaled => echo.push(endpoint(ip("10.0.0.3"), &[("grpc", 50051)], "c1")),
             Self::OtherScaled => other.push(endpoint(ip("10.0.0.4"), &[("http", 8080)], "c1")),
+            Self::OtherOnSidecar => other.push(endpoint(ip("10.0.0.1"), &[("http", 8080)], "c1")),
             _ => {}
         }
         let mut mesh = StaticMesh::default().with(
@@ -94,7 +110,7 @@ impl Mesh {
         let host = |h: &str| format!("{h}.default.svc.cluster.local").into();
         match self {
             Self::EchoScaled => PushScope::Endpoints([host("echo")].into()),
-            Self::OtherScaled => PushScope::Endpoints([host("other")].into()),
+            Self::OtherScaled | Self::OtherOnSidecar => PushScope::Endpoints([host("other")].into()),
             Self::Base | Self::WithoutOther | Self::WithThird => PushScope::Full,
         }
     }
@@ -158,12 +174,7 @@ async fn sotw_rules() {
         (
             "a request is answered, its ACK is not",
             sidecar,
-            &[
-                Request(CDS, &["*"]),
-                Expect(CDS, &[ECHO, OTHER, BLACKHOLE, PASSTHROUGH]),
-                Ack,
-                Quiet,
-            ],
+            &[Request(CDS, &["*"]), Expect(CDS, SIDECAR_CDS), Ack, Quiet],
         ),
         (
             "a proxyless client gets the listener it names",
@@ -229,7 +240,7 @@ async fn sotw_rules() {
             sidecar,
             &[
                 Request(CDS, &["*"]),
-                Expect(CDS, &[ECHO, OTHER, BLACKHOLE, PASSTHROUGH]),
+                Expect(CDS, SIDECAR_CDS),
                 Ack,
                 Publish(Mesh::EchoScaled),
                 Quiet,
@@ -240,9 +251,33 @@ async fn sotw_rules() {
             sidecar,
             &[
                 Request(CDS, &["*"]),
-                Expect(CDS, &[ECHO, OTHER, BLACKHOLE, PASSTHROUGH]),
+                Expect(CDS, SIDECAR_CDS),
                 Ack,
                 Publish(Mesh::Base),
+                Quiet,
+            ],
+        ),
+        (
+            "an endpoint change that makes the sidecar serve a port pushes its inbound cluster",
+            sidecar,
+            &[
+                Request(CDS, &["*"]),
+                Expect(CDS, SIDECAR_CDS),
+                Ack,
+                Publish(Mesh::OtherOnSidecar),
+                Expect(
+                    CDS,
+                    &[
+                        ECHO,
+                        OTHER,
+                        BLACKHOLE,
+                        PASSTHROUGH,
+                        INBOUND_PASSTHROUGH,
+                        ECHO_INBOUND,
+                        "inbound|8080||",
+                    ],
+                ),
+                Ack,
                 Quiet,
             ],
         ),
@@ -251,10 +286,21 @@ async fn sotw_rules() {
             sidecar,
             &[
                 Request(CDS, &["*"]),
-                Expect(CDS, &[ECHO, OTHER, BLACKHOLE, PASSTHROUGH]),
+                Expect(CDS, SIDECAR_CDS),
                 Ack,
                 Publish(Mesh::WithThird),
-                Expect(CDS, &[ECHO, OTHER, BLACKHOLE, PASSTHROUGH, THIRD]),
+                Expect(
+                    CDS,
+                    &[
+                        ECHO,
+                        OTHER,
+                        BLACKHOLE,
+                        PASSTHROUGH,
+                        INBOUND_PASSTHROUGH,
+                        ECHO_INBOUND,
+                        THIRD,
+                    ],
+                ),
                 Ack,
                 Quiet,
             ],
@@ -426,7 +472,7 @@ async fn delta_rules() {
             "a removed service is removed from CDS",
             &[
                 Subscribe(CDS, &["*"]),
-                Expect(CDS, &[ECHO, OTHER, BLACKHOLE, PASSTHROUGH], &[]),
+                Expect(CDS, SIDECAR_CDS, &[]),
                 Ack,
                 Publish(Mesh::WithoutOther),
                 Expect(CDS, &[], &[OTHER]),

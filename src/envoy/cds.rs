@@ -11,7 +11,8 @@
 //! `tlsMode`) unless the rule or PeerAuthentication says otherwise, with SDS secrets (`default`,
 //! `ROOTCA`) from the istio-agent's `sds-grpc` cluster and the SNI `outbound_.<port>_.<subset>_.<host>`
 //! that lets a remote network's east-west gateway route the connection without terminating it. The
-//! rule's policy fields are [`cluster_policy`]'s. Does NOT: endpoints (EDS), inbound clusters.
+//! rule's policy fields are [`cluster_policy`]'s; a sidecar's inbound clusters are [`virtual_inbound`]'s.
+//! Does NOT: endpoints (EDS).
 
 use std::{
     collections::BTreeSet,
@@ -63,7 +64,7 @@ use super::{
     cluster_meta::IstioMeta,
     cluster_policy::{self, Client, FieldNote, TlsContext, UpstreamProtocol, UpstreamTls, upstream_tls},
     eds::strings,
-    envoy_ads_source, parse_cluster,
+    envoy_ads_source, parse_cluster, virtual_inbound,
 };
 use crate::{
     envoy::{Proxy, ProxyKind, XdsType, resource::Resource},
@@ -201,6 +202,8 @@ pub(super) fn all_names(ctx: &Context) -> BTreeSet<Arc<str>> {
     if ctx.proxy.kind == ProxyKind::Sidecar {
         names.insert(PASSTHROUGH.into());
         names.insert(BLACKHOLE.into());
+        let targets = super::service_targets::service_targets(ctx.mesh, ctx.proxy);
+        names.extend(virtual_inbound::cluster_names(&targets).map(Into::into));
     }
     names
 }
@@ -255,6 +258,10 @@ pub(super) fn build(ctx: &Context, name: Arc<str>, resolved: Option<Resolved>) -
     }
     if &*name == BLACKHOLE && ctx.proxy.kind == ProxyKind::Sidecar {
         return Some(Resource::encode(XdsType::Cluster, name, &blackhole_cluster()));
+    }
+    if ctx.proxy.kind == ProxyKind::Sidecar && virtual_inbound::is_inbound_cluster(&name) {
+        let (c, meta) = virtual_inbound::cluster(ctx.mesh, ctx.proxy, &name)?;
+        return Some(encode(name, &c, meta));
     }
     let (built, meta) = cluster_of(ctx.mesh, ctx.proxy, &name, resolved?)?;
     Some(encode(name, &built.cluster, meta))
@@ -704,7 +711,7 @@ fn originate_tls(t: &ClientTlsSettings, h2: bool) -> CommonTlsContext {
 
 /// The agent's secret `name` over SDS. The workload certificate and root wait for the agent
 /// (`initial_fetch_timeout: 0s`, as istiod); other secrets may not exist, and must not block the cluster.
-fn sds(name: &str) -> SdsSecretConfig {
+pub(super) fn sds(name: &str) -> SdsSecretConfig {
     let wait = name == WORKLOAD_CERT || name == ROOT_CERT;
     SdsSecretConfig {
         name: name.to_owned(),

@@ -156,6 +156,7 @@ fn subsets_are_clusters_for_the_proxies_that_get_the_rule() {
         names(&m, ProxyKind::Sidecar, "default", false),
         [
             "BlackHoleCluster",
+            "InboundPassthroughCluster",
             "PassthroughCluster",
             "outbound|7070|v1|echo.default.svc.cluster.local",
             "outbound|7070|v2|echo.default.svc.cluster.local",
@@ -174,8 +175,8 @@ fn subsets_are_clusters_for_the_proxies_that_get_the_rule() {
     // A rule private to another namespace gives this proxy no subsets.
     let private = SUBSETS.to_owned() + "exportTo: ['.']\n";
     let m = mesh(&[("DestinationRule", "default", "echo", &private)]);
-    assert_eq!(names(&m, ProxyKind::Sidecar, "other", false).len(), 3);
-    assert_eq!(names(&m, ProxyKind::Sidecar, "default", false).len(), 5);
+    assert_eq!(names(&m, ProxyKind::Sidecar, "other", false).len(), 4);
+    assert_eq!(names(&m, ProxyKind::Sidecar, "default", false).len(), 6);
 }
 
 #[test]

@@ -80,6 +80,7 @@ fn proxy(kind: ProxyKind, network: Option<&str>, requested: &[&str]) -> Proxy {
         requested_network_view: requested.iter().map(|n| (*n).into()).collect(),
         namespace: Some("sample".into()),
         labels: Default::default(),
+        ips: vec![],
         service_account: None,
         istio_version: None,
         locality: Locality::default(),

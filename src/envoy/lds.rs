@@ -10,8 +10,8 @@
 //! Istio mTLS, and one filter chain per service port and per subset of the port's DestinationRule,
 //! matching that SNI and the Istio mTLS ALPNs, proxies the connection, still encrypted, to the SNI-DNAT
 //! cluster of the same name (istiod's AUTO_PASSTHROUGH). A gRPC server's listener
-//! (`xds.istio.io/grpc/lds/inbound/…`) is [`inbound`]'s. Does NOT: the sidecar's inbound listeners,
-//! protocol sniffing, or filters beyond fault and router.
+//! (`xds.istio.io/grpc/lds/inbound/…`) is [`inbound`]'s, the sidecar's `virtualInbound` (15006)
+//! [`virtual_inbound`]'s. Does NOT: outbound protocol sniffing, or filters beyond fault and router.
 
 use std::{collections::BTreeSet, net::IpAddr, sync::Arc};
 
@@ -40,7 +40,9 @@ use envoy_types::pb::{
     google::protobuf::{BoolValue, Duration},
 };
 
-use super::{Context, Mesh, ads_source, any, cds, eds::socket, envoy_ads_source, inbound, route};
+use super::{
+    Context, Mesh, ads_source, any, cds, eds::socket, envoy_ads_source, inbound, route, virtual_inbound,
+};
 use crate::envoy::{ProxyKind, XdsType, resource::Resource};
 use crate::{
     config::mesh::OutboundMode,
@@ -100,7 +102,10 @@ pub fn resolve_target<'a>(
 
 /// The names of the sidecar's listeners.
 pub fn sidecar_listener_names(mesh: &dyn Mesh, proxy: &Proxy) -> BTreeSet<Arc<str>> {
-    let mut names = BTreeSet::from([Arc::from(VIRTUAL_OUTBOUND)]);
+    let mut names = BTreeSet::from([
+        Arc::from(VIRTUAL_OUTBOUND),
+        Arc::from(virtual_inbound::VIRTUAL_INBOUND),
+    ]);
     for s in mesh.services() {
         for p in &s.ports {
             if p.protocol.is_http() {
@@ -122,6 +127,9 @@ pub fn sidecar_listener(
 ) -> Option<Listener> {
     if name == VIRTUAL_OUTBOUND {
         return Some(virtual_outbound(outbound));
+    }
+    if name == virtual_inbound::VIRTUAL_INBOUND {
+        return Some(virtual_inbound::listener(mesh, proxy));
     }
     let (addr, port) = name.rsplit_once('_')?;
     let ip: IpAddr = addr.parse().ok()?;

@@ -5,7 +5,8 @@
 //! means), what each resource depends on ([`Context::plan`], the cache's key) and its build: the shapes
 //! in [`cds`], [`eds`], [`lds`] and [`rds`] as pure functions of model values, split horizon
 //! ([`split_horizon`], the [`EndpointView`] meshd serves with), locality and priority ([`locality`]),
-//! DestinationRule policy ([`cluster_policy`]), routes ([`route`]) and the reasons behind all of it
+//! DestinationRule policy ([`cluster_policy`]), routes ([`route`]), the sidecar's inbound side
+//! ([`virtual_inbound`], from its [`service_targets`]) and the reasons behind all of it
 //! ([`explain`], computed by the same functions). Does NOT: hold state between calls, cache, or know
 //! about streams and protocol (`xds` calls in here and sends the bytes).
 
@@ -24,9 +25,11 @@ pub mod rds;
 pub mod resource;
 pub mod route;
 pub mod scoped;
+pub mod service_targets;
 pub mod split_horizon;
 #[cfg(any(test, feature = "testing"))]
 pub mod static_mesh;
+pub mod virtual_inbound;
 
 use std::{
     borrow::Cow,
@@ -77,6 +80,11 @@ pub trait Mesh: Send + Sync {
     /// The copy of `hostname` defined in `namespace`.
     fn service_in(&self, hostname: &str, namespace: &str) -> Option<&Service> {
         self.service(hostname).filter(|s| &*s.namespace == namespace)
+    }
+    /// The whole mesh behind a proxy's scoped view (`None`: this is it). What a proxy serves (its
+    /// inbound side) does not depend on what its Sidecar lets it reach.
+    fn unscoped(&self) -> Option<&dyn Mesh> {
+        None
     }
 }
 
@@ -253,6 +261,19 @@ impl<'a> Context<'a> {
         match ty {
             // A cluster depends on the DestinationRule the proxy gets for its service: resolved once,
             // for the key and the build.
+            // A sidecar's inbound side depends on its addresses and labels.
+            XdsType::Cluster | XdsType::Listener
+                if self.proxy.kind == ProxyKind::Sidecar && virtual_inbound::per_proxy(name) =>
+            {
+                Plan {
+                    view: virtual_inbound::view_key(base, self.proxy),
+                    resolved: None,
+                }
+            }
+            XdsType::Cluster if name == virtual_inbound::INBOUND_PASSTHROUGH => Plan {
+                view: base.clone(),
+                resolved: None,
+            },
             XdsType::Cluster => {
                 let resolved = cds::resolve(self.mesh, self.proxy, name);
                 let view = cds::view_key(resolved.as_ref(), base);

@@ -5,7 +5,7 @@
 //! nothing here panics. Does NOT: check the metadata against the caller's credentials
 //! (`xds::shared::Caller::authorize` does that with the authenticator's result).
 
-use std::{collections::BTreeMap, sync::Arc};
+use std::{collections::BTreeMap, net::IpAddr, sync::Arc};
 
 use envoy_types::pb::{
     envoy::config::core::v3::Node,
@@ -38,6 +38,9 @@ pub struct Proxy {
     pub namespace: Option<Arc<str>>,
     /// `LABELS`.
     pub labels: BTreeMap<String, String>,
+    /// `INSTANCE_IPS`, else the IP in a `sidecar~ip~…` id: the workload's addresses, which make it an
+    /// endpoint of the services it serves (the sidecar's inbound side).
+    pub ips: Vec<IpAddr>,
     /// `SERVICE_ACCOUNT`.
     pub service_account: Option<Arc<str>>,
     /// `ISTIO_VERSION`.
@@ -147,6 +150,7 @@ impl Proxy {
             )) => v.as_str(),
             _ => "",
         };
+        let ips = meta.instance_ips()?.unwrap_or_else(|| ip_from_id(&id));
         Ok(Proxy {
             id,
             kind,
@@ -155,6 +159,7 @@ impl Proxy {
             requested_network_view: meta.network_view()?,
             namespace,
             labels: meta.labels()?,
+            ips,
             service_account: meta.string("SERVICE_ACCOUNT")?,
             istio_version: meta.string("ISTIO_VERSION")?,
             locality,
@@ -168,6 +173,16 @@ fn namespace_from_id(id: &str) -> Option<Arc<str>> {
     let workload = id.split('~').nth(2)?;
     let (_, ns) = workload.rsplit_once('.')?;
     (!ns.is_empty()).then(|| ns.into())
+}
+
+/// `sidecar~10.0.0.1~pod.ns~…` → `[10.0.0.1]` (istiod's fallback when `INSTANCE_IPS` is unset); none
+/// when that part is not an IP (proxyless clients often send other ids).
+fn ip_from_id(id: &str) -> Vec<IpAddr> {
+    id.split('~')
+        .nth(1)
+        .and_then(|ip| ip.parse().ok())
+        .into_iter()
+        .collect()
 }
 
 fn capped(field: &str, s: &str) -> Result<Arc<str>, NodeError> {
@@ -246,6 +261,26 @@ impl Metadata<'_> {
             labels.insert(k.clone(), s.clone());
         }
         Ok(labels)
+    }
+
+    /// `INSTANCE_IPS`: comma-separated IPs; `None` when unset. A malformed address is an error, as in
+    /// istiod.
+    fn instance_ips(&self) -> Result<Option<Vec<IpAddr>>, NodeError> {
+        const FIELD: &str = "metadata.INSTANCE_IPS";
+        let Some(list) = self.string("INSTANCE_IPS")? else {
+            return Ok(None);
+        };
+        let mut ips = Vec::new();
+        for part in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            if ips.len() == MAX_ENTRIES {
+                return Err(invalid(FIELD, format!("more than {MAX_ENTRIES} addresses")));
+            }
+            let ip = part
+                .parse()
+                .map_err(|_| invalid(FIELD, format!("{:?} is not an IP address", truncate(part, 64))))?;
+            ips.push(ip);
+        }
+        Ok(Some(ips))
     }
 
     /// `REQUESTED_NETWORK_VIEW`: a comma-separated string (istiod's `StringList`) or a list of strings.
@@ -355,6 +390,17 @@ mod tests {
         assert_eq!(p.namespace.as_deref(), Some("echo"));
         assert_eq!(p.labels.get("app").map(String::as_str), Some("echo"));
         assert_eq!((&*p.locality.region, &*p.locality.zone), ("r", "z"));
+        assert_eq!(p.ips, ["10.0.0.1".parse::<IpAddr>().unwrap()], "from the id");
+    }
+
+    #[test]
+    fn instance_ips_win_over_the_id() {
+        let p = Proxy::from_node(Some(&node(vec![("INSTANCE_IPS", s("10.1.0.7, fd00::7"))]))).expect("valid");
+        let want: Vec<IpAddr> = vec!["10.1.0.7".parse().unwrap(), "fd00::7".parse().unwrap()];
+        assert_eq!(p.ips, want);
+        let mut n = node(vec![]);
+        n.id = "sidecar~not-an-ip~x.default~default.svc.cluster.local".into();
+        assert!(Proxy::from_node(Some(&n)).expect("valid").ips.is_empty());
     }
 
     #[test]
@@ -421,6 +467,7 @@ mod tests {
             ),
             ("SERVICE_ACCOUNT", num.clone(), "metadata.SERVICE_ACCOUNT"),
             ("ISTIO_VERSION", num, "metadata.ISTIO_VERSION"),
+            ("INSTANCE_IPS", s("10.0.0.1,nope"), "metadata.INSTANCE_IPS"),
         ];
         for (key, value, want) in cases {
             let err = Proxy::from_node(Some(&node(vec![(key, value)]))).expect_err(key);

@@ -65,6 +65,10 @@ impl Mesh for ScopedMesh<'_> {
     fn traffic(&self) -> &Index {
         self.mesh.traffic()
     }
+
+    fn unscoped(&self) -> Option<&dyn Mesh> {
+        Some(self.mesh)
+    }
 }
 
 /// What `proxy` sees of `mesh`: its Sidecar's scope (routers: everything exported to their namespace).

@@ -155,6 +155,7 @@ pub fn proxy(kind: ProxyKind, ns: &str) -> Proxy {
         requested_network_view: vec![],
         namespace: Some(ns.into()),
         labels: Default::default(),
+        ips: vec![],
         service_account: None,
         istio_version: None,
         locality: Locality::default(),

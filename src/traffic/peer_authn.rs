@@ -96,14 +96,7 @@ impl PaIndex {
         if let Some(e) = self.namespaces.get(namespace) {
             set(e.pa.mtls.as_ref(), &e.object);
         }
-        let workload = self.workloads.get(namespace).and_then(|es| {
-            es.iter().find(|e| {
-                e.pa.selector
-                    .as_ref()
-                    .is_some_and(|s| s.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v)))
-            })
-        });
-        if let Some(e) = workload {
+        if let Some(e) = self.workload(namespace, labels) {
             set(e.pa.mtls.as_ref(), &e.object);
             let port_level =
                 e.pa.port_level_mtls
@@ -112,6 +105,27 @@ impl PaIndex {
             set(port_level, &e.object);
         }
         found
+    }
+
+    /// The ports the workload's own PeerAuthentication sets a mode for (`portLevelMtls`), ascending:
+    /// istiod's `PortLevelSetting`, which gives each port no Service targets a passthrough chain of its
+    /// own on the sidecar's inbound listener.
+    pub fn port_levels(&self, namespace: &str, labels: &BTreeMap<String, String>) -> Vec<u16> {
+        self.workload(namespace, labels)
+            .and_then(|e| e.pa.port_level_mtls.as_ref())
+            .map(|ports| ports.keys().filter_map(|p| u16::try_from(*p).ok()).collect())
+            .unwrap_or_default()
+    }
+
+    /// The oldest workload-level PeerAuthentication in `namespace` selecting `labels`.
+    fn workload(&self, namespace: &str, labels: &BTreeMap<String, String>) -> Option<&Entry> {
+        self.workloads.get(namespace).and_then(|es| {
+            es.iter().find(|e| {
+                e.pa.selector
+                    .as_ref()
+                    .is_some_and(|s| s.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v)))
+            })
+        })
     }
 
     /// The namespace-or-mesh mode (istiod's `GetNamespaceMutualTLSMode`): what a client may assume of

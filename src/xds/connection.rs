@@ -27,7 +27,9 @@ use super::{
     status::{ConnectionStatus, StatusHandle, Watches},
     wire::{Frame, Requests},
 };
-use crate::envoy::{Context, Mesh, NetworkView, Proxy, ScopedMesh, XdsType, cds, scope_of};
+use crate::envoy::{
+    Context, Mesh, NetworkView, Proxy, ScopedMesh, XdsType, cds, scope_of, service_targets::Served,
+};
 
 /// Most encoded bytes of EDS or RDS resources put in one delta response. Delta clients take these types
 /// in any number of responses (only LDS and CDS carry the whole set) and acknowledge each with a few
@@ -57,6 +59,8 @@ struct Stream<P: Protocol> {
     snapshot: Arc<dyn Snapshot>,
     /// What the proxy sees of `snapshot` (its Sidecar scope); a push compares it with the next one's.
     scope: Arc<SidecarScope>,
+    /// The proxy's service targets in `snapshot` (sidecars): a push compares them with the next one's.
+    served: Option<Served>,
     status: StatusHandle,
     out: Outbox,
     /// Responses sent on the current push version and not yet recorded for push_status, per type.
@@ -127,6 +131,7 @@ pub(crate) async fn run<P: Protocol>(
     let mut stream = Stream::<P> {
         view: NetworkView::of(&proxy),
         scope: scope_of(snapshot.mesh(), &proxy),
+        served: Served::of(snapshot.mesh(), &proxy),
         shared: shared.clone(),
         proxy,
         state,
@@ -225,11 +230,21 @@ impl<P: Protocol> Stream<P> {
             PushScope::Endpoints(_) => self.scope.clone(),
             PushScope::Full | PushScope::Partial(_) => scope_of(snapshot.mesh(), &self.proxy),
         };
+        let served = self.served.as_ref().and_then(|old| match &changes {
+            PushScope::Full => Served::of(snapshot.mesh(), &self.proxy),
+            PushScope::Endpoints(hosts) => Some(old.after(snapshot.mesh(), &self.proxy, hosts)),
+            PushScope::Partial(c) => {
+                let hosts = c.endpoints.union(&c.services).cloned().collect();
+                Some(old.after(snapshot.mesh(), &self.proxy, &hosts))
+            }
+        });
         let recipient = Recipient {
             kind: self.proxy.kind,
             namespace: self.proxy.namespace.as_deref().unwrap_or(""),
             root: &snapshot.mesh().traffic().settings.root_namespace,
+            inbound_moved: served != self.served,
         };
+        self.served = served;
         let push = decide(&changes, recipient, &self.scope, &new_scope);
         if !matches!(changes, PushScope::Endpoints(_)) {
             // Also on connect: the gauges follow the snapshot proxies are served.

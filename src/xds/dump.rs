@@ -264,6 +264,7 @@ mod tests {
             names,
             [
                 "BlackHoleCluster",
+                "InboundPassthroughCluster",
                 "PassthroughCluster",
                 "outbound|5432||db.default.svc.cluster.local",
                 "outbound|80||echo.default.svc.cluster.local"
@@ -274,7 +275,7 @@ mod tests {
                 .iter()
                 .all(|c| c["version_info"].as_str().unwrap().len() == 16)
         );
-        let echo = &active[3]["cluster"];
+        let echo = &active[4]["cluster"];
         assert_eq!(echo["@type"], XdsType::Cluster.url());
         assert_eq!(echo["type"], "EDS", "enums by name");
         assert_eq!(

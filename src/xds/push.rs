@@ -81,11 +81,14 @@ pub struct Recipient<'a> {
     pub namespace: &'a str,
     /// MeshConfig's root namespace.
     pub root: &'a str,
+    /// The change moved the proxy's own service targets (`envoy::service_targets::Served`): its inbound
+    /// listener and clusters change whatever its scope sees.
+    pub inbound_moved: bool,
 }
 
 /// What `changes` makes a proxy need, given its scope before (`old`) and after (`new`) them: a
 /// service or rule matters when either scope sees it (a service leaving the scope must disappear, one
-/// entering must appear).
+/// entering must appear), and anything that moved the proxy's own service targets.
 pub fn decide(changes: &PushScope, proxy: Recipient<'_>, old: &SidecarScope, new: &SidecarScope) -> Push {
     let sees = |h: &str| old.sees_host(h) || new.sees_host(h);
     let eds = |hosts: &BTreeSet<Hostname>| {
@@ -96,6 +99,9 @@ pub fn decide(changes: &PushScope, proxy: Recipient<'_>, old: &SidecarScope, new
             Push::Endpoints(seen)
         }
     };
+    if proxy.inbound_moved {
+        return Push::Full;
+    }
     let c = match changes {
         PushScope::Full => return Push::Full,
         PushScope::Endpoints(hosts) => return eds(hosts),

@@ -288,8 +288,34 @@ fn changes_push_only_proxies_whose_scope_sees_them() {
             kind,
             namespace: "a",
             root: "istio-system",
+            inbound_moved: false,
         };
         assert_eq!(decide(&changes, proxy, old, new), want, "{name}");
+    }
+}
+
+/// An endpoint of the proxy's own IP joining or leaving a service changes its inbound listener and
+/// clusters: everything is pushed, even for a service its Sidecar does not import.
+#[test]
+fn a_change_that_moves_the_proxys_service_targets_pushes_everything() {
+    let [_, narrow, _] = scopes();
+    let details: BTreeSet<Hostname> = ["details.b.svc.cluster.local".into()].into();
+    let recipient = |inbound_moved| Recipient {
+        kind: ProxyKind::Sidecar,
+        namespace: "a",
+        root: "istio-system",
+        inbound_moved,
+    };
+    let changes = [
+        PushScope::Endpoints(details.clone()),
+        PushScope::Partial(Arc::new(Changes {
+            endpoints: details,
+            ..Changes::default()
+        })),
+    ];
+    for c in &changes {
+        assert_eq!(decide(c, recipient(false), &narrow, &narrow), Push::None, "{c:?}");
+        assert_eq!(decide(c, recipient(true), &narrow, &narrow), Push::Full, "{c:?}");
     }
 }
 

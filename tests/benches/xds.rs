@@ -37,6 +37,7 @@ fn proxy() -> Proxy {
         requested_network_view: vec![],
         namespace: Some("bench".into()),
         labels: Default::default(),
+        ips: vec![],
         service_account: None,
         istio_version: None,
         locality: Locality::default(),
