@@ -162,6 +162,20 @@ def stop(jobs: list[subprocess.Popen]) -> None:
             pass
 
 
+def kill_job(step: dict, jobs: list[subprocess.Popen]) -> dict | None:
+    """``kill %N`` ends the session's N-th background job, as the shell that ran the doc's commands in
+    order would: the docs run in one shell, so their job numbers are the session's. ``None``: not a
+    ``kill %N``."""
+    m = re.fullmatch(r"kill %(\d+)", re.sub(r"\s+#.*$", "", step["cmd"]).strip())
+    if m is None:
+        return None
+    n = int(m[1])
+    if not 1 <= n <= len(jobs):
+        return {"got": f"no job %{n}: the session started {len(jobs)}", "ok": False}
+    stop([jobs[n - 1]])
+    return {"got": "", "ok": not step["shown"]}
+
+
 def run(steps: list[dict], cwd: Path, env: dict) -> list[dict]:
     """Runs each step's ``script`` (``cmd`` as the doc shows it, with ``OFFLINE`` applied) by bash, in the
     background when ``background``; returns the steps with what they printed (``got``) and ``ok``. A
@@ -176,6 +190,9 @@ def run(steps: list[dict], cwd: Path, env: dict) -> list[dict]:
                 continue
             if step["background"]:
                 results.append(step | start(step, cwd, env, jobs))
+                continue
+            if (killed := kill_job(step, jobs)) is not None:
+                results.append(step | killed)
                 continue
             deadline = time.monotonic() + (RETRY_SECONDS if READS.match(step["cmd"]) else 0)
             while True:
