@@ -130,15 +130,17 @@ def once(script: str, shown: str, cwd: Path, env: dict) -> dict:
     return {"got": got, "ok": ok, "code": out.returncode}
 
 
-def start(step: dict, cwd: Path, env: dict, jobs: list[subprocess.Popen]) -> dict:
-    """Starts a background step; its pid goes to ``cwd/../pids`` so the test can end it if this runner is
-    killed. A sandbox ``meshd`` is waited for; shown output must appear in the step's log."""
-    log = cwd / f"background{len(jobs)}.log"
+def start(step: dict, cwd: Path, env: dict, jobs: dict[int, subprocess.Popen]) -> dict:
+    """Starts a background step as the next job, numbered as bash numbers jobs (one past the highest
+    running); its pid goes to ``cwd/../pids`` so the test can end it if this runner is killed. A sandbox
+    ``meshd`` is waited for; shown output must appear in the step's log."""
+    log = cwd / f"background-{len(list(cwd.glob('background-*.log')))}.log"
     with open(log, "w") as out:
-        jobs.append(subprocess.Popen(["bash", "-c", step["script"]], cwd=cwd, env=env, stdout=out,
-                                     stderr=subprocess.STDOUT, start_new_session=True))
+        job = subprocess.Popen(["bash", "-c", step["script"]], cwd=cwd, env=env, stdout=out,
+                               stderr=subprocess.STDOUT, start_new_session=True)
+    jobs[max(jobs, default=0) + 1] = job
     with open(cwd.parent / "pids", "a") as pids:
-        pids.write(f"{jobs[-1].pid}\n")
+        pids.write(f"{job.pid}\n")
     if step["cmd"].split()[0] == "meshd" and "--kubeconfig" not in step["cmd"] and not wait_ready(env, cwd):
         return {"got": f"the sandbox meshd did not become ready:\n{log.read_text()}", "ok": False, "fatal": True}
     if not step["shown"]:
@@ -162,17 +164,15 @@ def stop(jobs: list[subprocess.Popen]) -> None:
             pass
 
 
-def kill_job(step: dict, jobs: list[subprocess.Popen]) -> dict | None:
-    """``kill %N`` ends the session's N-th background job, as the shell that ran the doc's commands in
-    order would: the docs run in one shell, so their job numbers are the session's. ``None``: not a
-    ``kill %N``."""
+def kill_job(step: dict, jobs: dict[int, subprocess.Popen]) -> dict | None:
+    """``kill %N`` ends job N, as the shell that ran the doc's commands in order would: the docs run in
+    one shell, so their job numbers are the session's. ``None``: not a ``kill %N``."""
     m = re.fullmatch(r"kill %(\d+)", re.sub(r"\s+#.*$", "", step["cmd"]).strip())
     if m is None:
         return None
-    n = int(m[1])
-    if not 1 <= n <= len(jobs):
-        return {"got": f"no job %{n}: the session started {len(jobs)}", "ok": False}
-    stop([jobs[n - 1]])
+    if int(m[1]) not in jobs:
+        return {"got": f"no job %{m[1]}: the running jobs are {sorted(jobs)}", "ok": False}
+    stop([jobs.pop(int(m[1]))])
     return {"got": "", "ok": not step["shown"]}
 
 
@@ -180,7 +180,7 @@ def run(steps: list[dict], cwd: Path, env: dict) -> list[dict]:
     """Runs each step's ``script`` (``cmd`` as the doc shows it, with ``OFFLINE`` applied) by bash, in the
     background when ``background``; returns the steps with what they printed (``got``) and ``ok``. A
     sandbox meshd that does not start, or the session's time running out, ends it: the rest are not run."""
-    jobs: list[subprocess.Popen] = []
+    jobs: dict[int, subprocess.Popen] = {}
     results = []
     session_deadline = time.monotonic() + SESSION_SECONDS
     try:
@@ -202,7 +202,7 @@ def run(steps: list[dict], cwd: Path, env: dict) -> list[dict]:
                 time.sleep(0.2)
             results.append(step | result)
     finally:
-        stop(jobs)
+        stop(list(jobs.values()))
     return results
 
 
