@@ -11,7 +11,7 @@ in order:
   ``test_traffic_docs.py``, ``docs-test: sandbox N`` blocks in ``test_docs_commands.py``): each ``$ command``
   (backslash continuations and here-documents included); a command ending in ``&`` runs in the background
   (a sandbox ``meshd &`` is waited for until both clusters are synced; shown output must appear in its log),
-  and ``kill %N`` ends the session's N-th one (the docs run in one shell, in this order);
+  and ``kill %N`` ends job N, numbered as bash numbers them (the docs run in one shell, in this order);
 * ``sh`` blocks marked ``<!-- docs-test: session -->``, whole, as setup steps (a block whose last line ends
   in ``&`` runs in the background).
 
