@@ -103,7 +103,14 @@ pub async fn start_clusters(
             }
             started => started,
         };
-        let server = started.with_context(|| format!("starting cluster {name}"))?;
+        let server = match started {
+            Err(e @ kube_sim::Error::Persist(_)) => {
+                return Err(anyhow::Error::new(e).context(format!(
+                    "starting cluster {name} (meshd --fresh starts it empty instead)"
+                )));
+            }
+            started => started.with_context(|| format!("starting cluster {name}"))?,
+        };
         let moved_from = previous.filter(|p| *p != server.addr().port());
         load_istio_crds(&server).with_context(|| format!("loading Istio's CRDs into {name}"))?;
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;

@@ -27,6 +27,18 @@ pub struct Sandbox {
     pub system_namespace: String,
 }
 
+/// Written into `<state-dir>/<cluster>/` once the cluster's store holds its folder's manifests.
+const MANIFESTS_LOADED: &str = "manifests-loaded";
+
+fn remove_if_present(path: &Path) -> anyhow::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(e).with_context(|| format!("removing {}", path.display()))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Starts the topology's clusters, restored from the state folder when `keep` keeps them there and it
 /// holds them (else loaded with their manifests), and writes a remote secret for every non-primary cluster
 /// into the primary's `system_namespace`.
@@ -54,13 +66,22 @@ pub async fn start(
     let clusters = serve::start_clusters(&names, state_dir, &template, keep, shutdown).await?;
     for (cluster, manifests) in clusters.iter().zip(&topology) {
         let url = cluster.server.url();
-        // A restored cluster has what was applied to it since: its folder's manifests are not re-applied.
+        // A restored cluster has what was applied to it since: its folder's manifests are not re-applied,
+        // unless a crash interrupted their first loading (no marker yet; applying again is idempotent).
+        let marker = state_dir.join(&cluster.name).join(MANIFESTS_LOADED);
         match cluster.server.restored() {
-            Some(r) => {
+            Some(r) if marker.exists() => {
                 info!(cluster = %cluster.name, objects = r.objects, revision = r.revision, %url, "simulated cluster restored")
             }
-            None => {
+            _ => {
+                let kept = keep != Keep::Memory;
+                if kept {
+                    remove_if_present(&marker)?;
+                }
                 serve::load(cluster, manifests)?;
+                if kept {
+                    std::fs::write(&marker, "").with_context(|| format!("writing {}", marker.display()))?;
+                }
                 info!(cluster = %cluster.name, objects = manifests.objects.len(), %url, "simulated cluster up");
             }
         }

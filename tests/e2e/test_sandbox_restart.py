@@ -29,7 +29,10 @@ def interrupt(m: Meshd) -> int:
 
 
 def state_line(m: Meshd) -> str:
-    return next((l.strip() for l in m.stdout().splitlines() if l.strip().startswith("state:")), m.stdout())
+    """The banner's ``state:`` line (the banner is printed just after /ready turns 200)."""
+    def line():
+        return next((l.strip() for l in m.stdout().splitlines() if l.strip().startswith("state:")), None)
+    return eventually("the banner's state line", line, timeout=10)
 
 
 def servers(m: Meshd) -> dict[str, str]:
@@ -135,5 +138,29 @@ def test_the_store_folders_are_the_clusters_own(tmp_path):
             store = Path(state / cluster / "store")
             assert {p.name for p in store.iterdir()} >= {"wal", "snapshot", "authority.json"}, list(store.iterdir())
             assert (store / "authority.json").stat().st_mode & 0o077 == 0, "the CA key is owner-only"
+    finally:
+        assert interrupt(m) == 0, m.log()
+
+
+def test_a_damaged_store_stops_start_up_naming_the_file_and_the_way_out(tmp_path):
+    """Nothing known is dropped silently: a snapshot that does not check out is an error, not an empty
+    cluster; --fresh is the way to start anyway."""
+    state = tmp_path / "state"
+    m = Meshd(state)
+    assert interrupt(m) == 0, m.log()
+    snapshot = state / "cluster1" / "store" / "snapshot"
+    damaged = bytearray(snapshot.read_bytes())
+    damaged[len(damaged) // 2] ^= 1
+    snapshot.write_bytes(bytes(damaged))
+
+    m = Meshd(state, ready_timeout=None)
+    assert m.proc.wait(timeout=60) != 0
+    log = m.log()
+    assert f"{snapshot}: a frame whose checksum does not match" in log, log
+    assert "meshd --fresh starts it empty" in log, log
+
+    m = Meshd(state, ["--fresh"])
+    try:
+        assert state_line(m).startswith(f"state: started fresh in {state}"), m.stdout()
     finally:
         assert interrupt(m) == 0, m.log()
