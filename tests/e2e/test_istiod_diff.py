@@ -9,8 +9,9 @@ went away (the file then needs updating, and docs/compatibility.md's "meshd vs i
 ``ISTIOD_DIFF_UPDATE=1`` rewrites the files from this run.
 
 Nodes: a proxyless gRPC client (``GENERATOR=grpc``, the metadata Istio's proxyless bootstrap sends) dialling
-``echo.diff.svc.cluster.local:7070``, and an Envoy sidecar; both in namespace ``diff`` of cluster1,
-network unset.
+``echo.diff.svc.cluster.local:7070``, an Envoy sidecar (client-0, no Service's endpoint), and the sidecar of
+pod echo-v1 (``server``: its inbound side serves echo); all in namespace ``diff`` of cluster1, network unset.
+A scenario asks the nodes its conditions name.
 
 Base config: namespace ``diff`` with Service ``echo`` (gRPC port 7070 → 17070) and Service ``web``
 (HTTP port 80 → 8080); pods echo-v1 and echo-v2 (labels app, version and ``security.istio.io/tlsMode: istio``
@@ -59,9 +60,16 @@ def located(node):
     return node
 
 
+# The sidecar of pod echo-v1 (10.1.0.1): an endpoint of echo, so its inbound side (virtualInbound on
+# 15006, inbound|17070||) serves echo's port 17070.
+SERVER_IP = "10.1.0.1"
+SERVER_META = {**COMMON_META, "LABELS": {"app": "echo", "version": "v1", "security.istio.io/tlsMode": "istio"},
+               "INSTANCE_IPS": SERVER_IP, "WORKLOAD_NAME": "echo-v1"}
 NODES = {
     "grpc": (lambda: located(grpc_node(PROXY_ID, **COMMON_META)), [f"{ECHO}:7070"]),
     "sidecar": (lambda: located(sidecar_node(PROXY_ID, **COMMON_META)), None),
+    "server": (lambda: located(sidecar_node(f"sidecar~{SERVER_IP}~echo-v1.{NS}~{NS}.svc.cluster.local",
+                                            **SERVER_META)), None),
 }
 
 
@@ -164,6 +172,20 @@ metadata: {{name: default, namespace: {NS}}}
 spec:
   mtls: {{mode: STRICT}}
 """
+PA_DISABLE = PA_STRICT.replace("STRICT", "DISABLE")
+# echo-v1's own policy: STRICT but plaintext on its target port 17070, and PERMISSIVE on 9000, which no
+# Service targets (a passthrough chain set of its own).
+PA_PORT_LEVEL = f"""
+apiVersion: security.istio.io/v1
+kind: PeerAuthentication
+metadata: {{name: echo-v1, namespace: {NS}}}
+spec:
+  selector: {{matchLabels: {{app: echo, version: v1}}}}
+  mtls: {{mode: STRICT}}
+  portLevelMtls:
+    17070: {{mode: DISABLE}}
+    9000: {{mode: PERMISSIVE}}
+"""
 SERVICE_ENTRY = f"""
 apiVersion: networking.istio.io/v1
 kind: ServiceEntry
@@ -237,10 +259,25 @@ def lacks(kind: str, *names: str):
     return lambda j: all(n not in j.get(kind, {}) for n in names)
 
 
-# (name, config YAML, {node: condition both servers' answers must meet})
 SUBSET_V1, SUBSET_V2 = f"outbound|7070|v1|{ECHO}", f"outbound|7070|v2|{ECHO}"
+
+
+def serves_echo(has_text: tuple[str, ...] = (), lacks_text: tuple[str, ...] = ()):
+    """The server's inbound side serves echo (virtualInbound, inbound|17070||), in the shape a policy gives
+    it: its listener's JSON contains each of ``has_text`` and none of ``lacks_text``."""
+    def want(j):
+        inbound = json.dumps(j.get("LDS", {}).get("virtualInbound"))
+        return (has("CDS", "inbound|17070||")(j) and all(t in inbound for t in has_text)
+                and not any(t in inbound for t in lacks_text))
+    return want
+
+
+TLS, PLAINTEXT = '"transport_protocol": "tls"', '"transport_protocol": "raw_buffer"'
+# (name, config YAML, {node: condition both servers' answers must meet}); "none" asks every node, the
+# baseline the others come back to.
 SCENARIOS = [
-    ("none", "", {"grpc": has("CDS", f"outbound|7070||{ECHO}"), "sidecar": has("CDS", f"outbound|80||{WEB}")}),
+    ("none", "", {"grpc": has("CDS", f"outbound|7070||{ECHO}"), "sidecar": has("CDS", f"outbound|80||{WEB}"),
+                  "server": serves_echo((TLS, PLAINTEXT))}),
     ("dr-subsets", DR_SUBSETS, {"grpc": has("CDS", f"outbound|7070||{ECHO}"), "sidecar": has("CDS", SUBSET_V1)}),
     ("vs-weighted-split", DR_SUBSETS + "---" + VS_SPLIT,
      {"grpc": has("CDS", SUBSET_V1, SUBSET_V2), "sidecar": has("CDS", SUBSET_V1)}),
@@ -251,8 +288,12 @@ SCENARIOS = [
      {"grpc": lambda j: True,  # istiod's gRPC clusters carry no outlier detection: the settle time only
       "sidecar": lambda j: "outlier_detection" in j.get("CDS", {}).get(f"outbound|7070||{ECHO}", {})}),
     # A client's outbound config need not change with its namespace's STRICT policy: no condition but
-    # the settle time and two equal answers.
-    ("peerauthn-strict", PA_STRICT, {"grpc": has("CDS", f"outbound|7070||{ECHO}"), "sidecar": lambda j: True}),
+    # the settle time and two equal answers. The server's inbound side follows its PeerAuthentication:
+    # mTLS only, plaintext only, per port.
+    ("peerauthn-strict", PA_STRICT, {"grpc": has("CDS", f"outbound|7070||{ECHO}"), "sidecar": lambda j: True,
+                                     "server": serves_echo((TLS,), (PLAINTEXT,))}),
+    ("peerauthn-disable", PA_DISABLE, {"sidecar": lambda j: True, "server": serves_echo((PLAINTEXT,), (TLS,))}),
+    ("peerauthn-port-level", PA_PORT_LEVEL, {"server": serves_echo(('"destination_port": 9000',))}),
     ("serviceentry", SERVICE_ENTRY,
      {"grpc": has("CDS", f"outbound|7070||{ECHO}"), "sidecar": has("CDS", "outbound|443||api.example.com",
                                                                     f"outbound|7070||vm.{NS}.example")}),
@@ -339,7 +380,7 @@ def test_xds_diff(cluster, servers, name, config, wants):
         cluster.kubectl("apply", "-f", "-", stdin=config)
         time.sleep(SETTLE)
     try:
-        got = {node: answers(servers, node, wants[node]) for node in NODES}
+        got = {node: answers(servers, node, want) for node, want in wants.items()}
     finally:
         if config:
             cluster.kubectl("delete", "-f", "-", "--wait=true", stdin=config)
@@ -348,7 +389,7 @@ def test_xds_diff(cluster, servers, name, config, wants):
     problems = xds_diff.check(name, got, EXPECTED)
     # Back to base on both before the next scenario.
     if config and BASELINE:
-        for node in NODES:
+        for node in wants:
             for side in ("istiod", "meshd"):
                 base = BASELINE[node][side]
                 xds_diff.settled(servers[side], NODES[node][0](), NODES[node][1], lambda j, b=base: j == b)
