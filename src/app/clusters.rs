@@ -23,7 +23,11 @@ use crate::{
         kubeconfig::InsecureOption,
         status::{Clusters, StatusSource},
     },
-    registry::{self, service::Context},
+    registry::{
+        self,
+        namespaces::{Selected, Selection},
+        service::Context,
+    },
     serviceentry,
     start::StartContext,
 };
@@ -84,6 +88,9 @@ pub struct ClusterView {
     pub snapshots: Snapshots,
     /// Per-cluster status (`/debug/clusterz`).
     pub clusters: Clusters,
+    /// The config cluster's discovered namespaces (`None` until listed), which the config controller
+    /// and the root publisher follow.
+    pub namespaces: watch::Receiver<Option<Selected>>,
 }
 
 /// Cluster discovery, built but not started.
@@ -96,6 +103,7 @@ pub struct ClusterDiscovery {
     updates: UpdateSender,
     view: ClusterView,
     metrics: Metrics,
+    selected: watch::Sender<Option<Selected>>,
 }
 
 /// Builds cluster discovery without I/O; the secret controller will publish into `clusters`. The view
@@ -116,7 +124,12 @@ pub fn new(
         },
         networks.clone(),
     );
-    let view = ClusterView { snapshots, clusters };
+    let (selected, namespaces) = watch::channel(None);
+    let view = ClusterView {
+        snapshots,
+        clusters,
+        namespaces,
+    };
     let discovery = ClusterDiscovery {
         opts,
         networks,
@@ -125,6 +138,7 @@ pub fn new(
         updates,
         view: view.clone(),
         metrics,
+        selected,
     };
     (discovery, view)
 }
@@ -148,8 +162,11 @@ impl ClusterDiscovery {
             updates,
             view,
             metrics,
+            selected,
         } = self;
-        aggregator.with_config(istio.subscribe(), mesh).spawn(&ctx.tasks);
+        aggregator
+            .with_config(istio.subscribe(), mesh.clone())
+            .spawn(&ctx.tasks);
         aggregate::dns::spawn(
             &ctx.tasks,
             Arc::new(aggregate::dns::SystemResolver),
@@ -162,7 +179,7 @@ impl ClusterDiscovery {
             trust_domain: opts.trust_domain.as_str().into(),
         };
         let generations = Arc::new(AtomicU64::new(0));
-        let (pods, pods_rx) = watch::channel(Arc::from([]));
+        let (pods, pods_rx) = watch::channel(registry::ClusterWorkloads::default());
         let progress = registry::spawn(
             &ctx.tasks,
             primary.clone(),
@@ -174,7 +191,9 @@ impl ClusterDiscovery {
                 metrics: metrics.registry.clone(),
                 watch_timeout: opts.watch_timeout,
                 server: server.into(),
-                workloads: Some(pods),
+                workloads: Some(pods.clone()),
+                selection: Selection::mesh_wide(mesh.clone()),
+                selected: Some(selected),
             },
             updates.clone(),
         );
@@ -202,6 +221,8 @@ impl ClusterDiscovery {
                 ctx: conv,
                 system_namespace: opts.system_namespace,
                 networks,
+                mesh,
+                workloads: pods,
                 timeout: opts.remote_cluster_timeout,
                 watch_timeout: opts.watch_timeout,
                 allowed: Arc::new(opts.insecure_kubeconfig_options),

@@ -257,6 +257,7 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
         cluster: cluster_id.clone(),
         server: primary_server.as_str().into(),
         watch_timeout: args.watch_timeout,
+        namespaces: view.namespaces.clone(),
     };
     server.add_start_func("config controller", move |ctx| async move {
         config_controller.start(&ctx, Some(config_source));
@@ -282,6 +283,7 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
         client: primary,
         remotes: view.clusters.clone(),
         leadership,
+        mesh: watches.mesh.clone(),
     };
     server.add_start_func("secure grpc", move |ctx| async move {
         secure::start(

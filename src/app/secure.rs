@@ -220,6 +220,8 @@ pub struct LeaderDuties {
     pub remotes: Clusters,
     /// Whether this replica leads.
     pub leadership: Leadership,
+    /// The mesh config (discovery selectors: where the root is published).
+    pub mesh: tokio::sync::watch::Receiver<Arc<crate::config::MeshConfig>>,
 }
 
 /// Starts the mesh CA from `ca`, its leader duties, and the secure gRPC server (15012): TLS, and the
@@ -252,6 +254,7 @@ pub async fn start(
             leadership: duties.leadership,
             roots: ca.subscribe(),
             watch_timeout: cfg.watch_timeout,
+            mesh: duties.mesh,
         },
         &ctx.tasks,
     );

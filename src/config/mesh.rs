@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::ParseError;
+use super::{ParseError, selectors::LabelSelector};
 
 /// Mesh-wide settings (Istio `MeshConfig`, camelCase YAML as in the `istio` ConfigMap's `mesh` key).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -28,6 +28,31 @@ pub struct MeshConfig {
     pub locality_lb_setting: LocalityLbSetting,
     /// Defaults handed to proxies.
     pub default_config: ProxyConfig,
+    /// Label selectors over Namespaces: only the namespaces they select are discovered, in every
+    /// cluster (none: all namespaces). See [`super::selectors`].
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub discovery_selectors: Vec<LabelSelector>,
+    /// Per-host settings: which hosts are cluster-local. See [`super::cluster_local`].
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub service_settings: Vec<ServiceSettings>,
+}
+
+/// Istio's `MeshConfig.ServiceSettings`: settings for the services whose host matches `hosts`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ServiceSettings {
+    /// The settings.
+    pub settings: ServiceSettingsValues,
+    /// Host names or `*.`-prefixed patterns (`*.ns.svc.cluster.local`, `*.cluster.local`).
+    pub hosts: Vec<String>,
+}
+
+/// Istio's `MeshConfig.ServiceSettings.Settings`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ServiceSettingsValues {
+    /// Served to a proxy only from the proxy's own cluster (false: removes a default).
+    pub cluster_local: bool,
 }
 
 /// Istio's `OutboundTrafficPolicy`.
@@ -112,6 +137,8 @@ impl Default for MeshConfig {
                 discovery_address: "istiod.istio-system.svc:15012".into(),
                 mesh_id: String::new(),
             },
+            discovery_selectors: Vec::new(),
+            service_settings: Vec::new(),
         }
     }
 }
@@ -146,6 +173,14 @@ impl MeshConfig {
                 column: None,
             });
         }
+        if let Err(e) = super::selectors::validate(&cfg.discovery_selectors) {
+            return Err(ParseError {
+                field: "discoverySelectors".into(),
+                message: e.to_string(),
+                line: None,
+                column: None,
+            });
+        }
         Ok((cfg, unknown))
     }
 }
@@ -169,7 +204,9 @@ mod tests {
              localityLbSetting: {enabled: false, failover: [{from: us-east1, to: us-west1}], failoverPriority: [topology.istio.io/network]}\n\
              enableAutoMtls: false\nrootNamespace: mesh-root\n\
              defaultConfig: {discoveryAddress: 'meshd.mesh:15012', meshId: m1, holdApplicationUntilProxyStarts: true}\n\
-             accessLogFile: /dev/stdout\n",
+             accessLogFile: /dev/stdout\n\
+             discoverySelectors: [{matchLabels: {mesh: 'on'}}]\n\
+             serviceSettings: [{settings: {clusterLocal: true}, hosts: ['*.db.svc.cluster.local']}]\n",
         )
         .expect("parses");
         assert_eq!(cfg.trust_domain, "example.org");
@@ -185,6 +222,8 @@ mod tests {
         assert_eq!(cfg.root_namespace, "mesh-root");
         assert_eq!(cfg.default_config.discovery_address, "meshd.mesh:15012");
         assert_eq!(cfg.default_config.mesh_id, "m1");
+        assert_eq!(cfg.discovery_selectors[0].match_labels["mesh"], "on");
+        assert!(cfg.service_settings[0].settings.cluster_local);
         assert_eq!(
             unknown,
             ["defaultConfig.holdApplicationUntilProxyStarts", "accessLogFile"]
@@ -201,6 +240,11 @@ mod tests {
                 "unknown variant",
             ),
             ("trustDomain: ''\n", "trustDomain", "must not be empty"),
+            (
+                "discoverySelectors: [{matchExpressions: [{key: team, operator: In}]}]\n",
+                "discoverySelectors",
+                "need at least one value",
+            ),
             (
                 "trustDomain: 'unclosed\n",
                 "trustDomain",

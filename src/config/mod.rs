@@ -4,9 +4,11 @@
 //! publishes each new good value on a `tokio::sync::watch` channel, keeping the last good value when a
 //! reload fails.
 
+pub mod cluster_local;
 pub mod duration;
 pub mod mesh;
 pub mod networks;
+pub mod selectors;
 pub mod watch;
 
 pub use mesh::MeshConfig;

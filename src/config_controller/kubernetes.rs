@@ -2,6 +2,10 @@
 //! Istio config from its own cluster only), over `Api<DynamicObject>` at version `v1` (Istio ≥ 1.22
 //! serves every kind there). Each object is parsed where it arrives; a kind whose CRD is missing is
 //! reported by name and retried, without stopping the other kinds.
+//!
+//! Discovery selectors apply (as istiod's config informers share its namespace filter): only objects
+//! of the namespaces the config cluster's registry discovers are read. The watches start once that
+//! selection is known, and relist when it changes (the store then drops what the list left out).
 
 use std::{collections::BTreeSet, sync::Arc};
 
@@ -11,7 +15,7 @@ use kube::{
     api::{ApiResource, DynamicObject},
     runtime::watcher,
 };
-use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::{mpsc::UnboundedSender, watch};
 use tracing::{info, warn};
 
 use super::{
@@ -25,6 +29,7 @@ use crate::{
     kube_errors as errors,
     model::ClusterId,
     readiness::Ready,
+    registry::namespaces::Selected,
     telemetry::{REPEAT_WINDOW, Repeats},
 };
 
@@ -42,6 +47,8 @@ pub struct KubeSource {
     pub server: Arc<str>,
     /// Server-side timeout of each watch, in seconds.
     pub watch_timeout: u32,
+    /// The config cluster's discovered namespaces (`None` until its registry has listed them).
+    pub namespaces: watch::Receiver<Option<Selected>>,
 }
 
 /// The API resource of `kind` at [`WATCH_VERSION`].
@@ -132,7 +139,14 @@ async fn watch_kind(
     guard: crate::readiness::BlockReady,
 ) {
     let api: Api<DynamicObject> = Api::all_with(src.client.clone(), &api_resource(kind));
-    let mut events = kube_watch::watch(api, kube_watch::config(src.watch_timeout)).boxed();
+    let watch = || kube_watch::watch(api.clone(), kube_watch::config(src.watch_timeout)).boxed();
+    let mut namespaces = src.namespaces.clone();
+    let Ok(first) = namespaces.wait_for(Option::is_some).await.map(|s| s.clone()) else {
+        return;
+    };
+    let mut selected = first.unwrap_or(Selected::All);
+    let mut events = watch();
+    let mut namespaces_open = true;
     let source = SourceId::Cluster(src.cluster.clone());
     let state_name = format!("{source} {kind}");
     let mut guard = Some(guard);
@@ -144,7 +158,23 @@ async fn watch_kind(
             state: Some(state),
         });
     };
-    while let Some(item) = events.next().await {
+    loop {
+        let item = tokio::select! {
+            item = events.next() => match item {
+                Some(item) => item,
+                None => return,
+            },
+            r = namespaces.changed(), if namespaces_open => {
+                // A stopped registry leaves the last selection in force.
+                namespaces_open = r.is_ok();
+                let now = namespaces.borrow_and_update().clone();
+                if let Some(now) = now.filter(|n| *n != selected) {
+                    selected = now;
+                    events = watch();
+                }
+                continue;
+            }
+        };
         let ev = match item {
             Ok(ev) => ev,
             Err(e) => {
@@ -162,6 +192,16 @@ async fn watch_kind(
         };
         match ev {
             watcher::Event::Init => listing = Some(BTreeSet::new()),
+            watcher::Event::InitApply(obj) | watcher::Event::Apply(obj)
+                if !selected.contains(&obj.namespace().unwrap_or_default()) =>
+            {
+                // Not (or no longer) discovered: as if deleted, and not listed.
+                let object = ObjectRef::new(kind, &obj.namespace().unwrap_or_default(), &obj.name_any());
+                let _ = tx.send(Event::Delete {
+                    source: source.clone(),
+                    object,
+                });
+            }
             watcher::Event::InitApply(obj) | watcher::Event::Apply(obj) => {
                 let (object, meta, parsed) = convert(kind, &obj, &src.cluster);
                 let event = match &mut listing {

@@ -234,9 +234,24 @@ pub(super) fn view_key(ctx: &Context) -> Arc<str> {
 /// (objects and revisions) and what locality load balancing reads of the proxy. A cluster with
 /// neither keeps the shared key, so every proxy with the same view shares one encode.
 pub(super) fn name_key(ctx: &Context, view: &Arc<str>, name: &str) -> Arc<str> {
+    let traffic = ctx.mesh.traffic();
+    // A cluster-local service's assignment depends on the proxy's cluster (the host is the name's
+    // last `|` field; a plain string test, so other clusters keep the shared key).
+    let local = ctx.proxy.cluster_id.as_ref().filter(|_| {
+        name.rsplit('|')
+            .next()
+            .is_some_and(|host| traffic.settings.cluster_local.contains(host))
+    });
+    let own;
+    let view = match local {
+        Some(c) => {
+            own = Arc::from(format!("{view}|cluster={c}"));
+            &own
+        }
+        None => view,
+    };
     // Without DestinationRules only a mesh-wide `distribute` reads the proxy (failover needs a
     // rule's outlierDetection): skip the per-cluster lookups.
-    let traffic = ctx.mesh.traffic();
     if traffic.destination_rules.rules().next().is_none()
         && traffic.settings.mesh.locality_lb_setting.distribute.is_empty()
     {
@@ -297,6 +312,8 @@ pub struct EdsCluster<'a> {
     pub locality: locality::Mode,
     /// The mTLS rule for its endpoints.
     pub mtls: MtlsCheck<'a>,
+    /// The proxy's cluster when the service is cluster-local (only its endpoints are sent).
+    pub cluster_local: Option<ClusterId>,
 }
 
 impl<'a> EdsCluster<'a> {
@@ -318,7 +335,12 @@ impl<'a> EdsCluster<'a> {
             policy.outlier_detection.is_some(),
         );
         let dr_tls = rule.and_then(|r| Some((policy.tls.as_ref()?.mode, &**r)));
+        let cluster_local = proxy
+            .cluster_id
+            .clone()
+            .filter(|_| traffic.settings.cluster_local.contains(&target.service.hostname));
         Some(Self {
+            cluster_local,
             rule,
             subset: subset
                 .and_then(|s| rule?.subset(s))
@@ -352,6 +374,7 @@ impl<'a> EdsCluster<'a> {
             view,
             subset: self.subset,
             mtls,
+            cluster_local: self.cluster_local.as_ref(),
         }
     }
 

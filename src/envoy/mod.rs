@@ -51,7 +51,7 @@ pub use split_horizon::SplitHorizon;
 #[cfg(any(test, feature = "testing"))]
 pub use static_mesh::StaticMesh;
 
-use crate::model::{Endpoint, NetworkGateway, NetworkId, Service, ServicePort, TlsMode};
+use crate::model::{ClusterId, Endpoint, NetworkGateway, NetworkId, Service, ServicePort, TlsMode};
 
 /// What generators read from a mesh snapshot: services in host-name order and their endpoints in
 /// every cluster. Implemented by the aggregate's snapshot; tests and benches use small fixtures.
@@ -127,6 +127,9 @@ pub struct EndpointQuery<'q> {
     /// Whether the client sends the endpoint Istio mTLS that it takes (istiod's `checkMtlsEnabled`
     /// on a sidecar endpoint): required through a gateway, and `tlsMode: istio` is sent only then.
     pub mtls: &'q dyn Fn(&Endpoint) -> bool,
+    /// For a cluster-local service, the proxy's cluster: only its endpoints are sent (istiod's
+    /// `IsClusterLocal` in the endpoint builder); `None` is every cluster.
+    pub cluster_local: Option<&'q ClusterId>,
 }
 
 impl<'q> EndpointQuery<'q> {
@@ -138,7 +141,13 @@ impl<'q> EndpointQuery<'q> {
             view,
             subset: None,
             mtls: &has_sidecar,
+            cluster_local: None,
         }
+    }
+
+    /// Whether `ep` may be sent as far as cluster-local services go.
+    pub fn in_cluster(&self, ep: &Endpoint) -> bool {
+        self.cluster_local.is_none_or(|c| ep.cluster == *c)
     }
 
     /// Whether `ep` belongs to the subset (istiod's `subsetLabels.SubsetOf(ep.Labels)`).
@@ -183,7 +192,7 @@ pub trait EndpointView: Send + Sync + 'static {
     /// `tlsMode` as the query decides.
     fn select<'a>(&self, mesh: &'a dyn Mesh, q: &EndpointQuery<'_>) -> Vec<Cow<'a, Endpoint>> {
         mesh.endpoints(q.service)
-            .filter(|e| q.in_subset(e))
+            .filter(|e| q.in_cluster(e) && q.in_subset(e))
             .map(|e| match q.tls_mode(e) {
                 tls if tls == e.tls_mode => Cow::Borrowed(e),
                 tls_mode => Cow::Owned(Endpoint {

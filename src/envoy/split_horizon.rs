@@ -2,6 +2,7 @@
 //! given network view is sent, as a pure function of the endpoints, the gateways and the query.
 //!
 //! - Endpoints outside `REQUESTED_NETWORK_VIEW` are dropped (the unnamed network is always visible).
+//! - For a cluster-local service, endpoints of other clusters than the proxy's are dropped.
 //! - For a subset cluster, endpoints outside the subset are dropped first: they neither go direct nor
 //!   count toward a gateway's weight, so a gateway stands in only for its network's subset endpoints.
 //! - With no gateway anywhere, multi-network is off: every visible endpoint goes as is.
@@ -201,6 +202,8 @@ pub enum Direct {
 pub enum Dropped {
     /// Its network is not in the proxy's `REQUESTED_NETWORK_VIEW`.
     OutsideNetworkView,
+    /// The service is cluster-local (MeshConfig `serviceSettings`) and it runs in another cluster.
+    OtherCluster,
     /// Its labels do not include the subset's.
     NotInSubset,
     /// It does not serve the port.
@@ -243,6 +246,9 @@ pub enum Verdict {
 fn decide<'i, 'g>(ep: &Endpoint, index: &'i GatewayIndex<'g>, q: &EndpointQuery<'_>) -> Decision<'i, 'g> {
     if !q.view.sees(ep.network.as_ref()) {
         return Decision::Dropped(Dropped::OutsideNetworkView);
+    }
+    if !q.in_cluster(ep) {
+        return Decision::Dropped(Dropped::OtherCluster);
     }
     if !q.in_subset(ep) {
         return Decision::Dropped(Dropped::NotInSubset);

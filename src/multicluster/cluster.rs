@@ -24,11 +24,14 @@ use super::{
 };
 use crate::{
     aggregate::{RegistryId, Update, UpdateSender},
-    config::MeshNetworks,
+    config::{MeshConfig, MeshNetworks},
     drain::Tasks,
     model::ClusterId,
     readiness::BlockReady,
-    registry::{self, Progress},
+    registry::{
+        self, Progress,
+        namespaces::{Override, Selection},
+    },
 };
 
 /// Settings shared by every cluster.
@@ -42,6 +45,10 @@ pub struct Env {
     pub system_namespace: String,
     /// meshNetworks.
     pub networks: watch::Receiver<Arc<MeshNetworks>>,
+    /// The mesh config (its discovery selectors, unless a Secret overrides them).
+    pub mesh: watch::Receiver<Arc<MeshConfig>>,
+    /// Where every registry publishes its pods, for the ServiceEntries that select them.
+    pub workloads: watch::Sender<registry::ClusterWorkloads>,
     /// How long a new cluster may hold readiness.
     pub timeout: Duration,
     /// Server-side watch timeout, in seconds.
@@ -68,6 +75,8 @@ pub struct Handle {
     /// reviews for this cluster's workloads go to its own API server.
     pub client: watch::Receiver<Option<kube::Client>>,
     rotate: mpsc::Sender<Arc<[u8]>>,
+    /// The Secret's own discovery selectors, which every registry generation follows.
+    selectors: watch::Sender<Override>,
     tasks: Tasks,
 }
 
@@ -80,9 +89,11 @@ impl Handle {
         cluster: ClusterId,
         kubeconfig: Arc<[u8]>,
         sha: [u8; 32],
+        selectors: Override,
         ready: Option<BlockReady>,
     ) -> Self {
         let (status_tx, status) = watch::channel((SyncStatus::Syncing, None));
+        let (selectors, selectors_rx) = watch::channel(selectors);
         let (rotate, rotations) = mpsc::channel(4);
         let (client_tx, client) = watch::channel(None);
         let tasks = tasks.child();
@@ -92,6 +103,7 @@ impl Handle {
             tasks: tasks.clone(),
             status: status_tx,
             client: client_tx,
+            selectors: selectors_rx,
             published: 0,
             latest: 0,
         };
@@ -104,8 +116,24 @@ impl Handle {
             status,
             client,
             rotate,
+            selectors,
             tasks,
         }
+    }
+
+    /// Replaces the Secret's own selectors (the registry drops or relists namespaces in place);
+    /// whether they changed.
+    pub fn set_selectors(&self, selectors: Override) -> bool {
+        self.selectors.send_if_modified(|s| {
+            let changed = *s != selectors;
+            *s = selectors;
+            changed
+        })
+    }
+
+    /// The Secret's own selectors, as `/debug/clusterz` shows them.
+    pub fn selectors(&self) -> watch::Receiver<Override> {
+        self.selectors.subscribe()
     }
 
     /// Rotates to a new kubeconfig (make-before-break).
@@ -136,6 +164,7 @@ struct Supervisor {
     tasks: Tasks,
     status: watch::Sender<(SyncStatus, Option<String>)>,
     client: watch::Sender<Option<kube::Client>>,
+    selectors: watch::Receiver<Override>,
     /// Generation whose client was last published.
     published: u64,
     latest: u64,
@@ -210,6 +239,9 @@ impl Supervisor {
                 generation: self.latest,
             })
             .await;
+        self.env.workloads.send_if_modified(|all| {
+            all.contains_key(&self.cluster) && Arc::make_mut(all).remove(&self.cluster).is_some()
+        });
         self.status.send_replace((SyncStatus::Closed, None));
         self.client.send_replace(None);
     }
@@ -251,9 +283,12 @@ impl Supervisor {
                 metrics: self.env.registry_metrics.clone(),
                 watch_timeout: self.env.watch_timeout,
                 server,
-                // istiod's ServiceEntries select the pods of every cluster; meshd's, the config
-                // cluster's (docs/configuration.md).
-                workloads: None,
+                workloads: Some(self.env.workloads.clone()),
+                selection: Selection {
+                    mesh: self.env.mesh.clone(),
+                    cluster: self.selectors.clone(),
+                },
+                selected: None,
             },
             self.env.updates.clone(),
         );

@@ -10,7 +10,7 @@ use tracing::{info, warn};
 
 use super::{
     cluster::{Env, Handle},
-    secrets::{SecretData, desired},
+    secrets::{SELECTORS_ANNOTATION, SecretData, SecretEntry, desired},
     status::{Clusters, Entry, StatusSource, SyncStatus},
 };
 use crate::kube_watch;
@@ -146,11 +146,15 @@ impl Controller {
         });
         for (id, w) in &want.clusters {
             match running.get_mut(id) {
-                Some(r) if r.handle.sha == w.sha => r.secret.clone_from(&w.secret),
                 Some(r) => {
-                    info!(cluster = %id, secret = %w.secret, "remote cluster kubeconfig changed");
+                    if r.handle.sha != w.sha {
+                        info!(cluster = %id, secret = %w.secret, "remote cluster kubeconfig changed");
+                        r.handle.rotate(w.kubeconfig.clone(), w.sha);
+                    }
+                    if r.handle.set_selectors(w.selectors.clone()) {
+                        info!(cluster = %id, secret = %w.secret, "remote cluster discovery selectors changed");
+                    }
                     r.secret.clone_from(&w.secret);
-                    r.handle.rotate(w.kubeconfig.clone(), w.sha);
                 }
                 None => {
                     info!(cluster = %id, secret = %w.secret, "remote cluster added");
@@ -161,6 +165,7 @@ impl Controller {
                         id.clone(),
                         w.kubeconfig.clone(),
                         w.sha,
+                        w.selectors.clone(),
                         guard,
                     );
                     running.insert(
@@ -184,12 +189,14 @@ impl Controller {
                 secret: r.secret.clone(),
                 status: StatusSource::Live(r.handle.status.clone()),
                 client: Some(r.handle.client.clone()),
+                selectors: Some(r.handle.selectors()),
             })
             .chain(want.rejected.iter().map(|r| Entry {
                 id: r.cluster.clone(),
                 secret: r.secret.clone(),
                 status: StatusSource::Fixed(SyncStatus::Error(r.reason.clone())),
                 client: None,
+                selectors: None,
             }))
             .collect();
         rest.sort_by(|a, b| (&a.id, &a.secret).cmp(&(&b.id, &b.secret)));
@@ -205,6 +212,7 @@ impl Controller {
             secret: String::new(),
             status: self.own_status.clone(),
             client: None,
+            selectors: None,
         }
     }
 }
@@ -224,5 +232,6 @@ fn insert(secrets: &mut SecretData, s: &Secret) {
         .flatten()
         .map(|(k, v)| (k.clone(), Arc::<[u8]>::from(v.0.as_slice())))
         .collect();
-    secrets.insert(secret_name(s), data);
+    let selectors = s.annotations().get(SELECTORS_ANNOTATION).cloned();
+    secrets.insert(secret_name(s), SecretEntry { data, selectors });
 }

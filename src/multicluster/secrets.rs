@@ -1,6 +1,9 @@
 //! From the labelled Secrets to the clusters meshd should run: a pure function, re-evaluated on every
 //! Secret event, so a cluster ID claimed by two Secrets goes to a documented winner and falls to the
 //! other when the winner goes (istiod keeps the first it saw and never re-evaluates: istio #36365).
+//!
+//! ★ A Secret may carry its clusters' own discovery selectors in the [`SELECTORS_ANNOTATION`]
+//! annotation (istio#54402): they replace MeshConfig's `discoverySelectors` for those clusters.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -10,13 +13,26 @@ use std::{
 use sha2::{Digest, Sha256};
 
 use super::kubeconfig::{InsecureOption, sanitize};
-use crate::model::ClusterId;
+use crate::{config::selectors, model::ClusterId, registry::namespaces::Override};
+
+/// The remote Secret annotation holding its clusters' discovery selectors: a YAML or JSON list of
+/// label selectors, as MeshConfig's `discoverySelectors` (`[]` discovers every namespace).
+pub const SELECTORS_ANNOTATION: &str = "meshd.io/discovery-selectors";
 
 /// A Secret's `namespace/name`.
 pub type SecretName = String;
 
-/// The Secrets' data: secret → cluster ID → kubeconfig.
-pub type SecretData = BTreeMap<SecretName, BTreeMap<String, Arc<[u8]>>>;
+/// What one Secret (or kubeconfig file) provides.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SecretEntry {
+    /// Cluster ID → kubeconfig.
+    pub data: BTreeMap<String, Arc<[u8]>>,
+    /// The [`SELECTORS_ANNOTATION`] text, if set.
+    pub selectors: Option<String>,
+}
+
+/// The Secrets' data: secret → what it provides.
+pub type SecretData = BTreeMap<SecretName, SecretEntry>;
 
 /// A cluster meshd should be watching.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,6 +43,8 @@ pub struct Wanted {
     pub kubeconfig: Arc<[u8]>,
     /// sha256 of the kubeconfig: a change means rotation.
     pub sha: [u8; 32],
+    /// The Secret's own discovery selectors (`None`: MeshConfig's).
+    pub selectors: Override,
 }
 
 /// A Secret entry that will not be used, and why.
@@ -55,8 +73,23 @@ pub struct Desired {
 pub fn desired(secrets: &SecretData, own: &ClusterId, allowed: &BTreeSet<InsecureOption>) -> Desired {
     let mut out = Desired::default();
     // BTreeMap iteration is in secret-name order, which makes the first valid claimant the winner.
-    for (secret, entries) in secrets {
-        for (id, kubeconfig) in entries {
+    for (secret, entry) in secrets {
+        // An annotation that does not parse makes the whole Secret unusable: guessing would discover
+        // namespaces its author meant to exclude.
+        let own_selectors = match entry.selectors.as_deref().map(selectors::parse).transpose() {
+            Ok(s) => s.map(Arc::new),
+            Err(e) => {
+                for id in entry.data.keys() {
+                    out.rejected.push(Rejected {
+                        cluster: ClusterId::from(id.as_str()),
+                        secret: secret.clone(),
+                        reason: format!("annotation {SELECTORS_ANNOTATION}: {e}"),
+                    });
+                }
+                continue;
+            }
+        };
+        for (id, kubeconfig) in &entry.data {
             let cluster = ClusterId::from(id.as_str());
             let reject = |reason: String| Rejected {
                 cluster: cluster.clone(),
@@ -84,6 +117,7 @@ pub fn desired(secrets: &SecretData, own: &ClusterId, allowed: &BTreeSet<Insecur
                             secret: secret.clone(),
                             kubeconfig: kubeconfig.clone(),
                             sha: Sha256::digest(kubeconfig).into(),
+                            selectors: own_selectors.clone(),
                         },
                     );
                 }
@@ -112,6 +146,7 @@ mod tests {
         for (secret, id, kc) in entries {
             out.entry(secret.to_string())
                 .or_default()
+                .data
                 .insert(id.to_string(), kc.clone());
         }
         out
@@ -173,6 +208,37 @@ mod tests {
             "{rejected:?}"
         );
         assert!(rejected[2].starts_with("ns/a primary: cluster ID primary is meshd's own cluster"));
+    }
+
+    #[test]
+    fn the_selectors_annotation_is_parsed_per_secret_and_a_bad_one_rejects_its_clusters() {
+        let mut secrets = data(&[
+            ("ns/a", "c2", kubeconfig("https://a")),
+            ("ns/b", "c3", kubeconfig("https://b")),
+            ("ns/c", "c4", kubeconfig("https://c")),
+        ]);
+        let annotate = |s: &mut SecretData, name: &str, text: &str| {
+            s.get_mut(name).expect("secret").selectors = Some(text.to_owned());
+        };
+        annotate(&mut secrets, "ns/a", "[{matchLabels: {team: a}}]");
+        annotate(
+            &mut secrets,
+            "ns/b",
+            "[{matchExpressions: [{key: team, operator: In}]}]",
+        );
+        let d = desired(&secrets, &"p".into(), &BTreeSet::new());
+        let own = d.clusters["c2"].selectors.as_deref().expect("own selectors");
+        assert_eq!(own[0].match_labels["team"], "a");
+        assert_eq!(d.clusters["c4"].selectors, None, "no annotation: MeshConfig's");
+        assert!(!d.clusters.contains_key("c3"));
+        assert_eq!(d.rejected.len(), 1);
+        assert!(
+            d.rejected[0].reason.starts_with(
+                "annotation meshd.io/discovery-selectors: selector 0: matchExpressions key \"team\""
+            ),
+            "{:?}",
+            d.rejected
+        );
     }
 
     #[test]

@@ -8,7 +8,12 @@ use axum::{Json, routing::get};
 use serde::Serialize;
 use tokio::sync::watch;
 
-use crate::{admin, model::ClusterId, registry::Progress};
+use crate::{
+    admin,
+    config::selectors::LabelSelector,
+    model::ClusterId,
+    registry::{Progress, namespaces::Override},
+};
 
 /// Adds `/debug/clusterz`.
 pub fn routes(debug: admin::Debug, clusters: Clusters) -> admin::Debug {
@@ -71,6 +76,10 @@ pub struct ClusterRow {
     /// The last watch error, while it lasts.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// ★ The remote Secret's own discovery selectors (annotation `meshd.io/discovery-selectors`),
+    /// replacing MeshConfig's for this cluster; absent when it follows MeshConfig's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub discovery_selectors: Option<Vec<LabelSelector>>,
 }
 
 /// A cluster as the table holds it: a live status, or a fixed one for rejected entries.
@@ -81,6 +90,8 @@ pub(crate) struct Entry {
     pub(crate) status: StatusSource,
     /// The remote's current client (running remotes only).
     pub(crate) client: Option<ClientChannel>,
+    /// The remote's own discovery selectors (running remotes only).
+    pub(crate) selectors: Option<watch::Receiver<Override>>,
 }
 
 impl std::fmt::Debug for Entry {
@@ -152,6 +163,10 @@ impl Clusters {
                     secret_name: e.secret.clone(),
                     sync_status: status.to_string(),
                     last_error,
+                    discovery_selectors: e
+                        .selectors
+                        .as_ref()
+                        .and_then(|rx| rx.borrow().as_deref().cloned()),
                 }
             })
             .collect()
@@ -190,6 +205,15 @@ impl RemotesWatch {
     /// Waits until the table changes; `Err` once the table itself is gone.
     pub async fn changed(&mut self) -> Result<(), watch::error::RecvError> {
         self.0.changed().await
+    }
+
+    /// The own discovery selectors of running remote `id` (its Secret's annotation).
+    pub fn selectors(&self, id: &ClusterId) -> Option<watch::Receiver<Override>> {
+        self.0
+            .borrow()
+            .iter()
+            .find(|e| &e.id == id && e.client.is_some())
+            .and_then(|e| e.selectors.clone())
     }
 
     /// The running remotes now, by cluster ID, each with its client channel.

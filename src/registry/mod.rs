@@ -1,6 +1,11 @@
 //! One registry per cluster: kube-rs watchers on Namespaces, Services, EndpointSlices, Pods and Nodes,
 //! folded into a compact [`state::State`] by one task, which sends the aggregator what changed.
 //!
+//! Discovery selectors ([`namespaces`]): the namespaced watchers start once the Namespaces are listed,
+//! and keep only the objects of discovered namespaces, so an undiscovered namespace costs no memory. A
+//! namespace that stops being discovered has its objects dropped at once; one that starts makes the
+//! namespaced watchers relist (istiod replays its informer cache instead, which holds every object).
+//!
 //! Until every watcher has finished its initial list the registry sends nothing; then it sends its whole
 //! view at once ([`Update::Replace`]), which is what lets a rotated registry replace the old one without
 //! a gap. A relist after a watch error (410 Gone, 500s, a dropped connection) updates objects in place
@@ -9,6 +14,7 @@
 pub mod endpoints;
 pub mod invalid;
 mod metrics;
+pub mod namespaces;
 pub mod network;
 pub mod service;
 mod state;
@@ -30,6 +36,7 @@ use tracing::{info, warn};
 use self::{
     endpoints::{ObjectName, PodWorkload},
     invalid::{InvalidAddress, Reported},
+    namespaces::{Namespaces, Selected, Selection},
     network::NetworkResolver,
     state::State,
 };
@@ -41,6 +48,9 @@ use crate::{
     model::{LABEL_NETWORK, NetworkId, ServiceKey},
     telemetry::{REPEAT_WINDOW, Repeats},
 };
+
+/// Every cluster's ready pods, by cluster (each sorted by namespace).
+pub type ClusterWorkloads = Arc<std::collections::BTreeMap<crate::model::ClusterId, Arc<[PodWorkload]>>>;
 
 /// Events handled per batch: a burst rebuilds each touched service once.
 const BATCH: usize = 512;
@@ -62,9 +72,14 @@ pub struct Options {
     pub watch_timeout: u32,
     /// The API server's URL, named when it cannot be reached.
     pub server: Arc<str>,
-    /// Where the config cluster's registry publishes its ready pods, for the ServiceEntries that select
-    /// them (the ServiceEntry registry); `None` for remote clusters.
-    pub workloads: Option<watch::Sender<Arc<[PodWorkload]>>>,
+    /// Where the registry publishes its ready pods under its cluster, for the ServiceEntries that
+    /// select them (the ServiceEntry registry reads every cluster's, as istiod's).
+    pub workloads: Option<watch::Sender<ClusterWorkloads>>,
+    /// The discovery selectors this cluster follows.
+    pub selection: Selection,
+    /// Where the config cluster's registry publishes its discovered namespaces (the config controller
+    /// and the root publisher follow them); `None` for remote clusters.
+    pub selected: Option<watch::Sender<Option<Selected>>>,
 }
 
 /// A registry's progress, as its cluster's status shows it.
@@ -160,7 +175,13 @@ struct Registry {
     invalid_services: Reported,
     invalid_slices: Reported,
     /// See [`Options::workloads`].
-    workloads: Option<watch::Sender<Arc<[PodWorkload]>>>,
+    workloads: Option<watch::Sender<ClusterWorkloads>>,
+    selection: Selection,
+    namespaces: Namespaces,
+    /// See [`Options::selected`].
+    selected: Option<watch::Sender<Option<Selected>>>,
+    /// The namespaced watchers must (re)start: the Namespaces were listed, or a namespace was added.
+    restart_objects: bool,
 }
 
 impl Registry {
@@ -187,22 +208,33 @@ impl Registry {
             invalid_services: Reported::default(),
             invalid_slices: Reported::default(),
             workloads: opts.workloads,
+            selection: opts.selection,
+            namespaces: Namespaces::default(),
+            selected: opts.selected,
+            restart_objects: false,
         }
     }
 
     async fn run(mut self, client: Client) {
-        let mut events = watch_all(client, &self.system_namespace, self.watch_timeout).ready_chunks(BATCH);
+        let mut events = watch_cluster_scoped(client.clone(), self.watch_timeout).ready_chunks(BATCH);
+        // Started once the Namespaces are listed, replaced (a relist) when a namespace is added.
+        let mut objects: Option<WatchBatches> = None;
         let mut networks_open = true;
+        let diff = self.namespaces.set_selectors(self.selection.current());
+        debug_assert!(diff.is_empty(), "no namespace is known yet");
         loop {
             tokio::select! {
                 batch = events.next() => {
                     let Some(batch) = batch else { return };
-                    for item in batch {
-                        match item {
-                            Ok(ev) => self.on_event(ev),
-                            Err((kind, e)) => self.on_error(kind, &e),
-                        }
-                    }
+                    self.on_batch(batch);
+                }
+                batch = next_batch(&mut objects) => {
+                    let Some(batch) = batch else { return };
+                    self.on_batch(batch);
+                }
+                () = self.selection.changed() => {
+                    let diff = self.namespaces.set_selectors(self.selection.current());
+                    self.on_selection(diff);
                 }
                 r = self.networks.changed(), if networks_open => {
                     if r.is_err() {
@@ -218,8 +250,61 @@ impl Registry {
                     }
                 }
             }
+            if std::mem::take(&mut self.restart_objects) {
+                objects = Some(watch_namespaced(client.clone(), self.watch_timeout).ready_chunks(BATCH));
+            }
             if !self.flush().await {
                 return;
+            }
+        }
+    }
+
+    fn on_batch(&mut self, batch: Vec<WatchItem>) {
+        for item in batch {
+            match item {
+                Ok(ev) => self.on_event(ev),
+                Err((kind, e)) => self.on_error(kind, &e),
+            }
+        }
+    }
+
+    /// Acts on a selection change: a removed namespace's objects go now; an added one's are listed.
+    fn on_selection(&mut self, diff: namespaces::Diff) {
+        if diff.is_empty() {
+            return;
+        }
+        if let Some(tx) = &self.selected {
+            tx.send_replace(Some(self.namespaces.selected()));
+        }
+        if !diff.removed.is_empty() {
+            info!(cluster = %self.id.cluster, namespaces = ?diff.removed, "namespaces no longer discovered; dropping their objects");
+            self.drop_namespaces(&diff.removed);
+        }
+        // Before the first list the watchers start with the selection as it is by then.
+        if diff.added && self.listed[Kind::Namespace as usize] {
+            info!(cluster = %self.id.cluster, "namespaces newly discovered; relisting their objects");
+            self.restart_objects = true;
+        }
+    }
+
+    fn drop_namespaces(&mut self, gone: &std::collections::BTreeSet<String>) {
+        let gone = |ns: &str| gone.contains(ns);
+        for key in self.state.service_keys() {
+            if gone(&key.namespace) && self.state.set_service(key.clone(), None) {
+                self.changed_services.insert(key);
+            }
+        }
+        for name in self.state.slice_names() {
+            if gone(&name.namespace) {
+                self.invalid_slices.forget(&name);
+                let touched = self.state.set_slice(name, None);
+                self.touched.extend(touched);
+            }
+        }
+        for name in self.state.pod_names() {
+            if gone(&name.namespace) {
+                let touched = self.state.set_pod(name, None);
+                self.touched.extend(touched);
             }
         }
     }
@@ -270,6 +355,17 @@ impl Registry {
         if let Some(event) = event {
             self.metrics.reg_event(kind.metric_label(), event);
         }
+        // An object of an undiscovered namespace is not kept: as if deleted, and not listed.
+        let ev = match ev {
+            watcher::Event::InitApply(obj) | watcher::Event::Apply(obj)
+                if !self
+                    .namespaces
+                    .contains(obj.namespace().as_deref().unwrap_or_default()) =>
+            {
+                watcher::Event::Delete(obj)
+            }
+            ev => ev,
+        };
         match ev {
             watcher::Event::Init => self.relisting[slot] = Some(HashSet::new()),
             watcher::Event::InitApply(obj) => {
@@ -281,6 +377,13 @@ impl Registry {
             watcher::Event::InitDone => {
                 let seen = self.relisting[slot].take().unwrap_or_default();
                 handle(self, Op::Prune(&seen));
+                if kind == Kind::Namespace && !self.listed[slot] {
+                    // The selection is known: the namespaced watchers start with it.
+                    self.restart_objects = true;
+                    if let Some(tx) = &self.selected {
+                        tx.send_replace(Some(self.namespaces.selected()));
+                    }
+                }
                 self.listed[slot] = true;
                 if let Some(n) = self.repeats.clear() {
                     info!(cluster = %self.id.cluster, %kind, repeats = n, "watch recovered");
@@ -293,12 +396,33 @@ impl Registry {
     }
 
     fn namespace(&mut self, op: Op<'_, PartialObjectMeta<Namespace>>) {
+        let diff = match &op {
+            Op::Apply(ns) => self.namespaces.apply(&ns.name_any(), ns.labels()),
+            Op::Delete(ns) => self.namespaces.remove(&ns.name_any()),
+            Op::Prune(seen) => {
+                let gone: Vec<String> = self
+                    .namespaces
+                    .names()
+                    .filter(|n| !seen.contains(*n))
+                    .map(str::to_owned)
+                    .collect();
+                let mut diff = namespaces::Diff::default();
+                for n in gone {
+                    diff.removed.extend(self.namespaces.remove(&n).removed);
+                }
+                diff
+            }
+        };
+        self.on_selection(diff);
+        // The system namespace's network label applies whether or not it is discovered (istiod 1.27).
         let network = match op {
-            Op::Apply(ns) => ns
+            Op::Apply(ns) if ns.name_any() == self.system_namespace => ns
                 .labels()
                 .get(LABEL_NETWORK)
                 .map(|n| NetworkId::from(n.as_str())),
-            Op::Delete(_) => None,
+            Op::Apply(_) => return,
+            Op::Delete(ns) if ns.name_any() == self.system_namespace => None,
+            Op::Delete(_) => return,
             Op::Prune(seen) if seen.contains(&self.system_namespace) => return,
             Op::Prune(_) => None,
         };
@@ -435,7 +559,9 @@ impl Registry {
         if let Some(tx) = &self.workloads
             && let Some(workloads) = self.state.take_workloads()
         {
-            tx.send_replace(workloads);
+            tx.send_modify(|all| {
+                Arc::make_mut(all).insert(self.id.cluster.clone(), workloads);
+            });
         }
         if !self.synced {
             self.synced = true;
@@ -492,32 +618,51 @@ impl Registry {
 
 type WatchItem = Result<Event, (Kind, watcher::Error)>;
 
-/// The five watchers, merged; each backs off on errors (client-go's schedule) and relists.
-fn watch_all(
-    client: Client,
-    system_namespace: &str,
-    timeout: u32,
-) -> futures::stream::SelectAll<BoxStream<'static, WatchItem>> {
-    fn boxed<K: 'static, S>(
-        kind: Kind,
-        s: S,
-        wrap: fn(watcher::Event<K>) -> Event,
-    ) -> BoxStream<'static, WatchItem>
-    where
-        S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
-    {
-        s.map(move |r| r.map(wrap).map_err(|e| (kind, e))).boxed()
+type Watches = futures::stream::SelectAll<BoxStream<'static, WatchItem>>;
+
+type WatchBatches = futures::stream::ReadyChunks<Watches>;
+
+/// The next batch of the namespaced watchers; never while they have not started.
+async fn next_batch(objects: &mut Option<WatchBatches>) -> Option<Vec<WatchItem>> {
+    match objects {
+        Some(o) => o.next().await,
+        None => std::future::pending().await,
     }
+}
+
+fn boxed<K: 'static, S>(
+    kind: Kind,
+    s: S,
+    wrap: fn(watcher::Event<K>) -> Event,
+) -> BoxStream<'static, WatchItem>
+where
+    S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+{
+    s.map(move |r| r.map(wrap).map_err(|e| (kind, e))).boxed()
+}
+
+/// The Namespace (metadata: labels) and Node watchers, merged; each backs off on errors (client-go's
+/// schedule) and relists.
+fn watch_cluster_scoped(client: Client, timeout: u32) -> Watches {
     let cfg = || kube_watch::config(timeout);
     futures::stream::select_all([
         boxed(
             Kind::Namespace,
-            kube_watch::watch(
-                Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
-                cfg().fields(&format!("metadata.name={system_namespace}")),
-            ),
+            kube_watch::watch(Api::<PartialObjectMeta<Namespace>>::all(client.clone()), cfg()),
             Event::Namespace,
         ),
+        boxed(
+            Kind::Node,
+            kube_watch::watch(Api::<PartialObjectMeta<Node>>::all(client), cfg()),
+            Event::Node,
+        ),
+    ])
+}
+
+/// The Service, EndpointSlice and Pod watchers, merged.
+fn watch_namespaced(client: Client, timeout: u32) -> Watches {
+    let cfg = || kube_watch::config(timeout);
+    futures::stream::select_all([
         boxed(
             Kind::Service,
             kube_watch::watch(Api::<Service>::all(client.clone()), cfg()),
@@ -530,16 +675,8 @@ fn watch_all(
         ),
         boxed(
             Kind::Pod,
-            kube_watch::watch(
-                Api::<Pod>::all(client.clone()),
-                cfg().fields("status.phase!=Failed"),
-            ),
+            kube_watch::watch(Api::<Pod>::all(client), cfg().fields("status.phase!=Failed")),
             |e| Event::Pod(Box::new(e)),
-        ),
-        boxed(
-            Kind::Node,
-            kube_watch::watch(Api::<PartialObjectMeta<Node>>::all(client), cfg()),
-            Event::Node,
         ),
     ])
 }

@@ -1,10 +1,10 @@
 //! The ServiceEntry registry (istiod's `serviceEntryStore`): ServiceEntries and WorkloadEntries of the
-//! config store, and the config cluster's pods they select, become services and endpoints, sent to the
+//! config store, and the pods of every cluster they select, become services and endpoints, sent to the
 //! aggregate as the `External` provider of the config cluster, beside the per-cluster Kubernetes
 //! registries.
 //!
 //! Owns: the conversion ([`convert`], [`workload`], pure) and one task that recomputes the registry's
-//! whole view when the config, meshNetworks, the config cluster's pods or the Kubernetes Services that
+//! whole view when the config, meshNetworks, any cluster's pods or the Kubernetes Services that
 //! may select WorkloadEntries change, and sends it as one `Update::Replace` (the aggregate diffs it). Does NOT: watch or validate
 //! Istio objects (the config controller), merge with Kubernetes Services (the aggregate), or filter by
 //! `exportTo` (#19).
@@ -28,7 +28,7 @@ use crate::{
     istio::Kind,
     model::{Origin, Provider, ShardKey},
     readiness::{BlockReady, Ready},
-    registry::{endpoints::PodWorkload, network::NetworkResolver},
+    registry::{ClusterWorkloads, endpoints::PodWorkload, network::NetworkResolver},
 };
 
 /// The Kubernetes Services of a snapshot that may select WorkloadEntries: those with a selector, in
@@ -48,6 +48,13 @@ pub fn selecting(snapshot: &MeshSnapshot) -> Vec<Selecting> {
         .collect()
 }
 
+/// Every cluster's pods in one list sorted by namespace (stable: per namespace, by cluster ID).
+fn all_pods(by_cluster: &ClusterWorkloads) -> Vec<PodWorkload> {
+    let mut pods: Vec<PodWorkload> = by_cluster.values().flat_map(|p| p.iter().cloned()).collect();
+    pods.sort_by(|a, b| a.namespace.cmp(&b.namespace));
+    pods
+}
+
 /// What the registry task needs.
 pub struct Options {
     /// Cluster, domain suffix and trust domain (its networks are replaced from `networks`).
@@ -60,9 +67,9 @@ pub struct Options {
     pub networks: watch::Receiver<Arc<MeshNetworks>>,
     /// The aggregate's snapshots (the Kubernetes Services that select WorkloadEntries).
     pub snapshots: Snapshots,
-    /// The config cluster's ready pods, which ServiceEntries select (its Kubernetes registry publishes
-    /// them before its view, so a snapshot with that registry comes after its pods).
-    pub pods: watch::Receiver<Arc<[PodWorkload]>>,
+    /// Every cluster's ready pods, which ServiceEntries select in their namespace (each Kubernetes
+    /// registry publishes them before its view, so a snapshot with that registry comes after its pods).
+    pub pods: watch::Receiver<ClusterWorkloads>,
 }
 
 /// Spawns the registry task. It holds readiness until it has sent a view of synced config, so a ready
@@ -107,7 +114,7 @@ async fn run(mut opts: Options, guard: BlockReady, stop: impl Future<Output = ()
         let networks = opts.networks.borrow_and_update().clone();
         opts.ctx.networks = NetworkResolver::new(&networks, &opts.ctx.cluster);
         let configs = opts.configs.borrow_and_update().clone();
-        let pods = opts.pods.borrow_and_update().clone();
+        let pods = all_pods(&opts.pods.borrow_and_update());
         let snapshot = opts.snapshots.load();
         let kubernetes = selecting(&snapshot);
         let objects = configs

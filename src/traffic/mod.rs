@@ -24,7 +24,12 @@ pub use sidecar_scope::{ProxyRef, Scopes, SidecarScope};
 pub use virtual_service::VsIndex;
 pub use visibility::Visibility;
 
-use crate::{config::MeshConfig, config_controller::ConfigSnapshot, istio::Labels, model::Service};
+use crate::{
+    config::{MeshConfig, cluster_local::ClusterLocalHosts},
+    config_controller::ConfigSnapshot,
+    istio::Labels,
+    model::Service,
+};
 
 /// What an index is built with besides the Istio objects.
 #[derive(Debug, Clone)]
@@ -37,6 +42,8 @@ pub struct Settings {
     pub mesh: Arc<MeshConfig>,
     /// `defaultDestinationRuleExportTo` (`*` unless set; only `.` and `*` are honoured, as istiod).
     pub default_dr_export: Visibility,
+    /// The hosts served to a proxy only from its own cluster.
+    pub cluster_local: ClusterLocalHosts,
 }
 
 impl Settings {
@@ -45,6 +52,7 @@ impl Settings {
         Self {
             root_namespace: mesh.root_namespace.as_str().into(),
             domain_suffix: domain_suffix.into(),
+            cluster_local: ClusterLocalHosts::new(&mesh, domain_suffix),
             mesh,
             default_dr_export: Visibility::Public,
         }

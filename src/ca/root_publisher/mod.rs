@@ -7,7 +7,8 @@
 //! cluster's credentials: remote workloads verify the primary's 15012 with the same root. Each cluster's
 //! publisher watches Namespaces and the ConfigMaps of that name, keeps them in memory and, after every
 //! change (a namespace created, the ConfigMap edited or deleted, the CA's roots rotated), writes what
-//! [`writes`] says differs from [`desired`]. Both are pure. Failures (a remote whose credentials may not
+//! [`writes`] says differs from [`desired`]. Both are pure. As istiod's namespace controller, it writes
+//! only in the namespaces the cluster's discovery selectors select (MeshConfig's, or a remote Secret's). Failures (a remote whose credentials may not
 //! write ConfigMaps) are logged, rate-limited, and retried with backoff; they stop nothing else.
 
 mod remotes;
@@ -30,10 +31,15 @@ use tracing::{debug, info, warn};
 use super::CaBundle;
 use crate::kube_watch;
 use crate::{
+    config::{
+        MeshConfig,
+        selectors::{self, LabelSelector},
+    },
     drain::Tasks,
     leader::Leadership,
     model::ClusterId,
     multicluster::status::Clusters,
+    registry::namespaces::Selection,
     telemetry::{REPEAT_WINDOW, Repeats},
 };
 
@@ -120,6 +126,8 @@ impl PublishError {
 pub struct NamespaceState {
     /// Being deleted: writing there would fail, and the ConfigMap goes with it.
     pub terminating: bool,
+    /// Its labels, which discovery selectors match.
+    pub labels: BTreeMap<String, String>,
 }
 
 /// One API call to make.
@@ -139,11 +147,20 @@ impl Write {
     }
 }
 
-/// The ConfigMap every namespace but the ignored and terminating ones should hold, by namespace.
-pub fn desired(namespaces: &BTreeMap<String, NamespaceState>, root_pem: &str) -> BTreeMap<String, ConfigMap> {
+/// The ConfigMap every discovered namespace but the ignored and terminating ones should hold, by
+/// namespace.
+pub fn desired(
+    namespaces: &BTreeMap<String, NamespaceState>,
+    discovery: &[LabelSelector],
+    root_pem: &str,
+) -> BTreeMap<String, ConfigMap> {
     namespaces
         .iter()
-        .filter(|(name, ns)| !ns.terminating && !IGNORED_NAMESPACES.contains(&name.as_str()))
+        .filter(|(name, ns)| {
+            !ns.terminating
+                && !IGNORED_NAMESPACES.contains(&name.as_str())
+                && selectors::selects(discovery, &ns.labels)
+        })
         .map(|(name, _)| {
             let cm = ConfigMap {
                 metadata: ObjectMeta {
@@ -201,6 +218,8 @@ pub struct RootPublisherConfig {
     pub roots: watch::Receiver<Arc<CaBundle>>,
     /// Server-side timeout of its watches, in seconds (`--watch-timeout`).
     pub watch_timeout: u32,
+    /// The mesh config, whose discovery selectors say where to publish.
+    pub mesh: watch::Receiver<Arc<MeshConfig>>,
 }
 
 /// Runs the publishers as leader duties on `tasks`: the primary's (`ca-root-publisher`) and one per
@@ -213,14 +232,23 @@ pub fn spawn(cfg: RootPublisherConfig, tasks: &Tasks) {
         leadership,
         roots,
         watch_timeout,
+        mesh,
     } = cfg;
     let primary_roots = roots.clone();
+    let primary_mesh = mesh.clone();
     leadership.run_while_leader(tasks, "ca-root-publisher", move |term| {
         let (cluster, client, roots) = (cluster.clone(), client.clone(), primary_roots.clone());
-        async move { run(&cluster, client, roots, watch_timeout, &term).await }
+        let selection = Selection::mesh_wide(primary_mesh.clone());
+        async move { run(&cluster, client, roots, selection, watch_timeout, &term).await }
     });
     leadership.run_while_leader(tasks, "ca-root-publisher-remotes", move |term| {
-        remotes::run(remotes.watch_remotes(), roots.clone(), watch_timeout, term)
+        remotes::run(
+            remotes.watch_remotes(),
+            roots.clone(),
+            mesh.clone(),
+            watch_timeout,
+            term,
+        )
     });
 }
 
@@ -247,6 +275,7 @@ impl View {
             Event::Namespace(e) => {
                 let state = |ns: &PartialObjectMeta<Namespace>| NamespaceState {
                     terminating: ns.metadata.deletion_timestamp.is_some(),
+                    labels: ns.labels().clone(),
                 };
                 match e {
                     watcher::Event::Apply(ns) => {
@@ -323,6 +352,7 @@ async fn run(
     cluster: &ClusterId,
     client: Client,
     mut roots: watch::Receiver<Arc<CaBundle>>,
+    mut selection: Selection,
     watch_timeout: u32,
     stop: &Tasks,
 ) {
@@ -344,13 +374,17 @@ async fn run(
                 None => return,
             },
             changed = roots.changed(), if rotations => rotations = changed.is_ok(),
+            () = selection.changed() => {}
             () = sleep_until(retry.map(|(at, _)| at)) => {}
         }
         if !(view.namespaces_synced && view.configmaps_synced) {
             continue;
         }
         let root_pem = roots.borrow_and_update().roots_pem();
-        let todo = writes(&desired(&view.namespaces, &root_pem), &view.configmaps);
+        let todo = writes(
+            &desired(&view.namespaces, &selection.current(), &root_pem),
+            &view.configmaps,
+        );
         let api = |ns: &str| Api::<ConfigMap>::namespaced(client.clone(), ns);
         let mut failures = Vec::new();
         for write in todo {
@@ -442,6 +476,7 @@ mod tests {
                     (*n).to_owned(),
                     NamespaceState {
                         terminating: *terminating,
+                        labels: BTreeMap::from([("name".to_owned(), (*n).to_owned())]),
                     },
                 )
             })
@@ -484,7 +519,7 @@ mod tests {
             (&[("going", true), ("staying", false)], &["staying"]),
         ];
         for (input, want) in cases {
-            let got = desired(&namespaces(input), "ROOT");
+            let got = desired(&namespaces(input), &[], "ROOT");
             assert_eq!(
                 got.keys().map(String::as_str).collect::<Vec<_>>(),
                 *want,
@@ -503,8 +538,34 @@ mod tests {
     }
 
     #[test]
+    fn desired_follows_the_discovery_selectors() {
+        let ns = namespaces(&[("a", false), ("b", false), ("kube-system", false)]);
+        let cases = [
+            ("[]", vec!["a", "b"]),
+            ("[{matchLabels: {name: b}}]", vec!["b"]),
+            (
+                "[{matchLabels: {name: a}}, {matchLabels: {name: kube-system}}]",
+                vec!["a"],
+            ),
+            (
+                "[{matchExpressions: [{key: name, operator: NotIn, values: [a]}]}]",
+                vec!["b"],
+            ),
+        ];
+        for (yaml, want) in cases {
+            let sel = selectors::parse(yaml).expect(yaml);
+            let got = desired(&ns, &sel, "ROOT");
+            assert_eq!(got.keys().map(String::as_str).collect::<Vec<_>>(), want, "{yaml}");
+        }
+    }
+
+    #[test]
     fn writes_create_missing_repair_edited_and_keep_the_rest() {
-        let want = desired(&namespaces(&[("a", false), ("b", false), ("c", false)]), "NEW");
+        let want = desired(
+            &namespaces(&[("a", false), ("b", false), ("c", false)]),
+            &[],
+            "NEW",
+        );
         let cases: Vec<(&str, BTreeMap<String, ConfigMap>, Vec<Write>)> = vec![
             (
                 "nothing exists: create everywhere",
@@ -591,7 +652,7 @@ mod tests {
 
     #[test]
     fn a_configmap_without_data_is_given_the_key() {
-        let want = desired(&namespaces(&[("a", false)]), "NEW");
+        let want = desired(&namespaces(&[("a", false)]), &[], "NEW");
         let mut bare = configmap("a", &[]);
         bare.data = None;
         let existing = BTreeMap::from([("a".to_owned(), bare)]);

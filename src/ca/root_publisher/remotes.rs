@@ -13,9 +13,11 @@ use tracing::info;
 use super::run as publish;
 use crate::{
     ca::CaBundle,
+    config::MeshConfig,
     drain::Tasks,
     model::ClusterId,
     multicluster::status::{ClientChannel, RemotesWatch},
+    registry::namespaces::Selection,
 };
 
 /// What to change so that exactly one publisher follows each running remote's client channel.
@@ -56,6 +58,7 @@ fn plan<T>(
 pub(super) async fn run(
     mut remotes: RemotesWatch,
     roots: watch::Receiver<Arc<CaBundle>>,
+    mesh: watch::Receiver<Arc<MeshConfig>>,
     watch_timeout: u32,
     term: Tasks,
 ) {
@@ -72,6 +75,14 @@ pub(super) async fn run(
         for i in start {
             let (id, channel) = current[i].clone();
             info!(cluster = %id, "root publisher: publishing in remote cluster");
+            // The remote's own selectors (its Secret's annotation), else the mesh-wide ones.
+            let selection = match remotes.selectors(&id) {
+                Some(cluster) => Selection {
+                    mesh: mesh.clone(),
+                    cluster,
+                },
+                None => Selection::mesh_wide(mesh.clone()),
+            };
             let tasks = term.child();
             tasks.spawn(
                 &format!("ca-root-publisher:{id}"),
@@ -79,6 +90,7 @@ pub(super) async fn run(
                     id.clone(),
                     channel.clone(),
                     roots.clone(),
+                    selection,
                     watch_timeout,
                     tasks.clone(),
                 ),
@@ -98,6 +110,7 @@ async fn follow(
     cluster: ClusterId,
     mut client: ClientChannel,
     roots: watch::Receiver<Arc<CaBundle>>,
+    selection: Selection,
     watch_timeout: u32,
     stop: Tasks,
 ) {
@@ -105,7 +118,15 @@ async fn follow(
         let current = client.borrow_and_update().clone();
         let publishing = async {
             if let Some(c) = current {
-                publish(&cluster, c, roots.clone(), watch_timeout, &stop).await;
+                publish(
+                    &cluster,
+                    c,
+                    roots.clone(),
+                    selection.clone(),
+                    watch_timeout,
+                    &stop,
+                )
+                .await;
             }
             std::future::pending::<()>().await;
         };
