@@ -123,7 +123,7 @@ const CASES: &[(&str, &[&str], &[&str])] = &[
     (
         "headers",
         &["hosts: [reviews]\nhttp:\n\
-           - headers: {request: {set: {x-set: a, host: rewritten.example}, add: {x-add: b}, remove: [x-drop, host]}, \
+           - headers: {request: {set: {x-set: a, host: rewritten.example}, add: {x-add: b}, remove: [x-drop]}, \
            response: {set: {x-resp: c}, remove: [server]}}\n\
            \x20 route: [{destination: {host: reviews, subset: v1}, weight: 50, headers: {request: {set: {x-v: '1'}}}}, \
            {destination: {host: reviews, subset: v2}, weight: 50, headers: {response: {add: {x-v: '2'}}}}]"],

@@ -67,14 +67,21 @@ pub struct StringMatch {
 }
 
 impl StringMatch {
-    /// At most one of the three (a protobuf `oneof`), and a valid regex.
-    pub(crate) fn validate(&self, field: &str, r: &mut Report) {
+    /// istiod's `validateStringMatch`: at most one of the three (a protobuf `oneof`), a non-empty
+    /// valid regex, and a non-empty prefix unless `empty_prefix_ok` (a URI: Envoy takes `prefix: ""`
+    /// there, not in its string matchers).
+    pub(crate) fn validate(&self, field: &str, empty_prefix_ok: bool, r: &mut Report) {
         let set = [self.exact.is_some(), self.prefix.is_some(), self.regex.is_some()];
         if set.iter().filter(|s| **s).count() > 1 {
             r.error(field, "only one of exact, prefix or regex may be set");
         }
-        if let Some(re) = &self.regex {
-            validate::regex(re, &format!("{field}.regex"), r);
+        if !empty_prefix_ok && self.prefix.as_deref() == Some("") {
+            r.error(format!("{field}.prefix"), "a prefix match must not be empty");
+        }
+        match self.regex.as_deref() {
+            Some("") => r.error(format!("{field}.regex"), "a regex match must not be empty"),
+            Some(re) => validate::regex(re, &format!("{field}.regex"), r),
+            None => {}
         }
     }
 }

@@ -74,6 +74,30 @@ pub struct ServerTlsSettings {
     /// Allowed cipher suites.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub cipher_suites: Vec<String>,
+    /// Certificate revocation list file (checked, not acted on by meshd).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub ca_crl: String,
+    /// Several secrets (checked, not acted on by meshd).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub credential_names: Vec<String>,
+    /// Several certificate files (checked, not acted on by meshd).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tls_certificates: Vec<TlsCertificate>,
+}
+
+/// Istio's `ServerTLSSettings.TLSCertificate`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct TlsCertificate {
+    /// Server certificate file.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub server_certificate: String,
+    /// Private key file.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub private_key: String,
+    /// CA bundle file.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub ca_certificates: String,
 }
 
 /// Istio's `ServerTLSSettings.TLSmode`.
@@ -95,62 +119,250 @@ pub enum ServerTlsMode {
     OptionalMutual,
 }
 
-/// istiod's `ValidateGateway`.
-pub(crate) fn validate(gw: &Gateway, r: &mut Report) {
+/// istiod's `ValidateGateway`: a DNS-1123 label name, servers with hosts, a named port (names
+/// unique), a bind address, TLS that fits the port's protocol.
+pub(crate) fn validate(gw: &Gateway, name: &str, r: &mut Report) {
+    if !validate::is_dns1123_label(name) {
+        r.error(
+            "metadata.name",
+            format!("{name:?} is not a valid gateway name (a DNS-1123 label, no dots)"),
+        );
+    }
     if gw.servers.is_empty() {
         r.error("spec.servers", "at least one server is required");
     }
     validate::labels(&gw.selector, "spec.selector", r);
+    let mut port_names = std::collections::BTreeSet::new();
     let mut names = std::collections::BTreeSet::new();
     for (i, s) in gw.servers.iter().enumerate() {
         let f = format!("spec.servers[{i}]");
-        validate::port(s.port.number, &format!("{f}.port.number"), r);
-        validate::protocol(&s.port.protocol, &format!("{f}.port.protocol"), r);
         if s.hosts.is_empty() {
             r.error(format!("{f}.hosts"), "at least one host is required");
         }
         for (j, h) in s.hosts.iter().enumerate() {
-            let hf = format!("{f}.hosts[{j}]");
-            let (ns, host) = h.split_once('/').unwrap_or((".", h));
-            if !matches!(ns, "*" | ".") && !validate::is_dns1123_label(ns) {
-                r.error(&hf, format!("{ns:?} is not `*`, `.` or a namespace name"));
-            }
-            validate::wildcard_domain(host, &hf, r);
+            host(h, &format!("{f}.hosts[{j}]"), r);
+        }
+        server_port(s, &f, r);
+        if !port_names.insert(s.port.name.as_str()) {
+            r.error(
+                format!("{f}.port.name"),
+                format!(
+                    "port names must be unique across servers: {:?} is used before",
+                    s.port.name
+                ),
+            );
         }
         if !s.name.is_empty() && !names.insert(s.name.as_str()) {
-            r.error(format!("{f}.name"), format!("duplicate server name {:?}", s.name));
+            r.warn(format!("{f}.name"), format!("duplicate server name {:?}", s.name));
         }
-        let tls_port = validate::is_tls(&s.port.protocol);
+        let (tls_port, http_port) = (
+            validate::is_tls(&s.port.protocol),
+            validate::is_http(&s.port.protocol),
+        );
         match &s.tls {
             None if tls_port => r.error(format!("{f}.tls"), "an HTTPS or TLS server needs tls settings"),
-            Some(tls) if !tls.https_redirect || tls_port => server_tls(tls, &format!("{f}.tls"), r),
-            _ => {}
+            None => {}
+            Some(tls) => {
+                let tf = format!("{f}.tls");
+                server_tls(tls, &tf, r);
+                let passthrough = matches!(
+                    tls.mode,
+                    ServerTlsMode::Passthrough | ServerTlsMode::AutoPassthrough
+                );
+                let certs = [&tls.ca_certificates, &tls.private_key, &tls.server_certificate];
+                if !tls_port && http_port && (!passthrough || certs.iter().any(|c| !c.is_empty())) {
+                    r.error(
+                        &tf,
+                        "a plain-text HTTP server takes no TLS settings but httpsRedirect",
+                    );
+                } else if !tls_port && !http_port {
+                    r.error(&tf, "TLS settings need an HTTPS or TLS port");
+                }
+                if tls.https_redirect && !http_port {
+                    r.warn(
+                        format!("{tf}.httpsRedirect"),
+                        "httpsRedirect is only for HTTP servers",
+                    );
+                }
+            }
         }
         r.unsupported(format!("{f}.defaultEndpoint"), !s.default_endpoint.is_empty());
     }
 }
 
-/// SIMPLE and MUTUAL need a credential or a certificate and key; MUTUAL also a CA.
-fn server_tls(tls: &ServerTlsSettings, f: &str, r: &mut Report) {
-    if matches!(
-        tls.mode,
-        ServerTlsMode::Simple | ServerTlsMode::Mutual | ServerTlsMode::OptionalMutual
-    ) && tls.credential_name.is_empty()
-    {
-        if tls.server_certificate.is_empty() {
+/// istiod's `ValidateNamespaceSlashWildcardHostname` for a gateway: `[namespace/]host`, the
+/// namespace `*`, `.` or a label, the host a fully qualified (optionally `*.`) name or an IP.
+fn host(h: &str, f: &str, r: &mut Report) {
+    let host = match h.split_once('/') {
+        None => h,
+        Some((ns, host)) => {
+            if ns.is_empty() || host.is_empty() {
+                r.error(f, "namespace and host must not be empty");
+            } else if !matches!(ns, "*" | ".") && !validate::is_dns1123_label(ns) {
+                r.error(f, format!("{ns:?} is not `*`, `.` or a namespace name"));
+            }
+            host
+        }
+    };
+    if host.is_empty() || host.parse::<std::net::IpAddr>().is_ok() {
+        return;
+    }
+    if host != "*" && !host.contains('.') {
+        r.error(
+            f,
+            format!("{host:?}: short names (not fully qualified) are not allowed"),
+        );
+    }
+    if host.contains('*') && host != "*" && !host.starts_with("*.") {
+        r.error(f, format!("{host:?}: a partial wildcard is not allowed"));
+    } else {
+        validate::wildcard_domain(host, f, r);
+    }
+}
+
+/// istiod's `validateServerPort` and `validateServerBind`.
+fn server_port(s: &Server, f: &str, r: &mut Report) {
+    let unix = s.bind.strip_prefix(super::workload_entry::UNIX_PREFIX);
+    if s.port.number > 0 || unix.is_none() {
+        validate::port(s.port.number, &format!("{f}.port.number"), r);
+    }
+    validate::protocol(&s.port.protocol, &format!("{f}.port.protocol"), r);
+    if s.port.target_port > 0 {
+        r.error(
+            format!("{f}.port.targetPort"),
+            "targetPort has no effect on Gateways",
+        );
+    }
+    if s.port.name.is_empty() {
+        r.error(format!("{f}.port.name"), "port name is required");
+    }
+    match unix {
+        Some(path) => {
+            super::workload_entry::unix_path(path, &format!("{f}.bind"), r);
+            if s.port.number != 0 {
+                r.error(
+                    format!("{f}.port.number"),
+                    "a unix domain socket bind needs port 0",
+                );
+            }
+        }
+        None if !s.bind.is_empty() && s.bind.parse::<std::net::IpAddr>().is_err() => {
             r.error(
-                format!("{f}.serverCertificate"),
-                "required without credentialName",
+                format!("{f}.bind"),
+                format!("{:?} is not an IP address or unix:// path", s.bind),
             );
         }
-        if tls.private_key.is_empty() {
-            r.error(format!("{f}.privateKey"), "required without credentialName");
+        None => {}
+    }
+}
+
+/// istiod's `validateTLSOptions` (gateway servers and Sidecar ingress listeners).
+pub(crate) fn server_tls(tls: &ServerTlsSettings, f: &str, r: &mut Report) {
+    let old = matches!(tls.min_protocol_version.as_str(), "TLSV1_0" | "TLSV1_1");
+    if old && tls.cipher_suites.is_empty() {
+        r.warn(
+            format!("{f}.minProtocolVersion"),
+            "TLS versions below 1.2 need cipherSuites set: the defaults no longer include compatible ones",
+        );
+    }
+    let cert_fields = [
+        ("serverCertificate", !tls.server_certificate.is_empty()),
+        ("privateKey", !tls.private_key.is_empty()),
+        ("caCertificates", !tls.ca_certificates.is_empty()),
+        ("tlsCertificates", !tls.tls_certificates.is_empty()),
+        ("credentialName", !tls.credential_name.is_empty()),
+        ("credentialNames", !tls.credential_names.is_empty()),
+    ];
+    match tls.mode {
+        ServerTlsMode::IstioMutual => {
+            for (name, _) in cert_fields.iter().filter(|(_, set)| *set) {
+                r.error(
+                    format!("{f}.{name}"),
+                    "ISTIO_MUTUAL uses the workload certificate: not allowed",
+                );
+            }
+            return;
         }
+        ServerTlsMode::Passthrough | ServerTlsMode::AutoPassthrough => {
+            if cert_fields.iter().any(|(_, set)| *set) || !tls.ca_crl.is_empty() {
+                r.warn(f, "passthrough modes use no certificates: they are ignored");
+            }
+        }
+        _ => {}
+    }
+    let sources = [
+        !tls.server_certificate.is_empty() && !tls.private_key.is_empty(),
+        !tls.credential_name.is_empty(),
+        !tls.credential_names.is_empty(),
+        !tls.tls_certificates.is_empty(),
+    ];
+    if sources.iter().filter(|s| **s).count() > 1 {
+        r.error(
+            f,
+            "only one of credentialName, credentialNames, serverCertificate/privateKey, tlsCertificates",
+        );
+    }
+    let terminating = matches!(
+        tls.mode,
+        ServerTlsMode::Simple | ServerTlsMode::Mutual | ServerTlsMode::OptionalMutual
+    );
+    let remote = !tls.credential_name.is_empty() || !tls.credential_names.is_empty();
+    if terminating && !remote {
         if tls.mode != ServerTlsMode::Simple && tls.ca_certificates.is_empty() {
             r.error(
                 format!("{f}.caCertificates"),
                 "required for MUTUAL without credentialName",
             );
         }
+        if tls.tls_certificates.len() > 2 {
+            r.warn(
+                format!("{f}.tlsCertificates"),
+                "at most 2 server certificates are supported",
+            );
+        }
+        let files: Vec<(String, &str, &str)> = if tls.tls_certificates.is_empty() {
+            vec![(f.to_owned(), &tls.server_certificate, &tls.private_key)]
+        } else {
+            tls.tls_certificates
+                .iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    (
+                        format!("{f}.tlsCertificates[{i}]"),
+                        &*c.server_certificate,
+                        &*c.private_key,
+                    )
+                })
+                .collect()
+        };
+        for (cf, cert, key) in files {
+            if cert.is_empty() {
+                r.error(
+                    format!("{cf}.serverCertificate"),
+                    "required without credentialName",
+                );
+            }
+            if key.is_empty() {
+                r.error(format!("{cf}.privateKey"), "required without credentialName");
+            }
+        }
+    }
+    if !tls.ca_crl.is_empty() {
+        if !tls.credential_name.is_empty() {
+            r.error(
+                format!("{f}.caCrl"),
+                "with credentialName, the CRL belongs in the credential",
+            );
+        }
+        if tls.mode == ServerTlsMode::Simple {
+            r.error(format!("{f}.caCrl"), "a CRL needs MUTUAL TLS");
+        }
+    }
+    for (name, set) in [
+        ("caCrl", !tls.ca_crl.is_empty()),
+        ("credentialNames", !tls.credential_names.is_empty()),
+        ("tlsCertificates", !tls.tls_certificates.is_empty()),
+    ] {
+        r.unsupported(format!("{f}.{name}"), set);
     }
 }

@@ -9,12 +9,16 @@
 
 mod common;
 pub mod destination_rule;
+mod destination_rule_rules;
 pub mod gateway;
+pub mod http_actions;
+pub mod l4_route;
 pub mod peer_authentication;
 pub mod service_entry;
 pub mod sidecar;
 mod validate;
 pub mod virtual_service;
+mod virtual_service_rules;
 pub mod workload_entry;
 pub mod workload_group;
 
@@ -418,10 +422,10 @@ pub fn parse(
     validate::metadata(&meta, &mut report);
     let spec = match kind {
         Kind::DestinationRule => Spec::DestinationRule(decode(&object, spec, &mut report, |s, r| {
-            destination_rule::validate(s, &meta.namespace, r)
+            destination_rule_rules::validate(s, &meta.namespace, r)
         })?),
         Kind::VirtualService => Spec::VirtualService(decode(&object, spec, &mut report, |s, r| {
-            virtual_service::validate(s, &meta.namespace, r)
+            virtual_service_rules::validate(s, &meta.namespace, r)
         })?),
         Kind::ServiceEntry => Spec::ServiceEntry(decode(&object, spec, &mut report, |s, r| {
             service_entry::validate(s, &meta.namespace, r)
@@ -432,8 +436,12 @@ pub fn parse(
         Kind::WorkloadGroup => {
             Spec::WorkloadGroup(decode(&object, spec, &mut report, workload_group::validate)?)
         }
-        Kind::Sidecar => Spec::Sidecar(decode(&object, spec, &mut report, sidecar::validate)?),
-        Kind::Gateway => Spec::Gateway(decode(&object, spec, &mut report, gateway::validate)?),
+        Kind::Sidecar => Spec::Sidecar(decode(&object, spec, &mut report, |s, r| {
+            sidecar::validate(s, &meta.namespace, r)
+        })?),
+        Kind::Gateway => Spec::Gateway(decode(&object, spec, &mut report, |s, r| {
+            gateway::validate(s, &meta.name, r)
+        })?),
         Kind::PeerAuthentication => {
             Spec::PeerAuthentication(decode(&object, spec, &mut report, peer_authentication::validate)?)
         }
@@ -479,5 +487,7 @@ fn spec_path(path: &str) -> String {
     }
 }
 
+#[cfg(test)]
+mod rules_tests;
 #[cfg(test)]
 mod tests;

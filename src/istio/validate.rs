@@ -70,7 +70,7 @@ pub(crate) fn is_dns1123_subdomain(s: &str) -> bool {
 
 /// A DNS name (istiod's `ValidateDNS1123Labels`): labels of letters, digits and `-`, case-insensitive,
 /// at most 255 characters; a trailing dot is allowed.
-fn is_dns_name(s: &str) -> bool {
+pub(crate) fn is_dns_name(s: &str) -> bool {
     let s = s.strip_suffix('.').unwrap_or(s);
     !s.is_empty() && s.len() <= 255 && s.split('.').all(|l| is_dns1123_label(&l.to_ascii_lowercase()))
 }
@@ -365,5 +365,99 @@ fn header_format(v: &[u8]) -> Result<(), &'static str> {
         Ok(())
     } else {
         Err("an unterminated `%VARIABLE%`")
+    }
+}
+
+/// istiod's `host.Name.Matches`: whether two hosts, each possibly `*`-prefixed, overlap.
+pub(crate) fn hosts_overlap(a: &str, b: &str) -> bool {
+    match (a.strip_prefix('*'), b.strip_prefix('*')) {
+        (Some(sa), Some(sb)) => sa.ends_with(sb) || sb.ends_with(sa),
+        (Some(sa), None) => b.ends_with(sa),
+        (None, Some(sb)) => a.ends_with(sb),
+        (None, None) => a == b,
+    }
+}
+
+/// istiod's `host.Name.SubsetOf`: whether every name `a` covers is covered by `b`.
+pub(crate) fn host_subset_of(a: &str, b: &str) -> bool {
+    match (a.strip_prefix('*'), b.strip_prefix('*')) {
+        (Some(sa), Some(sb)) => sa.ends_with(sb),
+        (None, Some(sb)) => a.ends_with(sb),
+        (Some(_), None) => false,
+        (None, None) => a == b,
+    }
+}
+
+/// istiod's `validateGatewayNames`: `namespace/name` with two DNS-1123 labels, or a legacy name
+/// (a DNS name, `name.namespace` warned about); `mesh` is the sidecars' gateway.
+pub(crate) fn gateway_names(names: &[String], field: &str, r: &mut Report) {
+    for (i, name) in names.iter().enumerate() {
+        let f = format!("{field}[{i}]");
+        match name.split_once('/') {
+            None => {
+                if let Some((gw, ns)) = name.split_once('.') {
+                    let ns = ns.split('.').next().unwrap_or_default();
+                    r.warn(
+                        &f,
+                        format!("legacy gateway name {name:?}; prefer namespace/name: \"{ns}/{gw}\""),
+                    );
+                }
+                if !is_dns_name(name) {
+                    r.error(&f, format!("{name:?} is not a valid gateway name"));
+                }
+            }
+            Some((ns, gw)) => {
+                if ns.is_empty() || gw.is_empty() {
+                    r.error(&f, "namespace and gateway name must not be empty");
+                } else {
+                    if !is_dns1123_label(ns) {
+                        r.error(&f, format!("{ns:?} is not a valid namespace"));
+                    }
+                    if !is_dns1123_label(gw) {
+                        r.error(&f, format!("{gw:?} is not a valid gateway name"));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A port in 1..=65535, when set (`0` is unset, as in istiod's `if port != 0` checks).
+pub(crate) fn port_if_set(number: u32, field: &str, r: &mut Report) {
+    if number != 0 {
+        port(number, field, r);
+    }
+}
+
+/// Decodes a field meshd keeps as JSON because it does not act on it into `T`, istiod's shape of
+/// it, so istiod's rules can check it: a shape error is reported at `field`, fields `T` does not
+/// know as warnings.
+pub(crate) fn typed<T: serde::de::DeserializeOwned>(
+    value: &serde_json::Value,
+    field: &str,
+    r: &mut Report,
+) -> Option<T> {
+    let mut unknown = Vec::new();
+    let at = |path: &str| {
+        if path.is_empty() || path == "." {
+            field.to_owned()
+        } else if path.starts_with('[') {
+            format!("{field}{path}")
+        } else {
+            format!("{field}.{path}")
+        }
+    };
+    match crate::config::deserialize_tracked(value, &mut |p| unknown.push(p)) {
+        Ok(v) => {
+            for p in unknown {
+                r.warn(at(&p), "unknown field, ignored");
+            }
+            Some(v)
+        }
+        Err(e) => {
+            let path = e.path().to_string();
+            r.error(at(&path), e.into_inner().to_string());
+            None
+        }
     }
 }
