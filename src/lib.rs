@@ -9,6 +9,8 @@
 pub mod admin;
 /// The single-writer merge of all registries into `MeshSnapshot`s; gateways and their DNS; `/debug/networkz`.
 pub mod aggregate;
+/// istioctl analyze's analyzers, run live on the config in force and every cluster's registry (pure).
+pub mod analysis;
 /// The composition root: typed configs from the command line, listeners, start functions, run and drain.
 pub mod app;
 /// Caller identity on 15012 and for remote debug callers: SPIFFE certificates and service-account tokens.

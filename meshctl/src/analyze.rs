@@ -1,78 +1,71 @@
-//! `meshctl analyze`: every Istio object meshd rejected or ignored, with the reason (istioctl
-//! analyze's role, from meshd's own validation), and every route to a subset no DestinationRule
-//! defines (IST0101), read from `/debug/configz`.
+//! `meshctl analyze`: istioctl analyze's messages, computed live by meshd on the config in force and
+//! every cluster's registry (`/debug/analyzez`), plus meshd's own validation results
+//! (`/debug/configz`: rejected objects as IST0106, ignored copies, ignored fields, failing sources).
+//! Printed as istioctl prints them (`Error [IST0101] (VirtualService ns/name) …`) or as JSON/YAML;
+//! the exit status is istioctl's: 79 when a message reaches `--failure-threshold` (table output only).
 
-use meshd::{config_controller::ConfigzView, istio::Source, traffic::MissingSubset};
+use meshd::{
+    analysis::{Level, Message},
+    config_controller::ConfigzView,
+    istio::Source,
+};
 use serde::Serialize;
 
-use crate::output::Rows;
+use crate::output::Output;
+
+/// istioctl's exit status when the analyzers found issues (`ExitAnalyzerFoundIssues`).
+pub const EXIT_FOUND_ISSUES: u8 = 79;
+
+/// A level on the command line (`--failure-threshold`, `--output-threshold`), any case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[value(rename_all = "PascalCase")]
+pub enum Threshold {
+    /// Info and above.
+    Info,
+    /// Warning and above.
+    Warning,
+    /// Error only.
+    Error,
+}
+
+impl From<Threshold> for Level {
+    fn from(t: Threshold) -> Level {
+        match t {
+            Threshold::Info => Level::Info,
+            Threshold::Warning => Level::Warning,
+            Threshold::Error => Level::Error,
+        }
+    }
+}
 
 /// One finding.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Finding {
-    /// `Error` (rejected: not applied, or its last valid version still serving), `Warning` (ignored:
-    /// another source's copy is in force; a source that cannot be read) or `Info` (a field meshd
-    /// ignores).
-    pub level: &'static str,
+    /// `Error`, `Warning` or `Info`.
+    pub level: Level,
+    /// The Istio message code (`IST0101`); `-` for what only meshd reports (an ignored copy, an
+    /// ignored field, a source it cannot read).
+    pub code: String,
     /// The kind (`-` for a source).
     pub kind: String,
     /// `namespace/name`, or the source's name.
     pub name: String,
-    /// Where the object came from.
+    /// Where the object came from (`-` for analyzer messages: they are about the object in force).
     pub source: String,
     /// Why.
     pub reason: String,
 }
 
-/// The findings, table or JSON.
-#[derive(Debug, Serialize)]
-#[serde(transparent)]
-pub struct Findings(pub Vec<Finding>);
-
-impl Findings {
-    /// How many objects were rejected (the exit status is non-zero when any was).
-    pub fn rejected(&self) -> usize {
-        self.0.iter().filter(|f| f.level == "Error").count()
-    }
-}
-
-impl Rows for Findings {
-    fn header(&self) -> Vec<&'static str> {
-        vec!["LEVEL", "KIND", "NAME", "SOURCE", "REASON"]
-    }
-
-    fn cells(&self) -> Vec<Vec<String>> {
-        self.0
-            .iter()
-            .map(|f| {
-                vec![
-                    f.level.into(),
-                    f.kind.clone(),
-                    f.name.clone(),
-                    f.source.clone(),
-                    f.reason.clone(),
-                ]
-            })
-            .collect()
-    }
-}
-
-fn source(s: &Source) -> String {
-    match s {
-        Source::Cluster(c) => format!("cluster {c}"),
-        Source::File { path, index } => format!("{path}#{index}"),
-    }
-}
-
-/// The findings in a configz view: rejected objects, ignored copies, ignored fields, failing sources,
-/// and routes to subsets that `missing` says no DestinationRule defines.
-pub fn findings(view: &ConfigzView, missing: &[MissingSubset]) -> Findings {
+/// The findings: meshd's validation results, then the analyzers' messages.
+pub fn findings(view: &ConfigzView, messages: &[Message]) -> Vec<Finding> {
     let mut out = Vec::new();
     for o in &view.objects {
         let name = format!("{}/{}", o.namespace, o.name);
-        let mut push = |level, reason: String| {
+        let mut push = |level, code: &str, reason: String| {
             out.push(Finding {
                 level,
+                code: code.into(),
                 kind: o.kind.to_string(),
                 name: name.clone(),
                 source: source(&o.source),
@@ -85,19 +78,20 @@ pub fn findings(view: &ConfigzView, missing: &[MissingSubset]) -> Findings {
                 if let Some(rev) = &o.serving_revision {
                     reason += &format!(" (revision {rev} still serving)");
                 }
-                push("Error", reason);
+                push(Level::Error, "IST0106", reason);
             }
-            "ignored" => push("Warning", o.reason.clone().unwrap_or_default()),
+            "ignored" => push(Level::Warning, "-", o.reason.clone().unwrap_or_default()),
             _ => {}
         }
         for w in &o.warnings {
-            push("Info", w.to_string());
+            push(Level::Info, "-", w.to_string());
         }
     }
     for (name, state) in &view.sources {
         if let Some(e) = &state.error {
             out.push(Finding {
-                level: "Warning",
+                level: Level::Warning,
+                code: "-".into(),
                 kind: "-".into(),
                 name: name.clone(),
                 source: name.clone(),
@@ -105,29 +99,81 @@ pub fn findings(view: &ConfigzView, missing: &[MissingSubset]) -> Findings {
             });
         }
     }
-    for m in missing {
-        out.push(Finding {
-            level: "Warning",
-            kind: m.virtual_service.kind.to_string(),
-            name: format!("{}/{}", m.virtual_service.namespace, m.virtual_service.name),
-            source: "-".into(),
-            reason: format!(
-                "IST0101: routes to subset {} of {}, which no DestinationRule defines: that share of the \
-                 traffic fails (no proxy is sent the cluster)",
-                m.subset, m.host
-            ),
-        });
+    out.extend(messages.iter().map(|m| Finding {
+        level: m.level,
+        code: m.code.clone(),
+        kind: m.resource.kind.to_string(),
+        name: format!("{}/{}", m.resource.namespace, m.resource.name),
+        source: "-".into(),
+        reason: m.message.clone(),
+    }));
+    out
+}
+
+fn source(s: &Source) -> String {
+    match s {
+        Source::Cluster(c) => format!("cluster {c}"),
+        Source::File { path, index } => format!("{path}#{index}"),
     }
-    Findings(out)
+}
+
+/// istioctl's log format: `Error [IST0101] (VirtualService ns/name) message`, with the source for
+/// meshd's own findings.
+pub fn lines(findings: &[Finding]) -> String {
+    findings
+        .iter()
+        .map(|f| {
+            let code = if f.code == "-" {
+                String::new()
+            } else {
+                format!(" [{}]", f.code)
+            };
+            let from = if f.source == "-" {
+                String::new()
+            } else {
+                format!(" from {}", f.source)
+            };
+            format!(
+                "{}{code} ({} {}{from}) {}\n",
+                f.level.name(),
+                f.kind,
+                f.name,
+                f.reason
+            )
+        })
+        .collect()
+}
+
+/// What `meshctl analyze` prints, and whether it fails: the findings at or above `shown`; the exit
+/// status is non-zero when, in table output, any finding reaches `failure` (istioctl's rule: JSON
+/// and YAML output always exit 0).
+pub fn report(
+    all: &[Finding],
+    output: Output,
+    shown: Level,
+    failure: Level,
+) -> Result<(String, bool), serde_json::Error> {
+    let visible: Vec<Finding> = all.iter().filter(|f| f.level >= shown).cloned().collect();
+    let text = match output {
+        Output::Table if visible.is_empty() => String::new(),
+        Output::Table => lines(&visible),
+        Output::Json => serde_json::to_string_pretty(&visible)? + "\n",
+        Output::Yaml => serde_yaml::to_string(&visible).unwrap_or_default(),
+    };
+    let failed = output == Output::Table && all.iter().any(|f| f.level >= failure);
+    Ok((text, failed))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use meshd::{config_controller::ObjectView, istio::Kind};
+    use meshd::{
+        analysis::Code,
+        config_controller::ObjectView,
+        istio::{Kind, ObjectRef},
+    };
 
-    #[test]
-    fn rejected_ignored_and_warnings_become_findings() {
+    fn view() -> ConfigzView {
         let obj = |name: &str, status: &str, reason: Option<&str>| ObjectView {
             kind: Kind::DestinationRule,
             namespace: "ns".into(),
@@ -146,7 +192,7 @@ mod tests {
             Some("DestinationRule ns/bad: spec.host: host must not be empty"),
         );
         rejected.serving_revision = Some("1".into());
-        let view = ConfigzView {
+        ConfigzView {
             version: 3,
             sources: [(
                 "cluster c1 Gateway".to_owned(),
@@ -161,54 +207,74 @@ mod tests {
                 rejected,
                 obj("dup", "ignored", Some("conflict")),
             ],
-        };
-        let f = findings(&view, &[]);
-        assert_eq!(f.rejected(), 1);
-        let levels: Vec<(&str, &str)> = f.0.iter().map(|f| (f.level, f.name.as_str())).collect();
-        assert_eq!(
-            levels,
-            [
-                ("Error", "ns/bad"),
-                ("Warning", "ns/dup"),
-                ("Warning", "cluster c1 Gateway")
-            ]
-        );
-        assert!(
-            f.0[0].reason.ends_with("(revision 1 still serving)"),
-            "{}",
-            f.0[0].reason
-        );
-        assert!(crate::output::table(&f.header(), &f.cells()).starts_with("LEVEL"));
+        }
+    }
+
+    fn message() -> Message {
+        Message::new(
+            Code::ReferencedResourceNotFound,
+            &ObjectRef::new(Kind::VirtualService, "sample", "helloworld"),
+            "Referenced host not found: \"nowhere\"".into(),
+        )
     }
 
     #[test]
-    fn a_route_to_an_undefined_subset_is_a_warning_that_names_it() {
-        let view = ConfigzView {
-            version: 1,
-            sources: Default::default(),
-            objects: vec![],
-        };
-        let missing = MissingSubset {
-            virtual_service: meshd::istio::ObjectRef {
-                kind: Kind::VirtualService,
-                namespace: "sample".into(),
-                name: "helloworld".into(),
-            },
-            host: "helloworld.sample.svc.cluster.local".into(),
-            subset: "v3".into(),
-        };
-        let f = findings(&view, &[missing]);
-        assert_eq!(f.rejected(), 0);
+    fn validation_results_and_analyzer_messages_become_findings() {
+        let f = findings(&view(), &[message()]);
+        let rows: Vec<(Level, &str, &str)> = f
+            .iter()
+            .map(|f| (f.level, f.code.as_str(), f.name.as_str()))
+            .collect();
         assert_eq!(
-            (f.0[0].level, f.0[0].name.as_str()),
-            ("Warning", "sample/helloworld")
+            rows,
+            [
+                (Level::Error, "IST0106", "ns/bad"),
+                (Level::Warning, "-", "ns/dup"),
+                (Level::Warning, "-", "cluster c1 Gateway"),
+                (Level::Error, "IST0101", "sample/helloworld"),
+            ]
         );
         assert!(
-            f.0[0]
-                .reason
-                .starts_with("IST0101: routes to subset v3 of helloworld.sample.svc.cluster.local"),
+            f[0].reason.ends_with("(revision 1 still serving)"),
             "{}",
-            f.0[0].reason
+            f[0].reason
         );
+        assert_eq!(
+            lines(&f[3..]),
+            "Error [IST0101] (VirtualService sample/helloworld) Referenced host not found: \"nowhere\"\n"
+        );
+        assert!(lines(&f[..1]).starts_with("Error [IST0106] (DestinationRule ns/bad from cluster c1) "));
+    }
+
+    #[test]
+    fn the_exit_status_follows_istioctls_thresholds() {
+        let all = findings(&view(), &[]);
+        let warnings: Vec<Finding> = all
+            .iter()
+            .filter(|f| f.level == Level::Warning)
+            .cloned()
+            .collect();
+        // (findings, output, output threshold, failure threshold) → (lines shown, fails)
+        let cases = [
+            (&all, Output::Table, Level::Info, Level::Error, 3, true),
+            (&warnings, Output::Table, Level::Info, Level::Error, 2, false),
+            (&warnings, Output::Table, Level::Info, Level::Warning, 2, true),
+            (&all, Output::Table, Level::Error, Level::Error, 1, true),
+            (&all, Output::Json, Level::Info, Level::Error, 3, false),
+        ];
+        for (input, output, shown, failure, count, fails) in cases {
+            let (text, failed) = report(input, output, shown, failure).expect("render");
+            let shown_rows = match output {
+                Output::Table => text.lines().count(),
+                _ => serde_json::from_str::<Vec<serde_json::Value>>(&text)
+                    .expect("json")
+                    .len(),
+            };
+            assert_eq!(
+                (shown_rows, failed),
+                (count, fails),
+                "{output:?} {shown:?} {failure:?}"
+            );
+        }
     }
 }

@@ -114,9 +114,17 @@ pub enum Command {
     Adsz,
     /// Network gateways.
     Networks,
-    /// Every Istio object meshd rejected or ignored, with the reason; exits non-zero when any object
-    /// is rejected.
-    Analyze,
+    /// istioctl analyze's messages (IST codes), computed live by meshd across every cluster, and every
+    /// Istio object it rejected or ignored; exits 79 (table output) when a message reaches
+    /// `--failure-threshold`, as istioctl.
+    Analyze {
+        /// The level at which a message makes the exit status 79.
+        #[arg(long, value_enum, ignore_case = true, default_value = "Error")]
+        failure_threshold: crate::analyze::Threshold,
+        /// The lowest level printed.
+        #[arg(long, value_enum, ignore_case = true, default_value = "Info")]
+        output_threshold: crate::analyze::Threshold,
+    },
     /// Shell completion script.
     Completion {
         /// The shell.
@@ -237,9 +245,12 @@ pub enum Error {
     /// Writing a bootstrap.
     #[error(transparent)]
     Bootstrap(#[from] crate::bootstrap::Error),
-    /// `meshctl analyze` found rejected objects.
-    #[error("{0} Istio object(s) rejected")]
-    Rejected(usize),
+    /// `meshctl analyze` found messages at or above `--failure-threshold` (exit status 79).
+    #[error(
+        "analyzers found issues at or above {0}; see https://istio.io/latest/docs/reference/config/analysis \
+         for causes and resolutions"
+    )]
+    FoundIssues(&'static str),
 }
 
 /// Runs one command; prints its result to stdout.
@@ -326,22 +337,29 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
             let clients = adsz["clients"].as_array().cloned().unwrap_or_default();
             print!("{}", render(&views::AdsClients(clients), out)?);
         }
-        Command::Analyze => {
-            let configz: Value = admin()?.get("/debug/configz").await?;
+        Command::Analyze {
+            failure_threshold,
+            output_threshold,
+        } => {
+            let admin = admin()?;
+            let configz: Value = admin.get("/debug/configz").await?;
             let view: meshd::config_controller::ConfigzView =
                 serde_json::from_value(configz["istioConfig"].clone())?;
-            let missing: Vec<meshd::traffic::MissingSubset> =
-                serde_json::from_value(configz["missingSubsets"].clone()).unwrap_or_default();
-            let findings = crate::analyze::findings(&view, &missing);
-            match (out, findings.0.is_empty()) {
-                (Output::Table, true) => {
-                    println!("no problems found in {} Istio objects", view.objects.len())
-                }
-                _ => print!("{}", render(&findings, out)?),
+            let analyzez: Value = admin.get("/debug/analyzez").await?;
+            let messages: Vec<meshd::analysis::Message> =
+                serde_json::from_value(analyzez["messages"].clone())?;
+            let all = crate::analyze::findings(&view, &messages);
+            let failure = failure_threshold.into();
+            let (text, failed) = crate::analyze::report(&all, out, output_threshold.into(), failure)?;
+            if text.is_empty() {
+                eprintln!(
+                    "\u{2714} No validation issues found when analyzing {} Istio objects in every cluster.",
+                    view.objects.len()
+                );
             }
-            let rejected = findings.rejected();
-            if rejected > 0 {
-                return Err(Error::Rejected(rejected));
+            print!("{text}");
+            if failed {
+                return Err(Error::FoundIssues(failure.name()));
             }
         }
         Command::Networks => {

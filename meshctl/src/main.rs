@@ -1,7 +1,7 @@
 //! meshctl: the meshd operator CLI. Parsing and the commands live in the `meshctl` library (`lib.rs`).
 
 use clap::Parser;
-use meshctl::{Cli, run};
+use meshctl::{Cli, Error, run};
 use meshd::telemetry::{self, LogFormat};
 use tracing_subscriber::prelude::*;
 
@@ -12,13 +12,24 @@ fn main() -> std::process::ExitCode {
         .init();
     let cli = Cli::parse();
     let result = tokio::runtime::Runtime::new()
-        .map_err(|e| e.to_string())
-        .and_then(|rt| rt.block_on(run(cli)).map_err(|e| telemetry::error_chain(&e)));
+        .map_err(|e| (e.to_string(), std::process::ExitCode::FAILURE))
+        .and_then(|rt| {
+            rt.block_on(run(cli)).map_err(|e| {
+                // istioctl's status for "analyzers found issues", so CI scripts work unchanged.
+                let code = match e {
+                    Error::FoundIssues(_) => {
+                        std::process::ExitCode::from(meshctl::analyze::EXIT_FOUND_ISSUES)
+                    }
+                    _ => std::process::ExitCode::FAILURE,
+                };
+                (telemetry::error_chain(&e), code)
+            })
+        });
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
+        Err((e, code)) => {
             eprintln!("error: {e}");
-            std::process::ExitCode::FAILURE
+            code
         }
     }
 }

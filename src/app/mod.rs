@@ -23,7 +23,7 @@ use tracing::{info, warn};
 
 use self::listeners::{ListenSpecs, Listeners};
 use crate::{
-    admin, aggregate,
+    admin, aggregate, analysis,
     cli::{Args, KubeSource},
     config::{
         MeshConfig, MeshNetworks, ParseError,
@@ -199,14 +199,25 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
         get({
             let w = watches.clone();
             let istio = istio_config.clone();
-            let snapshots = view.snapshots.clone();
             move || async move {
                 Json(serde_json::json!({
                     "meshConfig": *w.mesh.borrow().clone(),
                     "meshNetworks": *w.networks.borrow().clone(),
                     "istioConfig": config_controller::configz(&istio.current()),
-                    // Routes to subsets no DestinationRule defines, in the config proxies are sent.
-                    "missingSubsets": snapshots.load().traffic().missing_subsets(),
+                }))
+            }
+        }),
+    );
+    let debug = debug.route(
+        "/debug/analyzez",
+        "istioctl analyze's messages (IST codes) on the config in force and every cluster's registry",
+        get({
+            let snapshots = view.snapshots.clone();
+            move || async move {
+                let snap = snapshots.load();
+                Json(serde_json::json!({
+                    "version": snap.version,
+                    "messages": analysis::analyze(&analysis::Input::of_snapshot(&snap)),
                 }))
             }
         }),

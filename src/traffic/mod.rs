@@ -134,46 +134,6 @@ impl Index {
     pub fn peer_mode(&self, namespace: &str, labels: &Labels, port: u16) -> PeerMode {
         self.peer_authn.mode(namespace, labels, port)
     }
-
-    /// Every HTTP route destination naming a subset that no DestinationRule for its host defines
-    /// (istioctl's IST0101): no proxy is sent that cluster, so its share of the traffic fails. A rule
-    /// counts when its host (exact or wildcard) matches, whatever its `exportTo` or selector, so this
-    /// errs towards silence.
-    pub fn missing_subsets(&self) -> Vec<MissingSubset> {
-        let mut out = Vec::new();
-        for vs in self.virtual_services.all() {
-            for route in &vs.spec.http {
-                for d in route.route.iter().map(|r| &r.destination) {
-                    let defined = d.subset.is_empty()
-                        || self.destination_rules.rules().any(|r| {
-                            hosts::HostPattern::parse(&r.host).matches(&d.host)
-                                && r.subset(&d.subset).is_some()
-                        });
-                    let missing = MissingSubset {
-                        virtual_service: vs.object.clone(),
-                        host: d.host.clone(),
-                        subset: d.subset.clone(),
-                    };
-                    if !defined && !out.contains(&missing) {
-                        out.push(missing);
-                    }
-                }
-            }
-        }
-        out
-    }
-}
-
-/// A VirtualService destination whose subset no DestinationRule defines.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct MissingSubset {
-    /// The VirtualService.
-    pub virtual_service: crate::istio::ObjectRef,
-    /// The destination host, resolved.
-    pub host: String,
-    /// The subset it names.
-    pub subset: String,
 }
 
 #[cfg(test)]

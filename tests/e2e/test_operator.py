@@ -300,10 +300,13 @@ def test_analyze_names_a_route_to_a_subset_no_rule_defines(mesh, grpc_client):
             f["name"] == "sample/to-nothing" for f in report()[1]))
         code, findings = report()
         mine = [f for f in findings if f["name"] == "sample/to-nothing"]
-        assert [(f["level"], f["kind"]) for f in mine] == [("Warning", "VirtualService")], mine
-        assert mine[0]["reason"].startswith(
-            "IST0101: routes to subset v3 of helloworld.sample.svc.cluster.local, which no DestinationRule defines")
-        assert code == 0, findings  # a warning, not a rejected object
+        assert [(f["level"], f["code"], f["kind"]) for f in mine] == [("Error", "IST0101", "VirtualService")], mine
+        assert mine[0]["reason"] == 'Referenced host+subset in destinationrule not found: "helloworld+v3"', mine
+        assert code == 0, findings  # istioctl's rule: JSON output exits 0 whatever it reports
+        table = meshctl(mesh, "analyze", check=False)
+        assert table.returncode == 79, table  # istioctl's "analyzers found issues"
+        assert ('Error [IST0101] (VirtualService sample/to-nothing) Referenced host+subset in destinationrule '
+                'not found: "helloworld+v3"') in table.stdout, table.stdout
         # explain says the subset's cluster is never built, for a proxy that is not connected too.
         text = meshctl(mesh, "explain", SIDECAR_1, "helloworld.sample:5000", "--network", "network1",
                        "--subset", "v3").stdout
@@ -321,6 +324,44 @@ def test_analyze_names_a_route_to_a_subset_no_rule_defines(mesh, grpc_client):
         mesh.kubectl("cluster1", "delete", "-n", "sample", "virtualservice", "to-nothing")
     eventually("reported no more", lambda: not any(f["name"] == "sample/to-nothing" for f in report()[1]))
     eventually("the client waits no more", lambda: (proxy_rows(mesh).get(grpc_client) or {"waiting_for": "x"})["waiting_for"] == "")
+
+
+def test_analyze_resolves_subsets_against_every_cluster(mesh):
+    """istio#24345: helloworld v1 runs in cluster1 and v2 in cluster2 only. meshd analyzes the merged
+    registry, so subset v2 (pods in cluster2 alone) is not reported; v3, matching no pod in any
+    cluster, is (IST0173), naming the clusters searched. Live: fixing the rule clears the message."""
+    def dr(subsets):
+        return json.dumps({"apiVersion": "networking.istio.io/v1", "kind": "DestinationRule",
+                           "metadata": {"name": "hello-versions", "namespace": "sample"},
+                           "spec": {"host": "helloworld", "subsets": [
+                               {"name": v, "labels": {"version": v}} for v in subsets]}})
+
+    def mine():
+        out = meshctl(mesh, "analyze", "-o", "json", check=False)
+        return [f for f in json.loads(out.stdout or "[]") if f["name"] == "sample/hello-versions"]
+
+    assert "/debug/analyzez" in [e["path"] for e in mesh.json("/debug")["endpoints"]]
+    mesh.kubectl("cluster1", "apply", "-f", "-", stdin=dr(["v1", "v2", "v3"]))
+    try:
+        found = eventually("subset v3 reported", lambda: (m := mine()) and m)
+        assert [(f["level"], f["code"], f["kind"]) for f in found] == [
+            ("Error", "IST0173", "DestinationRule")], found
+        reason = found[0]["reason"]
+        assert reason.startswith("The Subset v3 defined in the DestinationRule does not select any pods"), reason
+        assert "clusters with endpoints: cluster1, cluster2" in reason and "version=v3" in reason, reason
+        messages = mesh.json("/debug/analyzez")["messages"]
+        assert not [m for m in messages if m["origin"] == "DestinationRule sample/hello-versions"
+                    and "Subset v2 " in m["message"]], messages
+        table = meshctl(mesh, "analyze", check=False)
+        assert table.returncode == 79, table
+        assert "Error [IST0173] (DestinationRule sample/hello-versions) The Subset v3 " in table.stdout, table.stdout
+        ok = meshctl(mesh, "analyze", "--output-threshold", "ERROR", "--failure-threshold", "error", check=False)
+        assert ok.returncode == 79 and "Info" not in ok.stdout, ok
+
+        mesh.kubectl("cluster1", "apply", "-f", "-", stdin=dr(["v1", "v2"]))
+        eventually("v3 no longer reported", lambda: not mine())
+    finally:
+        mesh.kubectl("cluster1", "delete", "-n", "sample", "destinationrule", "hello-versions")
 
 
 def test_a_proxy_that_is_not_connected_points_to_proxy_status_and_explain(mesh):
