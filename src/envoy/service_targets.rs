@@ -4,7 +4,8 @@
 //!
 //! A proxy serves every port of a Service one of whose endpoints (in the proxy's cluster) has one of
 //! the proxy's IPs (`INSTANCE_IPS`, else the node id's), by target port; when two Services target the
-//! same port, the older one wins, as in istiod. Read from the whole mesh, not the proxy's Sidecar scope.
+//! same port, the older one wins, as in istiod. Only Services of the proxy's namespace are looked at (a
+//! workload serves those), read from the whole mesh, not through the proxy's Sidecar scope.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -33,7 +34,7 @@ pub fn service_targets(mesh: &dyn Mesh, proxy: &Proxy) -> Vec<ServiceTarget> {
     if proxy.ips.is_empty() {
         return Vec::new();
     }
-    let mut services: Vec<&Service> = mesh.services().collect();
+    let mut services: Vec<&Service> = mesh.services().filter(|s| may_serve(proxy, s)).collect();
     // istiod keeps the oldest Service's port when two target the same one.
     services.sort_by(|a, b| (&a.creation_time, &a.hostname).cmp(&(&b.creation_time, &b.hostname)));
     let mut by_port = BTreeMap::new();
@@ -45,9 +46,21 @@ pub fn service_targets(mesh: &dyn Mesh, proxy: &Proxy) -> Vec<ServiceTarget> {
     by_port.into_values().collect()
 }
 
+/// Whether `proxy` can be an endpoint of `service`: a workload serves the Services of its own namespace
+/// (istiod finds them by the pod's namespace), so the rest of the mesh's endpoints are never read.
+fn may_serve(proxy: &Proxy, service: &Service) -> bool {
+    proxy
+        .namespace
+        .as_deref()
+        .is_none_or(|ns| *service.namespace == *ns)
+}
+
 /// The targets `service` has on the proxy, in port order (with repeats when several of its endpoints
 /// are the proxy's).
 pub fn targets_in(mesh: &dyn Mesh, proxy: &Proxy, service: &Service) -> Vec<ServiceTarget> {
+    if !may_serve(proxy, service) {
+        return Vec::new();
+    }
     let own = |e: &&Endpoint| {
         proxy.ips.contains(&e.address) && proxy.cluster_id.as_ref().is_none_or(|c| *c == e.cluster)
     };

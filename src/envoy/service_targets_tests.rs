@@ -66,6 +66,12 @@ fn service_targets_are_the_proxys_endpoints_oldest_service_first() {
         )],
         "the older service's port; another cluster's endpoint at the same IP is not the proxy"
     );
+    p.namespace = Some("other".into());
+    assert!(
+        service_targets(&m, &p).is_empty(),
+        "only its own namespace's Services"
+    );
+    p.namespace = Some("diff".into());
     p.ips.clear();
     assert!(service_targets(&m, &p).is_empty(), "no address, no targets");
 }
