@@ -21,7 +21,7 @@ pub struct ServedCluster {
 }
 
 /// The store folder of cluster `name` in a state folder.
-pub fn store_dir(state_dir: &Path, name: &str) -> PathBuf {
+fn store_dir(state_dir: &Path, name: &str) -> PathBuf {
     state_dir.join(name).join("store")
 }
 

@@ -19,6 +19,8 @@ use crate::multicluster::remote_secret::{self, READER_SERVICE_ACCOUNT, ReaderCre
 pub struct Sandbox {
     /// The clusters, in topology order.
     pub clusters: Vec<ServedCluster>,
+    /// Restored clusters whose folder's manifests are not the ones their store was loaded with.
+    pub changed_folders: Vec<String>,
     /// The cluster meshd runs in (its ID).
     pub primary: String,
     /// Where kubeconfigs and certificates are written.
@@ -29,6 +31,59 @@ pub struct Sandbox {
 
 /// Written into `<state-dir>/<cluster>/` once the cluster's store holds its folder's manifests.
 const MANIFESTS_LOADED: &str = "manifests-loaded";
+
+/// What [`load_once`] did.
+#[derive(Debug, PartialEq, Eq)]
+enum Loaded {
+    Manifests,
+    Restored,
+    /// Restored, but the folder's manifests changed since the store was loaded with them (or another
+    /// topology loaded it): they are not applied over what the store holds.
+    RestoredFromOtherManifests,
+}
+
+/// Loads a cluster's manifests unless its store was restored: a restored cluster has what was applied
+/// to it since. A crash during the first loading leaves no marker, so the next start applies them again
+/// (idempotent). The marker holds the manifests' fingerprint.
+fn load_once(
+    cluster: &ServedCluster,
+    manifests: &ClusterManifests,
+    state_dir: &Path,
+    keep: Keep,
+) -> anyhow::Result<Loaded> {
+    let url = cluster.server.url();
+    let marker = state_dir.join(&cluster.name).join(MANIFESTS_LOADED);
+    let fingerprint = fingerprint(manifests);
+    if let (Some(r), Ok(loaded)) = (cluster.server.restored(), std::fs::read_to_string(&marker)) {
+        info!(cluster = %cluster.name, objects = r.objects, revision = r.revision, %url, "simulated cluster restored");
+        return Ok(if loaded.trim() == fingerprint {
+            Loaded::Restored
+        } else {
+            Loaded::RestoredFromOtherManifests
+        });
+    }
+    let kept = keep != Keep::Memory;
+    if kept {
+        remove_if_present(&marker)?;
+    }
+    serve::load(cluster, manifests)?;
+    if kept {
+        std::fs::write(&marker, fingerprint).with_context(|| format!("writing {}", marker.display()))?;
+    }
+    info!(cluster = %cluster.name, objects = manifests.objects.len(), %url, "simulated cluster up");
+    Ok(Loaded::Manifests)
+}
+
+/// A short fingerprint of a folder's objects, in order.
+fn fingerprint(manifests: &ClusterManifests) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    for (_, object) in &manifests.objects {
+        hash.update(object.to_string());
+        hash.update([0]);
+    }
+    hash.finalize()[..12].iter().map(|b| format!("{b:02x}")).collect()
+}
 
 fn remove_if_present(path: &Path) -> anyhow::Result<()> {
     match std::fs::remove_file(path) {
@@ -64,30 +119,15 @@ pub async fn start(
     };
     let template = ApiServerConfig::new("");
     let clusters = serve::start_clusters(&names, state_dir, &template, keep, shutdown).await?;
+    let mut changed_folders = Vec::new();
     for (cluster, manifests) in clusters.iter().zip(&topology) {
-        let url = cluster.server.url();
-        // A restored cluster has what was applied to it since: its folder's manifests are not re-applied,
-        // unless a crash interrupted their first loading (no marker yet; applying again is idempotent).
-        let marker = state_dir.join(&cluster.name).join(MANIFESTS_LOADED);
-        match cluster.server.restored() {
-            Some(r) if marker.exists() => {
-                info!(cluster = %cluster.name, objects = r.objects, revision = r.revision, %url, "simulated cluster restored")
-            }
-            _ => {
-                let kept = keep != Keep::Memory;
-                if kept {
-                    remove_if_present(&marker)?;
-                }
-                serve::load(cluster, manifests)?;
-                if kept {
-                    std::fs::write(&marker, "").with_context(|| format!("writing {}", marker.display()))?;
-                }
-                info!(cluster = %cluster.name, objects = manifests.objects.len(), %url, "simulated cluster up");
-            }
+        if load_once(cluster, manifests, state_dir, keep)? == Loaded::RestoredFromOtherManifests {
+            changed_folders.push(cluster.name.clone());
         }
     }
     let sandbox = Sandbox {
         clusters,
+        changed_folders,
         primary,
         state_dir: state_dir.to_owned(),
         system_namespace: system_namespace.to_owned(),
@@ -203,6 +243,11 @@ impl Sandbox {
             if let Some(cut) = &r.truncated {
                 out += &format!("    {name}: the last write was torn by a crash and dropped ({cut})\n");
             }
+        }
+        for name in &self.changed_folders {
+            out += &format!(
+                "    {name}: its folder's manifests changed since they were loaded; --fresh loads them\n"
+            );
         }
         for c in &self.clusters {
             if let Some(port) = c.moved_from {

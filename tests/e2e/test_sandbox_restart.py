@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import signal
+import subprocess
 import threading
 from pathlib import Path
 
 import yaml
 
-from meshd_proc import KubeApi, Meshd, eventually
+from meshd_proc import KUBECTL, REPO, KubeApi, Meshd, eventually
 
 
 def destination_rule(name: str) -> dict:
@@ -162,5 +164,34 @@ def test_a_damaged_store_stops_start_up_naming_the_file_and_the_way_out(tmp_path
     m = Meshd(state, ["--fresh"])
     try:
         assert state_line(m).startswith(f"state: started fresh in {state}"), m.stdout()
+    finally:
+        assert interrupt(m) == 0, m.log()
+
+
+def test_a_restored_cluster_whose_folder_changed_says_so_and_fresh_loads_it(tmp_path):
+    clusters = tmp_path / "clusters"
+    shutil.copytree(REPO / "clusters", clusters)
+    state = tmp_path / "state"
+    m = Meshd(state, ["--sandbox", str(clusters)])
+    assert interrupt(m) == 0, m.log()
+    added = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "added-later", "namespace": "sample"}}
+    (clusters / "cluster2" / "99-added.yaml").write_text(json.dumps(added))
+
+    m = Meshd(state, ["--sandbox", str(clusters)])
+    try:
+        assert state_line(m).startswith("state: restored "), m.stdout()
+        assert "cluster2: its folder's manifests changed since they were loaded; --fresh loads them" in m.stdout()
+        assert "cluster1: its folder" not in m.stdout()
+        gone = subprocess.run([KUBECTL, "--kubeconfig", str(m.kubeconfig("cluster2")), "get", "configmap",
+                               "-n", "sample", "added-later"], capture_output=True, text=True, timeout=60)
+        assert gone.returncode != 0 and "NotFound" in gone.stderr, "the store is not overwritten"
+    finally:
+        assert interrupt(m) == 0, m.log()
+
+    m = Meshd(state, ["--sandbox", str(clusters), "--fresh"])
+    try:
+        assert state_line(m).startswith("state: started fresh"), m.stdout()
+        assert "manifests changed" not in m.stdout()
+        m.kubectl("cluster2", "get", "configmap", "-n", "sample", "added-later")
     finally:
         assert interrupt(m) == 0, m.log()
