@@ -408,9 +408,8 @@ fn retries(retry: &HttpRetry, f: &str, r: &mut Report) {
         validate::duration(d, &format!("{f}.perTryTimeout"), r);
     }
     if !retry.retry_on.is_empty() {
-        for policy in retry.retry_on.split(',') {
-            // istiod splits on `,` alone; meshd's translation trims spaces, so take them here too.
-            let p = policy.trim();
+        // As istiod: split on `,` alone (` 503` is no policy).
+        for p in retry.retry_on.split(',') {
             let status = p.parse::<u16>().is_ok_and(is_http_status);
             if !status && !RETRY_ON.contains(&p) {
                 r.error(
