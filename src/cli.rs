@@ -138,6 +138,11 @@ pub struct Args {
     #[arg(long, env = "MESHD_HTTP_HEADER_TIMEOUT", default_value = "10s", value_parser = parse_nonzero_duration)]
     pub http_header_timeout: Duration,
 
+    /// Folder of remote cluster kubeconfigs (one file per cluster, its ID from the kubeconfig's current
+    /// context), polled every --config-poll; replaces the remote Secrets when set (as in istiod 1.30).
+    #[arg(long, env = "PILOT_MULTICLUSTER_KUBECONFIG_PATH", value_name = "DIR")]
+    pub multicluster_kubeconfig_path: Option<PathBuf>,
+
     /// How long a remote cluster may take to sync before it stops blocking readiness.
     #[arg(long, env = "PILOT_REMOTE_CLUSTER_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
     pub remote_cluster_timeout: Duration,

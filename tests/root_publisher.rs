@@ -114,6 +114,7 @@ fn lead(client: &Client, roots: watch::Receiver<Arc<CaBundle>>, remotes: Cluster
         leadership,
         roots,
         watch_timeout: 290,
+        mesh: watch::channel(Arc::new(meshd::config::MeshConfig::default())).1,
     };
     root_publisher::spawn(cfg, tasks);
 }

@@ -13,7 +13,7 @@ use tokio::sync::watch;
 
 use crate::{
     aggregate::{self, Aggregator, Snapshots, UpdateSender},
-    config::{MeshConfig, MeshNetworks},
+    config::{MeshConfig, MeshNetworks, selectors::Selected},
     config_controller::ConfigHandle,
     model::ClusterId,
     multicluster::{
@@ -23,11 +23,7 @@ use crate::{
         kubeconfig::InsecureOption,
         status::{Clusters, StatusSource},
     },
-    registry::{
-        self,
-        namespaces::{Selected, Selection},
-        service::Context,
-    },
+    registry::{self, namespaces::Selection, service::Context},
     serviceentry,
     start::StartContext,
 };
@@ -57,6 +53,10 @@ pub struct Options {
     pub debounce_max: Duration,
     /// Kubeconfig features remote secrets may use.
     pub insecure_kubeconfig_options: BTreeSet<InsecureOption>,
+    /// Remote kubeconfigs from this folder instead of Secrets, polled every `config_poll`.
+    pub kubeconfig_dir: Option<std::path::PathBuf>,
+    /// How often the kubeconfig folder is read.
+    pub config_poll: Duration,
 }
 
 /// The metrics cluster discovery records, each owned by the module that counts it.
@@ -235,6 +235,7 @@ impl ClusterDiscovery {
             clusters: view.clusters,
             own_status: StatusSource::Registry(progress),
             server: server.into(),
+            kubeconfig_dir: opts.kubeconfig_dir.map(|d| (d, opts.config_poll)),
         };
         controller.spawn(&ctx.tasks, &ctx.ready, primary);
     }

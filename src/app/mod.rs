@@ -161,6 +161,13 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
         _ => None,
     };
 
+    if let Some(dir) = &args.multicluster_kubeconfig_path {
+        anyhow::ensure!(
+            dir.is_dir(),
+            "--multicluster-kubeconfig-path {}: not a readable folder",
+            dir.display()
+        );
+    }
     let cluster_id: ClusterId = args.cluster_id.as_deref().unwrap_or(DEFAULT_CLUSTER_ID).into();
     let (cluster_discovery, view) = clusters::new(
         clusters_options(&args, &cluster_id, &watches),
@@ -426,6 +433,8 @@ fn clusters_options(args: &Args, cluster_id: &ClusterId, watches: &MeshWatches) 
         debounce_after: args.debounce_after,
         debounce_max: args.debounce_max,
         insecure_kubeconfig_options: args.insecure_kubeconfig_options.iter().copied().collect(),
+        kubeconfig_dir: args.multicluster_kubeconfig_path.clone(),
+        config_poll: args.config_poll,
     }
 }
 

@@ -6,7 +6,10 @@
 //! when any selector matches its labels (OR); within one selector `matchLabels` and every
 //! `matchExpressions` entry must all hold (AND); an empty selector `{}` matches every namespace.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    sync::Arc,
+};
 
 use serde::{Deserialize, Serialize};
 
@@ -126,6 +129,26 @@ pub fn validate(selectors: &[LabelSelector]) -> Result<(), SelectorError> {
         }
     }
     Ok(())
+}
+
+/// The discovered namespaces, as the config controller and the root publisher read them: `None`
+/// until the namespaces are listed, then `All` or the names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Selected {
+    /// No selectors: every namespace.
+    All,
+    /// Only these.
+    Only(Arc<BTreeSet<String>>),
+}
+
+impl Selected {
+    /// Whether objects of `namespace` are discovered (cluster-scoped ones, `""`, always are).
+    pub fn contains(&self, namespace: &str) -> bool {
+        match self {
+            Self::All => true,
+            Self::Only(names) => namespace.is_empty() || names.contains(namespace),
+        }
+    }
 }
 
 /// Parses a YAML or JSON list of label selectors (a remote Secret's annotation) and validates it.

@@ -24,12 +24,12 @@ use super::{
 };
 use crate::kube_watch;
 use crate::{
+    config::selectors::Selected,
     drain::Tasks,
     istio::{self, Kind, ObjectMeta, ObjectRef, Source},
     kube_errors as errors,
     model::ClusterId,
     readiness::Ready,
-    registry::namespaces::Selected,
     telemetry::{REPEAT_WINDOW, Repeats},
 };
 

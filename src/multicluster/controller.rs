@@ -1,7 +1,8 @@
-//! The secret controller: watches labelled Secrets in the system namespace on the config cluster and
-//! keeps one supervised cluster per wanted cluster ID (see [`super::secrets::desired`]).
+//! The secret controller: watches labelled Secrets in the system namespace on the config cluster, or
+//! polls a kubeconfig folder instead ([`super::kubeconfig_dir`]), and keeps one supervised cluster per
+//! wanted cluster ID (see [`super::secrets::desired`]).
 
-use std::{collections::BTreeMap, sync::Arc};
+use std::{collections::BTreeMap, path::PathBuf, sync::Arc, time::Duration};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
@@ -10,11 +11,13 @@ use tracing::{info, warn};
 
 use super::{
     cluster::{Env, Handle},
-    secrets::{SELECTORS_ANNOTATION, SecretData, SecretEntry, desired},
+    kubeconfig_dir,
+    secrets::{Desired, SELECTORS_ANNOTATION, SecretData, SecretEntry, desired},
     status::{Clusters, Entry, StatusSource, SyncStatus},
 };
 use crate::kube_watch;
 use crate::{
+    config::watch::{Change, ChangeDetector},
     drain::Tasks,
     model::ClusterId,
     readiness::{BlockReady, Ready},
@@ -39,6 +42,9 @@ pub struct Controller {
     pub own_status: StatusSource,
     /// The config cluster's API server URL, for messages.
     pub server: std::sync::Arc<str>,
+    /// `PILOT_MULTICLUSTER_KUBECONFIG_PATH`: remote kubeconfigs from this folder, polled this often,
+    /// instead of Secrets (istiod gives the folder precedence too).
+    pub kubeconfig_dir: Option<(PathBuf, Duration)>,
 }
 
 struct Running {
@@ -61,9 +67,56 @@ impl Controller {
         tasks.spawn("secret controller", async move {
             tokio::select! {
                 _ = stop => {}
-                _ = self.run(api, tasks_inner, ready, initial) => {}
+                _ = async {
+                    match self.kubeconfig_dir.clone() {
+                        Some((dir, poll)) => self.run_dir(dir, poll, tasks_inner, ready, initial).await,
+                        None => self.run(api, tasks_inner, ready, initial).await,
+                    }
+                } => {}
             }
         });
+    }
+
+    /// Polls the kubeconfig folder: the first read applies at once, later ones once two polls agree
+    /// (a file being written is not half-read). A folder that cannot be read keeps what runs.
+    async fn run_dir(self, dir: PathBuf, poll: Duration, tasks: Tasks, ready: Ready, initial: BlockReady) {
+        let mut initial = Some(initial);
+        let mut running: BTreeMap<ClusterId, Running> = BTreeMap::new();
+        let mut changes: Option<ChangeDetector> = None;
+        let mut tick = tokio::time::interval(poll);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let read = kubeconfig_dir::read(&dir);
+            let folder = match &mut changes {
+                None => match read {
+                    Ok(f) => {
+                        changes = Some(ChangeDetector::new(f.digest));
+                        f
+                    }
+                    Err(e) => {
+                        warn!(error = %e, "reading remote cluster kubeconfigs failed; retrying");
+                        changes = Some(ChangeDetector::new([0; 32]));
+                        drop(initial.take());
+                        continue;
+                    }
+                },
+                Some(c) => match c.observe_by(read, |f| f.digest) {
+                    Change::None => continue,
+                    Change::Failed(e) => {
+                        warn!(error = %e, "reading remote cluster kubeconfigs failed; keeping the clusters running");
+                        continue;
+                    }
+                    Change::Stable(f) => f,
+                },
+            };
+            info!(dir = %dir.display(), files = folder.secrets.len() + folder.rejected.len(), "remote cluster kubeconfigs read");
+            let mut want = desired(&folder.secrets, &self.own, &self.env.allowed);
+            want.rejected.extend(folder.rejected);
+            let hold = initial.is_some().then_some(&ready);
+            self.reconcile(want, &mut running, &tasks, hold);
+            initial = None;
+        }
     }
 
     async fn run(self, api: Api<Secret>, tasks: Tasks, ready: Ready, initial: BlockReady) {
@@ -112,21 +165,26 @@ impl Controller {
             // Only the clusters of the first full list hold readiness (as istiod's initial sync): a Secret
             // added later, even for an unreachable cluster, must not make every replica unready.
             let hold = initial.is_some().then_some(&ready);
-            self.reconcile(&secrets, &mut running, &tasks, hold);
+            self.reconcile(
+                desired(&secrets, &self.own, &self.env.allowed),
+                &mut running,
+                &tasks,
+                hold,
+            );
             initial = None;
         }
         drop(initial);
     }
 
-    /// Starts, rotates and stops clusters to match the Secrets, and republishes the status table.
+    /// Starts, rotates and stops clusters to match what the Secrets (or files) ask for, and republishes
+    /// the status table.
     fn reconcile(
         &self,
-        secrets: &SecretData,
+        want: Desired,
         running: &mut BTreeMap<ClusterId, Running>,
         tasks: &Tasks,
         ready: Option<&Ready>,
     ) {
-        let want = desired(secrets, &self.own, &self.env.allowed);
         running.retain(|id, r| {
             // A Secret entry that turned invalid (malformed update) keeps the last valid client running,
             // as istiod does: a bad edit must not wipe a healthy cluster's endpoints.

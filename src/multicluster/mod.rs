@@ -2,6 +2,7 @@
 //! Secrets into supervised clusters, each running a registry that feeds the aggregate.
 //!
 //! - [`kubeconfig`]: untrusted kubeconfigs are sanitised before kube-rs sees them.
+//! - [`kubeconfig_dir`]: the kubeconfig folder source, read into the Secrets' form.
 //! - [`secrets`]: which clusters the Secrets ask for (pure; duplicate IDs have a deterministic winner).
 //! - [`controller`]: the Secret watcher; starts, rotates and stops clusters.
 //! - [`cluster`]: one cluster's supervisor: client, registry generations, status, readiness timeout.
@@ -12,6 +13,7 @@
 pub mod cluster;
 pub mod controller;
 pub mod kubeconfig;
+pub mod kubeconfig_dir;
 mod metrics;
 pub mod remote_secret;
 pub mod secrets;

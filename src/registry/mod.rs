@@ -36,14 +36,14 @@ use tracing::{info, warn};
 use self::{
     endpoints::{ObjectName, PodWorkload},
     invalid::{InvalidAddress, Reported},
-    namespaces::{Namespaces, Selected, Selection},
+    namespaces::{Namespaces, Selection},
     network::NetworkResolver,
     state::State,
 };
 use crate::kube_watch;
 use crate::{
     aggregate::{RegistryId, Update, UpdateSender},
-    config::MeshNetworks,
+    config::{MeshNetworks, selectors::Selected},
     drain::Tasks,
     model::{LABEL_NETWORK, NetworkId, ServiceKey},
     telemetry::{REPEAT_WINDOW, Repeats},

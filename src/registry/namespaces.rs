@@ -12,7 +12,7 @@ use tokio::sync::watch;
 
 use crate::config::{
     MeshConfig,
-    selectors::{self, LabelSelector},
+    selectors::{self, LabelSelector, Selected},
 };
 
 /// A remote's own selectors (its Secret's annotation), replacing the mesh-wide ones; `None`: mesh-wide.
@@ -62,26 +62,6 @@ impl Selection {
                 },
                 else => std::future::pending::<()>().await,
             }
-        }
-    }
-}
-
-/// The discovered namespaces, as the config controller and the root publisher read them: `None`
-/// until the namespaces are listed, then `All` or the names.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Selected {
-    /// No selectors: every namespace.
-    All,
-    /// Only these.
-    Only(Arc<BTreeSet<String>>),
-}
-
-impl Selected {
-    /// Whether objects of `namespace` are discovered (cluster-scoped ones, `""`, always are).
-    pub fn contains(&self, namespace: &str) -> bool {
-        match self {
-            Self::All => true,
-            Self::Only(names) => namespace.is_empty() || names.contains(namespace),
         }
     }
 }

@@ -172,6 +172,8 @@ pub fn start_discovery(primary: &Sim, system_namespace: &str, remote_timeout: Du
         debounce_after: Duration::from_millis(20),
         debounce_max: Duration::from_millis(200),
         insecure_kubeconfig_options: Default::default(),
+        kubeconfig_dir: None,
+        config_poll: Duration::from_secs(1),
     };
     let (discovery, view) = clusters::new(
         opts,
