@@ -46,6 +46,8 @@ const SIDECAR_CDS: &[&str] = &[
     INBOUND_PASSTHROUGH,
     ECHO_INBOUND,
 ];
+/// Its listeners: the outbound and inbound catch-alls and one per HTTP (and gRPC) port.
+const SIDECAR_LDS: &[&str] = &["virtualOutbound", "virtualInbound", "0.0.0.0_7070", "0.0.0.0_80"];
 const INBOUND_PASSTHROUGH: &str = "InboundPassthroughCluster";
 const ECHO_INBOUND: &str = "inbound|50051||";
 const ECHO_LISTENER: &str = "echo.default.svc.cluster.local:7070";
@@ -277,6 +279,20 @@ async fn sotw_rules() {
                         "inbound|8080||",
                     ],
                 ),
+                Ack,
+                Quiet,
+            ],
+        ),
+        (
+            // The listener's name stays, its chains change: a cached copy from before would be stale.
+            "an endpoint change that makes the sidecar serve a port pushes its inbound listener",
+            sidecar,
+            &[
+                Request(LDS, &["*"]),
+                Expect(LDS, SIDECAR_LDS),
+                Ack,
+                Publish(Mesh::OtherOnSidecar),
+                Expect(LDS, SIDECAR_LDS),
                 Ack,
                 Quiet,
             ],

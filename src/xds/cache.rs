@@ -18,7 +18,7 @@ use super::{
     metrics::Metrics,
     push::{PushScope, Snapshot, scope},
 };
-use crate::envoy::{Resource, XdsType, cds::ClusterRef};
+use crate::envoy::{Resource, XdsType, cds::ClusterRef, virtual_inbound};
 
 /// Default entry cap (istiod's `PILOT_XDS_CACHE_SIZE`).
 pub const DEFAULT_CAPACITY: usize = 60_000;
@@ -120,7 +120,7 @@ impl ResourceCache {
 
     /// Moves the cache to `snapshot`. When it follows the newest version the cache knows and names
     /// what changed, every entry it does not touch stays valid: with endpoints only, everything but
-    /// those services' EDS; with services and Istio objects, the clusters and endpoints of other hosts
+    /// those services' EDS and sidecars' inbound listeners and clusters; with services and Istio objects, the clusters and endpoints of other hosts
     /// (listeners and routes are rebuilt once). Idempotent: every stream calls it, the first does the
     /// work (and is the only one to build the scope).
     pub fn advance(&self, snapshot: &dyn Snapshot) {
@@ -135,9 +135,12 @@ impl ResourceCache {
         let base = inner.newest;
         let keep: Box<dyn Fn(&CacheKey) -> bool> = match scope(snapshot, Some(base)) {
             PushScope::Full => Box::new(|_| false),
-            PushScope::Endpoints(hosts) => Box::new(move |key| {
-                key.ty != XdsType::Endpoint
-                    || ClusterRef::parse(&key.name).is_some_and(|c| !hosts.contains(c.hostname()))
+            PushScope::Endpoints(hosts) => Box::new(move |key| match key.ty {
+                XdsType::Endpoint => {
+                    ClusterRef::parse(&key.name).is_some_and(|c| !hosts.contains(c.hostname()))
+                }
+                // A sidecar's inbound side follows which endpoints are its own.
+                _ => !virtual_inbound::per_proxy(&key.name),
             }),
             // A PeerAuthentication can change any cluster's mTLS.
             PushScope::Partial(c) if c.objects.keys().any(|o| o.kind == Kind::PeerAuthentication) => {
