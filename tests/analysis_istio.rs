@@ -285,6 +285,32 @@ const CASES: &[Case] = &[
         analyzer: Analyzer::DestinationRuleSubsets,
         expected: &[("IST0173", "DestinationRule default/empty-topology-labels")],
     },
+    // The three ConflictingServiceEntryProtocol rows: their inputs are in the snapshot, the stored
+    // testGrid predates them; expectations as the files' comments state them.
+    Case {
+        name: "ConflictingServiceEntryProtocol (from the file's comments)",
+        files: &["serviceentry-conflicting-protocol.yaml"],
+        mesh_config: None,
+        analyzer: Analyzer::ServiceEntryProtocols,
+        expected: &[
+            ("IST0177", "ServiceEntry default/se-https"),
+            ("IST0177", "ServiceEntry default/se-http"),
+        ],
+    },
+    Case {
+        name: "ConflictingServiceEntryProtocol, exportTo apart (from the file's comments)",
+        files: &["serviceentry-conflicting-exportto.yaml"],
+        mesh_config: None,
+        analyzer: Analyzer::ServiceEntryProtocols,
+        expected: &[],
+    },
+    Case {
+        name: "ConflictingServiceEntryProtocol, same protocol (from the file's comments)",
+        files: &["serviceentry-no-conflict-protocol.yaml"],
+        mesh_config: None,
+        analyzer: Analyzer::ServiceEntryProtocols,
+        expected: &[],
+    },
     Case {
         name: "ServiceEntry Addresses Allocated",
         files: &["serviceentry-address-allocated.yaml"],

@@ -65,6 +65,8 @@ pub enum Code {
     DestinationRuleSubsetNotSelectPods,
     /// IST0174: a DestinationRule's host is no service.
     UnknownDestinationRuleHost,
+    /// IST0177: ServiceEntries seen in one namespace give a host and port different protocols.
+    ConflictingServiceEntryProtocol,
 }
 
 impl Code {
@@ -85,6 +87,7 @@ impl Code {
             Code::IngressRouteRulesNotAffected => "IST0140",
             Code::DestinationRuleSubsetNotSelectPods => "IST0173",
             Code::UnknownDestinationRuleHost => "IST0174",
+            Code::ConflictingServiceEntryProtocol => "IST0177",
         }
     }
 
@@ -107,6 +110,7 @@ impl Code {
             Code::IngressRouteRulesNotAffected => "IngressRouteRulesNotAffected",
             Code::DestinationRuleSubsetNotSelectPods => "DestinationRuleSubsetNotSelectPods",
             Code::UnknownDestinationRuleHost => "UnknownDestinationRuleHost",
+            Code::ConflictingServiceEntryProtocol => "ConflictingServiceEntryProtocol",
         }
     }
 
@@ -119,6 +123,7 @@ impl Code {
             | Code::VirtualServiceHostNotFoundInGateway
             | Code::ServiceEntryAddressesRequired
             | Code::IngressRouteRulesNotAffected
+            | Code::ConflictingServiceEntryProtocol
             | Code::UnknownDestinationRuleHost => Level::Warning,
             _ => Level::Error,
         }

@@ -190,11 +190,13 @@ pub enum Analyzer {
     PeerAuthenticationSelectors,
     /// ServiceEntry TCP ports without addresses.
     ServiceEntryAddresses,
+    /// ServiceEntries giving one host and port different protocols.
+    ServiceEntryProtocols,
 }
 
 impl Analyzer {
     /// Every analyzer, in the order they run.
-    pub const ALL: [Analyzer; 10] = [
+    pub const ALL: [Analyzer; 11] = [
         Analyzer::VirtualServiceDestinationHosts,
         Analyzer::VirtualServiceDestinationRules,
         Analyzer::VirtualServiceGateways,
@@ -205,6 +207,7 @@ impl Analyzer {
         Analyzer::SidecarSelectors,
         Analyzer::PeerAuthenticationSelectors,
         Analyzer::ServiceEntryAddresses,
+        Analyzer::ServiceEntryProtocols,
     ];
 
     /// istioctl's name for it (`istioctl analyze -L`); `meshd.` for the ones istioctl lacks.
@@ -220,6 +223,7 @@ impl Analyzer {
             Analyzer::SidecarSelectors => "sidecar.SelectorAnalyzer",
             Analyzer::PeerAuthenticationSelectors => "meshd.PeerAuthenticationSelectorAnalyzer",
             Analyzer::ServiceEntryAddresses => "serviceentry.Analyzer",
+            Analyzer::ServiceEntryProtocols => "serviceentry.ConflictingServiceEntryProtocolAnalyzer",
         }
     }
 
@@ -236,7 +240,8 @@ impl Analyzer {
             Analyzer::MtlsConflicts => destination_rule::mtls_conflicts(input, &mut out),
             Analyzer::SidecarSelectors => selectors::sidecars(input, &mut out),
             Analyzer::PeerAuthenticationSelectors => selectors::peer_authentications(input, &mut out),
-            Analyzer::ServiceEntryAddresses => service_entry::analyze(input, &mut out),
+            Analyzer::ServiceEntryAddresses => service_entry::addresses(input, &mut out),
+            Analyzer::ServiceEntryProtocols => service_entry::protocol_conflicts(input, &mut out),
         }
         out
     }
