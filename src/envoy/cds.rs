@@ -209,10 +209,12 @@ pub(super) fn all_names(ctx: &Context) -> BTreeSet<Arc<str>> {
 }
 
 /// The clusters of one service port for `proxy`: the default one and one per subset of the
-/// DestinationRule it gets, and for an east-west gateway their SNI-DNAT clusters (wildcard CDS, and
-/// the EDS names an endpoint change of the service touches).
+/// DestinationRule it gets, and for an east-west gateway (or a gateway with an AUTO_PASSTHROUGH
+/// server) their SNI-DNAT clusters (wildcard CDS, and the EDS names an endpoint change of the service
+/// touches).
 pub fn port_cluster_names(mesh: &dyn Mesh, proxy: &Proxy, service: &Service, port: u16) -> Vec<String> {
-    let east_west = proxy.is_east_west_gateway();
+    let east_west = proxy.is_east_west_gateway()
+        || (proxy.kind == ProxyKind::Router && super::gateway_servers::auto_passthrough(mesh, proxy));
     let subsets = rule_for(mesh, proxy, service)
         .into_iter()
         .flat_map(|r| r.rule.subsets.iter().map(|x| x.name.as_str()));
@@ -327,7 +329,9 @@ fn cluster_of<'m: 'n, 'n>(
             },
         rule,
     } = resolved;
-    if sni_dnat && !proxy.is_east_west_gateway() {
+    // Listed only for an east-west gateway or one with an AUTO_PASSTHROUGH server
+    // ([`port_cluster_names`]); the same for every router that asks.
+    if sni_dnat && proxy.kind != ProxyKind::Router {
         return None;
     }
     let traffic = mesh.traffic();

@@ -41,7 +41,8 @@ use envoy_types::pb::{
 };
 
 use super::{
-    Context, Mesh, ads_source, any, cds, eds::socket, envoy_ads_source, inbound, route, virtual_inbound,
+    Context, Mesh, ads_source, any, cds, eds::socket, envoy_ads_source, gateway_listeners, gateway_servers,
+    inbound, route, virtual_inbound,
 };
 use crate::envoy::{ProxyKind, XdsType, resource::Resource};
 use crate::{
@@ -192,9 +193,25 @@ pub const ISTIO_MTLS_ALPNS: [&str; 5] = [
 /// gateway gets for the service, pass through still encrypted to the SNI-DNAT cluster of the same name;
 /// in the order of the services (host name, then port), the whole service before its subsets.
 pub fn east_west_listener(mesh: &dyn Mesh, proxy: &Proxy) -> Listener {
-    let filter_chains = mesh
-        .services()
-        .filter(|s| !s.mesh_external)
+    Listener {
+        name: EAST_WEST_LISTENER.to_owned(),
+        address: Some(socket(IpAddr::from([0, 0, 0, 0]), EAST_WEST_PORT)),
+        listener_filters: vec![tls_inspector()],
+        filter_chains: auto_passthrough_chains(mesh, proxy, |_| true),
+        traffic_direction: TrafficDirection::Outbound as i32,
+        ..Default::default()
+    }
+}
+
+/// The AUTO_PASSTHROUGH filter chains of the in-mesh services `host` accepts (see
+/// [`east_west_listener`]; a Gateway's AUTO_PASSTHROUGH server keeps those its hosts match).
+pub(super) fn auto_passthrough_chains(
+    mesh: &dyn Mesh,
+    proxy: &Proxy,
+    host: impl Fn(&str) -> bool,
+) -> Vec<FilterChain> {
+    mesh.services()
+        .filter(|s| !s.mesh_external && host(&s.hostname))
         .flat_map(|s| s.ports.iter().map(move |p| (s, p)))
         .filter(|(_, p)| p.protocol != crate::model::Protocol::Udp)
         .flat_map(|(s, p)| {
@@ -213,19 +230,16 @@ pub fn east_west_listener(mesh: &dyn Mesh, proxy: &Proxy) -> Listener {
             }),
             ..tcp_chain(&sni, &sni)
         })
-        .collect();
-    Listener {
-        name: EAST_WEST_LISTENER.to_owned(),
-        address: Some(socket(IpAddr::from([0, 0, 0, 0]), EAST_WEST_PORT)),
-        listener_filters: vec![ListenerFilter {
-            name: "envoy.filters.listener.tls_inspector".to_owned(),
-            config_type: Some(listener_filter::ConfigType::TypedConfig(any(
-                &TlsInspector::default(),
-            ))),
-            ..Default::default()
-        }],
-        filter_chains,
-        traffic_direction: TrafficDirection::Outbound as i32,
+        .collect()
+}
+
+/// The TLS inspector: SNI and ALPN for filter chain matches.
+pub(super) fn tls_inspector() -> ListenerFilter {
+    ListenerFilter {
+        name: "envoy.filters.listener.tls_inspector".to_owned(),
+        config_type: Some(listener_filter::ConfigType::TypedConfig(any(
+            &TlsInspector::default(),
+        ))),
         ..Default::default()
     }
 }
@@ -250,7 +264,11 @@ fn virtual_outbound(outbound: OutboundMode) -> Listener {
 /// An HCM with RDS from `source` and the filters istiod gives sidecars and gRPC clients alike: fault
 /// (empty: routes turn it on through `typed_per_filter_config`), then the router, which gRPC requires
 /// last.
-fn http_connection_manager(stat_prefix: &str, route: String, source: ConfigSource) -> HttpConnectionManager {
+pub(super) fn http_connection_manager(
+    stat_prefix: &str,
+    route: String,
+    source: ConfigSource,
+) -> HttpConnectionManager {
     HttpConnectionManager {
         stat_prefix: stat_prefix.to_owned(),
         route_specifier: Some(RouteSpecifier::Rds(Rds {
@@ -288,7 +306,7 @@ fn sidecar_http_connection_manager(stat_prefix: &str, route: String) -> HttpConn
     }
 }
 
-fn http_chain(hcm: HttpConnectionManager) -> FilterChain {
+pub(super) fn http_chain(hcm: HttpConnectionManager) -> FilterChain {
     FilterChain {
         filters: vec![Filter {
             name: "envoy.filters.network.http_connection_manager".to_owned(),
@@ -298,7 +316,7 @@ fn http_chain(hcm: HttpConnectionManager) -> FilterChain {
     }
 }
 
-fn tcp_chain(stat_prefix: &str, cluster: &str) -> FilterChain {
+pub(super) fn tcp_chain(stat_prefix: &str, cluster: &str) -> FilterChain {
     let proxy = TcpProxy {
         stat_prefix: stat_prefix.to_owned(),
         cluster_specifier: Some(tcp_proxy::ClusterSpecifier::Cluster(cluster.to_owned())),
@@ -321,14 +339,24 @@ pub(super) fn all_names(ctx: &Context) -> BTreeSet<Arc<str>> {
             .map(|(s, p)| format!("{}:{}", s.hostname, p.port).into())
             .collect(),
         ProxyKind::Sidecar => sidecar_listener_names(ctx.mesh, ctx.proxy),
-        ProxyKind::Router if ctx.proxy.is_east_west_gateway() => BTreeSet::from([EAST_WEST_LISTENER.into()]),
-        ProxyKind::Router => BTreeSet::new(),
+        ProxyKind::Router => {
+            let merged = gateway_servers::merge(ctx.mesh, ctx.proxy);
+            let mut names = gateway_listeners::listener_names(&merged);
+            if ctx.proxy.is_east_west_gateway() {
+                names.insert(EAST_WEST_LISTENER.into());
+            }
+            names
+        }
     }
 }
 
 /// What a listener depends on besides its name: short listener names resolve in the proxy's
-/// namespace; sidecar TCP listeners use its cluster's VIPs.
+/// namespace; sidecar TCP listeners use its cluster's VIPs; a gateway's also depend on its labels
+/// (which Gateways select it) and the ports it serves (server ports become target ports).
 pub(super) fn view_key(ctx: &Context) -> Arc<str> {
+    if ctx.proxy.kind == ProxyKind::Router {
+        return gateway_servers::view_key(ctx.mesh, ctx.proxy).into();
+    }
     format!(
         "{}|{}|{}",
         ctx.kind_name(),
@@ -349,7 +377,10 @@ pub(super) fn build(ctx: &Context, name: Arc<str>) -> Option<Resource> {
         ProxyKind::Router if ctx.proxy.is_east_west_gateway() && &*name == EAST_WEST_LISTENER => {
             east_west_listener(ctx.mesh, ctx.proxy)
         }
-        ProxyKind::Router => return None,
+        ProxyKind::Router => {
+            let merged = gateway_servers::merge(ctx.mesh, ctx.proxy);
+            gateway_listeners::listener(ctx.mesh, ctx.proxy, &merged, &name)?
+        }
     };
     Some(Resource::encode(XdsType::Listener, name, &listener))
 }

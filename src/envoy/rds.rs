@@ -28,6 +28,9 @@ use crate::{
 /// DestinationRules it sees), and only when some rule there depends on them, its labels. Without any
 /// VirtualService or hashing DestinationRule, every proxy of a kind shares one encode.
 pub(super) fn view_key(ctx: &Context) -> Arc<str> {
+    if ctx.proxy.kind == ProxyKind::Router {
+        return super::gateway_servers::view_key(ctx.mesh, ctx.proxy).into();
+    }
     let kind = ctx.kind_name();
     let vs = &ctx.mesh.traffic().virtual_services;
     if !vs.shapes_routes() {
@@ -45,6 +48,10 @@ pub(super) fn build(ctx: &Context, name: Arc<str>) -> Option<Resource> {
             grpc_route(ctx.mesh, ctx.proxy, &name, target.service, target.port.port)
         }
         ProxyKind::Sidecar => port_route(ctx.mesh, ctx.proxy, name.parse().ok()?)?,
+        ProxyKind::Router if super::gateway_routes::is_gateway_route(&name) => {
+            let merged = super::gateway_servers::merge(ctx.mesh, ctx.proxy);
+            super::gateway_routes::route_config(ctx.mesh, ctx.proxy, &merged, &name)
+        }
         ProxyKind::Router => return None,
     };
     Some(Resource::encode(XdsType::Route, name, &route))
@@ -125,6 +132,8 @@ pub fn service_routes<'m>(
         namespace: ns,
         labels: &proxy.labels,
         port,
+        gateway: None,
+        only_port: None,
     };
     let hash = |host: &str, port: u16, subset: Option<&str>| consistent_hash(mesh, proxy, host, port, subset);
     let mut candidates = index.virtual_services.for_host(ns, &service.hostname).into_iter();
@@ -147,7 +156,7 @@ pub fn service_routes<'m>(
 }
 
 /// The consistent hash of the DestinationRule `proxy` uses for `host` at `port` and `subset`.
-fn consistent_hash(
+pub(super) fn consistent_hash(
     mesh: &dyn Mesh,
     proxy: &Proxy,
     host: &str,

@@ -56,7 +56,7 @@ use crate::{
 pub const FAULT_FILTER: &str = "envoy.filters.http.fault";
 
 /// Who the routes are for and on which port: what translation reads from the proxy.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct RouteInput<'a> {
     /// Sidecar or proxyless gRPC (timeouts and hash policies differ).
     pub kind: ProxyKind,
@@ -67,7 +67,15 @@ pub struct RouteInput<'a> {
     /// The listener (service) port the routes serve: `match.port` must agree, and destinations
     /// without a port go to it.
     pub port: u16,
+    /// For a gateway, its name (`ns/name`): `match.gateways` must name it. `None`: the mesh.
+    pub gateway: Option<&'a str>,
+    /// For a gateway, the only port of a destination's service, which a destination without a port
+    /// goes to instead of the listener port (istiod's `GetDestinationCluster`).
+    pub only_port: Option<PortOf<'a>>,
 }
+
+/// The only port of a host's service, if it has one port.
+pub type PortOf<'a> = &'a dyn Fn(&str) -> Option<u16>;
 
 /// The consistent hash a destination's DestinationRule asks for, if any: `(host, port, subset)`.
 pub type HashOf<'a> = &'a dyn Fn(&str, u16, Option<&str>) -> Option<ConsistentHashLb>;
@@ -137,10 +145,14 @@ fn prefix_match() -> RouteMatch {
     }
 }
 
-/// istiod's `sourceMatchHTTP`, for a sidecar (its gateway is `mesh`).
+/// istiod's `sourceMatchHTTP`: the proxy's gateway (`mesh` for a sidecar) among the match's, else
+/// its labels and namespace.
 fn source_matches(m: &HttpMatchRequest, inp: &RouteInput) -> bool {
     if !m.gateways.is_empty() {
-        return m.gateways.iter().any(|g| g == "mesh");
+        let me = inp
+            .gateway
+            .unwrap_or(crate::traffic::virtual_service::MESH_GATEWAY);
+        return m.gateways.iter().any(|g| g == me);
     }
     m.source_labels.iter().all(|(k, v)| inp.labels.get(k) == Some(v))
         && (m.source_namespace.is_empty() || m.source_namespace == inp.namespace)
@@ -225,7 +237,10 @@ fn route_action(
         action.host_rewrite_specifier = Some(route_action::HostRewriteSpecifier::HostRewriteLiteral(a));
     }
     let cluster_of = |d: &crate::istio::virtual_service::Destination| {
-        let port = d.port.map_or(inp.port, |p| p.number as u16);
+        let port = match d.port {
+            Some(p) => p.number as u16,
+            None => inp.only_port.and_then(|f| f(&d.host)).unwrap_or(inp.port),
+        };
         let subset = (!d.subset.is_empty()).then_some(d.subset.as_str());
         (
             subset_cluster_name(port, &d.subset, &d.host),
@@ -650,4 +665,4 @@ pub fn ignored_fields(kind: ProxyKind, vs: &ResolvedVs) -> Vec<String> {
 
 #[cfg(test)]
 #[path = "route_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -25,7 +25,8 @@ static ENVOY: LazyLock<DescriptorPool> = LazyLock::new(|| {
     DescriptorPool::decode(&include_bytes!(concat!(env!("OUT_DIR"), "/envoy.bin"))[..]).unwrap()
 });
 
-fn json<M: Message>(msg: &M, full_name: &str) -> serde_json::Value {
+/// `msg` as proto3 JSON (Envoy's descriptors).
+pub(crate) fn json<M: Message>(msg: &M, full_name: &str) -> serde_json::Value {
     let desc = ENVOY.get_message_by_name(full_name).unwrap();
     serde_json::to_value(DynamicMessage::decode(desc, msg.encode_to_vec().as_slice()).unwrap()).unwrap()
 }

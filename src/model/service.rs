@@ -139,6 +139,25 @@ pub enum Protocol {
 }
 
 impl Protocol {
+    /// A protocol name as Istio spells it (`HTTP`, `http2`, `tcp`…, any case; istiod's
+    /// `protocol.Parse`); unknown names are [`Protocol::Unknown`].
+    pub fn from_name(s: &str) -> Self {
+        match s.to_ascii_lowercase().as_str() {
+            "http" => Self::Http,
+            "http2" | "h2c" => Self::Http2,
+            "grpc" => Self::Grpc,
+            "grpc-web" => Self::GrpcWeb,
+            "https" => Self::Https,
+            "tls" => Self::Tls,
+            "tcp" => Self::Tcp,
+            "udp" => Self::Udp,
+            "mongo" => Self::Mongo,
+            "redis" => Self::Redis,
+            "mysql" => Self::Mysql,
+            _ => Self::Unknown,
+        }
+    }
+
     /// Whether the proxy terminates it as HTTP.
     pub fn is_http(self) -> bool {
         matches!(self, Self::Http | Self::Http2 | Self::Grpc | Self::GrpcWeb)

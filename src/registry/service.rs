@@ -180,7 +180,7 @@ pub fn protocol(app_protocol: Option<&str>, port_name: &str, k8s_protocol: Optio
         "kubernetes.io/h2c" => Protocol::Http2,
         "kubernetes.io/ws" => Protocol::Http,
         "kubernetes.io/wss" => Protocol::Https,
-        other => parse_protocol(other),
+        other => Protocol::from_name(other),
     });
     if let Some(p) = from_app.filter(|p| *p != Protocol::Unknown) {
         return p;
@@ -189,24 +189,7 @@ pub fn protocol(app_protocol: Option<&str>, port_name: &str, k8s_protocol: Optio
     if name == "grpc-web" || name.starts_with("grpc-web-") {
         return Protocol::GrpcWeb;
     }
-    parse_protocol(name.split('-').next().unwrap_or_default())
-}
-
-fn parse_protocol(s: &str) -> Protocol {
-    match s.to_ascii_lowercase().as_str() {
-        "http" => Protocol::Http,
-        "http2" | "h2c" => Protocol::Http2,
-        "grpc" => Protocol::Grpc,
-        "grpc-web" => Protocol::GrpcWeb,
-        "https" => Protocol::Https,
-        "tls" => Protocol::Tls,
-        "tcp" => Protocol::Tcp,
-        "udp" => Protocol::Udp,
-        "mongo" => Protocol::Mongo,
-        "redis" => Protocol::Redis,
-        "mysql" => Protocol::Mysql,
-        _ => Protocol::Unknown,
-    }
+    Protocol::from_name(name.split('-').next().unwrap_or_default())
 }
 
 /// A Kubernetes port number, if it is one.

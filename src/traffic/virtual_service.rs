@@ -3,9 +3,11 @@
 //! `computeWildcardHostVirtualServiceIndex`): built once per snapshot, asked per (proxy namespace,
 //! service host).
 //!
-//! Only mesh-bound VirtualServices count (`gateways` empty or naming `mesh`). Delegates (no `hosts`)
-//! and routes that delegate are left out: meshd does not merge delegate VirtualServices, and istiod
-//! too drops a delegating route whose delegate it cannot use.
+//! Mesh-bound VirtualServices (`gateways` empty or naming `mesh`) route sidecars and gRPC clients;
+//! those naming a Gateway are kept apart for the gateways ([`VsIndex::for_gateway`], istiod's
+//! `VirtualServicesForGateway`), their gateway names resolved as istiod's `resolveGatewayName`.
+//! Delegates (no `hosts`) and routes that delegate are left out: meshd does not merge delegate
+//! VirtualServices, and istiod too drops a delegating route whose delegate it cannot use.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -17,7 +19,13 @@ use super::{
     hosts::{self, HostPattern},
     visibility::Visibility,
 };
-use crate::istio::{Config, ObjectRef, Spec, VirtualService};
+use crate::istio::{
+    Config, ObjectRef, Spec, VirtualService,
+    l4_route::{TcpRoute, TlsRoute},
+};
+
+/// The reserved gateway name of sidecars.
+pub const MESH_GATEWAY: &str = "mesh";
 
 /// One mesh-bound VirtualService, its hosts and destination hosts resolved in its namespace.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,12 +44,37 @@ pub struct ResolvedVs {
     pub visibility: Visibility,
     /// Some match names `sourceLabels`: its routes depend on the proxy's labels.
     pub source_dependent: bool,
+    /// The gateways it binds to, resolved (`ns/name`, or [`MESH_GATEWAY`]); `[mesh]` when none.
+    pub gateways: Vec<String>,
+    /// Its TCP routes, destination hosts resolved (routes that do not parse are left out: validation
+    /// reported them).
+    pub tcp: Vec<TcpRoute>,
+    /// Its TLS routes, likewise.
+    pub tls: Vec<TlsRoute>,
+}
+
+/// istiod's `resolveGatewayName`: `name` and `./name` are in the VirtualService's namespace, the
+/// legacy `name.ns.svc.…` is `ns/name`; `mesh` stays.
+pub fn resolve_gateway(name: &str, namespace: &str) -> String {
+    if name == MESH_GATEWAY {
+        return name.to_owned();
+    }
+    match name.split_once('/') {
+        Some((".", gw)) => format!("{namespace}/{gw}"),
+        Some(_) => name.to_owned(),
+        None => match name.split_once('.') {
+            None => format!("{namespace}/{name}"),
+            Some((gw, rest)) => {
+                let ns = rest.split('.').next().unwrap_or(rest);
+                format!("{ns}/{gw}")
+            }
+        },
+    }
 }
 
 impl ResolvedVs {
     fn from_config(cfg: &Config, vs: &VirtualService, settings: &Settings) -> Option<Self> {
-        let mesh_bound = vs.gateways.is_empty() || vs.gateways.iter().any(|g| g == "mesh");
-        if !mesh_bound || vs.hosts.is_empty() {
+        if vs.hosts.is_empty() {
             return None;
         }
         let ns = &*cfg.meta.namespace;
@@ -51,6 +84,40 @@ impl ResolvedVs {
         for route in &mut spec.http {
             for d in &mut route.route {
                 d.destination.host = resolve(&d.destination.host).to_string();
+            }
+            for m in &mut route.matches {
+                for g in &mut m.gateways {
+                    *g = resolve_gateway(g, ns);
+                }
+            }
+        }
+        let mut gateways: Vec<String> = vs.gateways.iter().map(|g| resolve_gateway(g, ns)).collect();
+        if gateways.is_empty() {
+            gateways.push(MESH_GATEWAY.to_owned());
+        }
+        let l4 = |d: &mut crate::istio::l4_route::RouteDestination| {
+            d.destination.host = resolve(&d.destination.host).to_string();
+        };
+        let mut tcp: Vec<TcpRoute> = vs
+            .tcp
+            .iter()
+            .filter_map(|v| serde_json::from_value(v.clone()).ok())
+            .collect();
+        for r in &mut tcp {
+            r.route.iter_mut().for_each(l4);
+            for m in &mut r.matches {
+                m.gateways.iter_mut().for_each(|g| *g = resolve_gateway(g, ns));
+            }
+        }
+        let mut tls: Vec<TlsRoute> = vs
+            .tls
+            .iter()
+            .filter_map(|v| serde_json::from_value(v.clone()).ok())
+            .collect();
+        for r in &mut tls {
+            r.route.iter_mut().for_each(l4);
+            for m in &mut r.matches {
+                m.gateways.iter_mut().for_each(|g| *g = resolve_gateway(g, ns));
             }
         }
         let source_dependent = spec
@@ -66,7 +133,15 @@ impl ResolvedVs {
             visibility: Visibility::of_config(&vs.export_to, ns, &Visibility::Public),
             spec,
             source_dependent,
+            gateways,
+            tcp,
+            tls,
         })
+    }
+
+    /// Bound to sidecars (`mesh`).
+    pub fn mesh_bound(&self) -> bool {
+        self.gateways.iter().any(|g| g == MESH_GATEWAY)
     }
 
     /// The VirtualService as istiod's route metadata names it
@@ -85,6 +160,8 @@ impl ResolvedVs {
 #[derive(Debug, Default)]
 pub struct VsIndex {
     all: Vec<Arc<ResolvedVs>>,
+    /// Those bound to some Gateway, in the same order.
+    gateway_bound: Vec<Arc<ResolvedVs>>,
     /// Exact hosts that several VirtualServices name (`pilot_vservice_dup_domain`, IST0109).
     duplicates: BTreeMap<Arc<str>, Vec<ObjectRef>>,
     /// Namespaces with a DestinationRule that selects workloads: a consistent-hash policy read by
@@ -103,7 +180,13 @@ impl VsIndex {
             match &cfg.spec {
                 Spec::VirtualService(vs) => {
                     if let Some(r) = ResolvedVs::from_config(cfg, vs, settings) {
-                        index.all.push(Arc::new(r));
+                        let r = Arc::new(r);
+                        if r.gateways.iter().any(|g| g != MESH_GATEWAY) {
+                            index.gateway_bound.push(r.clone());
+                        }
+                        if r.mesh_bound() {
+                            index.all.push(r);
+                        }
                     }
                 }
                 Spec::DestinationRule(dr) => {
@@ -126,13 +209,15 @@ impl VsIndex {
                 _ => {}
             }
         }
-        index.all.sort_by(|a, b| {
+        let by_age = |a: &Arc<ResolvedVs>, b: &Arc<ResolvedVs>| {
             (a.created.as_deref(), &a.object.name, &a.object.namespace).cmp(&(
                 b.created.as_deref(),
                 &b.object.name,
                 &b.object.namespace,
             ))
-        });
+        };
+        index.all.sort_by(by_age);
+        index.gateway_bound.sort_by(by_age);
         let mut by_host: BTreeMap<Arc<str>, Vec<ObjectRef>> = BTreeMap::new();
         for vs in &index.all {
             for h in &vs.hosts {
@@ -179,24 +264,26 @@ impl VsIndex {
         self.ordered(namespace, |_| true).into_iter()
     }
 
+    /// The VirtualServices bound to `gateway` (`ns/name`) that a gateway proxy in `namespace` sees,
+    /// in [`VsIndex::visible`] order (istiod's `VirtualServicesForGateway`).
+    pub fn for_gateway<'s>(&'s self, namespace: &str, gateway: &str) -> Vec<&'s Arc<ResolvedVs>> {
+        order(&self.gateway_bound, namespace, |vs| {
+            vs.gateways.iter().any(|g| g == gateway)
+        })
+    }
+
+    /// Some VirtualService is bound to a Gateway.
+    pub fn any_gateway_bound(&self) -> bool {
+        !self.gateway_bound.is_empty()
+    }
+
     /// [`VsIndex::visible`], only those `keep` accepts (filtered before ordering: cheap per host).
     fn ordered<'s>(
         &'s self,
         namespace: &str,
         keep: impl Fn(&ResolvedVs) -> bool,
     ) -> Vec<&'s Arc<ResolvedVs>> {
-        let mut out: Vec<&Arc<ResolvedVs>> = self
-            .all
-            .iter()
-            .filter(|vs| vs.visibility.visible_in(namespace) && keep(vs))
-            .collect();
-        // Stable: `all` is already by age.
-        out.sort_by_key(|vs| match &vs.visibility {
-            Visibility::Public => 2,
-            _ if *vs.object.namespace == *namespace => 0,
-            _ => 1,
-        });
-        out
+        order(&self.all, namespace, keep)
     }
 
     /// The VirtualServices that may route `host` for a proxy in `namespace`, best first: every one
@@ -251,6 +338,25 @@ impl VsIndex {
         }
         key
     }
+}
+
+/// `list`'s VirtualServices visible in `namespace` that `keep` accepts: private to the namespace,
+/// then exported to it, then public, each by age (`list` is by age already: the sort is stable).
+fn order<'s>(
+    list: &'s [Arc<ResolvedVs>],
+    namespace: &str,
+    keep: impl Fn(&ResolvedVs) -> bool,
+) -> Vec<&'s Arc<ResolvedVs>> {
+    let mut out: Vec<&Arc<ResolvedVs>> = list
+        .iter()
+        .filter(|vs| vs.visibility.visible_in(namespace) && keep(vs))
+        .collect();
+    out.sort_by_key(|vs| match &vs.visibility {
+        Visibility::Public => 2,
+        _ if *vs.object.namespace == *namespace => 0,
+        _ => 1,
+    });
+    out
 }
 
 #[cfg(test)]

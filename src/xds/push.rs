@@ -108,6 +108,8 @@ pub fn decide(changes: &PushScope, proxy: Recipient<'_>, old: &SidecarScope, new
         PushScope::Partial(c) => c,
     };
     let object_matters = |(obj, hosts): (&ObjectRef, &Vec<HostPattern>)| match obj.kind {
+        // A gateway's routes come from the VirtualServices bound to its Gateways.
+        Kind::VirtualService if proxy.kind == ProxyKind::Router => true,
         Kind::Sidecar | Kind::VirtualService => old.depends_on(obj) || new.depends_on(obj),
         Kind::DestinationRule | Kind::ServiceEntry => {
             hosts.iter().any(|p| old.sees_pattern(p) || new.sees_pattern(p))
