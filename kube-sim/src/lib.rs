@@ -2,6 +2,8 @@
 //!
 //! One [`ApiServer`] is one simulated cluster: an in-memory [`Store`] with etcd-like revisions and watch
 //! history, served over TLS on a loopback port with its own CA, bearer tokens and client certificates.
+//! Given a folder ([`ApiServerConfig::store_dir`]), it keeps the store and its credentials there as etcd
+//! would (a write-ahead log and snapshots) and restores them at the next start.
 //! Every cluster starts with kube-apiserver's bootstrap RBAC policy. By default RBAC objects are stored but
 //! not enforced: every authenticated identity may do everything.
 //! Opt-in, [`ApiServerConfig::enforce_rbac`] authorizes each resource request with them, and a
