@@ -1,0 +1,232 @@
+"""Discovery selectors, per-remote selectors, cluster-local services and ServiceEntries selecting the
+pods of every cluster (issue 33 items 1, 2, 4, 6), on the two backends of test_real_multicluster.py
+(two real kube-apiservers, and kube-sim with RBAC enforced), whose helpers it reuses.
+
+cluster1 (primary, network1) and cluster2 (remote, network2, joined with ``meshctl add-cluster``) each
+have ``team-a`` (labelled ``mesh: on``, as is ``istio-system``, whose east-west gateway Service is
+discovered like any other, in istiod too) and ``team-b`` (unlabelled), each with a ``web`` Service and
+one pod. One meshd runs as the chart's ServiceAccount with a mesh config file selecting ``mesh: on``; the
+tests rewrite the file (meshd reloads it) and relabel namespaces, in order:
+
+- only ``team-a`` is discovered, in both clusters: its endpoints, its Istio config, its root ConfigMap;
+  ``team-b`` has none of them;
+- a ServiceEntry of the config cluster selects the pods of cluster2 too (istiod's behaviour);
+- ``serviceSettings`` makes ``*.team-a.svc.cluster.local`` cluster-local: a proxy gets only its own
+  cluster's endpoints (no gateway for the other network);
+- ``team-b`` labelled in cluster1 is discovered at once (endpoints, config, root ConfigMap); ``team-a``
+  unlabelled in cluster2 loses its endpoints at once;
+- ★ the remote Secret's ``meshd.io/discovery-selectors`` annotation replaces the selectors for cluster2
+  only, shows in /debug/clusterz, and removing it restores the mesh-wide ones; a malformed one is
+  refused by name while the cluster keeps running.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from meshd_proc import BIN_DIR, Meshd, eventually
+from test_helm import render
+from test_real_multicluster import (
+    GATEWAY1,
+    GATEWAY2,
+    ROOT_CM,
+    SYS,
+    TLS,
+    apply,
+    clusterz,
+    east_west_gateway,
+    eds,
+    meshctl,
+    namespace,
+    real_env,
+    root_configmaps,
+    sim_env,
+    token_kubeconfig,
+    wait_eds,
+)
+
+A, B = "team-a", "team-b"
+SELECT = "discoverySelectors: [{matchLabels: {mesh: 'on'}}]\n"
+ANNOTATION = "meshd.io/discovery-selectors"
+REMOTE_SECRET = "istio-remote-secret-cluster2"
+# Pod IPs: cluster, namespace.
+IPS = {("cluster1", A): "10.1.1.1", ("cluster1", B): "10.1.2.1",
+       ("cluster2", A): "10.2.1.1", ("cluster2", B): "10.2.2.1"}
+
+
+def web(ns: str) -> str:
+    return f"outbound|7070||web.{ns}.svc.cluster.local"
+
+
+def objects(ns: str, ip: str) -> list[dict]:
+    svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": ns},
+           "spec": {"selector": {"app": "web"},
+                    "ports": [{"name": "grpc", "port": 7070, "targetPort": 17070, "appProtocol": "grpc"}]}}
+    slice_ = {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+              "metadata": {"name": "web-a", "namespace": ns, "labels": {"kubernetes.io/service-name": "web"}},
+              "addressType": "IPv4", "ports": [{"name": "grpc", "port": 17070, "protocol": "TCP"}],
+              "endpoints": [{"addresses": [ip], "conditions": {"ready": True},
+                             "targetRef": {"kind": "Pod", "name": "web-0", "namespace": ns}}]}
+    return [svc, slice_]
+
+
+def add_pod(c, ns: str, ip: str) -> None:
+    if c.request("GET", f"/api/v1/namespaces/{ns}/serviceaccounts/default")[0] == 404:
+        c.kubectl("create", "serviceaccount", "default", "-n", ns)
+    apply(c, [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-0", "namespace": ns,
+                                                              "labels": {"app": "web", **TLS}},
+               "spec": {"containers": [{"name": "app", "image": "app"}], "automountServiceAccountToken": False}}])
+    c.kubectl("patch", "pod", "web-0", "-n", ns, "--subresource=status", "--type=merge", "-p", json.dumps(
+        {"status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}], "hostIP": "192.0.2.10",
+                    "conditions": [{"type": "Ready", "status": "True"}]}}))
+
+
+def label(c, ns: str, *pairs: str) -> None:
+    c.kubectl("label", "namespace", ns, *pairs, "--overwrite")
+
+
+def destination_rule(ns: str) -> dict:
+    return {"apiVersion": "networking.istio.io/v1", "kind": "DestinationRule",
+            "metadata": {"name": "web", "namespace": ns},
+            "spec": {"host": f"web.{ns}.svc.cluster.local", "trafficPolicy": {"connectionPool": {
+                "tcp": {"maxConnections": 7}}}}}
+
+
+def config_namespaces(m: Meshd) -> set[str]:
+    """Namespaces of the DestinationRules meshd read from the config cluster."""
+    objs = m.json("/debug/configz")["istioConfig"]["objects"]
+    return {o["namespace"] for o in objs if o["kind"] == "DestinationRule"}
+
+
+@pytest.fixture(scope="module", params=["kube-sim", "real"])
+def env(request, tmp_path_factory):
+    if not (BIN_DIR / "meshctl").exists():
+        pytest.skip(f"{BIN_DIR / 'meshctl'} not built")
+    root = tmp_path_factory.mktemp(f"sel-{request.param}")
+    with (real_env if request.param == "real" else sim_env)(root) as e:
+        for c, network, gateway in ((e.c1, "network1", GATEWAY1), (e.c2, "network2", GATEWAY2)):
+            apply(c, [namespace(SYS, network), namespace(A), namespace(B)])
+            # The system namespace too: its east-west gateway Service is discovered like any other.
+            label(c, A, "mesh=on")
+            label(c, SYS, "mesh=on")
+            for ns in (A, B):
+                add_pod(c, ns, IPS[(c.name, ns)])
+                apply(c, objects(ns, IPS[(c.name, ns)]))
+            apply(c, [east_west_gateway(network, gateway)])
+        e.c1.install_crds()
+        apply(e.c1, render({"clusterId": "cluster1"}))
+        apply(e.c2, render({"profile": "remote"}))
+        apply(e.c1, [destination_rule(A), destination_rule(B)])
+        yield e
+
+
+@pytest.fixture(scope="module")
+def mesh(env, tmp_path_factory):
+    """One meshd as the chart's ServiceAccount, following a mesh config file; cluster2 joined."""
+    c1, c2 = env.c1, env.c2
+    root = tmp_path_factory.mktemp(f"sel-meshd-{env.backend}")
+    token = c1.kubectl("create", "token", "meshd", "-n", SYS, "--duration", "2h").stdout.strip()
+    config = root / "mesh.yaml"
+    config.write_text(SELECT)
+    m = Meshd(root / "meshd", ["--kubeconfig", str(token_kubeconfig(c1, token, root / "meshd.kubeconfig")),
+                               "--cluster-id", "cluster1", "--mesh-config", str(config),
+                               "--config-poll", "200ms"], ready_timeout=90)
+    m.config = config
+    try:
+        meshctl("add-cluster", "--name", "cluster2", "--kubeconfig", str(c2.kubeconfig), "--allow-loopback",
+                "--create-service-account=false", "--apply", "--primary-kubeconfig", str(c1.kubeconfig))
+        eventually("cluster2 synced", lambda: clusterz(m).get("cluster2", {}).get("syncStatus") == "synced",
+                   timeout=30)
+        yield m
+    finally:
+        m.kill()
+
+
+def test_only_selected_namespaces_are_discovered(env, mesh):
+    # team-a from both clusters (cluster1's pod through network1's gateway for a network2 proxy) ...
+    wait_eds(mesh, "cluster2", "network2", web(A), {"10.2.1.1:17070", f"{GATEWAY1}:15443"}, "team-a")
+    # ... team-b from neither.
+    assert eds(mesh, "cluster2", "network2", web(B)) == set()
+    assert eds(mesh, "cluster1", "network1", web(B)) == set()
+    # Istio config of team-b is not read; the root ConfigMap is published in team-a only.
+    eventually("team-a's DestinationRule only", lambda: config_namespaces(mesh) == {A}, timeout=20)
+    for c in (env.c1, env.c2):
+        got = eventually(f"{c.name}: root ConfigMap in team-a", lambda: root_configmaps(c) if A in
+                         root_configmaps(c) else None, timeout=30)
+        assert B not in got and "default" not in got, got
+
+
+def test_a_service_entry_selects_pods_in_every_cluster(env, mesh):
+    host = "web-vm.team-a.example"
+    apply(env.c1, [{"apiVersion": "networking.istio.io/v1", "kind": "ServiceEntry",
+                    "metadata": {"name": "web-vm", "namespace": A},
+                    "spec": {"hosts": [host], "location": "MESH_INTERNAL", "resolution": "STATIC",
+                             "ports": [{"number": 8080, "name": "http", "protocol": "HTTP"}],
+                             "workloadSelector": {"labels": {"app": "web"}}}}])
+    name = f"outbound|8080||{host}"
+    # cluster2's pod, seen directly by a cluster2 proxy: only selectable when remote pods count.
+    eventually("the remote pod in the ServiceEntry",
+               lambda: "10.2.1.1:8080" in eds(mesh, "cluster2", "network2", name), timeout=30)
+    # A team-b pod is not selected (its namespace is not discovered, and it is another namespace).
+    assert "10.2.2.1:8080" not in eds(mesh, "cluster2", "network2", name)
+
+
+def test_a_cluster_local_service_is_served_from_the_proxy_cluster_only(env, mesh):
+    wait_eds(mesh, "cluster1", "network1", web(A), {"10.1.1.1:17070", f"{GATEWAY2}:15443"}, "before")
+    mesh.config.write_text(SELECT + "serviceSettings: [{settings: {clusterLocal: true}, "
+                                    "hosts: ['*.team-a.svc.cluster.local']}]\n")
+    wait_eds(mesh, "cluster1", "network1", web(A), {"10.1.1.1:17070"}, "cluster-local from cluster1")
+    wait_eds(mesh, "cluster2", "network2", web(A), {"10.2.1.1:17070"}, "cluster-local from cluster2")
+    mesh.config.write_text(SELECT)
+    wait_eds(mesh, "cluster1", "network1", web(A), {"10.1.1.1:17070", f"{GATEWAY2}:15443"}, "global again")
+
+
+def test_a_namespace_that_starts_or_stops_matching_changes_at_once(env, mesh):
+    c1, c2 = env.c1, env.c2
+    label(c1, B, "mesh=on")
+    wait_eds(mesh, "cluster1", "network1", web(B), {"10.1.2.1:17070"}, "team-b discovered in cluster1")
+    eventually("team-b's DestinationRule read", lambda: config_namespaces(mesh) == {A, B}, timeout=20)
+    eventually("cluster1: root ConfigMap in team-b", lambda: B in root_configmaps(c1), timeout=30)
+    assert B not in root_configmaps(c2), "cluster2's team-b is still unlabelled"
+    label(c2, A, "mesh-")
+    wait_eds(mesh, "cluster1", "network1", web(A), {"10.1.1.1:17070"}, "cluster2's team-a dropped")
+    label(c2, A, "mesh=on")
+    wait_eds(mesh, "cluster1", "network1", web(A), {"10.1.1.1:17070", f"{GATEWAY2}:15443"}, "and back")
+
+
+def test_a_remote_secret_overrides_the_selectors_for_its_cluster(env, mesh):
+    c1, c2 = env.c1, env.c2
+    label(c2, B, "remote=yes")
+    label(c2, SYS, "remote=yes")  # its gateway
+    c1.kubectl("annotate", "secret", REMOTE_SECRET, "-n", SYS, f"{ANNOTATION}=[{{matchLabels: {{remote: 'yes'}}}}]",
+               "--overwrite")
+    # cluster2 now discovers team-b (its own selectors) and no longer team-a (mesh: on is not its rule).
+    wait_eds(mesh, "cluster1", "network1", web(B), {"10.1.2.1:17070", f"{GATEWAY2}:15443"}, "cluster2's team-b")
+    wait_eds(mesh, "cluster1", "network1", web(A), {"10.1.1.1:17070"}, "cluster2's team-a gone")
+    row = clusterz(mesh)["cluster2"]
+    assert row["discoverySelectors"] == [{"matchLabels": {"remote": "yes"}}], row
+    assert "discoverySelectors" not in clusterz(mesh)["cluster1"]
+    eventually("cluster2: root ConfigMap in team-b", lambda: B in root_configmaps(c2), timeout=30)
+    # cluster1 (the mesh-wide selectors) is unchanged.
+    assert config_namespaces(mesh) == {A, B}
+    # A malformed annotation is refused by name; the cluster keeps its last good selectors.
+    c1.kubectl("annotate", "secret", REMOTE_SECRET, "-n", SYS,
+               f"{ANNOTATION}=[{{matchExpressions: [{{key: remote, operator: In}}]}}]", "--overwrite")
+    def cluster2_rows():
+        return [r for r in mesh.json("/debug/clusterz") if r["id"] == "cluster2"]
+
+    rows = eventually("the bad annotation reported",
+                      lambda: (lambda rs: rs if any(ANNOTATION in r["syncStatus"] for r in rs) else None)(
+                          cluster2_rows()), timeout=20)
+    assert any("In and NotIn need at least one value" in r["syncStatus"] for r in rows), rows
+    assert any(r["syncStatus"] == "synced" for r in rows), rows
+    assert eds(mesh, "cluster1", "network1", web(B)) == {"10.1.2.1:17070", f"{GATEWAY2}:15443"}
+    # Removed, cluster2 follows the mesh-wide selectors again.
+    c1.kubectl("annotate", "secret", REMOTE_SECRET, "-n", SYS, f"{ANNOTATION}-")
+    wait_eds(mesh, "cluster1", "network1", web(A), {"10.1.1.1:17070", f"{GATEWAY2}:15443"}, "mesh-wide again")
+    wait_eds(mesh, "cluster1", "network1", web(B), {"10.1.2.1:17070"}, "cluster2's team-b unselected again")
+    assert "discoverySelectors" not in clusterz(mesh)["cluster2"]
