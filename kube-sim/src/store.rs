@@ -306,19 +306,22 @@ impl Txn<'_> {
             ))
         };
         let kind = persist::table_id(&entry.table).ok_or_else(|| unreadable("an unknown kind".into()))?;
-        let prev = match &entry.raw {
+        let obj = match &entry.raw {
             Some(raw) => {
                 let value: Value = serde_json::from_slice(raw).map_err(|e| unreadable(e.to_string()))?;
                 let obj =
                     Obj::freeze(self.kind_of_table(kind), &value).map_err(|e| unreadable(e.to_string()))?;
-                let obj = Arc::new(obj);
-                self.inner.index_owners(kind, &obj, true);
-                self.inner.table_mut(kind).insert(obj.key.clone(), obj)
+                Some(Arc::new(obj))
             }
-            None => self.inner.table_mut(kind).remove(&entry.key),
+            None => None,
         };
-        if let Some(p) = prev {
-            self.inner.index_owners(kind, &p, false);
+        // As `put` and `remove` do: the replaced version leaves the owner index before the new one enters.
+        if let Some(prev) = self.inner.table_mut(kind).remove(&entry.key) {
+            self.inner.index_owners(kind, &prev, false);
+        }
+        if let Some(obj) = obj {
+            self.inner.index_owners(kind, &obj, true);
+            self.inner.table_mut(kind).insert(obj.key.clone(), obj);
         }
         self.inner.rv = self.inner.rv.max(entry.rv);
         self.definitions_changed(kind);

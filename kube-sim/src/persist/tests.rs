@@ -253,3 +253,28 @@ fn every_built_in_table_has_its_own_stored_name() {
     }
     assert_eq!(super::table_id("v0/nothings"), None);
 }
+
+#[test]
+fn restored_dependents_are_still_collected_with_their_owner() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = start(dir.path()).unwrap();
+    let owner = store.apply(config_map("owner", "1")).unwrap();
+    let dependent = |data: &str| {
+        let mut d = config_map("dependent", data);
+        d["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
+                                                    "uid": owner["metadata"]["uid"]}]);
+        d
+    };
+    // Two versions in the log: the second replaces the first under the same owner.
+    store.apply(dependent("1")).unwrap();
+    store.apply(dependent("2")).unwrap();
+    drop(store);
+
+    let (store, _) = start(dir.path()).unwrap();
+    store.delete("v1", "ConfigMap", Some("default"), "owner").unwrap();
+    assert_eq!(
+        names(&store),
+        Vec::<String>::new(),
+        "the garbage collector found the dependent"
+    );
+}
