@@ -25,6 +25,9 @@ pub struct ClusterzRow {
     /// The last watch error, while it lasts.
     #[serde(default)]
     pub last_error: Option<String>,
+    /// The remote Secret's own discovery selectors, when it overrides MeshConfig's.
+    #[serde(default)]
+    pub discovery_selectors: Option<Value>,
 }
 
 /// A `meshctl remote-clusters` row.
@@ -38,6 +41,9 @@ pub struct RemoteCluster {
     pub status: String,
     /// Why it is not synced, in words; empty when synced.
     pub reason: String,
+    /// ★ Its own discovery selectors (compact JSON) when its Secret overrides MeshConfig's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub discovery_selectors: Option<String>,
 }
 
 /// The status word and, unless synced, the reason in words.
@@ -77,6 +83,7 @@ pub fn remote_cluster(row: &ClusterzRow) -> RemoteCluster {
         },
         status: status.into(),
         reason,
+        discovery_selectors: row.discovery_selectors.as_ref().map(Value::to_string),
     }
 }
 
@@ -85,20 +92,37 @@ pub fn remote_cluster(row: &ClusterzRow) -> RemoteCluster {
 #[serde(transparent)]
 pub struct RemoteClusters(pub Vec<RemoteCluster>);
 
+impl RemoteClusters {
+    /// Whether any cluster has its own discovery selectors (only then is their column shown).
+    fn any_selectors(&self) -> bool {
+        self.0.iter().any(|c| c.discovery_selectors.is_some())
+    }
+}
+
 impl Rows for RemoteClusters {
     fn header(&self) -> Vec<&'static str> {
-        vec!["NAME", "SECRET", "STATUS", "REASON"]
+        let mut h = vec!["NAME", "SECRET", "STATUS", "REASON"];
+        if self.any_selectors() {
+            h.push("DISCOVERY SELECTORS");
+        }
+        h
     }
     fn cells(&self) -> Vec<Vec<String>> {
+        let selectors = self.any_selectors();
         self.0
             .iter()
             .map(|c| {
-                vec![
+                let mut row = vec![
                     c.name.clone(),
                     c.secret.clone(),
                     c.status.clone(),
                     c.reason.clone(),
-                ]
+                ];
+                if selectors {
+                    let own = c.discovery_selectors.as_deref().unwrap_or("mesh-wide");
+                    row.push(own.to_owned());
+                }
+                row
             })
             .collect()
     }

@@ -8,6 +8,7 @@ fn row(status: &str, secret: &str, err: Option<&str>) -> ClusterzRow {
         secret_name: secret.into(),
         sync_status: status.into(),
         last_error: err.map(Into::into),
+        discovery_selectors: None,
     }
 }
 
@@ -51,6 +52,22 @@ fn remote_cluster_status_and_reason() {
         assert_eq!(r.reason.is_empty(), want_reason.is_empty(), "{status}");
     }
     assert_eq!(remote_cluster(&row("synced", "", None)).secret, "-");
+}
+
+#[test]
+fn the_discovery_selectors_column_shows_only_when_a_remote_overrides_them() {
+    let plain = RemoteClusters(vec![remote_cluster(&row("synced", "", None))]);
+    assert_eq!(plain.header(), ["NAME", "SECRET", "STATUS", "REASON"]);
+    let mut own = row("synced", "istio-system/s", None);
+    own.discovery_selectors = Some(json!([{"matchLabels": {"team": "a"}}]));
+    let both = RemoteClusters(vec![
+        remote_cluster(&row("synced", "", None)),
+        remote_cluster(&own),
+    ]);
+    assert_eq!(both.header().last(), Some(&"DISCOVERY SELECTORS"));
+    let cells = both.cells();
+    assert_eq!(cells[0][4], "mesh-wide");
+    assert_eq!(cells[1][4], r#"[{"matchLabels":{"team":"a"}}]"#);
 }
 
 #[test]
