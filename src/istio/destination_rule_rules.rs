@@ -62,6 +62,20 @@ fn traffic_policy(tp: &TrafficPolicy, f: &str, top: bool, r: &mut Report) {
     if tp.tunnel.is_some() && tp.proxy_protocol.is_some() {
         r.error(f, "tunnel and proxyProtocol cannot both be set");
     }
+    if let Some(v) = &tp.tunnel {
+        tunnel(v, &format!("{f}.tunnel"), r);
+    }
+    if let Some(v) = &tp.proxy_protocol {
+        let pf = format!("{f}.proxyProtocol");
+        if let Some(p) = validate::typed::<ProxyProtocol>(v, &pf, r)
+            && !matches!(p.version.as_str(), "" | "V1" | "V2")
+        {
+            r.error(
+                format!("{pf}.version"),
+                format!("unknown PROXY protocol version {:?}", p.version),
+            );
+        }
+    }
     r.unsupported(format!("{f}.tunnel"), tp.tunnel.is_some());
     r.unsupported(format!("{f}.proxyProtocol"), tp.proxy_protocol.is_some());
     let outlier = tp.outlier_detection.is_some();
@@ -144,6 +158,12 @@ fn load_balancer(lb: &LoadBalancerSettings, f: &str, has_outlier: bool, r: &mut 
             r.error(
                 format!("{cf}.maglev.tableSize"),
                 format!("{} must be a prime below {MAGLEV_MAX_TABLE}", m.table_size),
+            );
+        }
+        if ch.minimum_ring_size.is_some_and(|n| n != 0) {
+            r.warn(
+                format!("{cf}.minimumRingSize"),
+                "deprecated: use ringHash.minimumRingSize",
             );
         }
         if ch.minimum_ring_size.is_some() && (ch.ring_hash.is_some() || ch.maglev.is_some()) {
@@ -348,6 +368,12 @@ fn outlier_detection(od: &OutlierDetection, f: &str, r: &mut Report) {
     if od.consecutive_errors.is_some_and(|v| v < 0) {
         r.error(format!("{f}.consecutiveErrors"), "must not be negative");
     }
+    if od.consecutive_errors.is_some_and(|v| v != 0) {
+        r.warn(
+            format!("{f}.consecutiveErrors"),
+            "deprecated: use consecutiveGatewayErrors or consecutive5xxErrors",
+        );
+    }
     if od.consecutive_local_origin_failures.is_some() && !od.split_external_local_origin_errors {
         r.error(
             format!("{f}.consecutiveLocalOriginFailures"),
@@ -410,4 +436,44 @@ fn client_tls(tls: &ClientTlsSettings, f: &str, r: &mut Report) {
         }
     }
     r.unsupported(format!("{f}.caCrl"), !tls.ca_crl.is_empty());
+}
+
+/// Istio's `TrafficPolicy.TunnelSettings`, typed to be checked (meshd keeps it as JSON).
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct Tunnel {
+    protocol: String,
+    target_host: String,
+    target_port: u32,
+}
+
+/// Istio's `TrafficPolicy.ProxyProtocol`, typed to be checked (meshd keeps it as JSON).
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct ProxyProtocol {
+    version: String,
+}
+
+/// istiod's `validateTunnelSettings`.
+fn tunnel(v: &serde_json::Value, f: &str, r: &mut Report) {
+    let Some(t) = validate::typed::<Tunnel>(v, f, r) else {
+        return;
+    };
+    if !matches!(t.protocol.as_str(), "" | "CONNECT" | "POST") {
+        r.error(
+            format!("{f}.protocol"),
+            "the tunnel protocol must be CONNECT or POST",
+        );
+    }
+    let ip = t.target_host.parse::<std::net::IpAddr>().is_ok();
+    if !ip && (!validate::is_dns_name(&t.target_host) || t.target_host.contains('*')) {
+        r.error(
+            format!("{f}.targetHost"),
+            format!(
+                "{:?} is not a fully qualified name or an IP address",
+                t.target_host
+            ),
+        );
+    }
+    validate::port(t.target_port, &format!("{f}.targetPort"), r);
 }

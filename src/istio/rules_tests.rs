@@ -490,6 +490,77 @@ fn workload_entry_and_group_rules() {
                 "template: {}\nprobe: {httpGet: {port: 80, httpHeaders: [{name: x-a, value: b}]}}",
                 Ok,
             ),
+            (
+                "template: {}\nprobe: {httpGet: {port: 80, scheme: FTP}}",
+                Err("spec.probe.httpGet.scheme", "HTTP or HTTPS"),
+            ),
+        ],
+    );
+}
+
+#[test]
+fn reserved_annotations_and_service_entry_selector_warnings() {
+    use Want::*;
+    cases(
+        Kind::ServiceEntry,
+        &[
+            (
+                "hosts: [a.example.com]\nports: [{number: 80, name: http, protocol: HTTP}]\nworkloadSelector: {labels: {}}\nresolution: STATIC",
+                Warn("spec.workloadSelector"),
+            ),
+            (
+                "hosts: [a.example.com]\nports: [{number: 80, name: http, protocol: HTTP}]\nworkloadSelector: {labels: {app: a}}",
+                Warn("spec.workloadSelector"),
+            ),
+        ],
+    );
+    for key in [
+        "istio.io/dry-run",
+        "internal.istio.io/webhook-always-reject",
+        "internal.istio.io/parents",
+    ] {
+        let mut m = meta();
+        m.annotations.insert(key.into(), "true".into());
+        let e = super::parse(
+            Kind::Sidecar,
+            m,
+            &serde_json::json!({"egress": [{"hosts": ["./*"]}]}),
+        )
+        .expect_err(key);
+        assert_eq!(e.field(), format!("metadata.annotations.{key}"), "{e}");
+    }
+}
+
+#[test]
+fn destination_rule_parts_meshd_ignores_are_validated() {
+    use Want::*;
+    cases(
+        Kind::DestinationRule,
+        &[
+            (
+                "host: r\ntrafficPolicy: {tunnel: {protocol: GET, targetHost: a.example.com, targetPort: 80}}",
+                Err("spec.trafficPolicy.tunnel.protocol", "CONNECT"),
+            ),
+            (
+                "host: r\ntrafficPolicy: {tunnel: {targetHost: 'not a host', targetPort: 80}}",
+                Err("spec.trafficPolicy.tunnel.targetHost", "fully qualified"),
+            ),
+            (
+                "host: r\ntrafficPolicy: {tunnel: {targetHost: 10.0.0.1}}",
+                Err("spec.trafficPolicy.tunnel.targetPort", "1..65535"),
+            ),
+            (
+                "host: r\ntrafficPolicy: {tunnel: {protocol: POST, targetHost: a.example.com, targetPort: 80}}",
+                Warn("spec.trafficPolicy.tunnel"),
+            ),
+            (
+                "host: r\ntrafficPolicy: {proxyProtocol: {version: V3}}",
+                Err("spec.trafficPolicy.proxyProtocol.version", "unknown"),
+            ),
+            (
+                "host: r\ntrafficPolicy: {outlierDetection: {consecutiveErrors: 5}}",
+                Warn("spec.trafficPolicy.outlierDetection.consecutiveErrors"),
+            ),
         ],
     );
 }

@@ -153,6 +153,18 @@ pub(crate) fn validate(se: &ServiceEntry, namespace: &str, r: &mut Report) {
     }
     if let Some(sel) = &se.workload_selector {
         sel.validate("spec.workloadSelector", r);
+        if sel.labels.is_empty() {
+            r.warn(
+                "spec.workloadSelector",
+                "a workloadSelector without labels selects every workload of the namespace",
+            );
+        }
+        if se.resolution == Resolution::None {
+            r.warn(
+                "spec.workloadSelector",
+                "a workloadSelector should not be set with resolution NONE",
+            );
+        }
         if !se.endpoints.is_empty() {
             r.error(
                 "spec.endpoints",

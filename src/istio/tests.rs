@@ -214,7 +214,7 @@ fn destination_rule_rules() {
             Ok,
         ),
         (
-            "host: r\ntrafficPolicy: {tunnel: {protocol: CONNECT}}",
+            "host: r\ntrafficPolicy: {tunnel: {protocol: CONNECT, targetHost: proxy.example.com, targetPort: 8080}}",
             Warn("spec.trafficPolicy.tunnel"),
         ),
         (

@@ -61,7 +61,28 @@ pub(crate) fn metadata(meta: &ObjectMeta, r: &mut Report) {
         );
     }
     labels(&meta.labels, "metadata.labels", r);
+    for (key, why) in RESERVED_ANNOTATIONS {
+        if meta.annotations.contains_key(*key) {
+            r.error(format!("metadata.annotations.{key}"), *why);
+        }
+    }
 }
+
+/// Annotations istiod's `validateMetadata` refuses on the kinds meshd reads.
+const RESERVED_ANNOTATIONS: &[(&str, &str)] = &[
+    (
+        "istio.io/dry-run",
+        "dry-run is only supported on AuthorizationPolicy; remove the annotation",
+    ),
+    (
+        "internal.istio.io/webhook-always-reject",
+        "this annotation asks for the object to be rejected",
+    ),
+    (
+        "internal.istio.io/parents",
+        "an internal annotation: it may not be set by users",
+    ),
+];
 
 /// A DNS-1123 subdomain: dot-separated labels, at most 253 characters.
 pub(crate) fn is_dns1123_subdomain(s: &str) -> bool {

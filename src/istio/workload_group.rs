@@ -152,6 +152,9 @@ pub(crate) fn validate(wg: &WorkloadGroup, r: &mut Report) {
         }
         if let Some(h) = &p.http_get {
             validate::port(h.port, "spec.probe.httpGet.port", r);
+            if !matches!(h.scheme.as_str(), "" | "HTTP" | "HTTPS") {
+                r.error("spec.probe.httpGet.scheme", "the scheme must be HTTP or HTTPS");
+            }
             for (i, header) in h.http_headers.iter().enumerate() {
                 let f = format!("spec.probe.httpGet.httpHeaders[{i}]");
                 validate::probe_header_name(&header.name, &format!("{f}.name"), r);
