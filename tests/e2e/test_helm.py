@@ -37,6 +37,7 @@ VALUE_SETS: dict[str, dict] = {
     "defaults": {},
     "replicas-2-hpa": {"replicas": 2, "autoscaling": {"enabled": True, "minReplicas": 2, "maxReplicas": 4}},
     "plugged-in-ca": {"pluggedInCA": {"enabled": True}, "clusterId": "cluster1"},
+    "remote-kubeconfigs": {"remoteKubeconfigs": {"enabled": True}, "clusterId": "cluster1"},
     "custom-ports": {"ports": {"grpc": 16010, "secureGrpc": 16012, "http": 9090, "monitoring": 16014},
                      "service": {"name": "istiod"}},
     "remote": {"profile": "remote"},
@@ -294,6 +295,17 @@ def test_plugged_in_ca_and_cluster_id():
     assert vols["cacerts"]["secret"]["secretName"] == "cacerts"
     assert env_of(docs)["CLUSTER_ID"]["value"] == "cluster1"
     assert "Note: no plugged-in CA" not in notes(VALUE_SETS["plugged-in-ca"])
+
+
+def test_remote_kubeconfigs_folder():
+    docs = render(VALUE_SETS["remote-kubeconfigs"])
+    assert args_of(docs)["--multicluster-kubeconfig-path"] == "/etc/meshd/remote-kubeconfigs"
+    c = container(docs)
+    assert {"name": "remote-kubeconfigs", "mountPath": "/etc/meshd/remote-kubeconfigs",
+            "readOnly": True} in c["volumeMounts"]
+    vols = {v["name"]: v for v in one(docs, "Deployment")["spec"]["template"]["spec"]["volumes"]}
+    assert vols["remote-kubeconfigs"]["secret"]["secretName"] == "remote-kubeconfigs"
+    assert "--multicluster-kubeconfig-path" not in args_of(render())
 
 
 def test_custom_ports_flow_to_flags_probe_and_service():

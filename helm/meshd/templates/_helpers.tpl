@@ -134,6 +134,9 @@ meshd's flags, one per line, from the values. Each maps to a flag of `meshd --he
 {{- if .Values.pluggedInCA.enabled }}
 - --ca-dir={{ .Values.pluggedInCA.mountPath }}
 {{- end }}
+{{- if .Values.remoteKubeconfigs.enabled }}
+- --multicluster-kubeconfig-path={{ .Values.remoteKubeconfigs.mountPath }}
+{{- end }}
 {{- range .Values.meshd.extraArgs }}
 - {{ . }}
 {{- end }}
