@@ -17,12 +17,15 @@ tests rewrite the file (meshd reloads it) and relabel namespaces, in order:
   unlabelled in cluster2 loses its endpoints at once;
 - ★ the remote Secret's ``meshd.io/discovery-selectors`` annotation replaces the selectors for cluster2
   only, shows in /debug/clusterz, and removing it restores the mesh-wide ones; a malformed one is
-  refused by name while the cluster keeps running.
+  refused by name while the cluster keeps running;
+- a second meshd reads cluster2 from a kubeconfig folder (``--multicluster-kubeconfig-path``): synced,
+  rotated without a gap, an unusable file refused by its path, the cluster stopped with its file.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -230,3 +233,53 @@ def test_a_remote_secret_overrides_the_selectors_for_its_cluster(env, mesh):
     wait_eds(mesh, "cluster1", "network1", web(A), {"10.1.1.1:17070", f"{GATEWAY2}:15443"}, "mesh-wide again")
     wait_eds(mesh, "cluster1", "network1", web(B), {"10.1.2.1:17070"}, "cluster2's team-b unselected again")
     assert "discoverySelectors" not in clusterz(mesh)["cluster2"]
+
+
+def renamed_kubeconfig(c, cluster: str, extra_user: str = "") -> str:
+    """``c``'s kubeconfig with its cluster and context named ``cluster`` (the folder's cluster ID);
+    ``extra_user`` changes the bytes without changing what it grants (a rotation)."""
+    kc = yaml.safe_load(Path(c.kubeconfig).read_text())
+    kc["clusters"] = [{"name": cluster, "cluster": kc["clusters"][0]["cluster"]}]
+    kc["contexts"] = [{"name": cluster, "context": {"cluster": cluster, "user": kc["users"][0]["name"]}}]
+    kc["current-context"] = cluster
+    if extra_user:
+        kc["users"].append({"name": extra_user, "user": {"token": "unused"}})
+    return yaml.safe_dump(kc)
+
+
+def test_remote_kubeconfigs_from_a_folder(env, tmp_path):
+    """``--multicluster-kubeconfig-path``: a cluster per file, its ID from the kubeconfig; rotated
+    without a gap when the file changes, refused by name when unusable, stopped when removed."""
+    c1, c2 = env.c1, env.c2
+    folder = tmp_path / "kubeconfigs"
+    folder.mkdir()
+    (folder / "remote.yaml").write_text(renamed_kubeconfig(c2, "cluster2"))
+    token = c1.kubectl("create", "token", "meshd", "-n", SYS, "--duration", "1h").stdout.strip()
+    m = Meshd(tmp_path / "meshd", ["--kubeconfig", str(token_kubeconfig(c1, token, tmp_path / "meshd.kubeconfig")),
+                                   "--cluster-id", "cluster1", "--multicluster-kubeconfig-path", str(folder),
+                                   "--config-poll", "200ms"], ready_timeout=90)
+    try:
+        both = {"10.1.1.1:17070", f"{GATEWAY2}:15443"}
+        wait_eds(m, "cluster1", "network1", web(A), both, "cluster2 from its file")
+        row = clusterz(m)["cluster2"]
+        assert row["syncStatus"] == "synced" and row["secretName"] == str(folder / "remote.yaml"), row
+        # A changed file rotates make-before-break: the endpoints never go.
+        (folder / "remote.yaml").write_text(renamed_kubeconfig(c2, "cluster2", extra_user="rotated"))
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            assert eds(m, "cluster1", "network1", web(A)) == both, "a gap during the rotation"
+            time.sleep(0.2)  # meshd limits how fast new streams open
+        assert "switched to the new credentials" in m.log()
+        # An unusable file is reported by its path; the others keep running.
+        (folder / "junk.yaml").write_text("users: []\n")
+        eventually("the unusable file reported", lambda: any(
+            r["secretName"].endswith("junk.yaml") and r["syncStatus"].startswith("error: ")
+            for r in m.json("/debug/clusterz")), timeout=10)
+        assert clusterz(m)["cluster2"]["syncStatus"] == "synced"
+        # Removed, the cluster stops and its endpoints go.
+        (folder / "remote.yaml").unlink()
+        wait_eds(m, "cluster1", "network1", web(A), {"10.1.1.1:17070"}, "cluster2 removed with its file")
+        # The remote Secrets are not watched while the folder is in use.
+        assert "cluster2" not in clusterz(m)
+    finally:
+        m.kill()
