@@ -1,6 +1,7 @@
 //! DestinationRules against the registry of every cluster: a host that is no service (IST0174), a
-//! subset that selects none of the service's endpoints in any cluster (IST0173), and TLS disabled
-//! towards workloads a STRICT PeerAuthentication covers (IST0113).
+//! subset that selects none of the service's endpoints in any cluster (IST0173), TLS disabled
+//! towards workloads a STRICT PeerAuthentication covers (IST0113); and TLS that verifies no server
+//! certificate (IST0128, IST0129).
 
 use std::collections::BTreeSet;
 
@@ -8,7 +9,7 @@ use super::{Code, Input, Message, Service, clusters_text, hosts};
 use crate::{
     istio::{
         Config, Spec,
-        destination_rule::{DestinationRule, TlsMode},
+        destination_rule::{ClientTlsSettings, DestinationRule, TlsMode},
         peer_authentication::MtlsMode,
     },
     traffic::{PaIndex, hosts::resolve},
@@ -36,6 +37,56 @@ pub(super) fn hosts_and_subsets(input: &Input, out: &mut Vec<Message>) {
                     dr.host
                 ),
             )),
+        }
+    }
+}
+
+/// `destinationrule.CaCertificateAnalyzer`: SIMPLE or MUTUAL TLS that verifies no server certificate
+/// (no `caCertificates`, and no `credentialName` on a rule with a `workloadSelector`, where the
+/// gateway's secret brings the CA), at the rule's level (IST0128) or a port's (IST0129).
+pub(super) fn ca_certificates(input: &Input, out: &mut Vec<Message>) {
+    for (c, dr) in rules(input) {
+        let Some(policy) = &dr.traffic_policy else {
+            continue;
+        };
+        let unverified = |tls: &ClientTlsSettings| {
+            matches!(tls.mode, TlsMode::Simple | TlsMode::Mutual)
+                && tls.ca_certificates.is_empty()
+                && !(dr.workload_selector.is_some() && !tls.credential_name.is_empty())
+        };
+        let mode = |tls: &ClientTlsSettings| match tls.mode {
+            TlsMode::Simple => "SIMPLE",
+            _ => "MUTUAL",
+        };
+        let name = format!("{}/{}", c.meta.namespace, c.meta.name);
+        if let Some(tls) = policy.tls.as_ref().filter(|t| unverified(t)) {
+            out.push(Message::new(
+                Code::NoServerCertificateVerificationDestinationLevel,
+                &c.object_ref(),
+                format!(
+                    "DestinationRule {name} in namespace {} has TLS mode set to {} but no caCertificates \
+                     are set to validate server identity for host: {}",
+                    c.meta.namespace,
+                    mode(tls),
+                    dr.host
+                ),
+            ));
+        }
+        for p in &policy.port_level_settings {
+            if let Some(tls) = p.tls.as_ref().filter(|t| unverified(t)) {
+                out.push(Message::new(
+                    Code::NoServerCertificateVerificationPortLevel,
+                    &c.object_ref(),
+                    format!(
+                        "DestinationRule {name} in namespace {} has TLS mode set to {} but no \
+                         caCertificates are set to validate server identity for host: {} at port {}",
+                        c.meta.namespace,
+                        mode(tls),
+                        dr.host,
+                        p.port.as_ref().map_or(0, |p| p.number)
+                    ),
+                ));
+            }
         }
     }
 }

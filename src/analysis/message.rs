@@ -51,6 +51,10 @@ pub enum Code {
     MtlsPolicyConflict,
     /// IST0127: a policy's selector matches no workload.
     NoMatchingWorkloadsFound,
+    /// IST0128: SIMPLE/MUTUAL TLS without `caCertificates` for the whole rule.
+    NoServerCertificateVerificationDestinationLevel,
+    /// IST0129: SIMPLE/MUTUAL TLS without `caCertificates` for one port.
+    NoServerCertificateVerificationPortLevel,
     /// IST0130: a route rule after a catch-all rule or a duplicate match is never used.
     VirtualServiceUnreachableRule,
     /// IST0131: a match repeats an earlier rule's match.
@@ -80,6 +84,8 @@ impl Code {
             Code::VirtualServiceDestinationPortSelectorRequired => "IST0112",
             Code::MtlsPolicyConflict => "IST0113",
             Code::NoMatchingWorkloadsFound => "IST0127",
+            Code::NoServerCertificateVerificationDestinationLevel => "IST0128",
+            Code::NoServerCertificateVerificationPortLevel => "IST0129",
             Code::VirtualServiceUnreachableRule => "IST0130",
             Code::VirtualServiceIneffectiveMatch => "IST0131",
             Code::VirtualServiceHostNotFoundInGateway => "IST0132",
@@ -103,6 +109,10 @@ impl Code {
             }
             Code::MtlsPolicyConflict => "MTLSPolicyConflict",
             Code::NoMatchingWorkloadsFound => "NoMatchingWorkloadsFound",
+            Code::NoServerCertificateVerificationDestinationLevel => {
+                "NoServerCertificateVerificationDestinationLevel"
+            }
+            Code::NoServerCertificateVerificationPortLevel => "NoServerCertificateVerificationPortLevel",
             Code::VirtualServiceUnreachableRule => "VirtualServiceUnreachableRule",
             Code::VirtualServiceIneffectiveMatch => "VirtualServiceIneffectiveMatch",
             Code::VirtualServiceHostNotFoundInGateway => "VirtualServiceHostNotFoundInGateway",
@@ -119,6 +129,8 @@ impl Code {
         match self {
             Code::VirtualServiceIneffectiveMatch => Level::Info,
             Code::NoMatchingWorkloadsFound
+            | Code::NoServerCertificateVerificationDestinationLevel
+            | Code::NoServerCertificateVerificationPortLevel
             | Code::VirtualServiceUnreachableRule
             | Code::VirtualServiceHostNotFoundInGateway
             | Code::ServiceEntryAddressesRequired

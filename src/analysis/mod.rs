@@ -184,6 +184,8 @@ pub enum Analyzer {
     DestinationRuleSubsets,
     /// DestinationRules disabling TLS towards STRICT workloads.
     MtlsConflicts,
+    /// DestinationRules with TLS that verifies no server certificate.
+    DestinationRuleCaCertificates,
     /// Sidecar workload selectors.
     SidecarSelectors,
     /// PeerAuthentication workload selectors.
@@ -196,7 +198,7 @@ pub enum Analyzer {
 
 impl Analyzer {
     /// Every analyzer, in the order they run.
-    pub const ALL: [Analyzer; 11] = [
+    pub const ALL: [Analyzer; 12] = [
         Analyzer::VirtualServiceDestinationHosts,
         Analyzer::VirtualServiceDestinationRules,
         Analyzer::VirtualServiceGateways,
@@ -204,6 +206,7 @@ impl Analyzer {
         Analyzer::UnreachableRules,
         Analyzer::DestinationRuleSubsets,
         Analyzer::MtlsConflicts,
+        Analyzer::DestinationRuleCaCertificates,
         Analyzer::SidecarSelectors,
         Analyzer::PeerAuthenticationSelectors,
         Analyzer::ServiceEntryAddresses,
@@ -220,6 +223,7 @@ impl Analyzer {
             Analyzer::UnreachableRules => "schema.ValidationAnalyzer.VirtualService",
             Analyzer::DestinationRuleSubsets => "destinationrule.SubsetSelectPodAnalyzer",
             Analyzer::MtlsConflicts => "meshd.MtlsPolicyConflictAnalyzer",
+            Analyzer::DestinationRuleCaCertificates => "destinationrule.CaCertificateAnalyzer",
             Analyzer::SidecarSelectors => "sidecar.SelectorAnalyzer",
             Analyzer::PeerAuthenticationSelectors => "meshd.PeerAuthenticationSelectorAnalyzer",
             Analyzer::ServiceEntryAddresses => "serviceentry.Analyzer",
@@ -238,6 +242,7 @@ impl Analyzer {
             Analyzer::UnreachableRules => matches::analyze(input, &mut out),
             Analyzer::DestinationRuleSubsets => destination_rule::hosts_and_subsets(input, &mut out),
             Analyzer::MtlsConflicts => destination_rule::mtls_conflicts(input, &mut out),
+            Analyzer::DestinationRuleCaCertificates => destination_rule::ca_certificates(input, &mut out),
             Analyzer::SidecarSelectors => selectors::sidecars(input, &mut out),
             Analyzer::PeerAuthenticationSelectors => selectors::peer_authentications(input, &mut out),
             Analyzer::ServiceEntryAddresses => service_entry::addresses(input, &mut out),
