@@ -27,6 +27,10 @@ const QUIET: Duration = Duration::from_millis(300);
 const ECHO: &str = "outbound|7070||echo.default.svc.cluster.local";
 const OTHER: &str = "outbound|80||other.default.svc.cluster.local";
 const THIRD: &str = "outbound|9090||third.default.svc.cluster.local";
+/// The catch-alls every sidecar gets (this one, in namespace `app`, serves no Service).
+const BLACKHOLE: &str = "BlackHoleCluster";
+const PASSTHROUGH: &str = "PassthroughCluster";
+const INBOUND_PASSTHROUGH: &str = "InboundPassthroughCluster";
 
 fn sidecar(hosts: &[&str]) -> Arc<istio::Config> {
     let meta = ObjectMeta {
@@ -104,7 +108,7 @@ async fn a_sidecar_gets_only_what_its_sidecar_imports_and_nothing_else_moves_it(
     let cds = c.recv().await.expect("CDS");
     assert_eq!(
         clusters(&cds),
-        set(&["BlackHoleCluster", "PassthroughCluster", ECHO, OTHER])
+        set(&[BLACKHOLE, PASSTHROUGH, INBOUND_PASSTHROUGH, ECHO, OTHER])
     );
     c.ack(&cds).expect("ack");
     // A hidden cluster behaves as a missing one.
@@ -147,7 +151,7 @@ async fn a_sidecar_gets_only_what_its_sidecar_imports_and_nothing_else_moves_it(
     let cds = c.recv().await.expect("CDS after the Sidecar change");
     assert_eq!(
         clusters(&cds),
-        set(&["BlackHoleCluster", "PassthroughCluster", ECHO, OTHER, THIRD])
+        set(&[BLACKHOLE, PASSTHROUGH, INBOUND_PASSTHROUGH, ECHO, OTHER, THIRD])
     );
     c.ack(&cds).expect("ack");
     let eds = c.recv().await.expect("EDS after the Sidecar change");
@@ -181,7 +185,7 @@ async fn a_proxy_without_a_sidecar_is_pushed_what_it_sees() {
     let cds = c.recv().await.expect("CDS");
     assert_eq!(
         clusters(&cds),
-        set(&["BlackHoleCluster", "PassthroughCluster", ECHO, OTHER, THIRD])
+        set(&[BLACKHOLE, PASSTHROUGH, INBOUND_PASSTHROUGH, ECHO, OTHER, THIRD])
     );
     c.ack(&cds).expect("ack");
     c.request(XdsType::Endpoint, &[THIRD]).expect("send");
@@ -206,7 +210,7 @@ async fn a_narrowed_sidecar_removes_what_it_no_longer_imports_over_delta() {
     let names: BTreeSet<String> = cds.resources.iter().map(|r| r.name.clone()).collect();
     assert_eq!(
         names,
-        set(&["BlackHoleCluster", "PassthroughCluster", ECHO, OTHER, THIRD])
+        set(&[BLACKHOLE, PASSTHROUGH, INBOUND_PASSTHROUGH, ECHO, OTHER, THIRD])
     );
     c.ack(&cds).expect("ack");
     let narrowed = Changes {
