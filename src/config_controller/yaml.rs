@@ -48,8 +48,7 @@ fn requote(text: &str, colon: usize) -> Option<String> {
     let mut start = text[..at].rfind(|c| ",[]{}".contains(c)).map_or(0, |i| i + 1);
     let value = text[start..at]
         .char_indices()
-        .filter(|&(i, c)| c == ':' && text[start + i + 1..].starts_with(char::is_whitespace))
-        .last();
+        .rfind(|&(i, c)| c == ':' && text[start + i + 1..].starts_with(char::is_whitespace));
     if let Some((i, _)) = value {
         start += i + 1;
     }

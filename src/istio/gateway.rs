@@ -283,10 +283,10 @@ pub(crate) fn server_tls(tls: &ServerTlsSettings, f: &str, r: &mut Report) {
             }
             return;
         }
-        ServerTlsMode::Passthrough | ServerTlsMode::AutoPassthrough => {
-            if cert_fields.iter().any(|(_, set)| *set) || !tls.ca_crl.is_empty() {
-                r.warn(f, "passthrough modes use no certificates: they are ignored");
-            }
+        ServerTlsMode::Passthrough | ServerTlsMode::AutoPassthrough
+            if cert_fields.iter().any(|(_, set)| *set) || !tls.ca_crl.is_empty() =>
+        {
+            r.warn(f, "passthrough modes use no certificates: they are ignored");
         }
         _ => {}
     }

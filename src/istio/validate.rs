@@ -284,7 +284,7 @@ pub(crate) fn percent(value: f64, field: &str, r: &mut Report) {
 pub(crate) fn duration(d: std::time::Duration, field: &str, r: &mut Report) {
     if d < std::time::Duration::from_millis(1) {
         r.error(field, format!("duration {d:?} must be at least 1ms"));
-    } else if d.subsec_nanos() % 1_000_000 != 0 {
+    } else if !d.subsec_nanos().is_multiple_of(1_000_000) {
         r.error(
             field,
             format!("duration {d:?}: only millisecond precision is supported"),
