@@ -52,7 +52,7 @@ pub(super) fn ca_certificates(input: &Input, out: &mut Vec<Message>) {
         let unverified = |tls: &ClientTlsSettings| {
             matches!(tls.mode, TlsMode::Simple | TlsMode::Mutual)
                 && tls.ca_certificates.is_empty()
-                && !(dr.workload_selector.is_some() && !tls.credential_name.is_empty())
+                && (dr.workload_selector.is_none() || tls.credential_name.is_empty())
         };
         let mode = |tls: &ClientTlsSettings| match tls.mode {
             TlsMode::Simple => "SIMPLE",

@@ -16,10 +16,13 @@ fn entries(input: &Input) -> impl Iterator<Item = (&Config, &ServiceEntry)> {
     })
 }
 
+/// A port's protocol as one ServiceEntry declares it.
+type Declared = (String, ObjectRef);
+
 /// IST0177: each ServiceEntry once, for the first host and port it conflicts on.
 pub(super) fn protocol_conflicts(input: &Input, out: &mut Vec<Message>) {
     // (scope, host, port) → (protocol, object); scope `*` for exported everywhere.
-    let mut index: BTreeMap<(String, &str, u32), Vec<(String, ObjectRef)>> = BTreeMap::new();
+    let mut index: BTreeMap<(String, &str, u32), Vec<Declared>> = BTreeMap::new();
     for (c, se) in entries(input) {
         let ns = &*c.meta.namespace;
         let scopes: BTreeSet<String> = if se.export_to.is_empty() || se.export_to.iter().any(|e| e == "*") {
