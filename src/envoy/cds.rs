@@ -60,7 +60,7 @@ use envoy_types::pb::{
 use prost::Message;
 
 use super::{
-    Context, Mesh, Target, ads_source, any,
+    Context, Mesh, Target, ads_source, any, cluster_discovery,
     cluster_meta::IstioMeta,
     cluster_policy::{self, Client, FieldNote, TlsContext, UpstreamProtocol, UpstreamTls, upstream_tls},
     eds::strings,
@@ -370,6 +370,11 @@ fn cluster_of<'m: 'n, 'n>(
     let mut c = eds_cluster(name, client);
     let mut notes = cluster_policy::apply(&mut c, &policy, client, port.protocol, settings, &tls);
     notes.extend(tls_note);
+    let discovery = cluster_discovery::of(proxy.kind, service);
+    let subset_labels = subset.and_then(|s| rule?.subset(s)).map(|s| &s.labels);
+    if !cluster_discovery::apply(&mut c, discovery, mesh, proxy, service, port, subset_labels) {
+        return None;
+    }
     // istiod leaves auto-mTLS off an original-destination (PASSTHROUGH) cluster: no endpoint metadata.
     let original_dst =
         c.cluster_discovery_type == Some(ClusterDiscoveryType::Type(DiscoveryType::OriginalDst as i32));

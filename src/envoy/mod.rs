@@ -11,6 +11,7 @@
 //! about streams and protocol (`xds` calls in here and sends the bytes).
 
 pub mod cds;
+pub mod cluster_discovery;
 pub mod cluster_meta;
 pub mod cluster_policy;
 pub mod eds;

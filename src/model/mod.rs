@@ -13,7 +13,8 @@ pub use endpoint::{Endpoint, EndpointPort, Health, Locality, TlsMode, WorkloadKi
 pub use gateway::NetworkGateway;
 pub use ids::{ClusterId, Hostname, NetworkId, Provider, ServiceKey, ShardKey, is_dns1123_label};
 pub use service::{
-    ExportTo, ExternalAddress, Labels, Origin, Protocol, Resolution, Service, ServicePort, TargetPort,
+    DnsTarget, DnsTargets, ExportTo, ExternalAddress, Labels, Origin, Protocol, Resolution, Service,
+    ServicePort, TargetPort,
 };
 pub use workload_meta::workload_meta;
 

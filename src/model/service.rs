@@ -180,7 +180,7 @@ pub enum ExternalAddress {
 }
 
 /// How clients reach a service's endpoints (istiod's `model.Resolution`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Resolution {
     /// Load-balanced over the endpoints (the usual ClusterIP service; ServiceEntry `STATIC`).
     ClientSideLb,
@@ -188,10 +188,54 @@ pub enum Resolution {
     Passthrough,
     /// `ExternalName`: an alias for this DNS name.
     Alias(Arc<str>),
-    /// ServiceEntry `DNS`: the proxy resolves the endpoints' names and uses every address.
-    Dns,
+    /// ServiceEntry `DNS`: the proxy resolves these names (beside the IP endpoints) and uses every
+    /// address.
+    Dns(DnsTargets),
     /// ServiceEntry `DNS_ROUND_ROBIN`: the proxy resolves and uses one address per connection.
-    DnsRoundRobin,
+    DnsRoundRobin(DnsTargets),
+}
+
+/// The DNS names a `DNS` / `DNS_ROUND_ROBIN` ServiceEntry's proxies resolve: its host when it lists
+/// no endpoints and selects no workloads, else its endpoints whose address is a name (istiod's
+/// `convertServiceEntryToInstances`; IP endpoints are ordinary [`super::Endpoint`]s).
+pub type DnsTargets = Arc<[DnsTarget]>;
+
+/// One name to resolve, with its port per service port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DnsTarget {
+    /// The DNS name.
+    pub address: Arc<str>,
+    /// Port per service port name.
+    pub ports: Arc<[super::EndpointPort]>,
+    /// The endpoint's locality (empty for the host itself).
+    pub locality: super::Locality,
+    /// Load-balancing weight (at least 1).
+    pub weight: u32,
+}
+
+impl Resolution {
+    /// The DNS names proxies resolve; empty unless `DNS` / `DNS_ROUND_ROBIN`.
+    pub fn dns_targets(&self) -> &[DnsTarget] {
+        match self {
+            Self::Dns(t) | Self::DnsRoundRobin(t) => t,
+            _ => &[],
+        }
+    }
+}
+
+/// Written as before DNS names were kept (`"Dns"`, `{"Alias": name}`): registryz readers match on
+/// the variant name, and the names are the endpoints' business.
+impl Serialize for Resolution {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        const NAME: &str = "Resolution";
+        match self {
+            Self::ClientSideLb => s.serialize_unit_variant(NAME, 0, "ClientSideLb"),
+            Self::Passthrough => s.serialize_unit_variant(NAME, 1, "Passthrough"),
+            Self::Alias(name) => s.serialize_newtype_variant(NAME, 2, "Alias", name),
+            Self::Dns(_) => s.serialize_unit_variant(NAME, 3, "Dns"),
+            Self::DnsRoundRobin(_) => s.serialize_unit_variant(NAME, 4, "DnsRoundRobin"),
+        }
+    }
 }
 
 /// The registry a service came from.

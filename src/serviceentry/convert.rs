@@ -16,8 +16,8 @@ use super::workload::{self, Context, Instance};
 use crate::{
     istio::{Config, ServiceEntry, Spec, service_entry},
     model::{
-        Endpoint, EndpointPort, ExportTo, Hostname, Labels, Origin, Resolution, Service, ServiceKey,
-        ServicePort, TargetPort, WorkloadKind,
+        DnsTarget, DnsTargets, Endpoint, EndpointPort, ExportTo, Hostname, Labels, Origin, Resolution,
+        Service, ServiceKey, ServicePort, TargetPort, WorkloadKind,
     },
     registry::{endpoints::PodWorkload, service::protocol},
 };
@@ -178,29 +178,29 @@ fn pods_in<'p>(pods: &'p [PodWorkload], namespace: &str) -> &'p [PodWorkload] {
 fn service(c: &Config, se: &ServiceEntry, host: &str, ctx: &Context) -> Service {
     let ns = &c.meta.namespace;
     let vips: Vec<IpAddr> = se.addresses.iter().filter_map(|a| vip(a)).collect();
+    let ports: Vec<ServicePort> = se
+        .ports
+        .iter()
+        .filter_map(|p| {
+            Some(ServicePort {
+                name: p.name.as_str().into(),
+                port: u16::try_from(p.number).ok()?,
+                protocol: protocol(
+                    Some(&p.protocol).filter(|p| !p.is_empty()).map(String::as_str),
+                    "",
+                    None,
+                ),
+                target_port: u16::try_from(p.target_port)
+                    .ok()
+                    .filter(|t| *t != 0)
+                    .map(TargetPort::Number),
+            })
+        })
+        .collect();
     Service {
         hostname: Hostname::from(host),
         namespace: ns.clone(),
         name: host.into(),
-        ports: se
-            .ports
-            .iter()
-            .filter_map(|p| {
-                Some(ServicePort {
-                    name: p.name.as_str().into(),
-                    port: u16::try_from(p.number).ok()?,
-                    protocol: protocol(
-                        Some(&p.protocol).filter(|p| !p.is_empty()).map(String::as_str),
-                        "",
-                        None,
-                    ),
-                    target_port: u16::try_from(p.target_port)
-                        .ok()
-                        .filter(|t| *t != 0)
-                        .map(TargetPort::Number),
-                })
-            })
-            .collect(),
         cluster_vips: if vips.is_empty() {
             BTreeMap::new()
         } else {
@@ -218,17 +218,62 @@ fn service(c: &Config, se: &ServiceEntry, host: &str, ctx: &Context) -> Service 
         resolution: match se.resolution {
             service_entry::Resolution::None => Resolution::Passthrough,
             service_entry::Resolution::Static => Resolution::ClientSideLb,
-            service_entry::Resolution::Dns => Resolution::Dns,
-            service_entry::Resolution::DnsRoundRobin => Resolution::DnsRoundRobin,
+            service_entry::Resolution::Dns => Resolution::Dns(dns_targets(se, host, &ports)),
+            service_entry::Resolution::DnsRoundRobin => {
+                Resolution::DnsRoundRobin(dns_targets(se, host, &ports))
+            }
         },
         origin: Origin::ServiceEntry {
             namespace: ns.clone(),
             names: vec![c.meta.name.clone()],
         },
         mesh_external: se.location == service_entry::Location::MeshExternal,
+        ports,
         export_to: ExportTo::parse(se.export_to.iter().map(String::as_str), ns),
         selector: se.workload_selector.as_ref().map(|s| Arc::new(s.labels.clone())),
     }
+}
+
+/// The names a `DNS` / `DNS_ROUND_ROBIN` entry's proxies resolve for `host` (istiod's
+/// `convertServiceEntryToInstances`): the host itself on each port's `targetPort` or number when the
+/// entry lists no endpoints and selects no workloads, else its endpoints whose address is a DNS name
+/// (IP endpoints are ordinary endpoints; `unix://` sockets are not routed to).
+fn dns_targets(se: &ServiceEntry, host: &str, ports: &[ServicePort]) -> DnsTargets {
+    let port_of = |p: &ServicePort, named: Option<u32>| EndpointPort {
+        service_port_name: p.name.clone(),
+        port: named
+            .and_then(|n| u16::try_from(n).ok())
+            .or(match p.target_port {
+                Some(TargetPort::Number(t)) => Some(t),
+                _ => None,
+            })
+            .unwrap_or(p.port),
+    };
+    if se.endpoints.is_empty() && se.workload_selector.is_none() {
+        return Arc::new([DnsTarget {
+            address: host.into(),
+            ports: ports.iter().map(|p| port_of(p, None)).collect(),
+            locality: Default::default(),
+            weight: 1,
+        }]);
+    }
+    se.endpoints
+        .iter()
+        .filter(|ep| {
+            !ep.address.is_empty()
+                && !ep.address.starts_with("unix://")
+                && ep.address.parse::<IpAddr>().is_err()
+        })
+        .map(|ep| DnsTarget {
+            address: ep.address.as_str().into(),
+            ports: ports
+                .iter()
+                .map(|p| port_of(p, ep.ports.get(&*p.name).copied()))
+                .collect(),
+            locality: workload::locality(&ep.locality, '/'),
+            weight: ep.weight.max(1),
+        })
+        .collect()
 }
 
 /// An address as a VIP: an IP, or a single-address CIDR. Wider CIDRs match by destination range (a
@@ -243,7 +288,7 @@ fn vip(a: &str) -> Option<IpAddr> {
 /// istiod merges two ServiceEntries of one host and namespace only when resolution, labels, selector
 /// and exportTo agree: the later one's new ports are added; otherwise it is left out.
 fn merge(first: &mut Service, later: &Service) -> Result<(), &'static str> {
-    if first.resolution != later.resolution
+    if std::mem::discriminant(&first.resolution) != std::mem::discriminant(&later.resolution)
         || first.labels != later.labels
         || first.selector != later.selector
         || first.export_to != later.export_to
@@ -251,6 +296,15 @@ fn merge(first: &mut Service, later: &Service) -> Result<(), &'static str> {
         return Err(
             "an older ServiceEntry declares this host with another resolution, labels, selector or exportTo",
         );
+    }
+    // Both entries' names are resolved (istiod keeps both entries' instances).
+    if let (Resolution::Dns(t) | Resolution::DnsRoundRobin(t), more) =
+        (&mut first.resolution, later.resolution.dns_targets())
+    {
+        let new: Vec<DnsTarget> = more.iter().filter(|m| !t.contains(m)).cloned().collect();
+        if !new.is_empty() {
+            *t = t.iter().cloned().chain(new).collect();
+        }
     }
     let known: BTreeSet<u16> = first.ports.iter().map(|p| p.port).collect();
     first

@@ -49,6 +49,30 @@ pub(super) fn we(name: &str, labels: Value, spec: Value) -> Config {
     object("we", name, "2024-01-01T00:00:00Z", labels, spec)
 }
 
+/// The resolution's name (as registryz writes it) and the names a DNS one resolves:
+/// `Dns[a.example https=443 z=r/z w=2]`.
+fn resolution(r: &crate::model::Resolution) -> String {
+    let name = serde_json::to_string(r).unwrap_or_default().replace('"', "");
+    let targets: Vec<String> = r
+        .dns_targets()
+        .iter()
+        .map(|t| {
+            let ports: Vec<String> = t
+                .ports
+                .iter()
+                .map(|p| format!("{}={}", p.service_port_name, p.port))
+                .collect();
+            let zone = format!("{}/{}", t.locality.region, t.locality.zone);
+            format!("{} {} z={} w={}", t.address, ports.join(","), zone, t.weight)
+        })
+        .collect();
+    if targets.is_empty() {
+        name
+    } else {
+        format!("{name}[{}]", targets.join("; "))
+    }
+}
+
 pub(super) fn lines(b: &Built) -> Vec<String> {
     let mut out: Vec<String> = b
         .services
@@ -60,10 +84,10 @@ pub(super) fn lines(b: &Built) -> Vec<String> {
                 .map(|p| format!("{}:{}:{:?}:{:?}", p.name, p.port, p.protocol, p.target_port))
                 .collect();
             format!(
-                "svc {} ns={} {:?} ext={} vips={:?} export={:?} ports=[{}] from={:?}",
+                "svc {} ns={} {} ext={} vips={:?} export={:?} ports=[{}] from={:?}",
                 s.hostname,
                 s.namespace,
-                s.resolution,
+                resolution(&s.resolution),
                 s.mesh_external,
                 s.cluster_vips
                     .values()
@@ -116,7 +140,47 @@ fn service_entries_convert_like_istiod() {
                 "resolution": "DNS", "ports": [{"number": 443, "name": "https", "protocol": "HTTPS"}]}),
             )],
             vec![
-                r#"svc api.example.com ns=sample Dns ext=true vips=[] export=Default ports=[https:443:Https:None] from=ServiceEntry { namespace: "sample", names: ["api"] }"#,
+                r#"svc api.example.com ns=sample Dns[api.example.com https=443 z=/ w=1] ext=true vips=[] export=Default ports=[https:443:Https:None] from=ServiceEntry { namespace: "sample", names: ["api"] }"#,
+            ],
+        ),
+        (
+            "DNS endpoints: names are resolved by the proxy (their port, else targetPort), IPs are endpoints, sockets dropped",
+            vec![se(
+                "sample/api",
+                t0,
+                json!({"hosts": ["api.example.com"], "resolution": "DNS",
+                "ports": [{"number": 443, "name": "https", "protocol": "HTTPS", "targetPort": 8443}],
+                "endpoints": [{"address": "us.api.example.com", "locality": "us/us-1", "weight": 3},
+                    {"address": "eu.api.example.com", "ports": {"https": 9443}},
+                    {"address": "192.0.2.1"}, {"address": "unix:///sock"}]}),
+            )],
+            vec![
+                r#"svc api.example.com ns=sample Dns[us.api.example.com https=8443 z=us/us-1 w=3; eu.api.example.com https=9443 z=/ w=1] ext=true vips=[] export=Default ports=[https:443:Https:Some(Number(8443))] from=ServiceEntry { namespace: "sample", names: ["api"] }"#,
+                "ep api.example.com 192.0.2.1 [https=8443] net=- w=1 tls=Disabled ServiceEntry api-2",
+            ],
+        ),
+        (
+            "two DNS_ROUND_ROBIN entries of one host merge their names once each",
+            vec![
+                se(
+                    "ns/a",
+                    t0,
+                    json!({"hosts": ["x.example"], "resolution": "DNS_ROUND_ROBIN", "ports": [{"number": 80, "name": "http"}]}),
+                ),
+                se(
+                    "ns/b",
+                    t1,
+                    json!({"hosts": ["x.example"], "resolution": "DNS_ROUND_ROBIN", "ports": [{"number": 80, "name": "http"}],
+                    "endpoints": [{"address": "x1.example"}]}),
+                ),
+                se(
+                    "ns/c",
+                    t1,
+                    json!({"hosts": ["x.example"], "resolution": "DNS_ROUND_ROBIN", "ports": [{"number": 80, "name": "http"}]}),
+                ),
+            ],
+            vec![
+                r#"svc x.example ns=ns DnsRoundRobin[x.example http=80 z=/ w=1; x1.example http=80 z=/ w=1] ext=true vips=[] export=Default ports=[http:80:Unknown:None] from=ServiceEntry { namespace: "ns", names: ["a", "b", "c"] }"#,
             ],
         ),
         (
@@ -217,7 +281,7 @@ fn service_entries_convert_like_istiod() {
             ],
             vec![
                 r#"svc x.example ns=ns ClientSideLb ext=true vips=[] export=Default ports=[http:80:Unknown:None] from=ServiceEntry { namespace: "ns", names: ["a"] }"#,
-                r#"svc x.example ns=other Dns ext=true vips=[] export=Default ports=[http:80:Unknown:None] from=ServiceEntry { namespace: "other", names: ["c"] }"#,
+                r#"svc x.example ns=other Dns[x.example http=80 z=/ w=1] ext=true vips=[] export=Default ports=[http:80:Unknown:None] from=ServiceEntry { namespace: "other", names: ["c"] }"#,
                 "ignored ServiceEntry ns/b host x.example: an older ServiceEntry declares this host with another resolution, labels, selector or exportTo",
             ],
         ),

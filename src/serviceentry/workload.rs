@@ -122,7 +122,7 @@ pub fn instance(
 }
 
 /// `region<sep>zone<sep>subzone`, missing parts empty.
-fn locality(s: &str, sep: char) -> Locality {
+pub(super) fn locality(s: &str, sep: char) -> Locality {
     let mut parts = s.splitn(3, sep).map(Arc::from);
     Locality {
         region: parts.next().unwrap_or_default(),
