@@ -34,6 +34,7 @@ const ENVOY_ROOTS: &[&str] = &[
     "envoy/extensions/filters/http/router/v3/router.proto",
     "envoy/extensions/upstreams/http/v3/http_protocol_options.proto",
     "envoy/extensions/filters/http/fault/v3/fault.proto",
+    "envoy/extensions/filters/http/cors/v3/cors.proto",
     "envoy/extensions/retry/host/previous_hosts/v3/previous_hosts.proto",
     "envoy/extensions/retry/priority/previous_priorities/v3/previous_priorities_config.proto",
 ];

@@ -177,19 +177,24 @@ fn dests(vs: &VirtualService) -> Vec<Dest> {
                 port: rd.destination.port.as_ref().map(|p| p.number),
             });
         }
-        out.extend(route.mirror.as_ref().and_then(|m| json_dest("mirror host", m)));
-        for m in route
+        let mirrors = route
             .mirrors
             .iter()
-            .flat_map(|m| m.as_array().into_iter().flatten())
-        {
-            out.extend(json_dest("mirror host", &m["destination"]));
+            .flatten()
+            .filter_map(|m| m.destination.as_ref());
+        for d in route.mirror.iter().chain(mirrors) {
+            out.push(Dest {
+                what: "mirror host",
+                host: d.host.clone(),
+                subset: d.subset.clone(),
+                port: d.port.as_ref().map(|p| p.number),
+            });
         }
     }
     out
 }
 
-/// A destination the model keeps as JSON (TCP and TLS routes, mirrors).
+/// A destination the model keeps as JSON (TCP and TLS routes).
 fn json_dest(what: &'static str, d: &Value) -> Option<Dest> {
     Some(Dest {
         what,

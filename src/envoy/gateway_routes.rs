@@ -71,6 +71,7 @@ pub fn route_config(mesh: &dyn Mesh, proxy: &Proxy, merged: &Merged, name: &str)
                         port,
                         gateway: Some(&s.gateway),
                         only_port: Some(&only_port),
+                        tls: s.server.port.protocol.eq_ignore_ascii_case("HTTPS"),
                     };
                     built.push((key, route::virtual_service_routes(&inp, vs, &hash)));
                     built.len() - 1

@@ -11,7 +11,8 @@
 //! matching that SNI and the Istio mTLS ALPNs, proxies the connection, still encrypted, to the SNI-DNAT
 //! cluster of the same name (istiod's AUTO_PASSTHROUGH). A gRPC server's listener
 //! (`xds.istio.io/grpc/lds/inbound/…`) is [`inbound`]'s, the sidecar's `virtualInbound` (15006)
-//! [`virtual_inbound`]'s. Does NOT: outbound protocol sniffing, or filters beyond fault and router.
+//! [`virtual_inbound`]'s. Sidecars' and gateways' HCMs also carry the CORS filter. Does NOT: outbound
+//! protocol sniffing, or filters beyond fault, CORS and router.
 
 use std::{collections::BTreeSet, net::IpAddr, sync::Arc};
 
@@ -25,7 +26,7 @@ use envoy_types::pb::{
             },
         },
         extensions::filters::{
-            http::{fault::v3::HttpFault, router::v3::Router},
+            http::{cors::v3::Cors, fault::v3::HttpFault, router::v3::Router},
             listener::tls_inspector::v3::TlsInspector,
             network::{
                 http_connection_manager::v3::{
@@ -42,7 +43,7 @@ use envoy_types::pb::{
 
 use super::{
     Context, Mesh, ads_source, any, cds, eds::socket, envoy_ads_source, gateway_listeners, gateway_servers,
-    inbound, route, virtual_inbound,
+    inbound, route, route_actions, virtual_inbound,
 };
 use crate::envoy::{ProxyKind, XdsType, resource::Resource};
 use crate::{
@@ -63,7 +64,7 @@ const VIRTUAL_OUTBOUND: &str = "virtualOutbound";
 /// matches.
 pub fn grpc_listener(mesh: &dyn Mesh, proxy: &Proxy, name: &str) -> Option<Listener> {
     let (service, port) = resolve_target(mesh, proxy, name)?;
-    let hcm = http_connection_manager(
+    let hcm = grpc_http_connection_manager(
         name,
         cds::cluster_name(port.port, &service.hostname),
         ads_source(),
@@ -261,10 +262,26 @@ fn virtual_outbound(outbound: OutboundMode) -> Listener {
     }
 }
 
-/// An HCM with RDS from `source` and the filters istiod gives sidecars and gRPC clients alike: fault
-/// (empty: routes turn it on through `typed_per_filter_config`), then the router, which gRPC requires
-/// last.
+/// An HCM with RDS from `source` and the filters istiod gives Envoy (sidecars and gateways): fault
+/// and CORS (empty: routes turn them on through `typed_per_filter_config`), then the router.
 pub(super) fn http_connection_manager(
+    stat_prefix: &str,
+    route: String,
+    source: ConfigSource,
+) -> HttpConnectionManager {
+    let mut hcm = grpc_http_connection_manager(stat_prefix, route, source);
+    let cors = HttpFilter {
+        name: route_actions::CORS_FILTER.to_owned(),
+        config_type: Some(http_filter::ConfigType::TypedConfig(any(&Cors::default()))),
+        ..Default::default()
+    };
+    hcm.http_filters.insert(1, cors);
+    hcm
+}
+
+/// The HCM of a gRPC client listener: fault, then the router, which gRPC requires last (gRPC has
+/// no CORS filter).
+fn grpc_http_connection_manager(
     stat_prefix: &str,
     route: String,
     source: ConfigSource,

@@ -28,6 +28,7 @@ pub mod node;
 pub mod rds;
 pub mod resource;
 pub mod route;
+pub mod route_actions;
 pub mod scoped;
 pub mod service_targets;
 pub mod split_horizon;

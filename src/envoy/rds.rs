@@ -16,8 +16,10 @@ use envoy_types::pb::envoy::config::route::v3::{Route, RouteConfiguration, Virtu
 use super::{
     Context, Mesh, parse_cluster,
     route::{self, RouteInput},
+    route_actions,
 };
 use crate::{
+    config::mesh::OutboundMode,
     envoy::{Proxy, ProxyKind, XdsType, resource::Resource},
     istio::destination_rule::ConsistentHashLb,
     model::Service,
@@ -47,7 +49,7 @@ pub(super) fn build(ctx: &Context, name: Arc<str>) -> Option<Resource> {
             let target = parse_cluster(ctx.mesh, &name)?;
             grpc_route(ctx.mesh, ctx.proxy, &name, target.service, target.port.port)
         }
-        ProxyKind::Sidecar => port_route(ctx.mesh, ctx.proxy, name.parse().ok()?)?,
+        ProxyKind::Sidecar => port_route(ctx.mesh, ctx.proxy, name.parse().ok()?, ctx.scope.outbound)?,
         ProxyKind::Router if super::gateway_routes::is_gateway_route(&name) => {
             let merged = super::gateway_servers::merge(ctx.mesh, ctx.proxy);
             super::gateway_routes::route_config(ctx.mesh, ctx.proxy, &merged, &name)
@@ -72,13 +74,19 @@ pub fn grpc_route(
     }
 }
 
-/// The sidecar route configuration for `port`: every HTTP service with that port. `None` when there
-/// is none.
-pub fn port_route(mesh: &dyn Mesh, proxy: &Proxy, port: u16) -> Option<RouteConfiguration> {
+/// The sidecar route configuration for `port`: every HTTP service with that port, then istiod's
+/// catch-all virtual host for the `outbound` mode (`allow_any` / `block_all`). `None` when no
+/// service has the port.
+pub fn port_route(
+    mesh: &dyn Mesh,
+    proxy: &Proxy,
+    port: u16,
+    outbound: OutboundMode,
+) -> Option<RouteConfiguration> {
     // Envoy NACKs a domain repeated across virtual hosts: a short name two namespaces share goes to
     // the first service (host-name order) only.
     let mut used = std::collections::HashSet::new();
-    let virtual_hosts: Vec<VirtualHost> = mesh
+    let mut virtual_hosts: Vec<VirtualHost> = mesh
         .services()
         .filter(|s| s.ports.iter().any(|p| p.port == port && p.protocol.is_http()))
         .map(|s| {
@@ -87,7 +95,11 @@ pub fn port_route(mesh: &dyn Mesh, proxy: &Proxy, port: u16) -> Option<RouteConf
             vh
         })
         .collect();
-    (!virtual_hosts.is_empty()).then(|| RouteConfiguration {
+    if virtual_hosts.is_empty() {
+        return None;
+    }
+    virtual_hosts.push(route_actions::catch_all_virtual_host(outbound));
+    Some(RouteConfiguration {
         name: port.to_string(),
         virtual_hosts,
         validate_clusters: Some(envoy_types::pb::google::protobuf::BoolValue { value: false }),
@@ -134,6 +146,7 @@ pub fn service_routes<'m>(
         port,
         gateway: None,
         only_port: None,
+        tls: false,
     };
     let hash = |host: &str, port: u16, subset: Option<&str>| consistent_hash(mesh, proxy, host, port, subset);
     let mut candidates = index.virtual_services.for_host(ns, &service.hostname).into_iter();

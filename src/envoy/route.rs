@@ -1,10 +1,11 @@
 //! VirtualService HTTP routes → Envoy routes, as istiod translates them (`core/route/route.go`:
 //! `BuildHTTPRoutesForVirtualService`, `translateRoute`, `TranslateRouteMatch`,
 //! `TranslateHeadersOperations`, `TranslateFault`, `setTimeout`; `route/retry/retry.go:ConvertPolicy`),
-//! pure in its arguments. The same shapes go to Envoy sidecars and proxyless gRPC, except where
-//! istiod itself tells them apart (timeouts) and consistent-hash policies gRPC cannot use.
-//! Does NOT: delegate VirtualServices, redirects, direct responses, mirrors, CORS, rewrites of
-//! the path by regex (those are reported by validation as unsupported).
+//! pure in its arguments; redirects, direct responses, mirrors and CORS are in
+//! [`route_actions`](super::route_actions). The same shapes go to Envoy sidecars and proxyless
+//! gRPC, except where istiod itself tells them apart (timeouts), consistent-hash policies gRPC
+//! cannot use, and CORS (gRPC NACKs a per-route config of a filter it does not know).
+//! Delegates are merged before translation (`traffic::delegate`).
 
 use std::{collections::BTreeMap, time::Duration};
 
@@ -30,7 +31,7 @@ use envoy_types::pb::{
             },
         },
         r#type::{
-            matcher::v3::{RegexMatcher, StringMatcher, string_matcher},
+            matcher::v3::{RegexMatchAndSubstitute, RegexMatcher, StringMatcher, string_matcher},
             v3::{FractionalPercent, fractional_percent::DenominatorType},
         },
     },
@@ -41,13 +42,16 @@ use super::{
     any,
     cds::{cluster_name, subset_cluster_name},
     eds::strings,
+    route_actions::{self, CORS_FILTER},
 };
 use crate::{
     envoy::ProxyKind,
     istio::{
         StringMatch,
         destination_rule::ConsistentHashLb,
-        virtual_service::{GRPC_CODES, Headers, HttpFaultInjection, HttpMatchRequest, HttpRetry, HttpRoute},
+        virtual_service::{
+            Destination, GRPC_CODES, Headers, HttpFaultInjection, HttpMatchRequest, HttpRetry, HttpRoute,
+        },
     },
     traffic::virtual_service::ResolvedVs,
 };
@@ -72,6 +76,8 @@ pub struct RouteInput<'a> {
     /// For a gateway, the only port of a destination's service, which a destination without a port
     /// goes to instead of the listener port (istiod's `GetDestinationCluster`).
     pub only_port: Option<PortOf<'a>>,
+    /// The routes serve a TLS server (a gateway's HTTPS port): a redirect's default scheme.
+    pub tls: bool,
 }
 
 /// The only port of a host's service, if it has one port.
@@ -188,28 +194,50 @@ fn translate(
     out.request_headers_to_remove = ops.request_remove;
     out.response_headers_to_add = ops.response_add;
     out.response_headers_to_remove = ops.response_remove;
-    let action = route_action(inp, http, &mut out, ops.authority, hash);
+    let action = if let Some(rd) = &http.redirect {
+        route_actions::redirect(rd, inp.port, inp.tls).map(route::Action::Redirect)
+    } else if let Some(dr) = &http.direct_response {
+        Some(route::Action::DirectResponse(route_actions::direct_response(dr)))
+    } else {
+        Some(route::Action::Route(route_action(
+            inp,
+            http,
+            &mut out,
+            ops.authority,
+            hash,
+        )))
+    };
     let operation_path = match out.r#match.as_ref().and_then(|m| m.path_specifier.as_ref()) {
         Some(route_match::PathSpecifier::Prefix(p)) => format!("{p}*"),
         Some(route_match::PathSpecifier::Path(p)) => p.clone(),
         Some(route_match::PathSpecifier::SafeRegex(r)) => r.regex.clone(),
         _ => "/*".to_owned(),
     };
-    let operation = match &action.cluster_specifier {
-        Some(route_action::ClusterSpecifier::Cluster(c)) => match c.split('|').collect::<Vec<_>>()[..] {
-            [_, port, _, host] => format!("{host}:{port}{operation_path}"),
-            _ => format!("{}:{}{operation_path}", vs.object.name, inp.port),
-        },
+    let cluster = match &action {
+        Some(route::Action::Route(RouteAction {
+            cluster_specifier: Some(route_action::ClusterSpecifier::Cluster(c)),
+            ..
+        })) => Some(c.split('|').collect::<Vec<_>>()),
+        _ => None,
+    };
+    let operation = match cluster.as_deref() {
+        Some([_, port, _, host]) => format!("{host}:{port}{operation_path}"),
         _ => format!("{}:{}{operation_path}", vs.object.name, inp.port),
     };
     out.decorator = Some(Decorator {
         operation,
         ..Default::default()
     });
-    out.action = Some(route::Action::Route(action));
+    out.action = action;
     if let Some(f) = http.fault.as_ref().and_then(fault) {
         out.typed_per_filter_config
             .insert(FAULT_FILTER.to_owned(), any(&f));
+    }
+    if let Some(c) = &http.cors_policy
+        && inp.kind != ProxyKind::Grpc
+    {
+        out.typed_per_filter_config
+            .insert(CORS_FILTER.to_owned(), any(&route_actions::cors_policy(c)));
     }
     Some(out)
 }
@@ -226,7 +254,12 @@ fn route_action(
     let mut action = RouteAction::default();
     set_timeout(&mut action, http.timeout, inp.kind);
     if let Some(rw) = &http.rewrite {
-        if !rw.uri.is_empty() {
+        if let Some(re) = &rw.uri_regex_rewrite {
+            action.regex_rewrite = Some(RegexMatchAndSubstitute {
+                pattern: Some(regex(&re.pattern)),
+                substitution: re.rewrite.clone(),
+            });
+        } else if !rw.uri.is_empty() {
             action.prefix_rewrite = rw.uri.clone();
         }
         if !rw.authority.is_empty() {
@@ -236,17 +269,21 @@ fn route_action(
     if let Some(a) = authority {
         action.host_rewrite_specifier = Some(route_action::HostRewriteSpecifier::HostRewriteLiteral(a));
     }
-    let cluster_of = |d: &crate::istio::virtual_service::Destination| {
-        let port = match d.port {
-            Some(p) => p.number as u16,
-            None => inp.only_port.and_then(|f| f(&d.host)).unwrap_or(inp.port),
-        };
+    let port_of = |d: &Destination| match d.port {
+        Some(p) => p.number as u16,
+        None => inp.only_port.and_then(|f| f(&d.host)).unwrap_or(inp.port),
+    };
+    let cluster_of = |d: &Destination| {
+        let port = port_of(d);
         let subset = (!d.subset.is_empty()).then_some(d.subset.as_str());
         (
             subset_cluster_name(port, &d.subset, &d.host),
             hash(&d.host, port, subset),
         )
     };
+    action.request_mirror_policies = route_actions::mirror_policies(http, &|d: &Destination| {
+        subset_cluster_name(port_of(d), &d.subset, &d.host)
+    });
     let mut consistent_hash = false;
     if let [only] = &http.route[..] {
         let (cluster, h) = cluster_of(&only.destination);
@@ -393,7 +430,8 @@ fn header_matcher(name: &str, sm: &StringMatch) -> HeaderMatcher {
     }
 }
 
-fn string_matcher(sm: &StringMatch) -> StringMatcher {
+/// istiod's `ConvertToEnvoyMatch`.
+pub(super) fn string_matcher(sm: &StringMatch) -> StringMatcher {
     let pattern = if let Some(e) = &sm.exact {
         string_matcher::MatchPattern::Exact(e.clone())
     } else if let Some(p) = &sm.prefix {
@@ -467,6 +505,10 @@ pub fn retry_policy(r: Option<&HttpRetry>, consistent_hash: bool) -> Option<Retr
         out.retriable_status_codes = codes;
     }
     out.per_try_timeout = r.per_try_timeout.map(pb_duration);
+    out.retry_back_off = r.backoff.map(|b| retry_policy::RetryBackOff {
+        base_interval: Some(pb_duration(b)),
+        ..Default::default()
+    });
     if r.retry_remote_localities == Some(true) {
         out.retry_priority = Some(retry_policy::RetryPriority {
             name: "envoy.retry_priorities.previous_priorities".to_owned(),
@@ -488,15 +530,11 @@ fn is_http_status(c: u32) -> bool {
 /// (`percentage` per million; the deprecated integer `percent` per hundred). `None` when neither is
 /// usable (exponential delays are rejected by validation).
 pub fn fault(f: &HttpFaultInjection) -> Option<HttpFault> {
-    let per_million = |p: f64| FractionalPercent {
-        numerator: (p * 10_000.0) as u32,
-        denominator: DenominatorType::Million as i32,
-    };
     let delay = f.delay.as_ref().and_then(|d| {
         let fixed = d.fixed_delay?;
         Some(FaultDelay {
             percentage: Some(match d.percentage {
-                Some(p) => per_million(p.value),
+                Some(p) => route_actions::per_million(p.value),
                 None => FractionalPercent {
                     numerator: d.percent.unwrap_or(0).max(0) as u32,
                     denominator: DenominatorType::Hundred as i32,
@@ -515,7 +553,7 @@ pub fn fault(f: &HttpFaultInjection) -> Option<HttpFault> {
             fault_abort::ErrorType::GrpcStatus(code as u32)
         };
         Some(FaultAbort {
-            percentage: a.percentage.map(|p| per_million(p.value)),
+            percentage: a.percentage.map(|p| route_actions::per_million(p.value)),
             error_type: Some(error),
             ..Default::default()
         })
@@ -626,6 +664,19 @@ pub fn ignored_fields(kind: ProxyKind, vs: &ResolvedVs) -> Vec<String> {
         }
         if http.rewrite.is_some() {
             out.push(f("rewrite (gRPC does not rewrite requests)"));
+        }
+        if http.redirect.is_some() || http.direct_response.is_some() {
+            out.push(f(
+                "redirect/directResponse (gRPC fails the RPCs such a route matches: it only forwards)",
+            ));
+        }
+        if http.mirror.is_some() || http.mirrors.is_some() {
+            out.push(f("mirror/mirrors (gRPC does not mirror requests)"));
+        }
+        if http.cors_policy.is_some() {
+            out.push(f(
+                "corsPolicy (not sent to gRPC, which would refuse the route configuration)",
+            ));
         }
         if let Some(r) = &http.retries {
             if r.per_try_timeout.is_some() {

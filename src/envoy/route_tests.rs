@@ -143,6 +143,55 @@ const CASES: &[(&str, &[&str], &[&str])] = &[
            trafficPolicy: {loadBalancer: {consistentHash: {httpCookie: {name: session, ttl: 60s}}}}}]",
         ],
     ),
+    // Redirects (route_test.go "redirect"/"port redirect"/"derive port"): scheme, authority, port
+    // (`:80` for http dropped), the request's port, codes; direct responses with text and bytes.
+    (
+        "redirect-direct-response",
+        &["hosts: [reviews]\nhttp:\n\
+           - match: [{uri: {exact: /old}}]\n  redirect: {uri: /new, authority: new.example, redirectCode: 308}\n\
+           - match: [{uri: {prefix: /http}}]\n  redirect: {scheme: http, port: 80}\n\
+           - match: [{uri: {prefix: /same-port}}]\n  redirect: {derivePort: FROM_REQUEST_PORT, uri: /p}\n\
+           - match: [{uri: {prefix: /teapot}}]\n  directResponse: {status: 418, body: {string: short and stout}}\n\
+           \x20 headers: {response: {set: {x-why: teapot}}}\n\
+           - match: [{uri: {prefix: /bytes}}]\n  directResponse: {status: 200, body: {bytes: aGVsbG8=}}\n\
+           - route: [{destination: {host: reviews}}]"],
+        &[],
+    ),
+    // Rewrites (uri, regex, authority), mirrors with their shares (route_test.go "mirror
+    // percentage"), CORS (`TranslateCORSPolicy`: not sent to gRPC), retry backoff.
+    (
+        "rewrite-mirror-cors",
+        &["hosts: [reviews]\nhttp:\n\
+           - match: [{uri: {prefix: /v1/}}]\n  rewrite: {uri: /api/, authority: internal.example}\n\
+           \x20 mirror: {host: ratings}\n  mirrorPercentage: {value: 12.5}\n\
+           \x20 route: [{destination: {host: reviews}}]\n\
+           - match: [{uri: {prefix: /re/}}]\n  rewrite: {uriRegexRewrite: {match: '^/re/(.*)$', rewrite: '/\\1'}}\n\
+           \x20 mirrors: [{destination: {host: ratings}}, {destination: {host: reviews, subset: v2}, percentage: {value: 5}}, \
+           {destination: {host: ratings}, percentage: {value: 0}}]\n\
+           \x20 route: [{destination: {host: reviews, subset: v1}}]\n\
+           - corsPolicy: {allowOrigins: [{exact: 'https://a.example'}, {regex: 'https://.*\\.b\\.example'}], \
+           allowMethods: [GET, POST], allowHeaders: [x-a, x-b], exposeHeaders: [x-c], maxAge: 24h, \
+           allowCredentials: true, unmatchedPreflights: IGNORE}\n\
+           \x20 retries: {attempts: 2, retryOn: unavailable, backoff: 250ms}\n\
+           \x20 route: [{destination: {host: reviews}}]"],
+        &[SUBSETS],
+    ),
+    // A delegate (no hosts) merged into its root (virtualservice_test.go "root catch all"): the
+    // delegate's matches narrowed by the root's, names joined, the root's timeout inherited; the
+    // route whose match leaves the root's prefix is dropped.
+    (
+        "delegate",
+        &[
+            "hosts: [reviews]\nhttp:\n\
+             - name: api\n  match: [{uri: {prefix: /api}}]\n  timeout: 4s\n  delegate: {name: vs-1}\n\
+             - route: [{destination: {host: ratings}}]",
+            "http:\n\
+             - name: v2\n  match: [{uri: {prefix: /api/v2}, headers: {x-v: {exact: '2'}}}]\n  route: [{destination: {host: reviews, subset: v2}}]\n\
+             - name: outside\n  match: [{uri: {prefix: /other}}]\n  route: [{destination: {host: ratings}}]\n\
+             - route: [{destination: {host: reviews, subset: v1}}]",
+        ],
+        &[SUBSETS],
+    ),
     // A wildcard host applies to the services it matches; an exact one beats it.
     (
         "wildcard-host",
@@ -184,7 +233,7 @@ fn route_configurations_match_goldens() {
         let name = format!("outbound|9080||{REVIEWS}");
         let reviews = m.service(REVIEWS).unwrap();
         let got = serde_json::json!({
-            "sidecar": json(&rds::port_route(&m, &sidecar, 9080).unwrap(), "envoy.config.route.v3.RouteConfiguration"),
+            "sidecar": json(&rds::port_route(&m, &sidecar, 9080, crate::config::mesh::OutboundMode::AllowAny).unwrap(), "envoy.config.route.v3.RouteConfiguration"),
             "grpc": json(&rds::grpc_route(&m, &grpc, &name, reviews, 9080), "envoy.config.route.v3.RouteConfiguration"),
         });
         golden(case, &got);
@@ -377,4 +426,27 @@ fn grpc_is_told_which_fields_it_does_not_act_on() {
     }
     assert_eq!(ignored.len(), want.len(), "{ignored:?}");
     assert!(ignored_fields(ProxyKind::Sidecar, resolved).is_empty());
+}
+
+#[test]
+fn registry_only_ends_port_routes_with_block_all() {
+    let m = mesh(Vec::new());
+    let sidecar = proxy(ProxyKind::Sidecar, "default");
+    let got = rds::port_route(
+        &m,
+        &sidecar,
+        9080,
+        crate::config::mesh::OutboundMode::RegistryOnly,
+    )
+    .unwrap();
+    let last = got.virtual_hosts.last().unwrap();
+    assert_eq!(
+        (last.name.as_str(), &last.domains[..]),
+        ("block_all", &["*".to_owned()][..])
+    );
+    assert!(matches!(
+        &last.routes[0].action,
+        Some(route::Action::DirectResponse(d)) if d.status == 502
+    ));
+    assert_eq!(got.virtual_hosts.len(), 3, "reviews, ratings, block_all");
 }

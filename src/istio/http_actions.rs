@@ -1,7 +1,6 @@
-//! The VirtualService HTTP actions meshd reads but does not act on — `redirect`, `directResponse`,
-//! `mirror`/`mirrors`, `corsPolicy` — typed so istiod's rules for them (`validateHTTPRedirect`,
-//! `validateHTTPDirectResponse`, `validateHTTPMirrors`, `validateCORSPolicy`) apply before the
-//! route reports them as ignored.
+//! The VirtualService HTTP actions besides forwarding — `redirect`, `directResponse`,
+//! `mirror`/`mirrors`, `corsPolicy` — and istiod's rules for them (`validateHTTPRedirect`,
+//! `validateHTTPDirectResponse`, `validateHTTPMirrors`, `validateCORSPolicy`).
 
 use std::time::Duration;
 
@@ -151,6 +150,11 @@ pub(crate) fn direct_response(dr: &HttpDirectResponse, f: &str, r: &mut Report) 
         );
     }
     if let Some(body) = &dr.body {
+        if let Some(b) = &body.bytes
+            && base64::Engine::decode(&base64::engine::general_purpose::STANDARD, b).is_err()
+        {
+            r.error(format!("{f}.body.bytes"), "bytes must be base64");
+        }
         let size = match (&body.string, &body.bytes) {
             (Some(s), _) => s.len(),
             // Base64: three bytes per four characters.

@@ -1,13 +1,16 @@
 //! `VirtualService` (networking.istio.io): HTTP routing for hosts — matches, weighted destinations,
-//! timeouts, retries, faults, header manipulation — with istiod's `ValidateVirtualService`. TCP and
-//! TLS routes (`l4_route`) and the HTTP actions meshd does not act on (`http_actions`) are
-//! validated, then reported as ignored.
+//! timeouts, retries, faults, header manipulation, redirects, direct responses, mirrors, CORS,
+//! delegation — with istiod's `ValidateVirtualService`. TCP and TLS routes (`l4_route`) are
+//! validated, then reported as ignored for sidecars.
 
 use std::{collections::BTreeMap, time::Duration};
 
 use serde::{Deserialize, Serialize};
 
-use super::common::{Labels, Percent, PortSelector, StringMatch};
+use super::{
+    common::{Labels, Percent, PortSelector, StringMatch},
+    http_actions::{CorsPolicy, HttpDirectResponse, HttpMirrorPolicy, HttpRedirect},
+};
 
 /// Istio's `VirtualService`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -64,11 +67,11 @@ pub struct HttpRoute {
     pub route: Vec<HttpRouteDestination>,
     /// Redirect instead of forwarding.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub redirect: Option<serde_json::Value>,
+    pub redirect: Option<HttpRedirect>,
     /// Answer directly instead of forwarding.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub direct_response: Option<serde_json::Value>,
-    /// Hand the route to another VirtualService (not implemented by meshd).
+    pub direct_response: Option<HttpDirectResponse>,
+    /// Hand the route to a delegate VirtualService (merged into this one, as istiod does).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delegate: Option<Delegate>,
     /// URI / authority rewrite.
@@ -89,21 +92,21 @@ pub struct HttpRoute {
     /// Header manipulation.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub headers: Option<Headers>,
-    /// Traffic mirroring (not implemented by meshd).
+    /// Copy requests to this destination too.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub mirror: Option<serde_json::Value>,
-    /// The share of traffic mirrored (not implemented by meshd; known, so not reported as unknown).
+    pub mirror: Option<Destination>,
+    /// The share of requests `mirror` copies (all when unset).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub mirror_percentage: Option<serde_json::Value>,
-    /// `mirrorPercentage`'s deprecated integer form (not implemented by meshd).
+    pub mirror_percentage: Option<Percent>,
+    /// `mirrorPercentage`'s deprecated integer form.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub mirror_percent: Option<serde_json::Value>,
-    /// Several mirror destinations (not implemented by meshd).
+    pub mirror_percent: Option<u32>,
+    /// Several mirror destinations, each with its share.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub mirrors: Option<serde_json::Value>,
-    /// CORS policy (not implemented by meshd).
+    pub mirrors: Option<Vec<HttpMirrorPolicy>>,
+    /// CORS policy.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub cors_policy: Option<serde_json::Value>,
+    pub cors_policy: Option<CorsPolicy>,
 }
 
 /// Istio's `HTTPMatchRequest`.
@@ -200,6 +203,20 @@ pub struct HttpRewrite {
     /// Replacement authority.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub authority: String,
+    /// A regex substitution of the path (instead of `uri`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uri_regex_rewrite: Option<RegexRewrite>,
+}
+
+/// Istio's `RegexRewrite`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RegexRewrite {
+    /// RE2 pattern matched against the path.
+    #[serde(rename = "match")]
+    pub pattern: String,
+    /// The substitution (`\1` names a capture group).
+    pub rewrite: String,
 }
 
 /// Istio's `HTTPRetry`.
@@ -220,7 +237,7 @@ pub struct HttpRetry {
     /// Retry in other localities.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry_remote_localities: Option<bool>,
-    /// Base interval between retries (not implemented by meshd: validated, then reported).
+    /// Base interval between retries (Envoy's and gRPC's `retry_back_off.base_interval`).
     #[serde(
         skip_serializing_if = "Option::is_none",
         with = "crate::config::duration::option"

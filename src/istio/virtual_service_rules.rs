@@ -1,18 +1,18 @@
 //! istiod's `ValidateVirtualService` (`pkg/config/validation/validation.go`, `virtualservice.go`)
 //! on meshd's VirtualService model: hosts and their overlaps, gateway names, JWT-claim routing only
-//! on gateways, HTTP routes (matches, destinations, retries, faults, header operations), and the
-//! parts meshd does not act on (TCP/TLS routes, redirects, direct responses, mirrors, CORS),
-//! checked before they are reported as ignored.
+//! on gateways, HTTP routes (matches, destinations, retries, faults, header operations, redirects,
+//! direct responses, mirrors, CORS, delegation), and TCP/TLS routes, checked before sidecars'
+//! are reported as ignored.
 
 use std::collections::BTreeSet;
 
 use super::{
     common::StringMatch,
-    http_actions::{self, CorsPolicy, HttpDirectResponse, HttpMirrorPolicy, HttpRedirect},
+    http_actions,
     l4_route::{self, TcpRoute, TlsRoute},
     validate::{self, Report},
     virtual_service::{
-        Destination, GRPC_CODES, Headers, HttpFaultInjection, HttpMatchRequest, HttpRetry, HttpRoute,
+        GRPC_CODES, Headers, HttpFaultInjection, HttpMatchRequest, HttpRetry, HttpRewrite, HttpRoute,
         HttpRouteDestination, VirtualService,
     },
 };
@@ -160,7 +160,6 @@ fn http_route(route: &HttpRoute, f: &str, in_delegate: bool, r: &mut Report) {
         if d.name.is_empty() {
             r.error(format!("{f}.delegate.name"), "name is required");
         }
-        r.unsupported(format!("{f}.delegate"), true);
     } else {
         let actions = [
             !route.route.is_empty(),
@@ -183,16 +182,13 @@ fn http_route(route: &HttpRoute, f: &str, in_delegate: bool, r: &mut Report) {
     if route.mirror.is_some() && route.mirrors.is_some() {
         r.error(f, "only one of mirror or mirrors may be set");
     }
-    not_acted_on(route, f, r);
+    actions(route, f, r);
     for (i, m) in route.matches.iter().enumerate() {
         match_request(m, &format!("{f}.match[{i}]"), in_delegate, r);
     }
     destinations(&route.route, f, r);
-    if let Some(rw) = &route.rewrite
-        && rw.uri.is_empty()
-        && rw.authority.is_empty()
-    {
-        r.error(format!("{f}.rewrite"), "rewrite must set uri, authority or both");
+    if let Some(rw) = &route.rewrite {
+        rewrite(rw, &format!("{f}.rewrite"), r);
     }
     authority_once(route, f, r);
     if let Some(t) = route.timeout {
@@ -209,59 +205,51 @@ fn http_route(route: &HttpRoute, f: &str, in_delegate: bool, r: &mut Report) {
     }
 }
 
-/// The HTTP actions meshd keeps as JSON: typed and checked, then reported as ignored.
-fn not_acted_on(route: &HttpRoute, f: &str, r: &mut Report) {
-    if let Some(v) = &route.redirect {
-        let rf = format!("{f}.redirect");
-        if let Some(rd) = validate::typed::<HttpRedirect>(v, &rf, r) {
-            http_actions::redirect(&rd, &rf, r);
-        }
-        r.unsupported(rf, true);
+/// istiod's rules for the HTTP actions besides forwarding: redirect, direct response, mirrors, CORS.
+fn actions(route: &HttpRoute, f: &str, r: &mut Report) {
+    if let Some(rd) = &route.redirect {
+        http_actions::redirect(rd, &format!("{f}.redirect"), r);
     }
-    if let Some(v) = &route.direct_response {
-        let df = format!("{f}.directResponse");
-        if let Some(dr) = validate::typed::<HttpDirectResponse>(v, &df, r) {
-            http_actions::direct_response(&dr, &df, r);
-        }
-        r.unsupported(df, true);
+    if let Some(dr) = &route.direct_response {
+        http_actions::direct_response(dr, &format!("{f}.directResponse"), r);
     }
-    if let Some(v) = &route.mirror {
-        let mf = format!("{f}.mirror");
-        if let Some(d) = validate::typed::<Destination>(v, &mf, r) {
-            http_actions::destination(&d, &mf, r);
-        }
-        r.unsupported(mf, true);
+    if let Some(d) = &route.mirror {
+        http_actions::destination(d, &format!("{f}.mirror"), r);
     }
-    if let Some(v) = &route.mirrors {
-        let mf = format!("{f}.mirrors");
-        if let Some(ms) = validate::typed::<Vec<HttpMirrorPolicy>>(v, &mf, r) {
-            http_actions::mirrors(&ms, &mf, r);
-        }
-        r.unsupported(mf, true);
+    if let Some(ms) = &route.mirrors {
+        http_actions::mirrors(ms, &format!("{f}.mirrors"), r);
     }
-    if let Some(v) = &route.mirror_percentage {
-        let pf = format!("{f}.mirrorPercentage");
-        if let Some(p) = validate::typed::<super::common::Percent>(v, &pf, r) {
-            validate::percent(p.value, &format!("{pf}.value"), r);
-        }
-        r.unsupported(pf, true);
+    if let Some(p) = route.mirror_percentage {
+        validate::percent(p.value, &format!("{f}.mirrorPercentage.value"), r);
     }
-    if let Some(v) = &route.mirror_percent {
+    if let Some(p) = route.mirror_percent {
         let pf = format!("{f}.mirrorPercent");
-        if let Some(p) = validate::typed::<u32>(v, &pf, r)
-            && p > 100
-        {
+        if p > 100 {
             r.error(&pf, format!("{p} is over 100"));
         }
         r.warn(&pf, "deprecated: use mirrorPercentage");
-        r.unsupported(pf, true);
     }
-    if let Some(v) = &route.cors_policy {
-        let cf = format!("{f}.corsPolicy");
-        if let Some(c) = validate::typed::<CorsPolicy>(v, &cf, r) {
-            http_actions::cors(&c, &cf, r);
+    if let Some(c) = &route.cors_policy {
+        http_actions::cors(c, &format!("{f}.corsPolicy"), r);
+    }
+}
+
+/// istiod's `validateHTTPRewrite`: `uri` or `uriRegexRewrite` (not both) or `authority`; a regex
+/// rewrite needs a valid pattern and a substitution.
+fn rewrite(rw: &HttpRewrite, f: &str, r: &mut Report) {
+    if !rw.uri.is_empty() && rw.uri_regex_rewrite.is_some() {
+        r.error(f, "rewrite may set only one of uri or uriRegexRewrite");
+    }
+    if rw.uri.is_empty() && rw.uri_regex_rewrite.is_none() && rw.authority.is_empty() {
+        r.error(f, "rewrite must set uri, uriRegexRewrite or authority");
+    }
+    if let Some(re) = &rw.uri_regex_rewrite {
+        let rf = format!("{f}.uriRegexRewrite");
+        if re.pattern.is_empty() || re.rewrite.is_empty() {
+            r.error(&rf, "uriRegexRewrite needs both match and rewrite");
+        } else {
+            validate::regex(&re.pattern, &format!("{rf}.match"), r);
         }
-        r.unsupported(cf, true);
     }
 }
 
@@ -422,7 +410,6 @@ fn retries(retry: &HttpRetry, f: &str, r: &mut Report) {
     if let Some(d) = retry.backoff {
         validate::duration(d, &format!("{f}.backoff"), r);
     }
-    r.unsupported(format!("{f}.backoff"), retry.backoff.is_some());
 }
 
 /// Whether Go's `http.StatusText` names `code` (what istiod's retryOn check asks).

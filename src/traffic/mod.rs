@@ -4,6 +4,7 @@
 //! service, which mTLS mode a workload accepts, … Pure: no I/O, no locks; generators read it through
 //! `envoy::Mesh::traffic`.
 
+pub mod delegate;
 pub mod destination_rule;
 pub mod hosts;
 pub mod peer_authn;

@@ -6,8 +6,9 @@
 //! Mesh-bound VirtualServices (`gateways` empty or naming `mesh`) route sidecars and gRPC clients;
 //! those naming a Gateway are kept apart for the gateways ([`VsIndex::for_gateway`], istiod's
 //! `VirtualServicesForGateway`), their gateway names resolved as istiod's `resolveGatewayName`.
-//! Delegates (no `hosts`) and routes that delegate are left out: meshd does not merge delegate
-//! VirtualServices, and istiod too drops a delegating route whose delegate it cannot use.
+//! Delegates (no `hosts`) are not indexed themselves: their routes are merged into the roots that
+//! delegate to them ([`delegate`](super::delegate)) before hosts are resolved, so a delegate's short
+//! names resolve in the root's namespace, as in istiod.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -16,6 +17,7 @@ use std::{
 
 use super::{
     Settings,
+    delegate::{self, Delegates},
     hosts::{self, HostPattern},
     visibility::Visibility,
 };
@@ -38,7 +40,7 @@ pub struct ResolvedVs {
     pub created: Option<String>,
     /// `spec.hosts`, resolved.
     pub hosts: Vec<HostPattern>,
-    /// The spec with every destination host resolved and delegating routes removed.
+    /// The spec with delegates merged in and every destination host resolved.
     pub spec: VirtualService,
     /// Its `exportTo`.
     pub visibility: Visibility,
@@ -73,17 +75,28 @@ pub fn resolve_gateway(name: &str, namespace: &str) -> String {
 }
 
 impl ResolvedVs {
-    fn from_config(cfg: &Config, vs: &VirtualService, settings: &Settings) -> Option<Self> {
+    fn from_config(
+        cfg: &Config,
+        vs: &VirtualService,
+        settings: &Settings,
+        delegates: &Delegates,
+    ) -> Option<Self> {
         if vs.hosts.is_empty() {
             return None;
         }
         let ns = &*cfg.meta.namespace;
         let resolve = |h: &str| hosts::resolve(h, ns, &settings.domain_suffix);
         let mut spec = vs.clone();
-        spec.http.retain(|r| r.delegate.is_none());
+        spec.http = delegate::merge(vs, ns, delegates);
         for route in &mut spec.http {
-            for d in &mut route.route {
-                d.destination.host = resolve(&d.destination.host).to_string();
+            let mirrors = route
+                .mirrors
+                .iter_mut()
+                .flatten()
+                .filter_map(|m| m.destination.as_mut());
+            let dests = route.route.iter_mut().map(|d| &mut d.destination);
+            for d in dests.chain(route.mirror.as_mut()).chain(mirrors) {
+                d.host = resolve(&d.host).to_string();
             }
             for m in &mut route.matches {
                 for g in &mut m.gateways {
@@ -176,10 +189,21 @@ impl VsIndex {
     /// depend on the proxy (see [`VsIndex::label_key`], [`VsIndex::shapes_routes`]).
     pub fn build<'c>(configs: impl Iterator<Item = &'c Arc<Config>>, settings: &Settings) -> Self {
         let mut index = Self::default();
-        for cfg in configs {
+        let configs: Vec<&Arc<Config>> = configs.collect();
+        let mut delegates = Delegates::new();
+        for cfg in &configs {
+            if let Spec::VirtualService(vs) = &cfg.spec
+                && vs.hosts.is_empty()
+            {
+                let ns = &*cfg.meta.namespace;
+                let visibility = Visibility::of_config(&vs.export_to, ns, &Visibility::Public);
+                delegates.insert((ns, &*cfg.meta.name), (vs, visibility));
+            }
+        }
+        for cfg in &configs {
             match &cfg.spec {
                 Spec::VirtualService(vs) => {
-                    if let Some(r) = ResolvedVs::from_config(cfg, vs, settings) {
+                    if let Some(r) = ResolvedVs::from_config(cfg, vs, settings, &delegates) {
                         let r = Arc::new(r);
                         if r.gateways.iter().any(|g| g != MESH_GATEWAY) {
                             index.gateway_bound.push(r.clone());
