@@ -180,6 +180,7 @@ impl ClusterDiscovery {
         };
         let generations = Arc::new(AtomicU64::new(0));
         let (pods, pods_rx) = watch::channel(registry::ClusterWorkloads::default());
+        let (pods_wanted, pods_wanted_rx) = watch::channel(false);
         let progress = registry::spawn(
             &ctx.tasks,
             primary.clone(),
@@ -192,6 +193,7 @@ impl ClusterDiscovery {
                 watch_timeout: opts.watch_timeout,
                 server: server.into(),
                 workloads: Some(pods.clone()),
+                workloads_wanted: None,
                 selection: Selection::mesh_wide(mesh.clone()),
                 selected: Some(selected),
             },
@@ -212,6 +214,7 @@ impl ClusterDiscovery {
                 networks: networks.clone(),
                 snapshots: view.snapshots.clone(),
                 pods: pods_rx,
+                pods_wanted,
             },
         );
         hold_until_synced(ctx, &opts.cluster_id, progress.clone());
@@ -223,6 +226,7 @@ impl ClusterDiscovery {
                 networks,
                 mesh,
                 workloads: pods,
+                workloads_wanted: pods_wanted_rx,
                 timeout: opts.remote_cluster_timeout,
                 watch_timeout: opts.watch_timeout,
                 allowed: Arc::new(opts.insecure_kubeconfig_options),

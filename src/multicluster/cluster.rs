@@ -49,6 +49,8 @@ pub struct Env {
     pub mesh: watch::Receiver<Arc<MeshConfig>>,
     /// Where every registry publishes its pods, for the ServiceEntries that select them.
     pub workloads: watch::Sender<registry::ClusterWorkloads>,
+    /// Whether a ServiceEntry selects pods (only then do remotes publish theirs).
+    pub workloads_wanted: watch::Receiver<bool>,
     /// How long a new cluster may hold readiness.
     pub timeout: Duration,
     /// Server-side watch timeout, in seconds.
@@ -284,6 +286,7 @@ impl Supervisor {
                 watch_timeout: self.env.watch_timeout,
                 server,
                 workloads: Some(self.env.workloads.clone()),
+                workloads_wanted: Some(self.env.workloads_wanted.clone()),
                 selection: Selection {
                     mesh: self.env.mesh.clone(),
                     cluster: self.selectors.clone(),

@@ -75,6 +75,9 @@ pub struct Options {
     /// Where the registry publishes its ready pods under its cluster, for the ServiceEntries that
     /// select them (the ServiceEntry registry reads every cluster's, as istiod's).
     pub workloads: Option<watch::Sender<ClusterWorkloads>>,
+    /// Whether any ServiceEntry selects pods: a remote's registry builds and publishes its pods only
+    /// then (they change often); `None` (the config cluster's) publishes always.
+    pub workloads_wanted: Option<watch::Receiver<bool>>,
     /// The discovery selectors this cluster follows.
     pub selection: Selection,
     /// Where the config cluster's registry publishes its discovered namespaces (the config controller
@@ -176,6 +179,8 @@ struct Registry {
     invalid_slices: Reported,
     /// See [`Options::workloads`].
     workloads: Option<watch::Sender<ClusterWorkloads>>,
+    /// See [`Options::workloads_wanted`].
+    workloads_wanted: Option<watch::Receiver<bool>>,
     selection: Selection,
     namespaces: Namespaces,
     /// See [`Options::selected`].
@@ -208,6 +213,7 @@ impl Registry {
             invalid_services: Reported::default(),
             invalid_slices: Reported::default(),
             workloads: opts.workloads,
+            workloads_wanted: opts.workloads_wanted,
             selection: opts.selection,
             namespaces: Namespaces::default(),
             selected: opts.selected,
@@ -232,6 +238,7 @@ impl Registry {
                     let Some(batch) = batch else { return };
                     self.on_batch(batch);
                 }
+                () = wanted_changed(&mut self.workloads_wanted) => {}
                 () = self.selection.changed() => {
                     let diff = self.namespaces.set_selectors(self.selection.current());
                     self.on_selection(diff);
@@ -556,7 +563,9 @@ impl Registry {
             return true;
         }
         // Before the services: a reader that sees this registry's view has its pods too.
+        let wanted = self.workloads_wanted.as_ref().is_none_or(|w| *w.borrow());
         if let Some(tx) = &self.workloads
+            && wanted
             && let Some(workloads) = self.state.take_workloads()
         {
             tx.send_modify(|all| {
@@ -621,6 +630,19 @@ type WatchItem = Result<Event, (Kind, watcher::Error)>;
 type Watches = futures::stream::SelectAll<BoxStream<'static, WatchItem>>;
 
 type WatchBatches = futures::stream::ReadyChunks<Watches>;
+
+/// Resolves when pods become wanted or unwanted; never without the channel (or once it closes, which
+/// leaves the last value in force).
+async fn wanted_changed(wanted: &mut Option<watch::Receiver<bool>>) {
+    match wanted {
+        Some(w) => {
+            if w.changed().await.is_err() {
+                *wanted = None;
+            }
+        }
+        None => std::future::pending().await,
+    }
+}
 
 /// The next batch of the namespaced watchers; never while they have not started.
 async fn next_batch(objects: &mut Option<WatchBatches>) -> Option<Vec<WatchItem>> {

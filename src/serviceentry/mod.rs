@@ -25,7 +25,7 @@ use crate::{
     config::MeshNetworks,
     config_controller::ConfigSnapshot,
     drain::Tasks,
-    istio::Kind,
+    istio::{Kind, Spec},
     model::{Origin, Provider, ShardKey},
     readiness::{BlockReady, Ready},
     registry::{ClusterWorkloads, endpoints::PodWorkload, network::NetworkResolver},
@@ -55,6 +55,13 @@ fn all_pods(by_cluster: &ClusterWorkloads) -> Vec<PodWorkload> {
     pods
 }
 
+/// Whether any ServiceEntry has a `workloadSelector` (only then do pods matter).
+fn selects_pods(configs: &ConfigSnapshot) -> bool {
+    configs
+        .of_kind(Kind::ServiceEntry)
+        .any(|c| matches!(&c.spec, Spec::ServiceEntry(se) if se.workload_selector.is_some()))
+}
+
 /// What the registry task needs.
 pub struct Options {
     /// Cluster, domain suffix and trust domain (its networks are replaced from `networks`).
@@ -70,6 +77,8 @@ pub struct Options {
     /// Every cluster's ready pods, which ServiceEntries select in their namespace (each Kubernetes
     /// registry publishes them before its view, so a snapshot with that registry comes after its pods).
     pub pods: watch::Receiver<ClusterWorkloads>,
+    /// Set while a ServiceEntry selects pods: remote registries publish theirs only then.
+    pub pods_wanted: watch::Sender<bool>,
 }
 
 /// Spawns the registry task. It holds readiness until it has sent a view of synced config, so a ready
@@ -114,7 +123,15 @@ async fn run(mut opts: Options, guard: BlockReady, stop: impl Future<Output = ()
         let networks = opts.networks.borrow_and_update().clone();
         opts.ctx.networks = NetworkResolver::new(&networks, &opts.ctx.cluster);
         let configs = opts.configs.borrow_and_update().clone();
-        let pods = all_pods(&opts.pods.borrow_and_update());
+        // Every cluster's pods change often: read them only while a ServiceEntry selects pods.
+        let selects_pods = selects_pods(&configs);
+        opts.pods_wanted
+            .send_if_modified(|w| std::mem::replace(w, selects_pods) != selects_pods);
+        let pods = if selects_pods {
+            all_pods(&opts.pods.borrow_and_update())
+        } else {
+            Vec::new()
+        };
         let snapshot = opts.snapshots.load();
         let kubernetes = selecting(&snapshot);
         let objects = configs
@@ -172,7 +189,7 @@ async fn run(mut opts: Options, guard: BlockReady, stop: impl Future<Output = ()
                     Ok(()) => break,
                     Err(_) => networks_open = false,
                 },
-                r = opts.pods.changed(), if pods_open => match r {
+                r = opts.pods.changed(), if pods_open && selects_pods => match r {
                     Ok(()) => break,
                     Err(_) => pods_open = false,
                 },
