@@ -1,24 +1,14 @@
 //! istioctl's analyzer test table (`testGrid` in istio/istio's
 //! `pkg/config/analysis/analyzers/analyzers_test.go`) for every analyzer meshd implements, on Istio's
 //! own inputs read in place from `../shared/istio-testdata/pkg/config/analysis/analyzers/testdata/`.
-//! The inputs hold Kubernetes objects too; a small loader here turns Services, Pods and Nodes into
-//! the analyzers' registry (one cluster, as istioctl sees one) and the Istio objects go through
-//! meshd's own file parser. Each case compares the messages (code and object) as a multiset, as
+//! The inputs hold Kubernetes objects too; meshd's file loader (`meshd::analysis::files`, which
+//! `meshctl analyze -f` uses) turns Services, Pods and Nodes into the analyzers' registry (one
+//! cluster, as istioctl sees one) and decodes the Istio objects as istioctl reads files. Each case compares the messages (code and object) as a multiset, as
 //! Istio's `ConsistOf`. Without the folder (CI without `shared/`) the test says so and passes.
 
-use std::{
-    collections::BTreeMap,
-    path::{Path, PathBuf},
-    sync::Arc,
-};
+use std::path::{Path, PathBuf};
 
-use meshd::{
-    analysis::{Analyzer, Input, Service, Workload},
-    config_controller::yaml,
-    istio::{self, Config, Kind, ObjectMeta, Source, Spec},
-    traffic::{Settings, Visibility, hosts::resolve},
-};
-use serde_json::Value;
+use meshd::analysis::{Analyzer, Input, files};
 
 /// One row of Istio's table: its name, inputs, optional mesh config, the analyzer and the expected
 /// `(code, "Kind [namespace/]name")` messages.
@@ -412,225 +402,19 @@ fn testdata() -> Option<PathBuf> {
     dir.is_dir().then_some(dir)
 }
 
-/// The Kubernetes objects of a file (`kind: List` items included), as JSON.
-fn kube_objects(text: &str) -> Vec<Value> {
-    let mut docs = vec![String::new()];
-    for line in text.lines() {
-        if line.trim_end() == "---" {
-            docs.push(String::new());
-        } else if let Some(d) = docs.last_mut() {
-            d.push_str(line);
-            d.push('\n');
-        }
-    }
-    let mut out = Vec::new();
-    for d in docs {
-        let Ok(v) = yaml::from_str(&d) else { continue };
-        let Ok(v) = serde_json::to_value(v) else { continue };
-        match v["kind"].as_str() {
-            Some("List") => out.extend(v["items"].as_array().cloned().unwrap_or_default()),
-            Some(_) => out.push(v),
-            None => {}
-        }
-    }
-    out
-}
-
-fn strings(v: &Value) -> BTreeMap<String, String> {
-    serde_json::from_value(v.clone()).unwrap_or_default()
-}
-
-fn namespace(v: &Value) -> String {
-    v["metadata"]["namespace"]
-        .as_str()
-        .unwrap_or("default")
-        .to_owned()
-}
-
-/// `networking.istio.io/exportTo` of a Service (every namespace when unset).
-fn service_visibility(v: &Value, ns: &str) -> Visibility {
-    match v["metadata"]["annotations"]["networking.istio.io/exportTo"].as_str() {
-        None => Visibility::Public,
-        Some(list) => {
-            let values: Vec<String> = list.split(',').map(|s| s.trim().to_owned()).collect();
-            Visibility::of_config(&values, ns, &Visibility::Public)
-        }
-    }
-}
-
-/// An Istio object of a kind meshd reads, decoded as istioctl's analyzers see files: without
-/// validation (Istio's inputs are minimal, often not valid objects), with meshd's verdict beside it.
-/// `None` for other kinds.
-#[allow(clippy::type_complexity)]
-fn istio_config(
-    file: &str,
-    index: usize,
-    o: &Value,
-) -> Option<Result<(Config, Option<String>), serde_json::Error>> {
-    let (group, _) = o["apiVersion"].as_str()?.split_once('/')?;
-    let kind = Kind::from_name(o["kind"].as_str()?).filter(|k| k.group() == group)?;
-    let meta = ObjectMeta {
-        namespace: namespace(o).into(),
-        name: o["metadata"]["name"].as_str().unwrap_or_default().into(),
-        labels: strings(&o["metadata"]["labels"]),
-        annotations: strings(&o["metadata"]["annotations"]),
-        revision: "1".into(),
-        creation_timestamp: o["metadata"]["creationTimestamp"].as_str().map(Into::into),
-        source: Source::File {
-            path: file.into(),
-            index,
-        },
-    };
-    let spec = match &o["spec"] {
-        Value::Null => serde_json::json!({}),
-        v => v.clone(),
-    };
-    let invalid = istio::parse(kind, meta.clone(), &spec)
-        .err()
-        .map(|e| e.to_string());
-    fn arc<T: serde::de::DeserializeOwned>(v: Value) -> Result<Arc<T>, serde_json::Error> {
-        serde_json::from_value(v).map(Arc::new)
-    }
-    let spec = match kind {
-        Kind::DestinationRule => arc(spec).map(Spec::DestinationRule),
-        Kind::VirtualService => arc(spec).map(Spec::VirtualService),
-        Kind::ServiceEntry => arc(spec).map(Spec::ServiceEntry),
-        Kind::WorkloadEntry => arc(spec).map(Spec::WorkloadEntry),
-        Kind::WorkloadGroup => arc(spec).map(Spec::WorkloadGroup),
-        Kind::Sidecar => arc(spec).map(Spec::Sidecar),
-        Kind::Gateway => arc(spec).map(Spec::Gateway),
-        Kind::PeerAuthentication => arc(spec).map(Spec::PeerAuthentication),
-    };
-    Some(spec.map(|spec| (Config { meta, spec }, invalid)))
-}
-
-/// The analyzers' input from `files` (and an optional mesh config file): one cluster, `cluster1`.
+/// The analyzers' input from `files` (and an optional mesh config file), through meshd's file loader
+/// (`meshctl analyze -f`): the IST0106 messages of objects meshd rejects are returned beside it.
 fn load(dir: &Path, files: &[&str], mesh_config: Option<&str>) -> (Input, Vec<String>) {
-    let mut configs: Vec<Arc<Config>> = Vec::new();
-    let mut rejected = Vec::new();
-    let mut kube = Vec::new();
-    for f in files {
-        let text = std::fs::read_to_string(dir.join(f)).expect("read input");
-        for (index, o) in kube_objects(&text).into_iter().enumerate() {
-            match istio_config(f, index, &o) {
-                Some(Ok((config, invalid))) => {
-                    rejected.extend(invalid);
-                    configs.push(Arc::new(config));
-                }
-                Some(Err(e)) => rejected.push(format!("{f}#{index}: does not decode: {e}")),
-                None => kube.push(o),
-            }
-        }
-    }
-    let nodes: BTreeMap<String, BTreeMap<String, String>> = kube
-        .iter()
-        .filter(|o| o["kind"] == "Node")
-        .map(|o| {
-            let name = o["metadata"]["name"].as_str().unwrap_or_default().to_owned();
-            (name, strings(&o["metadata"]["labels"]))
-        })
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).expect("read input");
+    let texts: Vec<(String, String)> = files.iter().map(|f| ((*f).to_owned(), read(f))).collect();
+    let mesh = mesh_config.map(read);
+    let loaded = files::load(&texts, mesh.as_deref()).expect("Istio's inputs are YAML");
+    let invalid = loaded
+        .invalid
+        .into_iter()
+        .map(|m| format!("{}: {}", m.origin, m.message))
         .collect();
-    let workloads: Vec<Workload> = kube
-        .iter()
-        .filter(|o| o["kind"] == "Pod")
-        .map(|o| {
-            let mut labels = strings(&o["metadata"]["labels"]);
-            let node = o["spec"]["nodeName"].as_str().unwrap_or_default();
-            if let Some(node_labels) = nodes.get(node) {
-                // istiod's augmented labels: the node's topology, never an empty value.
-                for key in [
-                    "topology.kubernetes.io/region",
-                    "topology.kubernetes.io/zone",
-                    "topology.istio.io/subzone",
-                ] {
-                    if let Some(v) = node_labels.get(key).filter(|v| !v.is_empty()) {
-                        labels.insert(key.to_owned(), v.clone());
-                    }
-                }
-                labels.insert("kubernetes.io/hostname".into(), node.to_owned());
-            }
-            Workload {
-                namespace: namespace(o),
-                name: o["metadata"]["name"].as_str().unwrap_or_default().to_owned(),
-                cluster: "cluster1".into(),
-                labels,
-            }
-        })
-        .collect();
-    let settings = Settings::default();
-    let mut services = Vec::new();
-    for o in kube.iter().filter(|o| o["kind"] == "Service") {
-        let ns = namespace(o);
-        let selector = strings(&o["spec"]["selector"]);
-        services.push(Service {
-            hostname: format!(
-                "{}.{ns}.svc.{}",
-                o["metadata"]["name"].as_str().unwrap_or_default(),
-                settings.domain_suffix
-            ),
-            namespace: ns.clone(),
-            ports: o["spec"]["ports"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|p| p["port"].as_u64().and_then(|n| u32::try_from(n).ok()))
-                .collect(),
-            visibility: service_visibility(o, &ns),
-            clusters: ["cluster1".to_owned()].into(),
-            endpoints: workloads
-                .iter()
-                .filter(|w| !selector.is_empty() && w.namespace == ns && w.selected_by(&selector))
-                .cloned()
-                .collect(),
-        });
-    }
-    for c in &configs {
-        let Spec::ServiceEntry(se) = &c.spec else {
-            continue;
-        };
-        let ns = &*c.meta.namespace;
-        let endpoints: Vec<Workload> = match &se.workload_selector {
-            Some(sel) => workloads
-                .iter()
-                .filter(|w| w.namespace == ns && w.selected_by(&sel.labels))
-                .cloned()
-                .collect(),
-            None => se
-                .endpoints
-                .iter()
-                .map(|e| Workload {
-                    namespace: ns.to_owned(),
-                    name: e.address.clone(),
-                    cluster: "cluster1".into(),
-                    labels: e.labels.clone(),
-                })
-                .collect(),
-        };
-        for host in &se.hosts {
-            services.push(Service {
-                hostname: resolve(host, ns, &settings.domain_suffix).to_string(),
-                namespace: ns.to_owned(),
-                ports: se.ports.iter().map(|p| p.number).collect(),
-                visibility: Visibility::of_config(&se.export_to, ns, &Visibility::Public),
-                clusters: ["cluster1".to_owned()].into(),
-                endpoints: endpoints.clone(),
-            });
-        }
-    }
-    let dns_auto_allocate = mesh_config.is_some_and(|f| {
-        let text = std::fs::read_to_string(dir.join(f)).expect("read mesh config");
-        let v = serde_json::to_value(yaml::from_str(&text).expect("mesh config YAML")).unwrap_or_default();
-        let meta = &v["defaultConfig"]["proxyMetadata"];
-        meta["ISTIO_META_DNS_CAPTURE"] == "true" && meta["ISTIO_META_DNS_AUTO_ALLOCATE"] == "true"
-    });
-    let input = Input {
-        configs,
-        services,
-        workloads,
-        settings,
-        dns_auto_allocate,
-    };
-    (input, rejected)
+    (loaded.input, invalid)
 }
 
 /// Istio's origin without a namespace is an object of the default namespace.

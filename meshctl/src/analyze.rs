@@ -3,9 +3,12 @@
 //! (`/debug/configz`: rejected objects as IST0106, ignored copies, ignored fields, failing sources).
 //! Printed as istioctl prints them (`Error [IST0101] (VirtualService ns/name) …`) or as JSON/YAML;
 //! the exit status is istioctl's: 79 when a message reaches `--failure-threshold` (table output only).
+//! With `-f`, files are analyzed instead, without meshd (`meshd::analysis::files`).
+
+use std::path::{Path, PathBuf};
 
 use meshd::{
-    analysis::{Level, Message},
+    analysis::{Level, Message, analyze, files::load},
     config_controller::ConfigzView,
     istio::Source,
 };
@@ -36,6 +39,74 @@ impl From<Threshold> for Level {
             Threshold::Error => Level::Error,
         }
     }
+}
+
+/// Why `meshctl analyze -f` could not read its files.
+#[derive(Debug, thiserror::Error)]
+pub enum FilesError {
+    /// A file or folder that cannot be read.
+    #[error("{}: {source}", path.display())]
+    Read {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A document that is not YAML.
+    #[error(transparent)]
+    Parse(#[from] meshd::analysis::files::FilesError),
+}
+
+/// The findings in `paths` (files, or folders of `.yaml`, `.yml` and `.json` files, not recursed) with
+/// an optional mesh config file; and what was analyzed, in words.
+pub fn files(paths: &[PathBuf], mesh_config: Option<&Path>) -> Result<(Vec<Finding>, String), FilesError> {
+    let read = |path: &Path| {
+        std::fs::read_to_string(path).map_err(|source| FilesError::Read {
+            path: path.to_owned(),
+            source,
+        })
+    };
+    let mut texts = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            let entries = std::fs::read_dir(path).map_err(|source| FilesError::Read {
+                path: path.clone(),
+                source,
+            })?;
+            let mut inner: Vec<PathBuf> = entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| {
+                    p.extension()
+                        .is_some_and(|e| e == "yaml" || e == "yml" || e == "json")
+                })
+                .collect();
+            inner.sort();
+            for p in inner {
+                texts.push((p.display().to_string(), read(&p)?));
+            }
+        } else {
+            texts.push((path.display().to_string(), read(path)?));
+        }
+    }
+    let mesh = mesh_config.map(read).transpose()?;
+    let loaded = load(&texts, mesh.as_deref())?;
+    let mut messages = loaded.invalid;
+    messages.extend(analyze(&loaded.input));
+    let view = ConfigzView {
+        version: 0,
+        sources: Default::default(),
+        objects: Vec::new(),
+    };
+    let what = format!(
+        "{} Istio objects in {}",
+        loaded.input.configs.len(),
+        texts
+            .iter()
+            .map(|(name, _)| name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    Ok((findings(&view, &messages), what))
 }
 
 /// One finding.
@@ -244,6 +315,33 @@ mod tests {
             "Error [IST0101] (VirtualService sample/helloworld) Referenced host not found: \"nowhere\"\n"
         );
         assert!(lines(&f[..1]).starts_with("Error [IST0106] (DestinationRule ns/bad from cluster c1) "));
+    }
+
+    #[test]
+    fn files_are_analyzed_without_meshd() {
+        let dir = std::env::temp_dir().join(format!("meshctl-analyze-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let yaml = "apiVersion: v1\nkind: Service\nmetadata: {name: hello, namespace: sample}\n\
+                    spec: {selector: {app: hello}, ports: [{port: 5000, name: http}]}\n---\n\
+                    apiVersion: v1\nkind: Pod\nmetadata: {name: hello-v1, namespace: sample, labels: \
+                    {app: hello, version: v1}}\n---\n\
+                    apiVersion: networking.istio.io/v1\nkind: DestinationRule\n\
+                    metadata: {name: hello, namespace: sample}\nspec: {host: hello, subsets: \
+                    [{name: v1, labels: {version: v1}}, {name: v2, labels: {version: v2}}]}\n---\n\
+                    apiVersion: networking.istio.io/v1\nkind: DestinationRule\n\
+                    metadata: {name: bad, namespace: sample}\nspec: {host: ''}\n";
+        std::fs::write(dir.join("mesh.yaml"), yaml).expect("write");
+        std::fs::write(dir.join("notes.txt"), "not read").expect("write");
+        let (found, what) = files(std::slice::from_ref(&dir), None).expect("analyze");
+        let _ = std::fs::remove_dir_all(&dir);
+        let rows: Vec<(&str, &str)> = found.iter().map(|f| (f.code.as_str(), f.name.as_str())).collect();
+        assert!(rows.contains(&("IST0173", "sample/hello")), "{found:#?}");
+        assert!(rows.contains(&("IST0106", "sample/bad")), "{found:#?}");
+        assert!(
+            !found.iter().any(|f| f.reason.contains("Subset v1 ")),
+            "{found:#?}"
+        );
+        assert!(what.starts_with("2 Istio objects in "), "{what}");
     }
 
     #[test]

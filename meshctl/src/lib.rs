@@ -124,6 +124,14 @@ pub enum Command {
         /// The lowest level printed.
         #[arg(long, value_enum, ignore_case = true, default_value = "Info")]
         output_threshold: crate::analyze::Threshold,
+        /// Analyze these YAML or JSON files (a folder: its `.yaml`, `.yml` and `.json` files) instead of
+        /// asking meshd, as `istioctl analyze --use-kube=false`: Istio objects, and Services, Pods and
+        /// Nodes as one cluster's registry.
+        #[arg(short = 'f', long = "file")]
+        files: Vec<PathBuf>,
+        /// With `-f`: the mesh config to analyze with.
+        #[arg(long, requires = "files")]
+        mesh_config: Option<PathBuf>,
     },
     /// Shell completion script.
     Completion {
@@ -245,6 +253,9 @@ pub enum Error {
     /// Writing a bootstrap.
     #[error(transparent)]
     Bootstrap(#[from] crate::bootstrap::Error),
+    /// `meshctl analyze -f` could not read its files.
+    #[error(transparent)]
+    AnalyzeFiles(#[from] crate::analyze::FilesError),
     /// `meshctl analyze` found messages at or above `--failure-threshold` (exit status 79).
     #[error(
         "analyzers found issues at or above {0}; see https://istio.io/latest/docs/reference/config/analysis \
@@ -340,22 +351,26 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
         Command::Analyze {
             failure_threshold,
             output_threshold,
+            files,
+            mesh_config,
         } => {
-            let admin = admin()?;
-            let configz: Value = admin.get("/debug/configz").await?;
-            let view: meshd::config_controller::ConfigzView =
-                serde_json::from_value(configz["istioConfig"].clone())?;
-            let analyzez: Value = admin.get("/debug/analyzez").await?;
-            let messages: Vec<meshd::analysis::Message> =
-                serde_json::from_value(analyzez["messages"].clone())?;
-            let all = crate::analyze::findings(&view, &messages);
+            let (all, analyzed) = if files.is_empty() {
+                let admin = admin()?;
+                let configz: Value = admin.get("/debug/configz").await?;
+                let view: meshd::config_controller::ConfigzView =
+                    serde_json::from_value(configz["istioConfig"].clone())?;
+                let analyzez: Value = admin.get("/debug/analyzez").await?;
+                let messages: Vec<meshd::analysis::Message> =
+                    serde_json::from_value(analyzez["messages"].clone())?;
+                let what = format!("{} Istio objects in every cluster", view.objects.len());
+                (crate::analyze::findings(&view, &messages), what)
+            } else {
+                crate::analyze::files(&files, mesh_config.as_deref())?
+            };
             let failure = failure_threshold.into();
             let (text, failed) = crate::analyze::report(&all, out, output_threshold.into(), failure)?;
             if text.is_empty() {
-                eprintln!(
-                    "\u{2714} No validation issues found when analyzing {} Istio objects in every cluster.",
-                    view.objects.len()
-                );
+                eprintln!("\u{2714} No validation issues found when analyzing {analyzed}.");
             }
             print!("{text}");
             if failed {

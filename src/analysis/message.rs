@@ -37,6 +37,8 @@ impl Level {
 /// The istioctl message types meshd's analyzers report (Istio's `msg/messages.yaml`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Code {
+    /// IST0106: the object breaks a validation rule (meshd's, which are istiod's).
+    SchemaValidationError,
     /// IST0101: a referenced host, subset, gateway or selected workload does not exist.
     ReferencedResourceNotFound,
     /// IST0109: two mesh-bound VirtualServices define the same host.
@@ -78,6 +80,7 @@ impl Code {
     pub fn code(self) -> &'static str {
         match self {
             Code::ReferencedResourceNotFound => "IST0101",
+            Code::SchemaValidationError => "IST0106",
             Code::ConflictingMeshGatewayVirtualServiceHosts => "IST0109",
             Code::ConflictingSidecarWorkloadSelectors => "IST0110",
             Code::MultipleSidecarsWithoutWorkloadSelectors => "IST0111",
@@ -101,6 +104,7 @@ impl Code {
     pub fn name(self) -> &'static str {
         match self {
             Code::ReferencedResourceNotFound => "ReferencedResourceNotFound",
+            Code::SchemaValidationError => "SchemaValidationError",
             Code::ConflictingMeshGatewayVirtualServiceHosts => "ConflictingMeshGatewayVirtualServiceHosts",
             Code::ConflictingSidecarWorkloadSelectors => "ConflictingSidecarWorkloadSelectors",
             Code::MultipleSidecarsWithoutWorkloadSelectors => "MultipleSidecarsWithoutWorkloadSelectors",

@@ -6,6 +6,7 @@
 //! them on `/debug/analyzez`, `meshctl analyze` prints them.
 
 mod destination_rule;
+pub mod files;
 mod hosts;
 mod matches;
 pub mod message;
