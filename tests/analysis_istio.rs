@@ -3,8 +3,9 @@
 //! own inputs read in place from `../shared/istio-testdata/pkg/config/analysis/analyzers/testdata/`.
 //! The inputs hold Kubernetes objects too; meshd's file loader (`meshd::analysis::files`, which
 //! `meshctl analyze -f` uses) turns Services, Pods and Nodes into the analyzers' registry (one
-//! cluster, as istioctl sees one) and decodes the Istio objects as istioctl reads files. Each case compares the messages (code and object) as a multiset, as
-//! Istio's `ConsistOf`. Without the folder (CI without `shared/`) the test says so and passes.
+//! cluster, as istioctl sees one) and decodes the Istio objects as istioctl reads files. Each case
+//! compares the messages (code and object) as a multiset, as Istio's `ConsistOf`. Without the folder
+//! (CI without `shared/`) the test says so and passes.
 
 use std::path::{Path, PathBuf};
 

@@ -1,7 +1,7 @@
 //! Resolving the hosts Istio objects name against the merged registry, as istioctl's
-//! `GetDestinationHost`: short names are services of the object's namespace, a service counts when
-//! it is public or the namespaces the object is exported to (its own by default) see it, and a wildcard ServiceEntry host covers the
-//! names under it.
+//! `GetDestinationHost`: short names are services of the object's namespace; a service counts when it
+//! is public or the namespaces the object is exported to (its own by default) see it; a wildcard
+//! ServiceEntry host covers the names under it.
 
 use super::{Input, Service};
 use crate::traffic::{Visibility, hosts::resolve};
