@@ -316,9 +316,13 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
         .await
     });
 
+    // One signal listener for the whole run: a fresh one per wait would lose a SIGINT that lands
+    // between two of them (the first ctrl-c right after ready was swallowed).
+    let shutdown = crate::signal::shutdown();
+    tokio::pin!(shutdown);
     let started = tokio::select! {
         r = server.start() => Some(r),
-        _ = crate::signal::shutdown() => None,
+        _ = &mut shutdown => None,
     };
     if let Some(Err(e)) = started {
         server.drain(args.drain_deadline).await;
@@ -333,9 +337,9 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
                     println!("{}", sb.summary(&serving_addresses(&bound)));
                 }
             }
-            _ = crate::signal::shutdown() => { server.drain(args.drain_deadline).await; return Ok(()); }
+            _ = &mut shutdown => { server.drain(args.drain_deadline).await; return Ok(()); }
         }
-        crate::signal::shutdown().await;
+        shutdown.await;
     }
     server.drain(args.drain_deadline).await;
     Ok(())
