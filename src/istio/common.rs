@@ -20,9 +20,16 @@ pub struct WorkloadSelector {
 }
 
 impl WorkloadSelector {
-    /// istiod's selector checks under `field`.
+    /// istiod's `validateWorkloadSelector` under `field`: valid labels without wildcards; none at
+    /// all is a warning (it selects every workload of the namespace).
     pub(crate) fn validate(&self, field: &str, r: &mut Report) {
         validate::selector(&self.match_labels, &format!("{field}.matchLabels"), r);
+        if self.match_labels.is_empty() {
+            r.warn(
+                field,
+                "a selector without matchLabels selects every workload of the namespace",
+            );
+        }
     }
 }
 

@@ -564,3 +564,16 @@ fn destination_rule_parts_meshd_ignores_are_validated() {
         ],
     );
 }
+
+#[test]
+fn a_selector_without_labels_is_a_warning() {
+    use Want::*;
+    cases(
+        Kind::PeerAuthentication,
+        &[("selector: {}\nmtls: {mode: STRICT}", Warn("spec.selector"))],
+    );
+    cases(
+        Kind::DestinationRule,
+        &[("host: r\nworkloadSelector: {}", Warn("spec.workloadSelector"))],
+    );
+}
