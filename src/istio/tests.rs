@@ -20,6 +20,7 @@ fn spec(yaml: &str) -> serde_json::Value {
 }
 
 /// What a case expects.
+#[derive(Clone, Copy)]
 pub(super) enum Want {
     /// Accepted without warnings.
     Ok,
@@ -254,15 +255,7 @@ fn destination_rule_rules() {
         ("host: [not, a, string]", Err("spec.host", "invalid type")),
     ];
     for (yaml, want) in cases {
-        check(Kind::DestinationRule, yaml, clone(want));
-    }
-}
-
-fn clone(w: &Want) -> Want {
-    match w {
-        Want::Ok => Want::Ok,
-        Want::Warn(f) => Want::Warn(f),
-        Want::Err(f, m) => Want::Err(f, m),
+        check(Kind::DestinationRule, yaml, *want);
     }
 }
 
@@ -402,7 +395,7 @@ fn workload_entry_and_group_rules() {
         ),
     ];
     for (yaml, want) in we {
-        check(Kind::WorkloadEntry, yaml, clone(want));
+        check(Kind::WorkloadEntry, yaml, *want);
     }
     let wg: &[(&str, Want)] = &[
         (
@@ -433,7 +426,7 @@ fn workload_entry_and_group_rules() {
         ),
     ];
     for (yaml, want) in wg {
-        check(Kind::WorkloadGroup, yaml, clone(want));
+        check(Kind::WorkloadGroup, yaml, *want);
     }
 }
 
@@ -496,7 +489,7 @@ fn sidecar_gateway_and_peer_authentication_rules() {
         ),
     ];
     for (yaml, want) in sc {
-        check(Kind::Sidecar, yaml, clone(want));
+        check(Kind::Sidecar, yaml, *want);
     }
     let gw: &[(&str, Want)] = &[
         (
@@ -537,7 +530,7 @@ fn sidecar_gateway_and_peer_authentication_rules() {
         ),
     ];
     for (yaml, want) in gw {
-        check(Kind::Gateway, yaml, clone(want));
+        check(Kind::Gateway, yaml, *want);
     }
     let pa: &[(&str, Want)] = &[
         ("mtls: {mode: STRICT}", Ok),
@@ -563,7 +556,7 @@ fn sidecar_gateway_and_peer_authentication_rules() {
         ),
     ];
     for (yaml, want) in pa {
-        check(Kind::PeerAuthentication, yaml, clone(want));
+        check(Kind::PeerAuthentication, yaml, *want);
     }
 }
 
