@@ -557,12 +557,13 @@ pub fn explain_text(e: &Value) -> String {
     out += &scope_text(&e["sidecar"]);
     out += &destination_rule_line(&e["destinationRule"]);
     for port in e["ports"].as_array().into_iter().flatten() {
-        out += &format!(
-            "\nport {} ({}), EDS cluster {}\n",
-            port["port"],
-            s(&port["name"]),
-            s(&port["edsCluster"])
-        );
+        let discovery = port["discovery"].as_str().unwrap_or("EDS");
+        let (port_n, name, cluster) = (&port["port"], s(&port["name"]), s(&port["edsCluster"]));
+        out += &format!("\nport {port_n} ({name}), {discovery} cluster {cluster}\n");
+        if let Some(names) = port["dnsNames"].as_array() {
+            let names: Vec<&str> = names.iter().filter_map(Value::as_str).collect();
+            out += &format!("  resolved by the proxy: {}\n", names.join(", "));
+        }
         if let Some(subset) = port["subset"].as_object() {
             let labels: Vec<String> = subset
                 .get("labels")

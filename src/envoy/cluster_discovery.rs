@@ -14,19 +14,24 @@
 use std::{collections::BTreeMap, sync::Arc};
 
 use envoy_types::pb::{
-    envoy::config::{
-        cluster::v3::{
-            Cluster,
-            cluster::{ClusterDiscoveryType, DiscoveryType, DnsLookupFamily, LbPolicy},
+    envoy::{
+        config::{
+            cluster::v3::{
+                Cluster,
+                cluster::{ClusterDiscoveryType, DiscoveryType, DnsLookupFamily, LbPolicy},
+            },
+            core::v3::{
+                Address, Locality as LocalityPb, SocketAddress, TypedExtensionConfig, address, socket_address,
+            },
+            endpoint::v3::{ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint},
         },
-        core::v3::{Address, Locality as LocalityPb, SocketAddress, address, socket_address},
-        endpoint::v3::{ClusterLoadAssignment, Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint},
+        extensions::network::dns_resolver::cares::v3::CaresDnsResolverConfig,
     },
     google::protobuf::{Duration, UInt32Value},
 };
 use prost::Message;
 
-use super::{Mesh, eds};
+use super::{Mesh, any, eds};
 use crate::{
     envoy::{Proxy, ProxyKind},
     model::{DnsTarget, EndpointPort, Locality, Resolution, Service, ServicePort},
@@ -35,6 +40,12 @@ use crate::{
 /// istiod's default MeshConfig `dnsRefreshRate`: how often Envoy re-resolves a DNS cluster's names
 /// (it honours shorter TTLs too: `respect_dns_ttl`).
 const DNS_REFRESH_SECS: i64 = 60;
+
+/// istiod's `PILOT_DNS_JITTER_DURATION` (100ms): spreads the proxies' re-resolutions.
+const DNS_JITTER_NANOS: i32 = 100_000_000;
+
+/// istiod's `PILOT_DNS_CARES_UDP_MAX_QUERIES`: queries per UDP socket before c-ares opens another.
+const CARES_UDP_MAX_QUERIES: u32 = 100;
 
 /// How a cluster finds its endpoints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,6 +126,19 @@ fn set_dns(c: &mut Cluster, proxy: &Proxy) {
         nanos: 0,
     });
     c.respect_dns_ttl = true;
+    c.dns_jitter = Some(Duration {
+        seconds: 0,
+        nanos: DNS_JITTER_NANOS,
+    });
+    c.typed_dns_resolver_config = Some(TypedExtensionConfig {
+        name: "envoy.network.dns_resolver.cares".to_owned(),
+        typed_config: Some(any(&CaresDnsResolverConfig {
+            udp_max_queries: Some(UInt32Value {
+                value: CARES_UDP_MAX_QUERIES,
+            }),
+            ..Default::default()
+        })),
+    });
 }
 
 fn set_type(c: &mut Cluster, t: DiscoveryType) {
@@ -160,33 +184,13 @@ fn load_assignment(
     if subset.is_some_and(|l| !l.is_empty()) {
         return groups;
     }
-    let alias;
-    let targets: &[DnsTarget] = match &service.resolution {
-        Resolution::Alias(host) => {
-            // istiod's ExternalName endpoint: the name on the service port.
-            alias = [DnsTarget {
-                address: host.clone(),
-                ports: Arc::new([EndpointPort {
-                    service_port_name: port.name.clone(),
-                    port: port.port,
-                }]),
-                locality: Locality::default(),
-                weight: 1,
-            }];
-            &alias
-        }
-        r => r.dns_targets(),
-    };
-    for t in targets {
-        let Some(p) = t.ports.iter().find(|p| p.service_port_name == port.name) else {
-            continue;
-        };
+    for (t, port) in dns_targets(service, port) {
         let lb = LbEndpoint {
             host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(Endpoint {
                 address: Some(Address {
                     address: Some(address::Address::SocketAddress(SocketAddress {
                         address: t.address.to_string(),
-                        port_specifier: Some(socket_address::PortSpecifier::PortValue(u32::from(p.port))),
+                        port_specifier: Some(socket_address::PortSpecifier::PortValue(u32::from(port))),
                         ..Default::default()
                     })),
                 }),
@@ -217,6 +221,45 @@ fn load_assignment(
         }
     }
     groups
+}
+
+/// The names `service`'s DNS clusters of `port` resolve, with the port each is dialled on: the
+/// ServiceEntry's, or an ExternalName's external name on the service port (istiod's ExternalName
+/// endpoint).
+pub fn dns_targets(service: &Service, port: &ServicePort) -> Vec<(DnsTarget, u16)> {
+    if let Resolution::Alias(host) = &service.resolution {
+        let t = DnsTarget {
+            address: host.clone(),
+            ports: Arc::new([EndpointPort {
+                service_port_name: port.name.clone(),
+                port: port.port,
+            }]),
+            locality: Locality::default(),
+            weight: 1,
+        };
+        return vec![(t, port.port)];
+    }
+    service
+        .resolution
+        .dns_targets()
+        .iter()
+        .filter_map(|t| {
+            let p = t.ports.iter().find(|p| p.service_port_name == port.name)?;
+            Some((t.clone(), p.port))
+        })
+        .collect()
+}
+
+impl Discovery {
+    /// Envoy's name of the discovery type.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Eds => "EDS",
+            Self::StrictDns => "STRICT_DNS",
+            Self::LogicalDns => "LOGICAL_DNS",
+            Self::OriginalDst => "ORIGINAL_DST",
+        }
+    }
 }
 
 #[cfg(test)]

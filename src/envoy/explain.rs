@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     SplitHorizon,
+    cluster_discovery::{self, Discovery},
     split_horizon::{self, Verdict},
 };
 use crate::{
@@ -218,8 +219,13 @@ pub struct PortReport {
     pub port: u16,
     /// Its name.
     pub name: String,
-    /// The EDS cluster name.
+    /// The cluster name (also the EDS service name of an EDS cluster).
     pub eds_cluster: String,
+    /// How the proxy finds the cluster's endpoints: `EDS`, `STRICT_DNS`, `LOGICAL_DNS`, `ORIGINAL_DST`.
+    pub discovery: &'static str,
+    /// `name:port` a DNS cluster's proxy resolves (beside the IP endpoints `sent` lists).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dns_names: Vec<String>,
     /// The port's clusters as CDS builds them for this proxy.
     pub clusters: Vec<ClusterReport>,
     /// The subset explained and the labels that select it (`None`: every endpoint).
@@ -439,10 +445,21 @@ fn port_report(
                 cluster.target.service.hostname, s.name
             ),
         });
+    let discovery = cluster_discovery::of(proxy.kind, cluster.target.service);
     Some(PortReport {
         port: p.port,
         name: p.name.to_string(),
         eds_cluster: name.to_owned(),
+        discovery: discovery.as_str(),
+        dns_names: match discovery {
+            Discovery::StrictDns | Discovery::LogicalDns => {
+                cluster_discovery::dns_targets(cluster.target.service, p)
+                    .iter()
+                    .map(|(t, port)| format!("{}:{port}", t.address))
+                    .collect()
+            }
+            Discovery::Eds | Discovery::OriginalDst => Vec::new(),
+        },
         clusters: clusters(mesh, proxy, cluster.target.service, p.port),
         subset,
         not_built,

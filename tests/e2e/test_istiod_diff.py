@@ -208,6 +208,43 @@ spec:
   - address: 10.2.0.1
     labels: {{app: vm}}
 """
+# Istio's egress TLS origination example (plain HTTP on 80 leaves as TLS to 443), a DNS_ROUND_ROBIN
+# entry and an ExternalName Service.
+EXTERNAL_SERVICES = f"""
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: api, namespace: {NS}}}
+spec:
+  hosts: [api.example.com]
+  location: MESH_EXTERNAL
+  ports: [{{number: 80, name: http, protocol: HTTP, targetPort: 443}}]
+  resolution: DNS
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {{name: api, namespace: {NS}}}
+spec:
+  host: api.example.com
+  trafficPolicy:
+    tls: {{mode: SIMPLE, sni: api.example.com}}
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: rr, namespace: {NS}}}
+spec:
+  hosts: [rr.example.com]
+  location: MESH_EXTERNAL
+  ports: [{{number: 8080, name: http, protocol: HTTP}}]
+  resolution: DNS_ROUND_ROBIN
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: db, namespace: {NS}}}
+spec:
+  type: ExternalName
+  externalName: db.example.org
+  ports: [{{port: 5432, name: tcp-db}}]
+"""
 DR_POLICY = f"""
 apiVersion: networking.istio.io/v1
 kind: DestinationRule
@@ -297,6 +334,9 @@ SCENARIOS = [
     ("serviceentry", SERVICE_ENTRY,
      {"grpc": has("CDS", f"outbound|7070||{ECHO}"), "sidecar": has("CDS", "outbound|443||api.example.com",
                                                                     f"outbound|7070||vm.{NS}.example")}),
+    ("external-services", EXTERNAL_SERVICES,
+     {"grpc": has("CDS", f"outbound|7070||{ECHO}"),
+      "sidecar": has("CDS", "outbound|80||api.example.com", "outbound|8080||rr.example.com")}),
     ("sidecar-scope", SIDECAR_SCOPE,
      {"grpc": has("CDS", f"outbound|7070||{ECHO}"), "sidecar": lacks("CDS", f"outbound|80||{WEB}")}),
 ]

@@ -13,9 +13,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from envoy.extensions.network.dns_resolver.cares.v3 import cares_dns_resolver_pb2  # noqa: F401  (DNS clusters' resolver)
 
 from meshd_proc import Meshd, eventually
-from test_multinetwork import C1_LOCAL, C2_LOCAL, HELLO, cla, fetch, lb, locality, sidecar
+from test_multinetwork import C1_LOCAL, C2_LOCAL, HELLO, cla, fetch, grpc_client, lb, locality, node, sidecar
 from xdsharness import CDS, EDS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -98,9 +99,93 @@ def test_explain_names_the_workload_entry(meshd):
     assert by_address["10.10.0.7"]["origin"] == "Pod sample/helloworld-v1-284dd6mmqf-fb4tw"
 
 
-def test_external_api_is_a_cluster(meshd):
-    clusters = fetch(meshd, CDS, sidecar(1))
-    assert "outbound|443||api.example.com" in clusters
+API = "outbound|443||api.example.com"
+
+
+def socket_addresses(cluster: dict) -> list[tuple[str, int]]:
+    eps = [e for g in cluster.get("loadAssignment", {}).get("endpoints", []) for e in g["lbEndpoints"]]
+    return [(e["endpoint"]["address"]["socketAddress"]["address"], e["endpoint"]["address"]["socketAddress"]["portValue"])
+            for e in eps]
+
+
+def test_external_api_is_a_dns_cluster_in_every_cluster(meshd):
+    """The DNS ServiceEntry is a STRICT_DNS cluster whose inline endpoint is the host, for a sidecar of the
+    config cluster and for one of the remote cluster2 (istio#60343: istiod 1.30 drops it there); proxyless
+    gRPC gets an EDS cluster, as from istiod's gRPC generator."""
+    for net in (1, 2):
+        c = fetch(meshd, CDS, sidecar(net))[API]
+        assert (c["type"], c["dnsLookupFamily"], c["dnsRefreshRate"], c["respectDnsTtl"]) == (
+            "STRICT_DNS", "V4_ONLY", "60s", True), net
+        assert "edsClusterConfig" not in c
+        assert socket_addresses(c) == [("api.example.com", 443)]
+    assert fetch(meshd, CDS, grpc_client(1), [API])[API]["type"] == "EDS"
+
+
+ORIGINATION = "outbound|80||edition.cnn.com"
+DB = "outbound|5432||db.sample.svc.cluster.local"
+PRIVATE = "outbound|443||private.example.com"
+# Istio's egress TLS-origination example, an ExternalName Service, and an entry istio-system keeps to itself.
+EXTERNAL = """
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: cnn, namespace: sample}
+spec:
+  hosts: [edition.cnn.com]
+  location: MESH_EXTERNAL
+  ports: [{number: 80, name: http, protocol: HTTP, targetPort: 443}]
+  resolution: DNS
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: cnn, namespace: sample}
+spec:
+  host: edition.cnn.com
+  trafficPolicy:
+    tls: {mode: SIMPLE, sni: edition.cnn.com}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: db, namespace: sample}
+spec:
+  type: ExternalName
+  externalName: db.example.org
+  ports: [{port: 5432, name: tcp-db}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: private, namespace: istio-system}
+spec:
+  hosts: [private.example.com]
+  exportTo: ["."]
+  location: MESH_EXTERNAL
+  ports: [{number: 443, name: tls, protocol: TLS}]
+  resolution: DNS_ROUND_ROBIN
+"""
+
+
+def test_tls_origination_external_name_and_export_to(meshd):
+    """Plain HTTP to edition.cnn.com:80 leaves as TLS to 443 (the DestinationRule's SNI, the system roots);
+    the ExternalName Service is a STRICT_DNS cluster on its external name; an entry exported only to
+    istio-system is a LOGICAL_DNS cluster there and no cluster in sample."""
+    meshd.kubectl("cluster1", "apply", "-f", "-", stdin=EXTERNAL)
+    try:
+        eventually("the external clusters", lambda: {ORIGINATION, DB} <= set(fetch(meshd, CDS, sidecar(1))))
+        clusters = fetch(meshd, CDS, sidecar(1))
+        cnn = clusters[ORIGINATION]
+        assert (cnn["type"], socket_addresses(cnn)) == ("STRICT_DNS", [("edition.cnn.com", 443)])
+        tls = cnn["transportSocket"]["typedConfig"]
+        assert tls["sni"] == "edition.cnn.com"
+        root = tls["commonTlsContext"]["combinedValidationContext"]["validationContextSdsSecretConfig"]["name"]
+        assert root == "file-root:system"
+        db = clusters[DB]
+        assert (db["type"], socket_addresses(db)) == ("STRICT_DNS", [("db.example.org", 5432)])
+        assert PRIVATE not in clusters
+        system = node("sidecar~10.10.0.97~client.istio-system~istio-system.svc.cluster.local",
+                      NETWORK="network1", CLUSTER_ID="cluster1")
+        private = fetch(meshd, CDS, system, [PRIVATE])[PRIVATE]
+        assert (private["type"], socket_addresses(private)) == ("LOGICAL_DNS", [("private.example.com", 443)])
+    finally:
+        meshd.kubectl("cluster1", "delete", "-f", "-", stdin=EXTERNAL)
 
 
 def test_config_dir_gives_the_same_eds_as_kubernetes(meshd, from_dir):
