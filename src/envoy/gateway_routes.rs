@@ -23,9 +23,6 @@ use super::{
     route::{self, RouteInput},
 };
 
-/// Envoy's limit on a direct response body istiod sets (1 MiB).
-const MAX_DIRECT_RESPONSE_BODY: u32 = 1024 * 1024;
-
 /// Whether `name` is a gateway route configuration name (`http.<port>…`, `https.<port>.…`).
 pub fn is_gateway_route(name: &str) -> bool {
     name.starts_with("http.") || name.starts_with("https.")
@@ -115,7 +112,7 @@ pub fn route_config(mesh: &dyn Mesh, proxy: &Proxy, merged: &Merged, name: &str)
     };
     out.ignore_port_in_host_matching = true;
     out.max_direct_response_body_size_bytes = Some(UInt32Value {
-        value: MAX_DIRECT_RESPONSE_BODY,
+        value: super::route_actions::MAX_DIRECT_RESPONSE_BODY,
     });
     out
 }

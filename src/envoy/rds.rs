@@ -103,6 +103,9 @@ pub fn port_route(
         name: port.to_string(),
         virtual_hosts,
         validate_clusters: Some(envoy_types::pb::google::protobuf::BoolValue { value: false }),
+        max_direct_response_body_size_bytes: Some(envoy_types::pb::google::protobuf::UInt32Value {
+            value: route_actions::MAX_DIRECT_RESPONSE_BODY,
+        }),
         ..Default::default()
     })
 }

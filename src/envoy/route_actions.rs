@@ -29,6 +29,10 @@ use crate::{
     },
 };
 
+/// istiod's `max_direct_response_body_size_bytes` on route configurations (Envoy's default is 4 KiB):
+/// what validation admits for a `directResponse` body.
+pub const MAX_DIRECT_RESPONSE_BODY: u32 = 1024 * 1024;
+
 /// The name of the CORS filter (HCM) and of its per-route configuration.
 pub const CORS_FILTER: &str = "envoy.filters.http.cors";
 
@@ -122,6 +126,8 @@ pub fn mirror_policies(
             ..Default::default()
         }),
         trace_sampled: Some(BoolValue { value: false }),
+        // istiod 1.31: the mirrored request keeps its Host (no `-shadow` suffix).
+        disable_shadow_host_suffix_append: true,
         ..Default::default()
     };
     let mut out = Vec::new();

@@ -456,6 +456,16 @@ impl SidecarScope {
                     }
                 }
                 self.virtual_services.insert(object);
+                // Its delegates' routes are merged into it: their changes change it.
+                for d in vs.http.iter().filter_map(|r| r.delegate.as_ref()) {
+                    let d_ns = if d.namespace.is_empty() {
+                        vs_ns
+                    } else {
+                        &d.namespace
+                    };
+                    self.virtual_services
+                        .insert(ObjectRef::new(Kind::VirtualService, d_ns, &d.name));
+                }
             }
         }
         self.imports = Some(imports);

@@ -344,6 +344,16 @@ fn virtual_service_destinations_are_imported_trimmed_to_their_ports() {
         default.depends_on(&other_ns.object_ref()),
         "default scope: every visible VirtualService"
     );
+    // A selected root depends on the delegates it names: their routes are merged into it.
+    let root = object(
+        Kind::VirtualService,
+        "a",
+        "root",
+        "2024-01-01T00:00:00Z",
+        json!({"hosts": ["reviews"], "http": [{"delegate": {"name": "d1", "namespace": "b"}}]}),
+    );
+    let scope = build("a", Some(&sc), &[root], &services);
+    assert!(scope.depends_on(&ObjectRef::new(Kind::VirtualService, "b", "d1")));
 }
 
 #[test]

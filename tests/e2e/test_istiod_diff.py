@@ -158,12 +158,63 @@ spec:
     retries: {{attempts: 3, perTryTimeout: 2s, retryOn: "unavailable,5xx"}}
     fault:
       abort: {{percentage: {{value: 10}}, grpcStatus: UNAVAILABLE}}
+  - name: moved
+    match: [{{uri: {{exact: /old}}}}]
+    redirect: {{uri: /new, authority: echo.example, redirectCode: 302}}
+  - name: teapot
+    match: [{{uri: {{prefix: /teapot}}}}]
+    directResponse: {{status: 418, body: {{string: short and stout}}}}
+    headers: {{response: {{set: {{x-why: teapot}}}}}}
+  - name: delegated
+    match: [{{uri: {{prefix: /echo.Echo/Delegated}}}}]
+    timeout: 3s
+    delegate: {{name: echo-delegate}}
+  - name: rewritten
+    match: [{{uri: {{prefix: /v1/}}}}]
+    rewrite: {{uriRegexRewrite: {{match: "^/v1/(.*)$", rewrite: '/\\1'}}, authority: echo.internal}}
+    mirror: {{host: {ECHO}, subset: v1}}
+    mirrorPercentage: {{value: 25}}
+    corsPolicy:
+      allowOrigins: [{{exact: "https://app.example"}}, {{regex: "https://.*[.]example"}}]
+      allowMethods: [GET, POST]
+      allowHeaders: [x-a]
+      exposeHeaders: [x-b]
+      maxAge: 24h
+      allowCredentials: true
+    retries: {{attempts: 2, retryOn: "unavailable,503"}}
+    route:
+    - destination: {{host: {ECHO}, subset: v2}}
+  - name: mirrored
+    match: [{{uri: {{prefix: /mirrored/}}}}]
+    rewrite: {{uri: /}}
+    mirrors:
+    - destination: {{host: {ECHO}, subset: v1}}
+    - destination: {{host: {ECHO}, subset: v2}}
+      percentage: {{value: 5}}
+    route:
+    - destination: {{host: {ECHO}, subset: v1}}
   - name: default
     route:
     - destination: {{host: {ECHO}, subset: v1}}
       headers: {{request: {{set: {{x-route: default}}}}}}
     fault:
       delay: {{percentage: {{value: 5}}, fixedDelay: 1s}}
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: echo-delegate, namespace: {NS}}}
+spec:
+  http:
+  - name: v2
+    match: [{{uri: {{prefix: /echo.Echo/DelegatedV2}}}}]
+    route:
+    - destination: {{host: {ECHO}, subset: v2}}
+  - name: outside
+    match: [{{uri: {{prefix: /elsewhere}}}}]
+    route:
+    - destination: {{host: {ECHO}, subset: v2}}
+  - route:
+    - destination: {{host: {ECHO}, subset: v1}}
 """
 PA_STRICT = f"""
 apiVersion: security.istio.io/v1
