@@ -95,7 +95,9 @@ fn a_subset_whose_pods_run_in_another_cluster_is_not_reported() {
 #[test]
 fn each_analyzer_reports_its_code() {
     let vs = |name: &str, spec| config(Kind::VirtualService, "sample", name, spec);
-    let cases: Vec<(&str, Vec<Arc<Config>>, Vec<(&str, &str)>)> = vec![
+    // (name, objects, (code, origin) expected)
+    type Case<'a> = (&'a str, Vec<Arc<Config>>, Vec<(&'a str, &'a str)>);
+    let cases: Vec<Case<'_>> = vec![
         (
             "nothing wrong",
             vec![vs(
