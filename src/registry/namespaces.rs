@@ -112,13 +112,35 @@ impl Namespaces {
         self.labels.keys().map(String::as_str)
     }
 
-    /// A namespace was created or relabelled.
+    /// A namespace was created or relabelled (only its own membership is re-evaluated).
     pub fn apply(&mut self, name: &str, labels: &BTreeMap<String, String>) -> Diff {
         if self.labels.get(name) == Some(labels) {
             return Diff::default();
         }
         self.labels.insert(name.to_owned(), labels.clone());
-        self.recompute()
+        let Some(selected) = &mut self.selected else {
+            return Diff::default();
+        };
+        match (
+            selected.contains(name),
+            selectors::selects(&self.selectors, labels),
+        ) {
+            (false, true) => {
+                selected.insert(name.to_owned());
+                Diff {
+                    added: true,
+                    removed: BTreeSet::new(),
+                }
+            }
+            (true, false) => {
+                selected.remove(name);
+                Diff {
+                    added: false,
+                    removed: BTreeSet::from([name.to_owned()]),
+                }
+            }
+            _ => Diff::default(),
+        }
     }
 
     /// A namespace was deleted.
@@ -126,7 +148,15 @@ impl Namespaces {
         if self.labels.remove(name).is_none() {
             return Diff::default();
         }
-        self.recompute()
+        let was_selected = self.selected.as_mut().is_some_and(|s| s.remove(name));
+        Diff {
+            added: false,
+            removed: if was_selected {
+                BTreeSet::from([name.to_owned()])
+            } else {
+                BTreeSet::new()
+            },
+        }
     }
 
     /// New selectors (mesh config reload, Secret annotation).
