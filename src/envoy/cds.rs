@@ -387,6 +387,8 @@ fn cluster_of<'m: 'n, 'n>(
         service,
         rule: rule.and_then(|r| r.from.first()),
         subset,
+        no_alpn_override: matches!(tls, UpstreamTls::Originate(_)),
+        external: service.mesh_external,
     });
     let built = Built {
         cluster: c,

@@ -26,11 +26,19 @@ pub struct IstioMeta<'a> {
     pub rule: Option<&'a ObjectRef>,
     /// The rule's subset.
     pub subset: Option<&'a str>,
+    /// `alpn_override: "false"`: the cluster originates TLS itself (`SIMPLE` / `MUTUAL`), so Istio's ALPN
+    /// filter must not put Istio's ALPN on it (istiod's `AddALPNOverrideToMetadata`).
+    pub no_alpn_override: bool,
+    /// `external: true`: the service is `MESH_EXTERNAL`.
+    pub external: bool,
 }
 
 /// `config`'s value: `<CONFIG_PREFIX><namespace><CONFIG_MIDDLE><name>`.
 const CONFIG_PREFIX: &str = "/apis/networking.istio.io/v1/namespaces/";
 const CONFIG_MIDDLE: &str = "/destination-rule/";
+
+/// A `Value` holding a bool: its key (field 4, varint) and the one-byte value.
+const BOOL_VALUE_LEN: usize = 2;
 
 /// `Cluster.metadata`'s field number.
 pub(super) const CLUSTER_METADATA: u32 = 25;
@@ -53,8 +61,17 @@ impl IstioMeta<'_> {
                 }],
             })),
         };
-        let mut fields = HashMap::with_capacity(3);
+        let mut fields = HashMap::with_capacity(5);
         fields.insert("services".to_owned(), services);
+        if self.no_alpn_override {
+            fields.insert("alpn_override".to_owned(), s("false"));
+        }
+        if self.external {
+            let yes = Value {
+                kind: Some(Kind::BoolValue(true)),
+            };
+            fields.insert("external".to_owned(), yes);
+        }
         if let Some(r) = self.rule {
             let config = format!("{CONFIG_PREFIX}{}{CONFIG_MIDDLE}{}", r.namespace, r.name);
             fields.insert("config".to_owned(), s(&config));
@@ -82,10 +99,20 @@ impl IstioMeta<'_> {
         put_ld(1, entry_len("istio", istio), buf);
         put_str(1, "istio", buf);
         put_ld(2, istio, buf);
-        // Struct.fields, keys in order: config, services, subset.
+        // Struct.fields, keys in order: alpn_override, config, external, services, subset.
+        if self.no_alpn_override {
+            put_string_entry("alpn_override", &["false"], buf);
+        }
         if let Some(r) = self.rule {
             let parts = [CONFIG_PREFIX, &r.namespace, CONFIG_MIDDLE, &r.name];
             put_string_entry("config", &parts, buf);
+        }
+        if self.external {
+            put_ld(1, entry_len("external", BOOL_VALUE_LEN), buf);
+            put_str(1, "external", buf);
+            put_ld(2, BOOL_VALUE_LEN, buf);
+            encode_key(4, WireType::Varint, buf);
+            encode_varint(1, buf);
         }
         let svc = self.service_struct_len();
         let list = ld_len(1, ld_len(5, svc));
@@ -117,7 +144,17 @@ impl IstioMeta<'_> {
         let value = ld_len(6, ld_len(1, ld_len(5, self.service_struct_len())));
         let services = ld_len(1, entry_len("services", value));
         let subset = self.subset.map_or(0, |s| string_entry_len("subset", &[s]));
-        config + services + subset
+        let alpn = if self.no_alpn_override {
+            string_entry_len("alpn_override", &["false"])
+        } else {
+            0
+        };
+        let external = if self.external {
+            ld_len(1, entry_len("external", BOOL_VALUE_LEN))
+        } else {
+            0
+        };
+        alpn + config + external + services + subset
     }
 
     /// The `services` list's one `Struct`.
@@ -182,16 +219,18 @@ mod tests {
         );
         let rule = ObjectRef::new(ObjKind::DestinationRule, "bookinfo", "reviews");
         let cases = [
-            (None, None),
-            (Some(&rule), None),
-            (Some(&rule), Some("v1")),
-            (None, Some("")),
+            (None, None, false, false),
+            (Some(&rule), None, true, false),
+            (Some(&rule), Some("v1"), false, true),
+            (None, Some(""), true, true),
         ];
-        for (rule, subset) in cases {
+        for (rule, subset, no_alpn_override, external) in cases {
             let meta = IstioMeta {
                 service: &svc,
                 rule,
                 subset,
+                no_alpn_override,
+                external,
             };
             let mut buf = Vec::new();
             meta.encode_field(&mut buf);

@@ -194,6 +194,8 @@ pub fn cluster<'m>(
         service,
         rule: None,
         subset: None,
+        no_alpn_override: false,
+        external: false,
     };
     Some((cluster, Some(meta)))
 }
