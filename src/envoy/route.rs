@@ -88,10 +88,15 @@ pub type HashOf<'a> = &'a dyn Fn(&str, u16, Option<&str>) -> Option<ConsistentHa
 
 /// The routes of `vs` for this proxy and port; empty when none survives the proxy's source matches
 /// (the service then keeps its default route). A catch-all match ends the list, as in istiod. For
-/// gRPC, matches on query parameters are left out (see below).
+/// gRPC, matches on query parameters and routes that redirect or answer directly are left out.
 pub fn virtual_service_routes(inp: &RouteInput, vs: &ResolvedVs, hash: HashOf) -> Vec<Route> {
     let mut out = Vec::new();
     for http in &vs.spec.http {
+        // gRPC only forwards: grpc-js refuses a whole route configuration holding a redirect or a
+        // direct response (grpcio and grpc-go fail the RPCs such a route matches).
+        if inp.kind == ProxyKind::Grpc && (http.redirect.is_some() || http.direct_response.is_some()) {
+            continue;
+        }
         if http.matches.is_empty() {
             out.extend(translate(inp, vs, http, None, hash));
             break;
@@ -667,7 +672,7 @@ pub fn ignored_fields(kind: ProxyKind, vs: &ResolvedVs) -> Vec<String> {
         }
         if http.redirect.is_some() || http.direct_response.is_some() {
             out.push(f(
-                "redirect/directResponse (gRPC fails the RPCs such a route matches: it only forwards)",
+                "redirect/directResponse (gRPC only forwards: meshd leaves the route out for gRPC)",
             ));
         }
         if http.mirror.is_some() || http.mirrors.is_some() {

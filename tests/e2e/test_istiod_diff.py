@@ -158,13 +158,6 @@ spec:
     retries: {{attempts: 3, perTryTimeout: 2s, retryOn: "unavailable,5xx"}}
     fault:
       abort: {{percentage: {{value: 10}}, grpcStatus: UNAVAILABLE}}
-  - name: moved
-    match: [{{uri: {{exact: /old}}}}]
-    redirect: {{uri: /new, authority: echo.example, redirectCode: 302}}
-  - name: teapot
-    match: [{{uri: {{prefix: /teapot}}}}]
-    directResponse: {{status: 418, body: {{string: short and stout}}}}
-    headers: {{response: {{set: {{x-why: teapot}}}}}}
   - name: delegated
     match: [{{uri: {{prefix: /echo.Echo/Delegated}}}}]
     timeout: 3s
@@ -193,6 +186,13 @@ spec:
       percentage: {{value: 5}}
     route:
     - destination: {{host: {ECHO}, subset: v1}}
+  - name: moved
+    match: [{{uri: {{exact: /old}}}}]
+    redirect: {{uri: /new, authority: echo.example, redirectCode: 302}}
+  - name: teapot
+    match: [{{uri: {{prefix: /teapot}}}}]
+    directResponse: {{status: 418, body: {{string: short and stout}}}}
+    headers: {{response: {{set: {{x-why: teapot}}}}}}
   - name: default
     route:
     - destination: {{host: {ECHO}, subset: v1}}

@@ -81,6 +81,18 @@ VARIANTS = [
                          "route": [to("v1")]}], {V1}),
     ("vs-fault-http-status", dr(), [{"fault": {"abort": {"httpStatus": 503, "percentage": {"value": 1}}},
                                      "route": [to("v1")]}], {V1}),
+    # Routes gRPC cannot forward or does not act on: still accepted (no NACK), the forwarding route used.
+    ("vs-redirect-direct-response", dr(), [
+        {"match": [{"uri": {"prefix": "/old"}}], "redirect": {"uri": "/new", "authority": "a.example"}},
+        {"match": [{"uri": {"prefix": "/teapot"}}], "directResponse": {"status": 418, "body": {"string": "no"}}},
+        {"route": [to("v1")]}], {V1}),
+    ("vs-rewrite-mirrors-cors", dr(), [
+        {"match": [{"uri": {"prefix": "/v1/"}}], "rewrite": {"uriRegexRewrite": {"match": "^/v1/(.*)", "rewrite": "/\\1"}},
+         "mirrors": [{"destination": {"host": "echo", "subset": "v2"}, "percentage": {"value": 50}}],
+         "route": [to("v1")]},
+        {"rewrite": {"uri": "/", "authority": "echo.internal"}, "mirror": {"host": "echo", "subset": "v2"},
+         "corsPolicy": {"allowOrigins": [{"exact": "https://app.example"}], "allowMethods": ["POST"]},
+         "route": [to("v1")]}], {V1}),
     ("vs-headers", dr(), [{"headers": {
         "request": {"set": {"x-set": "1"}, "add": {"x-add": "2"}, "remove": ["x-remove"]},
         "response": {"set": {"x-resp": "3"}}}, "route": [to("v2")]}], {V2}),

@@ -1,8 +1,8 @@
 """Traffic policy across clusters, proven with real gRPC traffic from each proxyless client (grpcio,
 @grpc/grpc-js-xds and grpc-go: proxyless.py) on the two-cluster sandbox of ``traffic_mesh`` (backends
 on loopback, Istio config applied with kubectl to the config cluster): a weighted canary split across
-clusters, locality failover to the other cluster, header routing and an abort fault, each through the
-xDS meshd generates for proxyless gRPC."""
+clusters, locality failover to the other cluster, header routing, an abort fault and a per-route timeout,
+each through the xDS meshd generates for proxyless gRPC."""
 
 from __future__ import annotations
 
@@ -197,6 +197,27 @@ def test_an_abort_fault_fails_the_configured_share_with_the_configured_status(me
         assert set(statuses) == {"OK", "ABORTED"}, statuses
         assert abs(statuses["ABORTED"] / 10 - 30) <= 5, statuses
         assert backends == {"echo-v1-0": statuses["OK"]}, backends
+    finally:
+        mesh.delete("virtualservice", "echo")
+        mesh.delete("destinationrule", "echo")
+
+
+@pytest.mark.parametrize("kind", proxyless.params(unsupported={
+    "grpc-go": "a grpc-go RPC delayed by a fault succeeds past the route timeout: the delay cannot prove it"}))
+def test_a_route_timeout_bounds_the_rpc(mesh, kind):
+    """The same 500ms delay (a fault, gRFC A33) on both routes: the route with ``timeout: 100ms`` fails
+    every RPC with DEADLINE_EXCEEDED (gRFC A31: ``max_stream_duration``), the one without succeeds. The
+    backends answer at once, so the delay is the only slow part."""
+    delay = {"delay": {"fixedDelay": "500ms", "percentage": {"value": 100}}}
+    try:
+        mesh.apply(subset_rule("echo"), virtual_service(
+            "echo", {"match": [{"headers": {"x-slow": {"exact": "bounded"}}}], "timeout": "100ms",
+                     "fault": delay, "route": [to("v1")]},
+            {"fault": delay, "route": [to("v1")]}))
+        eventually("the timeout on the route", lambda: any(
+            r.get("route", {}).get("timeout") == "0.100s" for r in routes(route_config(mesh, "echo"))))
+        assert mesh.report("echo", 5, "x-slow=bounded", kind=kind) == ({}, {"DEADLINE_EXCEEDED": 5})
+        assert mesh.report("echo", 5, kind=kind) == ({"echo-v1-0": 5}, {"OK": 5})
     finally:
         mesh.delete("virtualservice", "echo")
         mesh.delete("destinationrule", "echo")
