@@ -23,6 +23,8 @@ pub mod cli;
 pub mod config;
 /// Istio objects from the config cluster and `--config-dir` into one store that publishes `ConfigSnapshot`s.
 pub mod config_controller;
+/// Gateway certificates: the Secrets Gateways name, watched one by one and served over SDS to proxies allowed to read them.
+pub mod credentials;
 /// The one shutdown path: named, tracked tasks and the cancellation they obey.
 pub mod drain;
 /// Translation, what a proxy is sent: a mesh snapshot and one proxy in, encoded CDS/EDS/LDS/RDS out (pure).

@@ -11,6 +11,7 @@ use envoy_types::pb::{
             cluster::v3::Cluster, core::v3::Node, endpoint::v3::ClusterLoadAssignment,
             listener::v3::Listener, route::v3::RouteConfiguration,
         },
+        extensions::transport_sockets::tls::v3::Secret,
         service::discovery::v3::{
             DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
         },
@@ -129,6 +130,7 @@ fn names_of(resources: &[Any], ty: XdsType) -> Vec<String> {
                 XdsType::Endpoint => ClusterLoadAssignment::decode(v).expect("CLA").cluster_name,
                 XdsType::Listener => Listener::decode(v).expect("Listener").name,
                 XdsType::Route => RouteConfiguration::decode(v).expect("Route").name,
+                XdsType::Secret => Secret::decode(v).expect("Secret").name,
             }
         })
         .collect();

@@ -192,6 +192,15 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
         view.clusters.clone(),
     );
 
+    // Gateway certificates over SDS, from the gateway's cluster.
+    let credentials = crate::credentials::Credentials::new(
+        secure::cluster_clients(&cluster_id, primary.clone(), view.clusters.clone()),
+        &cluster_id,
+        args.watch_timeout,
+        server.context().tasks.clone(),
+    );
+    ads.serve_secrets(Arc::new(credentials));
+
     // Istio objects: one store fed by the config cluster and `--config-dir`.
     let (config_controller, istio_config) = config_controller::new(
         config_controller::Options {

@@ -200,10 +200,7 @@ pub fn mesh_authenticator(
     remotes: Clusters,
 ) -> Arc<dyn Authenticator> {
     let cluster_id = cfg.cluster_id.to_string();
-    let clients: Arc<dyn ClusterClients> = Arc::new(MeshClusters {
-        primary: PrimaryCluster::new(cluster_id.clone(), primary),
-        remotes,
-    });
+    let clients = cluster_clients(&cluster_id, primary, remotes);
     authenticator(
         &mesh.trust_domain,
         &mesh.trust_domain_aliases,
@@ -278,6 +275,19 @@ pub async fn start(
         AcceptLimits::default(),
     )?;
     Ok(())
+}
+
+/// Every cluster's client: the primary's, else a remote's the secret controller runs (token reviews,
+/// gateway certificates).
+pub fn cluster_clients(
+    primary_id: &str,
+    primary: kube::Client,
+    remotes: Clusters,
+) -> Arc<dyn ClusterClients> {
+    Arc::new(MeshClusters {
+        primary: PrimaryCluster::new(primary_id.to_owned(), primary),
+        remotes,
+    })
 }
 
 /// Token reviews go to the cluster the caller names: the primary, or a remote the secret controller runs.

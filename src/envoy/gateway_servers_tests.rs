@@ -37,7 +37,14 @@ fn setup(gateways: &[(&str, &str)]) -> (StaticMesh, Proxy) {
     (m, p)
 }
 
-fn summary(m: &Merged) -> Vec<(String, Vec<(String, Option<String>)>)> {
+/// Each listener's name with its servers' (gateway, route configuration).
+type Summary = Vec<(String, Vec<(String, Option<String>)>)>;
+
+/// (what, gateways, listeners wanted, servers skipped).
+type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], Want, usize);
+type Want = &'static [(&'static str, &'static [(&'static str, Option<&'static str>)])];
+
+fn summary(m: &Merged) -> Summary {
     m.ports
         .iter()
         .map(|p| {
@@ -55,8 +62,7 @@ const SEL: &str = "selector: {istio: ingressgateway}\n";
 
 #[test]
 fn servers_merge_as_istiod_merges_them() {
-    type Want = &'static [(&'static str, &'static [(&'static str, Option<&'static str>)])];
-    let cases: &[(&str, &[(&str, &str)], Want, usize)] = &[
+    let cases: &[Case] = &[
         (
             "port 80 translates to the Service's target port, HTTP servers share http.<port>",
             &[
@@ -156,7 +162,7 @@ fn servers_merge_as_istiod_merges_them() {
         let refs: Vec<(&str, &str)> = specs.iter().map(|(n, s)| (*n, s.as_str())).collect();
         let (m, p) = setup(&refs);
         let merged = merge(&m, &p);
-        let want: Vec<(String, Vec<(String, Option<String>)>)> = want
+        let want: Summary = want
             .iter()
             .map(|(l, s)| {
                 let s = s

@@ -30,6 +30,7 @@ pub mod resource;
 pub mod route;
 pub mod route_actions;
 pub mod scoped;
+pub mod sds;
 pub mod service_targets;
 pub mod split_horizon;
 #[cfg(any(test, feature = "testing"))]
@@ -245,7 +246,7 @@ impl<'a> Context<'a> {
         match ty {
             XdsType::Cluster => cds::all_names(self),
             XdsType::Listener => lds::all_names(self),
-            XdsType::Endpoint | XdsType::Route => BTreeSet::new(),
+            XdsType::Endpoint | XdsType::Route | XdsType::Secret => BTreeSet::new(),
         }
     }
 
@@ -318,7 +319,7 @@ impl<'a> Context<'a> {
                     resolved: None,
                 }
             }
-            XdsType::Listener | XdsType::Route => Plan {
+            XdsType::Listener | XdsType::Route | XdsType::Secret => Plan {
                 view: base.clone(),
                 resolved: None,
             },
@@ -334,6 +335,8 @@ impl<'a> Context<'a> {
             // Refined per name in `plan` (`cds::view_key`).
             XdsType::Cluster => (self.kind_name().into(), self.scope.services_id()),
             XdsType::Route => (rds::view_key(self), self.scope.id()),
+            // Secrets are not generated from the snapshot (`sds`): nothing is keyed.
+            XdsType::Secret => return "secret".into(),
         };
         // Listener and route sets follow the whole scope; a cluster only which copy of its host it sees.
         if scope.is_empty() {
@@ -376,6 +379,7 @@ impl Plan<'_, '_> {
             XdsType::Endpoint => eds::build(ctx, name),
             XdsType::Listener => lds::build(ctx, name),
             XdsType::Route => rds::build(ctx, name),
+            XdsType::Secret => None,
         }
     }
 }

@@ -136,6 +136,8 @@ pub const ENDPOINT_TYPE: &str = "type.googleapis.com/envoy.config.endpoint.v3.Cl
 pub const LISTENER_TYPE: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
 /// `RouteConfiguration` (RDS).
 pub const ROUTE_TYPE: &str = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration";
+/// `Secret` (SDS).
+pub const SECRET_TYPE: &str = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret";
 
 /// The resource types meshd serves, in make-before-break push order (istiod's `PushOrder`):
 /// clusters before their endpoints, listeners before their routes.
@@ -149,11 +151,19 @@ pub enum XdsType {
     Listener,
     /// RDS.
     Route,
+    /// SDS: a gateway's `credentialName` certificates (never cached, never in debug output).
+    Secret,
 }
 
 impl XdsType {
     /// Every type, in push order.
-    pub const PUSH_ORDER: [XdsType; 4] = [Self::Cluster, Self::Endpoint, Self::Listener, Self::Route];
+    pub const PUSH_ORDER: [XdsType; 5] = [
+        Self::Cluster,
+        Self::Endpoint,
+        Self::Listener,
+        Self::Route,
+        Self::Secret,
+    ];
 
     /// The type for a request's `type_url`; `None` for types meshd does not serve.
     pub fn from_url(url: &str) -> Option<Self> {
@@ -167,6 +177,7 @@ impl XdsType {
             Self::Endpoint => ENDPOINT_TYPE,
             Self::Listener => LISTENER_TYPE,
             Self::Route => ROUTE_TYPE,
+            Self::Secret => SECRET_TYPE,
         }
     }
 
@@ -177,16 +188,18 @@ impl XdsType {
             Self::Endpoint => "EDS",
             Self::Listener => "LDS",
             Self::Route => "RDS",
+            Self::Secret => "SDS",
         }
     }
 
-    /// istiod's metric label (`v3.GetMetricType`): `cds`, `eds`, `lds`, `rds`.
+    /// istiod's metric label (`v3.GetMetricType`): `cds`, `eds`, `lds`, `rds`, `sds`.
     pub fn metric_label(self) -> &'static str {
         match self {
             Self::Cluster => "cds",
             Self::Endpoint => "eds",
             Self::Listener => "lds",
             Self::Route => "rds",
+            Self::Secret => "sds",
         }
     }
 
@@ -235,6 +248,10 @@ mod tests {
         }
         assert_eq!(
             XdsType::from_url("type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"),
+            Some(XdsType::Secret)
+        );
+        assert_eq!(
+            XdsType::from_url("type.googleapis.com/envoy.config.core.v3.TypedExtensionConfig"),
             None
         );
         assert!(XdsType::Cluster < XdsType::Endpoint && XdsType::Listener < XdsType::Route);

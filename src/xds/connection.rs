@@ -67,6 +67,8 @@ struct Stream<P: Protocol> {
     pushed: BTreeMap<XdsType, u64>,
     /// The push version this stream was last counted in push_status's `proxiesPushed` for.
     counted: u64,
+    /// Who is on the other end (SDS reads its verified identity).
+    caller: Caller,
 }
 
 /// Runs one stream to completion. Errors are sent to the client as its final status.
@@ -140,7 +142,10 @@ pub(crate) async fn run<P: Protocol>(
         out,
         pushed: BTreeMap::new(),
         counted: 0,
+        caller,
     };
+    // Secrets change on their own clock: a stream re-sends its SDS resources when the source says so.
+    let mut secret_versions = shared.secrets.get().map(|s| s.versions());
     let mut next = Some(first);
     let end = loop {
         if let Some(req) = next.take() {
@@ -166,6 +171,11 @@ pub(crate) async fn run<P: Protocol>(
                     break e;
                 }
             }
+            Ok(()) = secret_changed(&mut secret_versions) => {
+                if let Err(e) = stream.respond(XdsType::Secret, Mode::Pushed, None).await {
+                    break e;
+                }
+            }
         }
     };
     shared.metrics.stream_closed();
@@ -180,6 +190,20 @@ pub(crate) async fn run<P: Protocol>(
 
 /// `Err(None)`: the client went away.
 type StepResult = Result<(), Option<Error>>;
+
+/// The next change of the secret source's version; never, without a source (or once it is gone).
+async fn secret_changed(versions: &mut Option<tokio::sync::watch::Receiver<u64>>) -> Result<(), ()> {
+    match versions {
+        Some(v) => match v.changed().await {
+            Ok(()) => Ok(()),
+            Err(_) => {
+                *versions = None;
+                Err(())
+            }
+        },
+        None => std::future::pending().await,
+    }
+}
 
 impl<P: Protocol> Stream<P> {
     async fn on_request(&mut self, req: P::Request) -> StepResult {
@@ -321,7 +345,19 @@ impl<P: Protocol> Stream<P> {
             endpoints: &*self.shared.endpoints,
             scope: &self.scope,
         };
-        let resources = generate(&ctx, &self.shared.cache, ty, &sub, only);
+        let resources = match (ty, self.shared.secrets.get()) {
+            (XdsType::Secret, None) => Vec::new(),
+            (XdsType::Secret, Some(source)) => {
+                let req = super::SecretRequest {
+                    mesh: self.snapshot.mesh(),
+                    proxy: &self.proxy,
+                    identity: self.caller.verified(),
+                    names: sub.names.iter().cloned().collect(),
+                };
+                source.secrets(req).await
+            }
+            _ => generate(&ctx, &self.shared.cache, ty, &sub, only),
+        };
         drop(permit);
         let build_time = built.elapsed();
         let version = self.snapshot.mesh().version().to_string();

@@ -24,6 +24,7 @@ pub mod held;
 pub mod metrics;
 mod protocol;
 pub mod push;
+mod secrets;
 pub mod server;
 mod shared;
 pub mod snapshot;
@@ -33,6 +34,7 @@ mod subscription;
 mod wire;
 
 pub use push::{PushScope, Snapshot, SnapshotSource};
+pub use secrets::{SecretRequest, SecretSource};
 pub use server::AdsServer;
 pub use shared::{Caller, XdsLimits};
 pub use subscription::Subscription;

@@ -72,6 +72,7 @@ impl AdsServer {
             tasks,
             stream_limit: RateLimiter::new(limits.new_streams_per_second),
             limits,
+            secrets: Default::default(),
         };
         Self {
             shared: Arc::new(shared),
@@ -93,6 +94,12 @@ impl AdsServer {
                 }
             }
         }
+    }
+
+    /// Serves SDS from `source` (gateway certificates) on every stream opened from now on; the first
+    /// source set stays.
+    pub fn serve_secrets(&self, source: Arc<dyn super::SecretSource>) {
+        let _ = self.shared.secrets.set(source);
     }
 
     /// Live connections, for debug.

@@ -1,7 +1,7 @@
 //! What every stream is given: the caller's identity, the limits, and the state shared by every stream
 //! of every port (snapshot source, cache, split-horizon view, metrics, push permits).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use tokio::sync::Semaphore;
 
@@ -10,6 +10,7 @@ use super::{
     cache::ResourceCache,
     metrics::Metrics,
     push::{RateLimiter, SnapshotSource, default_concurrency},
+    secrets::SecretSource,
     status::{Connections, PushLog},
 };
 use crate::{
@@ -94,4 +95,7 @@ pub(crate) struct Shared {
     pub(crate) tasks: Tasks,
     pub(crate) stream_limit: RateLimiter,
     pub(crate) limits: XdsLimits,
+    /// Where SDS secrets come from, once set ([`super::AdsServer::serve_secrets`]); none: SDS answers
+    /// nothing.
+    pub(crate) secrets: OnceLock<Arc<dyn SecretSource>>,
 }
