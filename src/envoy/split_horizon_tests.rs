@@ -328,6 +328,44 @@ fn golden_tables() {
 }
 
 #[test]
+fn a_cluster_local_service_keeps_the_proxy_cluster_only_and_no_gateway_stands_in() {
+    let (eps, mut gws) = four_networks();
+    gws.sort();
+    let s = svc();
+    let v = view("net-c", &[]);
+    let sent = |local: Option<&str>| {
+        let own = local.map(ClusterId::from);
+        let q = EndpointQuery {
+            cluster_local: own.as_ref(),
+            ..all(&s, &v)
+        };
+        let mut addresses: Vec<String> = filter(&eps, &gws, &q)
+            .iter()
+            .map(|e| e.address.to_string())
+            .collect();
+        addresses.sort();
+        addresses.dedup();
+        let dropped: Vec<Dropped> = explain(&eps, &gws, &q)
+            .into_iter()
+            .filter_map(|(_, v)| match v {
+                Verdict::Dropped { why } => Some(why),
+                _ => None,
+            })
+            .collect();
+        (addresses, dropped)
+    };
+    let (global, _) = sent(None);
+    assert!(global.iter().any(|a| a.starts_with("192.0.2.")), "{global:?}");
+    let (local, dropped) = sent(Some("cc"));
+    assert_eq!(local, ["10.3.0.1", "10.3.0.2", "10.3.0.3"]);
+    assert_eq!(
+        dropped.iter().filter(|d| **d == Dropped::OtherCluster).count(),
+        8,
+        "{dropped:?}"
+    );
+}
+
+#[test]
 fn grpc_gets_each_gateway_once_with_the_summed_weight() {
     let (eps, gws) = four_networks();
     let remote_c: Vec<Endpoint> = eps.into_iter().filter(|e| e.cluster.as_str() == "cc").collect();
