@@ -107,6 +107,16 @@ fn built(m: &StaticMesh, kind: ProxyKind, name: &str) -> Option<Cluster> {
     cds::cluster(m, &p, name).map(|b| b.cluster)
 }
 
+/// What a case says, the service and its endpoints, the proxy kind, and the cluster's [`summary`]
+/// (`None`: not built).
+type Case = (
+    &'static str,
+    Service,
+    Vec<crate::model::Endpoint>,
+    ProxyKind,
+    Option<&'static str>,
+);
+
 #[test]
 fn discovery_follows_resolution_and_proxy_kind() {
     let name = format!("outbound|443||{HOST}");
@@ -120,13 +130,7 @@ fn discovery_follows_resolution_and_proxy_kind() {
         e
     };
     let dns = |targets: Vec<DnsTarget>| Resolution::Dns(targets.into());
-    let cases: Vec<(
-        &str,
-        Service,
-        Vec<crate::model::Endpoint>,
-        ProxyKind,
-        Option<&str>,
-    )> = vec![
+    let cases: Vec<Case> = vec![
         (
             "DNS without endpoints: the host itself, resolved by Envoy, inline",
             external(dns(vec![target(HOST, 443, "", 1)])),
