@@ -391,3 +391,26 @@ fn explain_sent_rows_show_kind_locality_weight_and_health() {
         ]
     );
 }
+
+#[test]
+fn explain_names_the_discovery_type_and_the_names_a_dns_cluster_resolves() {
+    let port = |extra: serde_json::Value| {
+        let mut p =
+            json!({"port": 80, "name": "http", "edsCluster": "outbound|80||h", "endpoints": [], "sent": []});
+        p.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        explain_text(
+            &json!({"proxy": "p", "view": {"network": null, "requestedNetworkView": []}, "service": "h",
+                             "ports": [p]}),
+        )
+    };
+    let dns = port(json!({"discovery": "STRICT_DNS", "dnsNames": ["a.example:443", "b.example:443"]}));
+    assert!(dns.contains("port 80 (http), STRICT_DNS cluster outbound|80||h\n  resolved by the proxy: a.example:443, b.example:443\n"), "{dns}");
+    // Older meshd reports have no discovery type: their clusters were EDS.
+    let eds = port(json!({}));
+    assert!(
+        eds.contains("port 80 (http), EDS cluster outbound|80||h\n") && !eds.contains("resolved"),
+        "{eds}"
+    );
+}
