@@ -158,7 +158,9 @@ fn chains_follow_the_peer_authentication_mode_like_istiod() {
     let strict_tcp = format!("0.0.0.0_15432 15432 tls [] {MX_H2_H1} tcp:inbound|15432||");
     let plain_http = "0.0.0.0_8080 8080 raw_buffer [] - hcm:inbound|8080||".to_owned();
     let plain_tcp = "0.0.0.0_15432 15432 raw_buffer [] - tcp:inbound|15432||".to_owned();
-    let cases: Vec<(&str, Vec<(&str, &str)>, Vec<String>)> = vec![
+    /// Name, PeerAuthentications (namespace, spec), the chains expected.
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, Vec<String>);
+    let cases: Vec<Case> = vec![
         (
             "STRICT",
             vec![strict_ns],

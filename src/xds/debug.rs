@@ -479,7 +479,9 @@ mod tests {
         let asked = |names: &[&str]| names.iter().map(|n| Arc::<str>::from(*n)).collect();
         let many: Vec<String> = (0..25).map(|i| format!("c{i:02}")).collect();
         let many: Vec<&str> = many.iter().map(String::as_str).collect();
-        let cases: [(&[&str], &[&str], usize, &[&str]); 4] = [
+        /// Asked for, held, how many wait, which are listed.
+        type Case<'a> = (&'a [&'a str], &'a [&'a str], usize, &'a [&'a str]);
+        let cases: [Case; 4] = [
             (&[], &["a"], 0, &[]),
             (&["a", "b"], &["a", "b"], 0, &[]),
             (&["a", "v3", "b"], &["a", "b", "extra"], 1, &["v3"]),
