@@ -23,7 +23,8 @@ use envoy_types::pb::{
                 http_connection_manager::v3::{
                     HttpConnectionManager,
                     http_connection_manager::{
-                        ForwardClientCertDetails, SetCurrentClientCertDetails, UpgradeConfig,
+                        ForwardClientCertDetails, PathWithEscapedSlashesAction, SetCurrentClientCertDetails,
+                        UpgradeConfig,
                     },
                 },
                 tcp_proxy::v3::{TcpProxy, tcp_proxy},
@@ -37,7 +38,7 @@ use envoy_types::pb::{
         },
         r#type::matcher::v3::{StringMatcher, string_matcher::MatchPattern},
     },
-    google::protobuf::{BoolValue, Duration},
+    google::protobuf::{BoolValue, Duration, UInt32Value},
 };
 
 use super::{
@@ -69,9 +70,16 @@ pub fn listener_names(merged: &Merged) -> BTreeSet<Arc<str>> {
 /// filter chain: istiod omits such a listener).
 pub fn listener(mesh: &dyn Mesh, proxy: &Proxy, merged: &Merged, name: &str) -> Option<Listener> {
     let port = merged.listener(name)?;
-    let chains = chains(mesh, proxy, port);
+    let mut chains = chains(mesh, proxy, port);
     if chains.is_empty() {
         return None;
+    }
+    // istiod's gateway defaults: a TLS handshake (or plain connection) has 15 s to complete.
+    for c in &mut chains {
+        c.transport_socket_connect_timeout = Some(Duration {
+            seconds: 15,
+            nanos: 0,
+        });
     }
     let inspector = chains.iter().any(|c| {
         c.filter_chain_match
@@ -94,12 +102,15 @@ pub fn listener(mesh: &dyn Mesh, proxy: &Proxy, merged: &Merged, name: &str) -> 
         },
         filter_chains: chains,
         traffic_direction: TrafficDirection::Outbound as i32,
+        // One connection per socket event (istiod's gateway default): a burst is spread over workers.
+        max_connections_to_accept_per_socket_event: Some(UInt32Value { value: 1 }),
         ..Default::default()
     })
 }
 
 fn chains(mesh: &dyn Mesh, proxy: &Proxy, port: &ListenerPort) -> Vec<FilterChain> {
-    let stat_prefix = format!("outbound_{}", port.name());
+    // istiod's `DelimitedStatsPrefix`: `;` ends the prefix for its stats tag extraction.
+    let stat_prefix = format!("outbound_{};", port.name());
     if port.protocol.is_http() {
         let Some(route) = port.servers.first().and_then(|s| s.route.clone()) else {
             return Vec::new();
@@ -162,7 +173,8 @@ fn sni_match(hosts: &[String]) -> Option<FilterChainMatch> {
 
 /// The gateway's HTTP connection manager (istiod's `buildGatewayConnectionManager` on top of the
 /// filters every proxy gets): the client's address is the remote address, client certificate
-/// details are sanitized and set, websockets upgrade, RDS waits for its routes.
+/// details are sanitized and set, paths normalized (escaped slashes kept), `100-continue` proxied,
+/// `server: istio-envoy`, websockets upgrade, RDS waits for its routes.
 fn gateway_hcm(stat_prefix: &str, route: String) -> HttpConnectionManager {
     HttpConnectionManager {
         use_remote_address: Some(BoolValue { value: true }),
@@ -176,6 +188,10 @@ fn gateway_hcm(stat_prefix: &str, route: String) -> HttpConnectionManager {
         }),
         http_protocol_options: Some(Http1ProtocolOptions::default()),
         stream_idle_timeout: Some(Duration::default()),
+        normalize_path: Some(BoolValue { value: true }),
+        path_with_escaped_slashes_action: PathWithEscapedSlashesAction::KeepUnchanged as i32,
+        proxy_100_continue: true,
+        server_name: "istio-envoy".to_owned(),
         upgrade_configs: vec![UpgradeConfig {
             upgrade_type: "websocket".to_owned(),
             ..Default::default()

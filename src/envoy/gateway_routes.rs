@@ -121,6 +121,8 @@ fn virtual_host(host: &str, port: u16) -> VirtualHost {
     VirtualHost {
         name: format!("{host}:{port}"),
         domains: vec![host.to_owned()],
+        // istiod's gateway default: upstreams see `x-envoy-attempt-count`.
+        include_request_attempt_count: true,
         ..Default::default()
     }
 }

@@ -63,6 +63,7 @@ def located(node):
 # The sidecar of pod echo-v1 (10.1.0.1): an endpoint of echo, so its inbound side (virtualInbound on
 # 15006, inbound|17070||) serves echo's port 17070.
 SERVER_IP = "10.1.0.1"
+GATEWAY_IP = "10.1.0.50"
 SERVER_META = {**COMMON_META, "LABELS": {"app": "echo", "version": "v1", "security.istio.io/tlsMode": "istio"},
                "INSTANCE_IPS": SERVER_IP, "WORKLOAD_NAME": "echo-v1"}
 NODES = {
@@ -70,6 +71,12 @@ NODES = {
     "sidecar": (lambda: located(sidecar_node(PROXY_ID, **COMMON_META)), None),
     "server": (lambda: located(sidecar_node(f"sidecar~{SERVER_IP}~echo-v1.{NS}~{NS}.svc.cluster.local",
                                             **SERVER_META)), None),
+    # An ingress gateway pod in istio-system (no Service: server ports are listened on as written).
+    "gateway": (lambda: located(sidecar_node(
+        f"router~{GATEWAY_IP}~istio-ingressgateway-0.istio-system~istio-system.svc.cluster.local",
+        **{**COMMON_META, "NAMESPACE": "istio-system", "INSTANCE_IPS": GATEWAY_IP,
+           "WORKLOAD_NAME": "istio-ingressgateway", "SERVICE_ACCOUNT": "istio-ingressgateway-service-account",
+           "LABELS": {"app": "istio-ingressgateway", "istio": "ingressgateway"}})), None),
 }
 
 
@@ -338,6 +345,59 @@ spec:
   - hosts: ["./{ECHO}", "istio-system/*"]
 """
 
+# Istio's ingress examples on one gateway: HTTP and HTTPS (SIMPLE, credentialName) for web, MUTUAL for
+# another host, TLS PASSTHROUGH by SNI and a TCP route to echo.
+INGRESS = f"""
+apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {{name: ingress, namespace: istio-system}}
+spec:
+  selector: {{istio: ingressgateway}}
+  servers:
+  - port: {{number: 80, name: http, protocol: HTTP}}
+    hosts: [web.example.com]
+  - port: {{number: 443, name: https, protocol: HTTPS}}
+    tls: {{mode: SIMPLE, credentialName: web-credential}}
+    hosts: [web.example.com]
+  - port: {{number: 443, name: https-mtls, protocol: HTTPS}}
+    tls: {{mode: MUTUAL, credentialName: web-credential}}
+    hosts: [mtls.example.com]
+  - port: {{number: 443, name: tls, protocol: TLS}}
+    tls: {{mode: PASSTHROUGH}}
+    hosts: [echo.example.com]
+  - port: {{number: 31400, name: tcp, protocol: TCP}}
+    hosts: ['*']
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: web-ingress, namespace: {NS}}}
+spec:
+  hosts: [web.example.com, mtls.example.com]
+  gateways: [istio-system/ingress]
+  http:
+  - match: [{{uri: {{prefix: /api}}}}]
+    route: [{{destination: {{host: web, port: {{number: 80}}}}}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: echo-passthrough, namespace: {NS}}}
+spec:
+  hosts: [echo.example.com]
+  gateways: [istio-system/ingress]
+  tls:
+  - match: [{{port: 443, sniHosts: [echo.example.com]}}]
+    route: [{{destination: {{host: {ECHO}, port: {{number: 7070}}}}}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {{name: echo-tcp, namespace: {NS}}}
+spec:
+  hosts: ['*']
+  gateways: [istio-system/ingress]
+  tcp:
+  - route: [{{destination: {{host: {ECHO}, port: {{number: 7070}}}}}}]
+"""
+
 
 def has(kind: str, *names: str):
     return lambda j: all(n in j.get(kind, {}) for n in names)
@@ -388,6 +448,9 @@ SCENARIOS = [
     ("external-services", EXTERNAL_SERVICES,
      {"grpc": has("CDS", f"outbound|7070||{ECHO}"),
       "sidecar": has("CDS", "outbound|80||api.example.com", "outbound|8080||rr.example.com")}),
+    ("ingress-gateway", INGRESS,
+     {"gateway": lambda j: {"0.0.0.0_80", "0.0.0.0_443", "0.0.0.0_31400"} <= set(j.get("LDS", {}))
+      and "http.80" in j.get("RDS", {})}),
     ("sidecar-scope", SIDECAR_SCOPE,
      {"grpc": has("CDS", f"outbound|7070||{ECHO}"), "sidecar": lacks("CDS", f"outbound|80||{WEB}")}),
 ]
