@@ -102,7 +102,7 @@ pub struct Merged<'m> {
     pub ports: Vec<ListenerPort<'m>>,
     /// Route configuration name → its servers.
     pub routes: BTreeMap<String, Vec<Bound<'m>>>,
-    /// Servers left out, with why (what `explain` and the log report).
+    /// Servers left out, with why (istiod logs these and counts them in `pilot_total_rejected_configs`).
     pub skipped: Vec<(String, String)>,
 }
 
