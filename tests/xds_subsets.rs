@@ -66,7 +66,10 @@ async fn subset_clusters_are_listed_and_their_endpoints_pushed() {
         names,
         [
             "BlackHoleCluster".to_owned(),
+            "InboundPassthroughCluster".to_owned(),
             "PassthroughCluster".to_owned(),
+            // The client's address is one of echo's endpoints: it serves 7070 (its inbound side).
+            "inbound|7070||".to_owned(),
             V1.to_owned(),
             format!("outbound|7070||{HOST}")
         ]

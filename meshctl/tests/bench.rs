@@ -259,7 +259,11 @@ async fn sidecar_scoped_clients_get_only_their_services() {
     assert!(verified.mismatches.is_empty(), "{:?}", verified.mismatches);
     assert_eq!(
         verified.other_clusters,
-        ["BlackHoleCluster", "PassthroughCluster"],
+        [
+            "BlackHoleCluster",
+            "InboundPassthroughCluster",
+            "PassthroughCluster"
+        ],
         "besides its services', only meshd's defaults"
     );
     assert_eq!(report.events.len(), 40);
