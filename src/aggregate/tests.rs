@@ -359,7 +359,10 @@ async fn a_burst_is_published_once_after_the_quiet_period() {
         tokio::time::sleep(Duration::from_millis(50)).await;
         // Readers see the window the burst waits in (`meshctl explain` says so).
         let pending = snaps.pending().expect("changes pending inside the window");
-        assert!(pending.first >= t0 && pending.first < t0 + Duration::from_millis(50), "{pending:?}");
+        assert!(
+            pending.first >= t0 && pending.first < t0 + Duration::from_millis(50),
+            "{pending:?}"
+        );
         assert!(pending.deadline > tokio::time::Instant::now(), "{pending:?}");
     }
     let snap = snaps.changed().await.expect("published");
