@@ -23,7 +23,13 @@ from envoy.config.route.v3 import route_pb2
 from envoy.service.discovery.v3 import ads_pb2_grpc, discovery_pb2
 
 # Registered for json_format: the types meshd nests in `Any` fields.
+from envoy.extensions.filters.http.cors.v3 import cors_pb2  # noqa: F401
+from envoy.extensions.request_id.uuid.v3 import uuid_pb2  # noqa: F401
 from envoy.extensions.filters.http.fault.v3 import fault_pb2  # noqa: F401
+from envoy.extensions.filters.listener.http_inspector.v3 import http_inspector_pb2  # noqa: F401
+from envoy.extensions.filters.listener.original_dst.v3 import original_dst_pb2  # noqa: F401
+from envoy.extensions.filters.listener.tls_inspector.v3 import tls_inspector_pb2  # noqa: F401
+from envoy.extensions.network.dns_resolver.cares.v3 import cares_dns_resolver_pb2  # noqa: F401
 from envoy.extensions.filters.http.router.v3 import router_pb2  # noqa: F401
 from envoy.extensions.retry.host.previous_hosts.v3 import previous_hosts_pb2  # noqa: F401
 from envoy.extensions.retry.priority.previous_priorities.v3 import previous_priorities_config_pb2  # noqa: F401
