@@ -148,22 +148,17 @@ pub struct SyncStatus {
 
 /// One type of one proxy.
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 pub struct TypeSync {
     /// Nonce sent.
-    #[serde(default)]
     pub sent: String,
     /// Nonce ACKed.
-    #[serde(default)]
     pub acked: String,
     /// The last NACK's message.
-    #[serde(default)]
     pub last_error: String,
     /// How many names the client asked for that meshd does not have.
-    #[serde(default)]
     pub waiting: usize,
     /// The first of them.
-    #[serde(default)]
     pub waiting_names: Vec<String>,
 }
 
@@ -547,11 +542,11 @@ pub fn explain_text(e: &Value) -> String {
         s(&e["service"]),
     );
     if let Some(d) = e["debouncing"].as_object() {
+        let ms = |k: &str| d.get(k).and_then(Value::as_u64).unwrap_or(0);
+        let (since, within) = (ms("sinceMs"), ms("publishWithinMs"));
         out += &format!(
-            "NOTE: a change arrived {} ms ago and is still inside the debounce window: this report shows \
-             the state before it; run again in {} ms\n",
-            d.get("sinceMs").and_then(Value::as_u64).unwrap_or(0),
-            d.get("publishWithinMs").and_then(Value::as_u64).unwrap_or(0),
+            "NOTE: a change arrived {since} ms ago and is still inside the debounce window: this report \
+             shows the state before it; run again in {within} ms\n"
         );
     }
     out += &scope_text(&e["sidecar"]);
