@@ -6,11 +6,13 @@ use std::{
     process::Command,
 };
 
-fn main() {
-    envoy_descriptor_set();
-    if let Err(e) = compile_protos() {
-        panic!("compiling proto/: {e}");
-    }
+/// A build script's failure is its message: cargo prints it and stops.
+type BuildResult<T> = Result<T, Box<dyn std::error::Error>>;
+
+fn main() -> BuildResult<()> {
+    envoy_descriptor_set()?;
+    compile_protos().map_err(|e| format!("compiling proto/: {e}"))?;
+    Ok(())
 }
 
 /// The Envoy protos `/debug/config_dump` needs, as roots: the admin `ConfigDump` messages, the four
@@ -43,8 +45,8 @@ const ENVOY_ROOTS: &[&str] = &[
 /// Rust types were generated from, so the descriptors cannot drift from what meshd encodes) into
 /// `$OUT_DIR/envoy.bin`, a `FileDescriptorSet` without source info. protox is a pure-Rust compiler:
 /// no `protoc` on the build machine.
-fn envoy_descriptor_set() {
-    let proto = envoy_types_dir().join("proto");
+fn envoy_descriptor_set() -> BuildResult<()> {
+    let proto = envoy_types_dir()?.join("proto");
     let includes = [
         "data-plane-api",
         "xds",
@@ -55,47 +57,48 @@ fn envoy_descriptor_set() {
         "client_model",
     ]
     .map(|d| proto.join(d));
-    let mut compiler = protox::Compiler::new(&includes).expect("envoy-types proto include paths");
+    let mut compiler =
+        protox::Compiler::new(&includes).map_err(|e| format!("envoy-types proto include paths: {e}"))?;
     compiler.include_imports(true).include_source_info(false);
     compiler
         .open_files(ENVOY_ROOTS)
-        .unwrap_or_else(|e| panic!("compiling the Envoy protos in {}: {e}", proto.display()));
-    let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR")).join("envoy.bin");
-    std::fs::write(&out, compiler.encode_file_descriptor_set()).expect("writing envoy.bin");
+        .map_err(|e| format!("compiling the Envoy protos in {}: {e}", proto.display()))?;
+    let out = PathBuf::from(env::var_os("OUT_DIR").ok_or("OUT_DIR unset")?).join("envoy.bin");
+    std::fs::write(&out, compiler.encode_file_descriptor_set())
+        .map_err(|e| format!("writing {}: {e}", out.display()))?;
     println!("cargo::rerun-if-changed={}", proto.display());
     println!("cargo::rerun-if-changed=Cargo.lock");
+    Ok(())
 }
 
 /// Where the `envoy-types` package this build resolved lives (`cargo metadata`: registry, vendored or
 /// git sources alike).
-fn envoy_types_dir() -> PathBuf {
+fn envoy_types_dir() -> BuildResult<PathBuf> {
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let manifest =
-        Path::new(&env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR")).join("Cargo.toml");
+        Path::new(&env::var_os("CARGO_MANIFEST_DIR").ok_or("CARGO_MANIFEST_DIR unset")?).join("Cargo.toml");
     let mut cmd = Command::new(cargo);
     cmd.args(["metadata", "--format-version", "1", "--locked", "--manifest-path"])
         .arg(&manifest);
     if let Some(target) = env::var_os("TARGET") {
         cmd.arg("--filter-platform").arg(target);
     }
-    let out = cmd.output().expect("running cargo metadata");
-    assert!(
-        out.status.success(),
-        "cargo metadata failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).expect("cargo metadata JSON");
+    let out = cmd.output().map_err(|e| format!("running cargo metadata: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("cargo metadata failed: {}", String::from_utf8_lossy(&out.stderr)).into());
+    }
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout)?;
     let manifest_path = meta["packages"]
         .as_array()
         .into_iter()
         .flatten()
         .find(|p| p["name"] == "envoy-types")
         .and_then(|p| p["manifest_path"].as_str())
-        .expect("envoy-types in cargo metadata");
-    Path::new(manifest_path)
+        .ok_or("envoy-types is not in cargo metadata")?;
+    Ok(Path::new(manifest_path)
         .parent()
-        .expect("a manifest's folder")
-        .to_owned()
+        .ok_or("envoy-types' manifest has no folder")?
+        .to_owned())
 }
 
 /// Compiles the protos meshd serves (`proto/`) with a pure-Rust protobuf compiler (protox), so a fresh

@@ -30,14 +30,15 @@ use prost_reflect::{DescriptorPool, DynamicMessage, SerializeOptions};
 use crate::envoy::{Resource, XdsType, any};
 
 /// The Envoy descriptors `build.rs` compiled.
-static ENVOY: LazyLock<DescriptorPool> = LazyLock::new(|| {
-    DescriptorPool::decode(&include_bytes!(concat!(env!("OUT_DIR"), "/envoy.bin"))[..])
-        .expect("build.rs wrote a valid FileDescriptorSet")
-});
+static ENVOY: LazyLock<Result<DescriptorPool, prost_reflect::DescriptorError>> =
+    LazyLock::new(|| DescriptorPool::decode(&include_bytes!(concat!(env!("OUT_DIR"), "/envoy.bin"))[..]));
 
 /// Why a dump could not be rendered.
 #[derive(Debug, thiserror::Error)]
 pub enum DumpError {
+    /// The descriptor set `build.rs` wrote does not decode (a broken build).
+    #[error("the built-in Envoy descriptors do not decode: {0}")]
+    Descriptors(String),
     /// The descriptor set lacks `envoy.admin.v3.ConfigDump` (a broken build).
     #[error("the built-in Envoy descriptors lack envoy.admin.v3.ConfigDump")]
     NoConfigDump,
@@ -69,6 +70,8 @@ pub struct Section<'a> {
 pub fn render(sections: &[Section<'_>]) -> Result<String, DumpError> {
     let dump = config_dump(sections);
     let desc = ENVOY
+        .as_ref()
+        .map_err(|e| DumpError::Descriptors(e.to_string()))?
         .get_message_by_name("envoy.admin.v3.ConfigDump")
         .ok_or(DumpError::NoConfigDump)?;
     let msg = DynamicMessage::decode(desc, dump.encode_to_vec().as_slice())?;
@@ -76,7 +79,7 @@ pub fn render(sections: &[Section<'_>]) -> Result<String, DumpError> {
     let mut json = serde_json::Serializer::pretty(&mut out);
     msg.serialize_with_options(&mut json, &SerializeOptions::new().use_proto_field_name(true))?;
     out.push(b'\n');
-    Ok(String::from_utf8(out).expect("serde_json writes UTF-8"))
+    Ok(String::from_utf8_lossy(&out).into_owned())
 }
 
 /// The typed dump; each resource is an `Any` around the bytes the proxy was sent.
