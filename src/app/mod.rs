@@ -239,6 +239,7 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
         }),
     );
     let debug = multicluster::status::routes(debug, view.clusters.clone());
+    let debug = multicluster::check::routes(debug, view.clusters.clone(), view.snapshots.clone());
     let debug = xds::debug::routes(aggregate::routes(debug, &view.snapshots), &ads);
     let debug_auth = admin::DebugAuth {
         authenticator: Some(mesh_auth.clone()),

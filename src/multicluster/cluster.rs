@@ -19,6 +19,7 @@ use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
 
 use super::{
+    check::{self, Credentials},
     kubeconfig::{self, InsecureOption},
     status::SyncStatus,
 };
@@ -67,6 +68,9 @@ pub struct Env {
     pub registry_metrics: registry::Metrics,
 }
 
+/// The progress of a running cluster's generation in charge; `None` before its first and once stopped.
+pub type ProgressChannel = watch::Receiver<Option<watch::Receiver<Progress>>>;
+
 /// The controller's handle on a running cluster.
 pub struct Handle {
     /// sha256 of the kubeconfig it runs (or is rotating to).
@@ -76,6 +80,12 @@ pub struct Handle {
     /// The client of the generation in charge (serving, else syncing); `None` once stopped. Lets token
     /// reviews for this cluster's workloads go to its own API server.
     pub client: watch::Receiver<Option<kube::Client>>,
+    /// The progress of the same generation (its last event), for `remote-clusters --check`.
+    pub progress: ProgressChannel,
+    /// What the kubeconfig it runs authenticates with (its expiry), for `remote-clusters --check`.
+    pub credentials: Credentials,
+    /// `--insecure-kubeconfig-options`, to read rotated kubeconfigs' credentials alike.
+    allowed: Arc<BTreeSet<InsecureOption>>,
     rotate: mpsc::Sender<Arc<[u8]>>,
     /// The Secret's own discovery selectors, which every registry generation follows.
     selectors: watch::Sender<Override>,
@@ -98,13 +108,17 @@ impl Handle {
         let (selectors, selectors_rx) = watch::channel(selectors);
         let (rotate, rotations) = mpsc::channel(4);
         let (client_tx, client) = watch::channel(None);
+        let (progress_tx, progress) = watch::channel(None);
         let tasks = tasks.child();
+        let credentials = check::credentials(&kubeconfig, &env.allowed);
+        let allowed = env.allowed.clone();
         let supervisor = Supervisor {
             env,
             cluster: cluster.clone(),
             tasks: tasks.clone(),
             status: status_tx,
             client: client_tx,
+            progress: progress_tx,
             selectors: selectors_rx,
             published: 0,
             latest: 0,
@@ -117,6 +131,9 @@ impl Handle {
             sha,
             status,
             client,
+            progress,
+            credentials,
+            allowed,
             rotate,
             selectors,
             tasks,
@@ -141,6 +158,7 @@ impl Handle {
     /// Rotates to a new kubeconfig (make-before-break).
     pub fn rotate(&mut self, kubeconfig: Arc<[u8]>, sha: [u8; 32]) {
         self.sha = sha;
+        self.credentials = check::credentials(&kubeconfig, &self.allowed);
         if self.rotate.try_send(kubeconfig).is_err() {
             warn!("cluster supervisor is busy or gone; rotation dropped");
         }
@@ -166,6 +184,7 @@ struct Supervisor {
     tasks: Tasks,
     status: watch::Sender<(SyncStatus, Option<String>)>,
     client: watch::Sender<Option<kube::Client>>,
+    progress: watch::Sender<Option<watch::Receiver<Progress>>>,
     selectors: watch::Receiver<Override>,
     /// Generation whose client was last published.
     published: u64,
@@ -246,6 +265,7 @@ impl Supervisor {
         });
         self.status.send_replace((SyncStatus::Closed, None));
         self.client.send_replace(None);
+        self.progress.send_replace(None);
     }
 
     /// Builds a client and starts a registry generation; `None` (with the reason in the status) if the
@@ -308,6 +328,7 @@ impl Supervisor {
         if self.published != generation.id {
             self.published = generation.id;
             self.client.send_replace(Some(generation.client.clone()));
+            self.progress.send_replace(Some(generation.progress.clone()));
         }
         let progress = generation.progress.borrow().clone();
         let status = SyncStatus::from_progress(&progress, timed_out);

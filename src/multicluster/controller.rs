@@ -248,6 +248,8 @@ impl Controller {
                 status: StatusSource::Live(r.handle.status.clone()),
                 client: Some(r.handle.client.clone()),
                 selectors: Some(r.handle.selectors()),
+                progress: Some(r.handle.progress.clone()),
+                credentials: Some(r.handle.credentials.clone()),
             })
             .chain(want.rejected.iter().map(|r| Entry {
                 id: r.cluster.clone(),
@@ -255,6 +257,8 @@ impl Controller {
                 status: StatusSource::Fixed(SyncStatus::Error(r.reason.clone())),
                 client: None,
                 selectors: None,
+                progress: None,
+                credentials: None,
             }))
             .collect();
         rest.sort_by(|a, b| (&a.id, &a.secret).cmp(&(&b.id, &b.secret)));
@@ -271,6 +275,8 @@ impl Controller {
             status: self.own_status.clone(),
             client: None,
             selectors: None,
+            progress: None,
+            credentials: None,
         }
     }
 }

@@ -7,9 +7,11 @@
 //! - [`controller`]: the Secret watcher; starts, rotates and stops clusters.
 //! - [`cluster`]: one cluster's supervisor: client, registry generations, status, readiness timeout.
 //! - [`status`]: the `/debug/clusterz` table and its route.
+//! - [`check`]: ★ `/debug/clusterz/check` (`meshctl remote-clusters --check`): whether each remote works.
 //! - [`metrics`]: sync timeouts and the cluster gauges ([`Metrics`]).
 //! - [`remote_secret`]: building remote secrets (sandbox, `meshctl add-cluster`).
 
+pub mod check;
 pub mod cluster;
 pub mod controller;
 pub mod kubeconfig;

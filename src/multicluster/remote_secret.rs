@@ -102,33 +102,20 @@ pub async fn ensure_reader(
             "creating service account {namespace}/{service_account}"
         )))?;
     let role_name = format!("istio-reader-clusterrole-{namespace}");
-    let read = |group: &str, resources: &[&str]| PolicyRule {
-        api_groups: Some(vec![group.into()]),
-        resources: Some(resources.iter().map(|r| r.to_string()).collect()),
-        verbs: ["list", "watch"].map(String::from).to_vec(),
-        ..Default::default()
-    };
-    // The Helm chart's `remote` profile grants the same; tests/e2e/test_rbac.py checks both against
-    // what meshd uses.
+    // Exactly what meshd needs there (`remote-clusters --check` reviews the same list). The Helm chart's
+    // `remote` profile grants the same; tests/e2e/test_rbac.py checks both against what meshd uses.
+    let rules = super::check::NEEDED
+        .iter()
+        .map(|p| PolicyRule {
+            api_groups: Some(vec![p.group.into()]),
+            resources: Some(vec![p.resource.into()]),
+            verbs: p.verbs.iter().map(|v| v.to_string()).collect(),
+            ..Default::default()
+        })
+        .collect();
     let role = ClusterRole {
         metadata: meta(&role_name, None),
-        rules: Some(vec![
-            read("", &["namespaces", "services", "pods", "nodes"]),
-            read("discovery.k8s.io", &["endpointslices"]),
-            PolicyRule {
-                api_groups: Some(vec!["authentication.k8s.io".into()]),
-                resources: Some(vec!["tokenreviews".into()]),
-                verbs: vec!["create".into()],
-                ..Default::default()
-            },
-            // The primary's leader keeps `istio-ca-root-cert` in every namespace here.
-            PolicyRule {
-                api_groups: Some(vec![String::new()]),
-                resources: Some(vec!["configmaps".into()]),
-                verbs: ["list", "watch", "create", "update"].map(String::from).to_vec(),
-                ..Default::default()
-            },
-        ]),
+        rules: Some(rules),
         ..Default::default()
     };
     create_if_missing(&Api::all(client.clone()), &role)

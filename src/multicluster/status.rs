@@ -8,6 +8,7 @@ use axum::{Json, routing::get};
 use serde::Serialize;
 use tokio::sync::watch;
 
+use super::{check::Credentials, cluster::ProgressChannel};
 use crate::{
     admin,
     config::selectors::LabelSelector,
@@ -92,6 +93,10 @@ pub(crate) struct Entry {
     pub(crate) client: Option<ClientChannel>,
     /// The remote's own discovery selectors (running remotes only).
     pub(crate) selectors: Option<watch::Receiver<Override>>,
+    /// Its registry's progress (running remotes only), for its last event.
+    pub(crate) progress: Option<ProgressChannel>,
+    /// What its kubeconfig authenticates with (running remotes only).
+    pub(crate) credentials: Option<Credentials>,
 }
 
 impl std::fmt::Debug for Entry {
@@ -113,6 +118,20 @@ pub enum StatusSource {
     Registry(watch::Receiver<Progress>),
     /// A rejected Secret entry.
     Fixed(SyncStatus),
+}
+
+impl StatusSource {
+    /// The status and last error now.
+    fn now(&self) -> (SyncStatus, Option<String>) {
+        match self {
+            Self::Live(rx) => rx.borrow().clone(),
+            Self::Registry(rx) => {
+                let p = rx.borrow();
+                (SyncStatus::from_progress(&p, false), p.last_error.clone())
+            }
+            Self::Fixed(s) => (s.clone(), None),
+        }
+    }
 }
 
 /// A running remote cluster's client as a channel: a new client when its credentials rotate, `None` once
@@ -150,14 +169,7 @@ impl Clusters {
         self.load()
             .iter()
             .map(|e| {
-                let (status, last_error) = match &e.status {
-                    StatusSource::Live(rx) => rx.borrow().clone(),
-                    StatusSource::Registry(rx) => {
-                        let p = rx.borrow();
-                        (SyncStatus::from_progress(&p, false), p.last_error.clone())
-                    }
-                    StatusSource::Fixed(s) => (s.clone(), None),
-                };
+                let (status, last_error) = e.status.now();
                 ClusterRow {
                     id: e.id.clone(),
                     secret_name: e.secret.clone(),
@@ -189,12 +201,48 @@ impl Clusters {
             .collect()
     }
 
+    /// Every remote (running or refused) as `remote-clusters --check` sees it now.
+    pub(crate) fn remotes(&self) -> Vec<Remote> {
+        self.load()
+            .iter()
+            .filter(|e| !e.secret.is_empty())
+            .map(|e| {
+                let (status, last_error) = e.status.now();
+                let last_event = e.progress.as_ref().and_then(|rx| {
+                    let current = rx.borrow();
+                    current.as_ref().and_then(|p| p.borrow().last_event)
+                });
+                Remote {
+                    id: e.id.to_string(),
+                    status,
+                    last_error,
+                    last_event,
+                    client: e.client.as_ref().and_then(|rx| rx.borrow().clone()),
+                    credentials: e
+                        .credentials
+                        .clone()
+                        .unwrap_or_else(|| Credentials::Unreadable("its kubeconfig was refused".into())),
+                }
+            })
+            .collect()
+    }
+
     /// The row for `id` from `secret`, if any.
     pub fn row(&self, id: &str, secret: &str) -> Option<ClusterRow> {
         self.rows()
             .into_iter()
             .find(|r| &*r.id == id && r.secret_name == secret)
     }
+}
+
+/// A remote as `remote-clusters --check` sees it.
+pub(crate) struct Remote {
+    pub(crate) id: String,
+    pub(crate) status: SyncStatus,
+    pub(crate) last_error: Option<String>,
+    pub(crate) last_event: Option<std::time::SystemTime>,
+    pub(crate) client: Option<kube::Client>,
+    pub(crate) credentials: Credentials,
 }
 
 /// The running remote clusters of a [`Clusters`] table, as it changes.

@@ -92,6 +92,8 @@ pub struct Progress {
     pub synced: bool,
     /// The last watch error, in words, until the watches recover.
     pub last_error: Option<String>,
+    /// When the last watch event arrived (set without waking receivers: only `--check` reads it).
+    pub last_event: Option<std::time::SystemTime>,
 }
 
 /// Starts the registry task under `tasks` (cancel them to stop it).
@@ -267,6 +269,13 @@ impl Registry {
     }
 
     fn on_batch(&mut self, batch: Vec<WatchItem>) {
+        if batch.iter().any(Result::is_ok) {
+            let now = std::time::SystemTime::now();
+            self.progress.send_if_modified(|p| {
+                p.last_event = Some(now);
+                false
+            });
+        }
         for item in batch {
             match item {
                 Ok(ev) => self.on_event(ev),
