@@ -219,18 +219,23 @@ fn sync_dir(dir: &Path) -> Result<(), PersistError> {
     File::open(dir).and_then(|d| d.sync_all()).map_err(io_err(dir))
 }
 
+/// A new or emptied file only its owner can read: the store holds Secrets.
+fn create_private(path: &Path) -> Result<File, PersistError> {
+    OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(io_err(path))
+}
+
 /// Writes `bytes` to `path` as a whole or not at all (owner-only): a temporary file, fsynced, renamed.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), PersistError> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(io_err(&tmp))?;
+    let mut file = create_private(&tmp)?;
     file.write_all(bytes)
         .and_then(|()| file.sync_all())
         .map_err(io_err(&tmp))?;
@@ -280,13 +285,7 @@ impl Log {
     /// Replaces the snapshot with the whole store as of `rv` and empties the log.
     pub(crate) fn snapshot(&mut self, rv: u64, objects: &[EntryRef<'_>]) -> Result<(), PersistError> {
         let tmp = self.dir.join(SNAPSHOT_TMP);
-        let file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)
-            .map_err(io_err(&tmp))?;
+        let file = create_private(&tmp)?;
         let mut out = BufWriter::new(file);
         let mut framed = SNAPSHOT_MAGIC.to_vec();
         let header = record::encode_header(rv, objects.len() as u64);
