@@ -682,7 +682,10 @@ pub fn explain_routes_text(r: &Value) -> String {
             .as_str()
             .filter(|n| !n.is_empty())
             .unwrap_or("(unnamed)");
-        out += &format!("    {name}: {} → {}\n", s(&route["match"]), dests.join(", "));
+        let to = route["answer"]
+            .as_str()
+            .map_or_else(|| dests.join(", "), str::to_owned);
+        out += &format!("    {name}: {} → {to}\n", s(&route["match"]));
         out += &format!(
             "      timeout {}, retries {}\n",
             s(&route["timeout"]),

@@ -5,8 +5,12 @@
 //! drift from what the proxy is sent.
 
 use envoy_types::pb::envoy::{
-    config::route::v3::{
-        HeaderMatcher, Route, header_matcher::HeaderMatchSpecifier, route, route_action, route_match,
+    config::{
+        core::v3::data_source,
+        route::v3::{
+            DirectResponseAction, HeaderMatcher, RedirectAction, Route, header_matcher::HeaderMatchSpecifier,
+            redirect_action, route, route_action, route_match,
+        },
     },
     extensions::filters::{
         common::fault::v3::fault_delay,
@@ -51,6 +55,8 @@ pub struct RouteReport {
     pub r#match: String,
     /// Where it sends requests.
     pub destinations: Vec<DestinationReport>,
+    /// What the proxy answers itself instead (a redirect or a direct response), in words.
+    pub answer: Option<String>,
     /// The request timeout (`0s`: none).
     pub timeout: Option<String>,
     /// Retries in words; `None`: no retries.
@@ -133,15 +139,65 @@ fn route_report(r: &Route) -> RouteReport {
     let hash = action
         .map(|a| a.hash_policy.iter().filter_map(hash_words).collect())
         .unwrap_or_default();
+    let answer = match &r.action {
+        Some(route::Action::Redirect(rd)) => Some(redirect_words(rd)),
+        Some(route::Action::DirectResponse(dr)) => Some(direct_response_words(dr)),
+        _ => None,
+    };
     RouteReport {
         name: r.name.clone(),
         r#match: r.r#match.as_ref().map(match_words).unwrap_or_default(),
         destinations,
+        answer,
         timeout: action.and_then(|a| a.timeout.as_ref()).map(duration),
         retries,
         fault,
         hash,
     }
+}
+
+/// `redirect 301 to https://<request's host>:8443/login`: what the redirect changes, the rest is the
+/// request's own.
+fn redirect_words(rd: &RedirectAction) -> String {
+    use redirect_action::{PathRewriteSpecifier, RedirectResponseCode, SchemeRewriteSpecifier};
+    let code = match RedirectResponseCode::try_from(rd.response_code) {
+        Ok(RedirectResponseCode::Found) => 302,
+        Ok(RedirectResponseCode::SeeOther) => 303,
+        Ok(RedirectResponseCode::TemporaryRedirect) => 307,
+        Ok(RedirectResponseCode::PermanentRedirect) => 308,
+        _ => 301,
+    };
+    let scheme = match &rd.scheme_rewrite_specifier {
+        Some(SchemeRewriteSpecifier::HttpsRedirect(true)) => "https",
+        Some(SchemeRewriteSpecifier::SchemeRedirect(s)) => s.as_str(),
+        _ => "<request's scheme>",
+    };
+    let host = match rd.host_redirect.as_str() {
+        "" => "<request's host>",
+        h => h,
+    };
+    let port = match rd.port_redirect {
+        0 => String::new(),
+        p => format!(":{p}"),
+    };
+    let path = match &rd.path_rewrite_specifier {
+        Some(PathRewriteSpecifier::PathRedirect(p)) if !p.is_empty() => p.clone(),
+        Some(PathRewriteSpecifier::PrefixRewrite(p)) => format!("{p}<rest of the path>"),
+        _ => "<request's path>".to_owned(),
+    };
+    let query = if rd.strip_query { " (query dropped)" } else { "" };
+    format!("redirect {code} to {scheme}://{host}{port}{path}{query}")
+}
+
+/// `answer 503 directly, body "unavailable"` (bodies past 40 characters, or not text, by size).
+fn direct_response_words(dr: &DirectResponseAction) -> String {
+    let body = match dr.body.as_ref().and_then(|b| b.specifier.as_ref()) {
+        Some(data_source::Specifier::InlineString(s)) if s.chars().count() <= 40 => format!(", body {s:?}"),
+        Some(data_source::Specifier::InlineString(s)) => format!(", body of {} bytes", s.len()),
+        Some(data_source::Specifier::InlineBytes(b)) => format!(", body of {} bytes", b.len()),
+        _ => ", no body".to_owned(),
+    };
+    format!("answer {} directly{body}", dr.status)
 }
 
 fn hash_words(h: &route_action::HashPolicy) -> Option<String> {
@@ -295,5 +351,39 @@ mod tests {
             "public by default"
         );
         assert!(r.ignored.is_empty(), "sidecars act on every field");
+    }
+
+    #[test]
+    fn redirects_and_direct_responses_are_told_in_words() {
+        let vs = "hosts: [web]\nhttp:\n\
+                  - name: moved\n  match: [{uri: {prefix: /old}}]\n  \
+                    redirect: {uri: /new, authority: new.example.com, scheme: https, redirectCode: 308}\n\
+                  - name: same-host\n  match: [{uri: {prefix: /v1}}]\n  redirect: {uri: /v2}\n\
+                  - name: down\n  match: [{uri: {prefix: /down}}]\n  \
+                    directResponse: {status: 503, body: {string: unavailable}}\n\
+                  - name: empty\n  directResponse: {status: 204}\n";
+        let m = StaticMesh::new(1)
+            .with(service("web", "default", &[("http", 80, Protocol::Http)]), vec![])
+            .with_config([config("VirtualService", "default", "web", "1", vs)]);
+        let web = m.service("web.default.svc.cluster.local").unwrap();
+        let r = report(&m, &proxy(ProxyKind::Sidecar, "default"), web, 80).unwrap();
+        let answers: Vec<(&str, Option<&str>, usize)> = r
+            .routes
+            .iter()
+            .map(|r| (r.name.as_str(), r.answer.as_deref(), r.destinations.len()))
+            .collect();
+        assert_eq!(
+            answers,
+            [
+                ("moved", Some("redirect 308 to https://new.example.com/new"), 0),
+                (
+                    "same-host",
+                    Some("redirect 301 to <request's scheme>://<request's host>/v2"),
+                    0
+                ),
+                ("down", Some("answer 503 directly, body \"unavailable\""), 0),
+                ("empty", Some("answer 204 directly, no body"), 0),
+            ]
+        );
     }
 }
