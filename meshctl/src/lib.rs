@@ -4,6 +4,7 @@
 //! - [`client`]: meshd's admin API; [`target`]: which meshd (`--meshd`, the sandbox on `$MESHD_STATE_DIR`
 //!   or the default folder, else `http://127.0.0.1:15014`), never another when pointed at one.
 //! - [`views`]: the readable views of the debug JSON (pure).
+//! - [`remote_check`]: `remote-clusters --check`'s table and verdict.
 //! - [`proxy_config`]: `proxy-config`'s tables from a proxy's Envoy config dump (pure).
 //! - [`output`]: tables, JSON, YAML.
 //! - [`cluster`]: `add-cluster` / `remove-cluster` (Kubernetes, not meshd).
@@ -19,6 +20,7 @@ pub mod client;
 pub mod cluster;
 pub mod output;
 pub mod proxy_config;
+pub mod remote_check;
 pub mod target;
 pub mod views;
 
@@ -75,7 +77,13 @@ pub enum Command {
         namespace: String,
     },
     /// One row per cluster meshd knows: status, and why when not synced.
-    RemoteClusters,
+    RemoteClusters {
+        /// ★ Check each remote instead (meshd asks it, with its own credentials): sync, last event,
+        /// credentials expiry, RBAC it grants against what meshd needs, stale endpoints, and whether each
+        /// network gateway resolves and accepts connections from meshd. Exits non-zero on any failure.
+        #[arg(long)]
+        check: bool,
+    },
     /// One row per connected proxy: cluster, network, SYNCED / STALE / NOT SENT per type, last NACK.
     ProxyStatus,
     /// Every endpoint and gateway a proxy receives for a service, and every endpoint dropped, with why.
@@ -262,6 +270,9 @@ pub enum Error {
          for causes and resolutions"
     )]
     FoundIssues(&'static str),
+    /// `meshctl remote-clusters --check` found problems.
+    #[error("{0} remote-cluster check(s) failed")]
+    CheckFailed(usize),
 }
 
 /// Runs one command; prints its result to stdout.
@@ -321,7 +332,20 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
             let secret = cluster::remove(&client, &namespace, &id).await?;
             eprintln!("removed cluster {id} (Secret {secret})");
         }
-        Command::RemoteClusters => {
+        Command::RemoteClusters { check: true } => {
+            let rows: Vec<meshd::multicluster::check::CheckRow> =
+                admin()?.get("/debug/clusterz/check").await?;
+            let checks = remote_check::Checks(rows);
+            print!("{}", render(&checks, out)?);
+            if out == Output::Table {
+                eprintln!("{}", checks.summary());
+            }
+            let (failed, _) = checks.counts();
+            if failed > 0 {
+                return Err(Error::CheckFailed(failed));
+            }
+        }
+        Command::RemoteClusters { check: false } => {
             let rows: Vec<views::ClusterzRow> = admin()?.get("/debug/clusterz").await?;
             let rows = views::RemoteClusters(rows.iter().map(views::remote_cluster).collect());
             print!("{}", render(&rows, out)?);
