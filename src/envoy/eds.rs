@@ -29,7 +29,7 @@ use super::{
 };
 use crate::{
     envoy::{Proxy, ProxyKind, XdsType, resource::Resource},
-    model::{ClusterId, Endpoint, Health, Locality, NetworkId, ServicePort, TlsMode},
+    model::{ClusterId, Endpoint, Health, Locality, NetworkId, ServicePort, TlsMode, WorkloadKind},
     traffic::{self, MergedRule},
 };
 
@@ -81,20 +81,21 @@ pub struct LbTarget {
     pub cluster: ClusterId,
 }
 
-/// What to do with an address that appears more than once, which split horizon causes: a gateway
-/// stands in for remote endpoints in every locality they run in.
+/// The client an assignment is for, where clients differ. Both keep one endpoint per address, which
+/// split horizon repeats (a gateway stands in for remote endpoints of several localities, clusters
+/// and priorities): Envoy ignores every occurrence but the first anywhere in an assignment
+/// (envoy#23445), gRPC NACKs it, so meshd merges them itself ([`Assignment::merge_duplicates`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Duplicates {
-    /// Envoy: keep one per locality (istiod's shape: the gateway stays in each locality it serves).
-    PerLocality,
-    /// Proxyless gRPC, which NACKs an address repeated anywhere in an assignment: its best priority
-    /// keeps it, with the weights of the other occurrences added ([`Assignment::merge_duplicates`]).
-    Merge,
+pub enum Client {
+    /// Envoy: keeps a locality that `distribute` empties (istiod's shape).
+    Envoy,
+    /// Proxyless gRPC: grpcio reports a locality without endpoints as an error, so none is sent.
+    Grpc,
 }
 
 /// Groups endpoints by (locality, `rank`), the rank becoming the group's priority (istiod splits each
 /// locality group by `failoverPriority` rank). Groups are ordered by locality, then rank; an address
-/// repeated within a group keeps its first occurrence.
+/// repeated within a group is sent once: a gateway's with the weights added, a workload's first.
 pub fn grouped<'a>(
     cluster: Arc<str>,
     port: &ServicePort,
@@ -109,23 +110,43 @@ pub fn grouped<'a>(
         .filter_map(|ep| Some((&ep.locality, rank(ep), ep.address, ep.port(&port.name)?, ep)))
         .collect();
     rows.sort_by(|a, b| (a.0, a.1, a.2, a.3).cmp(&(b.0, b.1, b.2, b.3)));
-    rows.dedup_by(|b, a| (a.0, a.1, a.2, a.3) == (b.0, b.1, b.2, b.3));
     let localities = rows
         .chunk_by(|a, b| (a.0, a.1) == (b.0, b.1))
         .map(|group| {
-            let endpoints: Vec<LbTarget> = group
-                .iter()
-                .map(|&(_, _, address, port, ep)| LbTarget {
-                    address,
-                    port,
-                    health: ep.health,
-                    weight: ep.weight.max(1),
-                    tls_mode: ep.tls_mode,
-                    workload_meta: ep.workload_meta.clone(),
-                    network: ep.network.clone(),
-                    cluster: ep.cluster.clone(),
-                })
-                .collect();
+            let mut endpoints: Vec<LbTarget> = Vec::with_capacity(group.len());
+            // The weight of the occurrence whose cluster each target names.
+            let mut lead: u32 = 0;
+            for &(_, _, address, port, ep) in group {
+                let weight = ep.weight.max(1);
+                match endpoints.last_mut() {
+                    // A gateway standing in for several clusters or label values: their weights
+                    // add up, and it names the cluster with the most. A workload listed twice
+                    // keeps its first entry.
+                    Some(last) if (last.address, last.port) == (address, port) => {
+                        if ep.kind == WorkloadKind::NetworkGateway {
+                            last.weight = last.weight.saturating_add(weight);
+                            if weight > lead {
+                                lead = weight;
+                                last.cluster = ep.cluster.clone();
+                                last.workload_meta = ep.workload_meta.clone();
+                            }
+                        }
+                    }
+                    _ => {
+                        lead = weight;
+                        endpoints.push(LbTarget {
+                            address,
+                            port,
+                            health: ep.health,
+                            weight,
+                            tls_mode: ep.tls_mode,
+                            workload_meta: ep.workload_meta.clone(),
+                            network: ep.network.clone(),
+                            cluster: ep.cluster.clone(),
+                        });
+                    }
+                }
+            }
             LocalityGroup {
                 locality: group[0].0.clone(),
                 priority: group[0].1,
@@ -152,9 +173,10 @@ impl Assignment {
         }
     }
 
-    /// Proxyless gRPC NACKs an address repeated anywhere in an assignment: the first occurrence in
-    /// (priority, wire order) keeps it with the weights of the others added, groups left empty are
-    /// dropped and priorities renumbered.
+    /// An address repeated anywhere in an assignment is sent once (see [`Client`]): the first
+    /// occurrence in (priority, wire order) keeps it with the weights of the others added, groups left
+    /// empty are dropped and priorities renumbered. Envoy alone would keep the first in wire order,
+    /// whatever its priority, and lose the others' weights.
     pub fn merge_duplicates(&mut self) {
         let mut order: Vec<usize> = (0..self.localities.len()).collect();
         order.sort_by_key(|&i| self.localities[i].priority);
@@ -217,12 +239,12 @@ pub(super) fn strings(pairs: &[(&str, &str)]) -> Struct {
     }
 }
 
-/// What every assignment for this proxy depends on besides its name: the network view, and whether
-/// duplicates merge (gRPC) or not (Envoy). [`name_key`] adds what one cluster's depends on.
+/// What every assignment for this proxy depends on besides its name: the network view, and the
+/// client ([`Client`]). [`name_key`] adds what one cluster's depends on.
 pub(super) fn view_key(ctx: &Context) -> Arc<str> {
     format!(
         "{}|{}|{}|{}",
-        duplicates(ctx.proxy.kind) == Duplicates::Merge,
+        client(ctx.proxy.kind) == Client::Grpc,
         ctx.view.proxyless,
         ctx.view.network.as_deref().unwrap_or(""),
         ctx.requested_networks()
@@ -283,11 +305,11 @@ pub fn assignment(
     Some(cluster.assignment(mesh, endpoints, proxy, view, name.clone()))
 }
 
-/// gRPC NACKs a repeated address anywhere in an assignment; Envoy keeps one per locality.
-pub(crate) fn duplicates(kind: ProxyKind) -> Duplicates {
+/// The [`Client`] a proxy kind is.
+pub(crate) fn client(kind: ProxyKind) -> Client {
     match kind {
-        ProxyKind::Grpc => Duplicates::Merge,
-        ProxyKind::Sidecar | ProxyKind::Router => Duplicates::PerLocality,
+        ProxyKind::Grpc => Client::Grpc,
+        ProxyKind::Sidecar | ProxyKind::Router => Client::Envoy,
     }
 }
 
@@ -314,6 +336,8 @@ pub struct EdsCluster<'a> {
     pub mtls: MtlsCheck<'a>,
     /// The proxy's cluster when the service is cluster-local (only its endpoints are sent).
     pub cluster_local: Option<ClusterId>,
+    /// The `failoverPriority` label keys, which gateway endpoints carry for what they stand for.
+    pub keep_labels: Vec<String>,
 }
 
 impl<'a> EdsCluster<'a> {
@@ -341,6 +365,7 @@ impl<'a> EdsCluster<'a> {
             .filter(|_| traffic.settings.cluster_local.contains(&target.service.hostname));
         Some(Self {
             cluster_local,
+            keep_labels: locality.priority_keys(),
             rule,
             subset: subset
                 .and_then(|s| rule?.subset(s))
@@ -375,11 +400,12 @@ impl<'a> EdsCluster<'a> {
             subset: self.subset,
             mtls,
             cluster_local: self.cluster_local.as_ref(),
+            keep_labels: &self.keep_labels,
         }
     }
 
     /// The load assignment `proxy` is sent: the view's endpoints for the query, the SNI-DNAT mTLS
-    /// filter, then priorities or locality weights and the proxy kind's duplicate handling.
+    /// filter, then priorities or locality weights and duplicates merged.
     pub fn assignment(
         &self,
         mesh: &dyn Mesh,
@@ -399,7 +425,7 @@ impl<'a> EdsCluster<'a> {
             name,
             self.target.port,
             eps.iter().map(|e| &**e),
-            duplicates(proxy.kind),
+            client(proxy.kind),
         )
     }
 }

@@ -397,7 +397,7 @@ fn port_report(
 ) -> Option<PortReport> {
     let cluster = EdsCluster::resolve(mesh, proxy, name)?;
     let gateways = mesh.gateways();
-    // The generator's own function, after the proxy kind's duplicate handling.
+    // The generator's own function, duplicates merged.
     let a = super::eds::assignment(mesh, &SplitHorizon, proxy, view, name.into())?;
     let plan = Plan::new(&cluster.locality, Place::of(proxy));
     let mtls = |e: &Endpoint| cluster.mtls.enabled(e);
@@ -417,7 +417,7 @@ fn port_report(
             health: ep.health,
             tls_mode: ep.tls_mode,
             mtls: cluster.mtls.decide(ep),
-            priority: priority(ep, &verdict, p, &a, &plan),
+            priority: priority(ep, &verdict, p, &a, &plan, &cluster.keep_labels),
             verdict,
         })
         .collect();
@@ -471,19 +471,21 @@ fn port_report(
 }
 
 /// The priority `ep` is sent at (directly, or through the gateway standing in for it, which sits in
-/// its locality or, for gRPC, wherever the duplicate merge kept it) and why.
+/// its locality or wherever the duplicate merge kept it) and why.
 fn priority(
     ep: &Endpoint,
     verdict: &Verdict,
     p: &ServicePort,
     a: &Assignment,
     plan: &Plan,
+    keep_labels: &[String],
 ) -> Option<PriorityReport> {
     let (target, ranked) = match verdict {
         Verdict::Direct { .. } => ((ep.address, ep.port(&p.name)?), ep.clone()),
         Verdict::ViaGateways { gateways, .. } => {
             let gw = gateways.first()?;
-            let stand_in = split_horizon::stand_in(gw, ep.ports.clone(), &ep.locality, 1);
+            let stands_for = split_horizon::StandsFor::of(ep, keep_labels);
+            let stand_in = split_horizon::stand_in(gw, ep.ports.clone(), &stands_for, 1);
             ((gw.address, gw.port), stand_in)
         }
         Verdict::Dropped { .. } => return None,

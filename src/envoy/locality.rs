@@ -11,7 +11,7 @@ use std::{fmt::Write as _, sync::Arc};
 
 use serde::Serialize;
 
-use super::eds::{self, Assignment, Duplicates};
+use super::eds::{self, Assignment, Client};
 use crate::{
     config::mesh,
     envoy::Proxy,
@@ -158,6 +158,16 @@ impl PriorityLabel {
                 key: parts[0].to_owned(),
                 value: None,
             },
+        }
+    }
+}
+
+impl Mode {
+    /// The `failoverPriority` label keys (none unless failing over).
+    pub fn priority_keys(&self) -> Vec<String> {
+        match self {
+            Self::Failover { priority, .. } => priority.iter().map(|l| l.key.clone()).collect(),
+            Self::Off { .. } | Self::Distribute { .. } => Vec::new(),
         }
     }
 }
@@ -401,32 +411,27 @@ impl<'a> Plan<'a> {
     }
 
     /// The assignment of `endpoints` for this proxy: grouped by locality and `failoverPriority` rank,
-    /// prioritised or reweighed, then (gRPC) duplicates merged into their best priority.
+    /// prioritised or reweighed, then duplicates merged into their best priority.
     pub fn assignment<'e>(
         &self,
         cluster: Arc<str>,
         port: &ServicePort,
         endpoints: impl IntoIterator<Item = &'e Endpoint>,
-        duplicates: Duplicates,
+        client: Client,
     ) -> Assignment {
         let mut a = eds::grouped(cluster, port, endpoints, |e| self.rank(e));
-        let merge = duplicates == Duplicates::Merge;
         // Weights are set last: a merge sums the weights of what it moves.
         if matches!(self.mode, Mode::Distribute { .. }) {
-            if merge {
-                a.merge_duplicates();
-            }
+            a.merge_duplicates();
             self.apply(&mut a);
-            if merge {
+            if client == Client::Grpc {
                 // istiod keeps a locality `distribute` empties; grpcio reports an EDS resource with
                 // empty localities as an error, and an empty locality takes no traffic anyway.
                 a.localities.retain(|g| !g.endpoints.is_empty());
             }
         } else {
             self.apply(&mut a);
-            if merge {
-                a.merge_duplicates();
-            }
+            a.merge_duplicates();
         }
         a
     }

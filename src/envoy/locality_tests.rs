@@ -92,7 +92,7 @@ fn failover_mode(failover: &[(&str, &str)], priority: &[&str]) -> Mode {
     mode(Some(&dr), &mesh::LocalityLbSetting::default(), true)
 }
 
-fn run(mode: &Mode, proxy: &Proxy, eps: &[Endpoint], dups: Duplicates) -> Vec<String> {
+fn run(mode: &Mode, proxy: &Proxy, eps: &[Endpoint], dups: Client) -> Vec<String> {
     let plan = Plan::new(mode, Place::of(proxy));
     render(&plan.assignment("c".into(), &port(), eps, dups))
 }
@@ -165,7 +165,7 @@ fn failover_ladder_and_region_pairs() {
         ),
     ];
     for (name, mode, eps, want) in cases {
-        assert_eq!(run(&mode, &p, eps, Duplicates::PerLocality), want, "{name}");
+        assert_eq!(run(&mode, &p, eps, Client::Envoy), want, "{name}");
     }
 }
 
@@ -205,7 +205,7 @@ fn locality_lb_off_leaves_everything_at_priority_0() {
     ];
     for (mode, why) in off {
         assert_eq!(mode, Mode::Off { why });
-        let got = run(&mode, &p, &eps, Duplicates::PerLocality);
+        let got = run(&mode, &p, &eps, Client::Envoy);
         assert!(got.iter().all(|l| l.starts_with("p0 ")), "{got:?}");
     }
 }
@@ -323,11 +323,7 @@ fn failover_priority_splits_localities_by_label_match() {
         };
         let mode = failover_mode(failover, &priority);
         // Each locality's groups in rank order, as istiod splits them.
-        assert_eq!(
-            run(&mode, &client(&labels), &eps, Duplicates::PerLocality),
-            want,
-            "{name}"
-        );
+        assert_eq!(run(&mode, &client(&labels), &eps, Client::Envoy), want, "{name}");
     }
 }
 
@@ -339,29 +335,41 @@ fn a_proxy_without_any_label_gets_no_failover_priority() {
         ep("1.1.1.1", "", &[(LABEL_NETWORK, "n1")]),
         ep("2.2.2.2", "", &[]),
     ];
-    let got = run(
-        &failover_mode(&[], &[LABEL_NETWORK]),
-        &p,
-        &eps,
-        Duplicates::PerLocality,
-    );
+    let got = run(&failover_mode(&[], &[LABEL_NETWORK]), &p, &eps, Client::Envoy);
     assert_eq!(got, ["p0  w=2: 1.1.1.1 2.2.2.2"]);
 }
 
 #[test]
-fn a_gateway_is_compared_on_network_and_cluster_only() {
-    // The gateway sits in the remote endpoints' locality but has no region label of its own, so
-    // [network, region] ranks it by network only (istiod's gateway IstioEndpoint).
-    let mut gw = ep("192.0.2.1", "region1/zone1/subzone1", &[(LABEL_NETWORK, "n2")]);
+fn a_gateway_is_ranked_as_what_it_stands_for() {
+    // ★ The gateway carries the region, cluster and failoverPriority labels of the endpoints it
+    // stands for (istiod's has only its network and own cluster, so [network, region] would rank a
+    // same-region remote by its missing region, istio#49500).
+    let mut gw = ep(
+        "192.0.2.1",
+        "region1/zone1/subzone1",
+        &[(LABEL_NETWORK, "n2"), ("tier", "gold")],
+    );
     gw.kind = WorkloadKind::NetworkGateway;
-    let local = ep("10.0.0.1", "region1/zone1/subzone1", &[(LABEL_NETWORK, "n1")]);
-    let mode = failover_mode(&[], &[LABEL_NETWORK, LABEL_REGION]);
-    let p = client(&[(LABEL_NETWORK, "n1")]);
+    let local = ep("10.0.0.1", "region2/zone1/subzone1", &[(LABEL_NETWORK, "n1")]);
+    let p = client(&[(LABEL_NETWORK, "n1"), (LABEL_REGION, "region1"), ("tier", "gold")]);
+    let cases: [(&str, &[&str], (u32, u32)); 4] = [
+        // The local endpoint differs on region (rank 1), the gateway on network (rank 2).
+        ("network first", &[LABEL_NETWORK, LABEL_REGION], (1, 2)),
+        // Region first: the remote region1 endpoints behind the gateway come first.
+        ("region first", &[LABEL_REGION, LABEL_NETWORK], (2, 1)),
+        // A custom label kept through the gateway matches the proxy's.
+        ("custom label", &["tier"], (1, 0)),
+        ("custom label, then region", &["tier", LABEL_REGION], (2, 0)),
+    ];
+    for (name, priority, want) in cases {
+        let mode = failover_mode(&[], priority);
+        let plan = Plan::new(&mode, Place::of(&p));
+        assert_eq!((plan.rank(&local), plan.rank(&gw)), want, "{name}");
+    }
+    let mode = failover_mode(&[], &[LABEL_NETWORK]);
     let plan = Plan::new(&mode, Place::of(&p));
-    assert_eq!((plan.rank(&local), plan.rank(&gw)), (0, 2));
-    let why = plan.why(&gw, &gw.locality);
     assert_eq!(
-        why.label_mismatch,
+        plan.why(&gw, &gw.locality).label_mismatch,
         Some(LabelMismatch {
             index: 0,
             key: LABEL_NETWORK.into(),
@@ -369,10 +377,6 @@ fn a_gateway_is_compared_on_network_and_cluster_only() {
             got: "n2".into()
         })
     );
-    // A gateway on the proxy's own network still differs on region: it has none.
-    let mut same_net_gw = gw.clone();
-    same_net_gw.network = Some("n1".into());
-    assert_eq!(plan.rank(&same_net_gw), 1);
 }
 
 #[test]
@@ -437,21 +441,22 @@ fn distribute_shares_each_percentage_by_weight_and_empties_the_rest() {
     for (name, setting, want) in cases {
         // Distribute applies without outlier detection.
         let mode = mode(Some(&setting), &mesh::LocalityLbSetting::default(), false);
-        assert_eq!(run(&mode, &p, &eps, Duplicates::PerLocality), want, "{name}");
+        assert_eq!(run(&mode, &p, &eps, Client::Envoy), want, "{name}");
         // gRPC is not sent the emptied locality.
         let grpc: Vec<String> = want
             .iter()
             .filter(|l| !l.ends_with(": "))
             .map(|l| l.to_string())
             .collect();
-        assert_eq!(run(&mode, &p, &eps, Duplicates::Merge), grpc, "{name}, gRPC");
+        assert_eq!(run(&mode, &p, &eps, Client::Grpc), grpc, "{name}, gRPC");
     }
 }
 
 #[test]
-fn grpc_merges_a_repeated_address_into_its_best_priority() {
-    // One gateway standing in for endpoints of two localities: Envoy gets it in both, gRPC once in
-    // the better priority with the summed weight, and the emptied priority disappears.
+fn a_repeated_address_is_merged_into_its_best_priority() {
+    // One gateway standing in for endpoints of two localities: Envoy would keep only its first
+    // occurrence in the assignment (envoy#23445), gRPC NACKs the repeat; both get it once in the
+    // better priority with the summed weight, and the emptied priority disappears.
     let mut a = ep("192.0.2.1", "region2/zone1/subzone1", &[]);
     a.weight = 2;
     let mut b = ep("192.0.2.1", "region1/zone2/subzone1", &[]);
@@ -460,21 +465,16 @@ fn grpc_merges_a_repeated_address_into_its_best_priority() {
     let eps = [a, b, local];
     let mode = failover_mode(&[], &[]);
     let p = client(&[]);
-    assert_eq!(
-        run(&mode, &p, &eps, Duplicates::PerLocality),
-        [
-            "p0 region1/zone1/subzone1 w=1: 10.0.0.1",
-            "p1 region1/zone2/subzone1 w=3: 192.0.2.1(3)",
-            "p2 region2/zone1/subzone1 w=2: 192.0.2.1(2)",
-        ]
-    );
-    assert_eq!(
-        run(&mode, &p, &eps, Duplicates::Merge),
-        [
-            "p0 region1/zone1/subzone1 w=1: 10.0.0.1",
-            "p1 region1/zone2/subzone1 w=5: 192.0.2.1(5)",
-        ]
-    );
+    for c in [Client::Envoy, Client::Grpc] {
+        assert_eq!(
+            run(&mode, &p, &eps, c),
+            [
+                "p0 region1/zone1/subzone1 w=1: 10.0.0.1",
+                "p1 region1/zone2/subzone1 w=5: 192.0.2.1(5)",
+            ],
+            "{c:?}"
+        );
+    }
 }
 
 #[test]

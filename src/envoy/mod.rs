@@ -136,6 +136,9 @@ pub struct EndpointQuery<'q> {
     /// For a cluster-local service, the proxy's cluster: only its endpoints are sent (istiod's
     /// `IsClusterLocal` in the endpoint builder); `None` is every cluster.
     pub cluster_local: Option<&'q ClusterId>,
+    /// Label keys a gateway standing in for remote endpoints must carry their values of (the
+    /// `failoverPriority` labels), so that it is ranked as they would be without a gateway.
+    pub keep_labels: &'q [String],
 }
 
 impl<'q> EndpointQuery<'q> {
@@ -148,6 +151,7 @@ impl<'q> EndpointQuery<'q> {
             subset: None,
             mtls: &has_sidecar,
             cluster_local: None,
+            keep_labels: &[],
         }
     }
 

@@ -17,8 +17,11 @@
 //!   clears it otherwise, so the sidecar's transport-socket match picks plaintext).
 //! - Every weight is multiplied by the LCM of the gateway counts (per network and per network+cluster),
 //!   so that splitting an endpoint's weight evenly over its gateways is exact; a gateway's weight is the
-//!   sum of its shares, per locality: gateway endpoints stay in the locality of the endpoints they stand
-//!   for, so locality-aware balancing still sees where the load really is.
+//!   sum of its shares, per [`StandsFor`]: the locality, cluster and `failoverPriority` label values of
+//!   the endpoints it stands for, which it carries (★ istiod's keeps only its own cluster and network,
+//!   istio#49500), so locality balancing and failover priorities see what is really behind it, and
+//!   each remote cluster and locality is an endpoint of its own where its gateway's address differs
+//!   (istio#52435; Envoy keeps one endpoint per address, see [`super::eds::Assignment::merge_duplicates`]).
 //! - If the scaled weights add up past uint32 (hostile gateway counts: the LCM of 2, 3, 5, … 29 alone
 //!   is 6.5 billion), all are divided by one factor, keeping their proportions: Envoy rejects a
 //!   locality or priority whose weights sum past uint32, and saturating each would make them all equal.
@@ -40,8 +43,9 @@ use crate::{
         EndpointView, NetworkView, {EndpointQuery, Mesh},
     },
     model::{
-        ClusterId, Endpoint, EndpointPort, Health, Labels, Locality, NetworkGateway, NetworkId, Service,
-        ServicePort, TlsMode, WorkloadKind, workload_meta,
+        ClusterId, Endpoint, EndpointPort, Health, LABEL_CLUSTER, LABEL_NETWORK, LABEL_REGION, LABEL_SUBZONE,
+        LABEL_ZONE, Labels, Locality, NetworkGateway, NetworkId, Service, ServicePort, TlsMode, WorkloadKind,
+        workload_meta,
     },
 };
 
@@ -115,12 +119,50 @@ impl<'g> GatewayIndex<'g> {
     }
 }
 
+/// What a gateway endpoint stands for: remote endpoints sharing a locality, a cluster and the values
+/// of the labels the query keeps. One gateway endpoint is sent per gateway and `StandsFor`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct StandsFor<'a> {
+    /// Their locality.
+    pub locality: &'a Locality,
+    /// Their cluster.
+    pub cluster: &'a ClusterId,
+    /// Their values of the query's `keep_labels` (topology labels come from the fields above).
+    pub labels: Vec<(&'a str, &'a str)>,
+}
+
+impl<'a> StandsFor<'a> {
+    /// What `ep` is stood in for by, keeping the values of `keep` that it has.
+    pub fn of(ep: &'a Endpoint, keep: &[String]) -> Self {
+        let labels = keep
+            .iter()
+            .filter(|k| !TOPOLOGY_LABELS.contains(&k.as_str()))
+            .filter_map(|k| ep.labels.get_key_value(k.as_str()))
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        Self {
+            locality: &ep.locality,
+            cluster: &ep.cluster,
+            labels,
+        }
+    }
+}
+
+/// Labels an endpoint derives from its fields, never carried as labels.
+const TOPOLOGY_LABELS: [&str; 5] = [
+    LABEL_CLUSTER,
+    LABEL_NETWORK,
+    LABEL_REGION,
+    LABEL_ZONE,
+    LABEL_SUBZONE,
+];
+
 /// What [`filter`] sends, with exact weights, before they are fitted into uint32.
 struct Weighted<'a, 'g> {
     /// Endpoints sent as is, in input order.
     direct: Vec<(&'a Endpoint, u64)>,
-    /// Each gateway's summed shares, per locality of the endpoints it stands for.
-    via: BTreeMap<(&'a Locality, &'g NetworkGateway), u64>,
+    /// Each gateway's summed shares, per what it stands for.
+    via: BTreeMap<(StandsFor<'a>, &'g NetworkGateway), u64>,
 }
 
 impl<'a, 'g> Weighted<'a, 'g> {
@@ -139,8 +181,9 @@ impl<'a, 'g> Weighted<'a, 'g> {
                 Decision::Dropped(_) => {}
                 Decision::Direct(_) => out.direct.push((ep, weight)),
                 Decision::Gateways(gws) => {
+                    let stands_for = StandsFor::of(ep, q.keep_labels);
                     for gw in gws {
-                        let w = out.via.entry((&ep.locality, *gw)).or_default();
+                        let w = out.via.entry((stands_for.clone(), *gw)).or_default();
                         *w = w.saturating_add(share(weight, gws));
                     }
                 }
@@ -285,8 +328,8 @@ fn decide<'i, 'g>(ep: &Endpoint, index: &'i GatewayIndex<'g>, q: &EndpointQuery<
 }
 
 /// The endpoints a proxy is sent for the query's port (and subset), gateways standing in for remote
-/// networks. Deterministic: direct endpoints in input order, then gateway endpoints by (locality,
-/// gateway).
+/// networks. Deterministic: direct endpoints in input order, then gateway endpoints by (what they
+/// stand for, gateway).
 pub fn filter<'a>(
     endpoints: impl IntoIterator<Item = &'a Endpoint>,
     gateways: &[NetworkGateway],
@@ -314,7 +357,7 @@ pub fn filter<'a>(
         })
         .collect();
     let mut ports_by_gw_port: BTreeMap<u16, Arc<[EndpointPort]>> = BTreeMap::new();
-    for ((locality, gw), weight) in weighted.via {
+    for ((stands_for, gw), weight) in weighted.via {
         let ports = ports_by_gw_port
             .entry(gw.port)
             .or_insert_with(|| {
@@ -324,29 +367,41 @@ pub fn filter<'a>(
                 }])
             })
             .clone();
-        out.push(Cow::Owned(stand_in(gw, ports, locality, fit(weight, divisor))));
+        out.push(Cow::Owned(stand_in(gw, ports, &stands_for, fit(weight, divisor))));
     }
     out
 }
 
-/// The endpoint a gateway is sent as, in the locality of the endpoints it stands in for: no labels
-/// but its cluster and network (istiod's gateway `IstioEndpoint`), Istio mTLS, healthy, and a
-/// telemetry string naming only its cluster.
+/// The endpoint a gateway is sent as for the endpoints it stands in for: their locality, cluster and
+/// kept labels (★ istiod's gateway `IstioEndpoint` has only the gateway's own cluster and network, so
+/// `failoverPriority` on any other label ranks it last, istio#49500), Istio mTLS, healthy, and a
+/// telemetry string naming their cluster.
 pub fn stand_in(
     gw: &NetworkGateway,
     ports: Arc<[EndpointPort]>,
-    locality: &Locality,
+    stands_for: &StandsFor<'_>,
     weight: u32,
 ) -> Endpoint {
-    let cluster = gw.cluster.clone().unwrap_or_else(|| ClusterId::from(""));
+    let cluster = stands_for.cluster.clone();
+    let labels = if stands_for.labels.is_empty() {
+        no_labels()
+    } else {
+        Arc::new(
+            stands_for
+                .labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        )
+    };
     Endpoint {
         address: gw.address,
         ports,
         workload_meta: workload_meta("", "", &BTreeMap::new(), &cluster),
         cluster,
         network: Some(gw.network.clone()),
-        locality: locality.clone(),
-        labels: no_labels(),
+        locality: stands_for.locality.clone(),
+        labels,
         service_account: None,
         tls_mode: TlsMode::Istio,
         health: Health::Healthy,
@@ -356,7 +411,7 @@ pub fn stand_in(
     }
 }
 
-/// One shared empty label set: a stand-in is built per gateway per cluster on every EDS build.
+/// One shared empty label set: a stand-in is built per gateway and [`StandsFor`] on every EDS build.
 fn no_labels() -> Labels {
     static EMPTY: LazyLock<Labels> = LazyLock::new(Labels::default);
     EMPTY.clone()

@@ -5,10 +5,7 @@ use std::net::IpAddr;
 use super::*;
 use crate::{
     aggregate::gateways::{Candidate, resolve},
-    envoy::{
-        eds::{self, Duplicates},
-        static_mesh::service,
-    },
+    envoy::{eds, static_mesh::service},
     model::{ExternalAddress, Protocol},
 };
 
@@ -81,16 +78,14 @@ fn proxyless(network: &str) -> NetworkView {
     }
 }
 
-/// One line per locality (`r/zone/ w=<sum>`), then one per endpoint.
-fn render(eps: &[Endpoint], gws: &[NetworkGateway], view: &NetworkView, dups: Duplicates) -> Vec<String> {
+/// One line per locality (`r/zone/ w=<sum>`), then one per endpoint, duplicates merged as sent.
+fn render(eps: &[Endpoint], gws: &[NetworkGateway], view: &NetworkView) -> Vec<String> {
     let mut sorted = gws.to_vec();
     sorted.sort();
     let s = svc();
     let out = filter(eps, &sorted, &all(&s, view));
     let mut a = eds::grouped("c".into(), &port(), out.iter().map(|e| &**e), |_| 0);
-    if dups == Duplicates::Merge {
-        a.merge_duplicates();
-    }
+    a.merge_duplicates();
     let mut lines = Vec::new();
     for g in &a.localities {
         lines.push(format!("{} w={}", g.locality, g.weight));
@@ -165,22 +160,21 @@ fn golden_tables() {
     ];
     let cases: Vec<Case> = vec![
         (
-            // Local and gateway-less networks direct (×2); net-c's 3 endpoints → its gateway per
-            // locality (2+2 in z1, 2 in z2); net-d's 2 healthy mTLS endpoints split over 2 gateways
+            // Local and gateway-less networks direct (×2); net-c's 3 endpoints → its gateway, once
+            // (2+2 in z1, z2's 2 merged into it: Envoy keeps one per address); net-d's 2 healthy mTLS endpoints split over 2 gateways
             // (1 each per endpoint); its plaintext and unhealthy endpoints dropped.
             "four networks, proxy on net-a",
             &eps,
             &gws,
             view("net-a", &[]),
             vec![
-                "r/z1/ w=10",
+                "r/z1/ w=12",
                 "  10.1.0.1:5000 w=2 net-a/ca istio",
                 "  10.2.0.1:5000 w=2 net-b/cb istio",
                 "  10.9.0.1:5000 w=2 -/cx plain",
-                "  192.0.2.3:15443 w=4 net-c/cc istio",
-                "r/z2/ w=8",
+                "  192.0.2.3:15443 w=6 net-c/cc istio",
+                "r/z2/ w=6",
                 "  10.1.0.2:5000 w=2 net-a/ca plain",
-                "  192.0.2.3:15443 w=2 net-c/cc istio",
                 "  192.0.2.41:15443 w=2 net-d/cd istio",
                 "  192.0.2.42:15443 w=2 net-d/cd istio",
             ],
@@ -192,17 +186,16 @@ fn golden_tables() {
             &gws,
             view("net-d", &[]),
             vec![
-                "r/z1/ w=10",
+                "r/z1/ w=12",
                 "  10.2.0.1:5000 w=2 net-b/cb istio",
                 "  10.9.0.1:5000 w=2 -/cx plain",
                 "  192.0.2.1:15443 w=2 net-a/ca istio",
-                "  192.0.2.3:15443 w=4 net-c/cc istio",
-                "r/z2/ w=10",
+                "  192.0.2.3:15443 w=6 net-c/cc istio",
+                "r/z2/ w=8",
                 "  10.4.0.1:5000 w=2 net-d/cd istio",
                 "  10.4.0.2:5000 w=2 net-d/cd istio",
                 "  10.4.0.3:5000 w=2 net-d/cd plain",
                 "  10.4.0.4:5000 w=2 net-d/cd istio unhealthy",
-                "  192.0.2.3:15443 w=2 net-c/cc istio",
             ],
         ),
         (
@@ -251,13 +244,12 @@ fn golden_tables() {
             &gws,
             view("", &[]),
             vec![
-                "r/z1/ w=10",
+                "r/z1/ w=12",
                 "  10.2.0.1:5000 w=2 net-b/cb istio",
                 "  10.9.0.1:5000 w=2 -/cx plain",
                 "  192.0.2.1:15443 w=2 net-a/ca istio",
-                "  192.0.2.3:15443 w=4 net-c/cc istio",
-                "r/z2/ w=6",
-                "  192.0.2.3:15443 w=2 net-c/cc istio",
+                "  192.0.2.3:15443 w=6 net-c/cc istio",
+                "r/z2/ w=4",
                 "  192.0.2.41:15443 w=2 net-d/cd istio",
                 "  192.0.2.42:15443 w=2 net-d/cd istio",
             ],
@@ -309,7 +301,8 @@ fn golden_tables() {
         ),
         (
             // LCM(3 per network, 1 per cluster) = 3: cc's and cc2's endpoints go to their own
-            // cluster's gateway (3 each); c-nogw's to all three (1 each).
+            // cluster's gateway (3 each); c-nogw's to all three (1 each). A gateway endpoint names
+            // the cluster it carries the most weight for.
             "same-cluster gateways preferred",
             &same_cluster,
             &same_cluster_gws,
@@ -318,12 +311,12 @@ fn golden_tables() {
                 "r/z1/ w=9",
                 "  192.0.2.31:15443 w=4 net-c/cc istio",
                 "  192.0.2.32:15443 w=4 net-c/cc2 istio",
-                "  203.0.113.30:15443 w=1 net-c/ istio",
+                "  203.0.113.30:15443 w=1 net-c/c-nogw istio",
             ],
         ),
     ];
     for (name, eps, gws, view, want) in cases {
-        assert_eq!(render(eps, gws, &view, Duplicates::PerLocality), want, "{name}");
+        assert_eq!(render(eps, gws, &view), want, "{name}");
     }
 }
 
@@ -366,13 +359,90 @@ fn a_cluster_local_service_keeps_the_proxy_cluster_only_and_no_gateway_stands_in
 }
 
 #[test]
-fn grpc_gets_each_gateway_once_with_the_summed_weight() {
+fn a_gateway_endpoint_stands_for_one_cluster_locality_and_priority_label_values() {
+    // ★ istio#49500 and #52435: one gateway endpoint per (locality, cluster, kept label values) of
+    // what it stands for, carrying them; labels the query does not keep are not carried. LCM 2: net-b
+    // has two gateways, one per cluster.
+    let tiers = ["gold", "silver", "gold", "gold"];
+    let mut eps = vec![
+        ep("10.2.0.1", "net-b", "cb1", "z1", true, true),
+        ep("10.2.0.2", "net-b", "cb1", "z1", true, true),
+        ep("10.2.0.3", "net-b", "cb1", "z2", true, true),
+        ep("10.2.1.1", "net-b", "cb2", "z1", true, true),
+    ];
+    for (e, tier) in eps.iter_mut().zip(tiers) {
+        let pod = format!("pod-{}", e.address);
+        e.labels = Arc::new([("tier".into(), tier.into()), ("pod".into(), pod)].into());
+    }
+    let mut gws = vec![
+        gw("net-b", Some("cb1"), "192.0.2.1"),
+        gw("net-b", Some("cb2"), "192.0.2.2"),
+    ];
+    gws.sort();
+    let s = svc();
+    let v = view("net-a", &[]);
+    let sent = |keep: &[String]| -> Vec<String> {
+        let q = EndpointQuery {
+            keep_labels: keep,
+            ..all(&s, &v)
+        };
+        filter(&eps, &gws, &q)
+            .iter()
+            .map(|e| {
+                let labels: Vec<String> = e.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                format!(
+                    "{} {} {} [{}] w={}",
+                    e.address,
+                    e.cluster,
+                    e.locality,
+                    labels.join(","),
+                    e.weight
+                )
+            })
+            .collect()
+    };
+    let cases: [(&[&str], &[&str]); 3] = [
+        (
+            &[],
+            &[
+                "192.0.2.1 cb1 r/z1/ [] w=4",
+                "192.0.2.2 cb2 r/z1/ [] w=2",
+                "192.0.2.1 cb1 r/z2/ [] w=2",
+            ],
+        ),
+        (
+            &["tier", LABEL_REGION],
+            &[
+                "192.0.2.1 cb1 r/z1/ [tier=gold] w=2",
+                "192.0.2.1 cb1 r/z1/ [tier=silver] w=2",
+                "192.0.2.2 cb2 r/z1/ [tier=gold] w=2",
+                "192.0.2.1 cb1 r/z2/ [tier=gold] w=2",
+            ],
+        ),
+        // A key no endpoint has splits nothing.
+        (
+            &["absent"],
+            &[
+                "192.0.2.1 cb1 r/z1/ [] w=4",
+                "192.0.2.2 cb2 r/z1/ [] w=2",
+                "192.0.2.1 cb1 r/z2/ [] w=2",
+            ],
+        ),
+    ];
+    for (keep, want) in cases {
+        let keep: Vec<String> = keep.iter().map(|k| (*k).to_owned()).collect();
+        assert_eq!(sent(&keep), want, "{keep:?}");
+    }
+}
+
+#[test]
+fn each_gateway_is_sent_once_with_the_summed_weight() {
     let (eps, gws) = four_networks();
     let remote_c: Vec<Endpoint> = eps.into_iter().filter(|e| e.cluster.as_str() == "cc").collect();
     assert_eq!(
-        render(&remote_c, &gws, &view("net-a", &[]), Duplicates::Merge),
+        render(&remote_c, &gws, &view("net-a", &[])),
         ["r/z1/ w=6", "  192.0.2.3:15443 w=6 net-c/cc istio"],
-        "gRPC NACKs an address repeated across localities"
+        "gRPC NACKs an address repeated across localities, Envoy keeps only the first"
     );
 }
 
@@ -421,7 +491,7 @@ fn a_gateway_appears_changes_address_and_disappears() {
         ),
     ];
     for (i, (gws, want)) in steps.into_iter().enumerate() {
-        assert_eq!(render(&eps, gws, &v, Duplicates::PerLocality), want, "step {i}");
+        assert_eq!(render(&eps, gws, &v), want, "step {i}");
     }
 }
 
@@ -439,7 +509,7 @@ fn a_hostname_gateway_counts_only_once_resolved() {
     let unresolved = resolve(&candidates, &Default::default());
     assert!(unresolved.is_empty());
     assert_eq!(
-        render(&eps, &unresolved, &v, Duplicates::PerLocality),
+        render(&eps, &unresolved, &v),
         ["r/z1/ w=1", "  10.2.0.1:5000 w=1 net-b/cb istio"]
     );
     // Two A records: two gateways, LCM 2.
@@ -447,7 +517,7 @@ fn a_hostname_gateway_counts_only_once_resolved() {
     let resolved = resolve(&candidates, &[("gw.example.com".into(), ips)].into());
     assert_eq!(resolved[0].hostname.as_deref(), Some("gw.example.com"));
     assert_eq!(
-        render(&eps, &resolved, &v, Duplicates::PerLocality),
+        render(&eps, &resolved, &v),
         [
             "r/z1/ w=2",
             "  192.0.2.7:15443 w=1 net-b/cb istio",

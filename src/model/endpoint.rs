@@ -54,17 +54,10 @@ impl Endpoint {
 
     /// A label as in istiod's augmented endpoint labels (for subset selection and failoverPriority): the
     /// topology labels come from the endpoint itself (a pod's own network label wins), every other key
-    /// from the pod. A network gateway standing in for remote endpoints has only its cluster and network
-    /// (istiod's gateway `IstioEndpoint`), though it sits in their locality group.
+    /// from the pod. A network gateway standing in for remote endpoints has their cluster, locality
+    /// and `failoverPriority` labels (★ istiod's has only its own cluster and network).
     pub fn label(&self, key: &str) -> Option<&str> {
         let pod = self.labels.get(key).map(String::as_str);
-        if self.kind == WorkloadKind::NetworkGateway {
-            return match key {
-                LABEL_CLUSTER => Some(self.cluster.as_str()).filter(|c| !c.is_empty()),
-                LABEL_NETWORK => self.network.as_deref(),
-                _ => None,
-            };
-        }
         match key {
             LABEL_CLUSTER => Some(&self.cluster),
             LABEL_NETWORK => pod.or(self.network.as_deref()),
