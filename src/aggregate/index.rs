@@ -15,7 +15,7 @@ use super::{
     RegistryId, Update,
     snapshot::{ChangeKind, ChangeSet, EndpointShards, FullReason},
 };
-use crate::model::{ClusterId, Endpoint, Provider, Service, ServiceKey, ShardKey};
+use crate::model::{ClusterId, Endpoint, Provider, Service, ServiceKey, ShardKey, StaleAction};
 
 /// Which registry instance currently owns a (provider, cluster)'s shards. A rotated kubeconfig starts a newer
 /// generation; the older one's late events are ignored, so it can never wipe the newer one's shards
@@ -40,6 +40,8 @@ pub(super) struct Index {
     dns: BTreeMap<Arc<str>, Vec<IpAddr>>,
     /// A DNS answer or a cluster's own Service changed: recompute the gateway set at the next publish.
     gateways_dirty: bool,
+    /// ★ The remote clusters whose stale-endpoints action is in force.
+    pub(super) stale: Arc<BTreeMap<ClusterId, StaleAction>>,
     changes: ChangeSet,
 }
 
@@ -54,6 +56,7 @@ impl Index {
             endpoints: BTreeMap::new(),
             dns: BTreeMap::new(),
             gateways_dirty: false,
+            stale: Arc::default(),
             changes: ChangeSet::default(),
         }
     }
@@ -79,6 +82,16 @@ impl Index {
                 if self.dns.get(&hostname) != Some(&addresses) {
                     self.dns.insert(hostname, addresses);
                     self.gateways_dirty = true;
+                }
+            }
+            Update::Stale { cluster, action } => {
+                if self.stale.get(&cluster) != action.as_ref() {
+                    let stale = Arc::make_mut(&mut self.stale);
+                    match action {
+                        Some(a) => stale.insert(cluster.clone(), a),
+                        None => stale.remove(&cluster),
+                    };
+                    self.changes.full.insert(FullReason::Stale(cluster));
                 }
             }
             Update::Remove { shard, generation } => self.remove(shard, generation),

@@ -35,7 +35,7 @@ use crate::{
     config::{MeshConfig, MeshNetworks},
     config_controller::{self, ConfigSnapshot},
     drain::Tasks,
-    model::{ClusterId, Endpoint, NetworkGateway, Provider, Service, ServiceKey, ShardKey},
+    model::{ClusterId, Endpoint, NetworkGateway, Provider, Service, ServiceKey, ShardKey, StaleAction},
 };
 
 /// Pending updates the aggregator buffers before registries wait.
@@ -113,6 +113,14 @@ pub enum Update {
         hostname: Arc<str>,
         /// Its addresses, sorted.
         addresses: Vec<std::net::IpAddr>,
+    },
+    /// ★ A remote cluster's stale-endpoints action now in force (`None`: none, its endpoints are
+    /// served as usual); see `multicluster::stale`.
+    Stale {
+        /// The cluster.
+        cluster: ClusterId,
+        /// What EDS does with its endpoints.
+        action: Option<StaleAction>,
     },
     /// The registry is gone: drop its shards, unless a newer generation already owns them.
     Remove {
@@ -350,6 +358,7 @@ impl Writer {
             endpoints: self.index.endpoints.clone(),
             gateways,
             gateway_hostnames,
+            stale: self.index.stale.clone(),
             registries: self.index.registries(),
             changes,
             changed_at: first,

@@ -14,7 +14,7 @@ use tokio::{sync::watch, time::Instant};
 
 use crate::{
     config_controller::{self, ConfigSnapshot},
-    model::{ClusterId, Endpoint, NetworkGateway, Provider, Service, ServiceKey, ShardKey},
+    model::{ClusterId, Endpoint, NetworkGateway, Provider, Service, ServiceKey, ShardKey, StaleAction},
     traffic,
 };
 
@@ -31,6 +31,9 @@ pub struct MeshSnapshot {
     pub gateways: Arc<[NetworkGateway]>,
     /// The gateway DNS names the resolver task must keep resolved.
     pub gateway_hostnames: Arc<BTreeSet<Arc<str>>>,
+    /// ★ Remote clusters whose stale-endpoints action is in force (EDS deprioritises or drops their
+    /// endpoints).
+    pub stale: Arc<BTreeMap<ClusterId, StaleAction>>,
     /// The registries whose complete view it includes, with their generation (a reader that depends on
     /// another registry's services waits for it here).
     pub registries: BTreeMap<ShardKey, u64>,
@@ -125,6 +128,8 @@ pub enum FullReason {
     Networks,
     /// The network gateways changed.
     Gateways,
+    /// ★ A remote cluster's stale-endpoints action started or ended.
+    Stale(ClusterId),
     /// The mesh config changed (root namespace, defaults every rule falls back to).
     MeshConfig,
 }

@@ -29,7 +29,9 @@ use super::{
 };
 use crate::{
     envoy::{Proxy, ProxyKind, XdsType, resource::Resource},
-    model::{ClusterId, Endpoint, Health, Locality, NetworkId, ServicePort, TlsMode, WorkloadKind},
+    model::{
+        ClusterId, Endpoint, Health, Locality, NetworkId, ServicePort, StaleAction, TlsMode, WorkloadKind,
+    },
     traffic::{self, MergedRule},
 };
 
@@ -338,6 +340,8 @@ pub struct EdsCluster<'a> {
     pub cluster_local: Option<ClusterId>,
     /// The `failoverPriority` label keys, which gateway endpoints carry for what they stand for.
     pub keep_labels: Vec<String>,
+    /// ★ Remote clusters whose stale-endpoints action is in force.
+    pub stale: &'a BTreeMap<ClusterId, StaleAction>,
 }
 
 impl<'a> EdsCluster<'a> {
@@ -366,6 +370,7 @@ impl<'a> EdsCluster<'a> {
         Some(Self {
             cluster_local,
             keep_labels: locality.priority_keys(),
+            stale: mesh.stale_clusters(),
             rule,
             subset: subset
                 .and_then(|s| rule?.subset(s))
@@ -401,6 +406,7 @@ impl<'a> EdsCluster<'a> {
             mtls,
             cluster_local: self.cluster_local.as_ref(),
             keep_labels: &self.keep_labels,
+            stale: self.stale,
         }
     }
 
@@ -426,6 +432,7 @@ impl<'a> EdsCluster<'a> {
             self.target.port,
             eps.iter().map(|e| &**e),
             client(proxy.kind),
+            self.stale,
         )
     }
 }

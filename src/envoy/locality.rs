@@ -7,7 +7,7 @@
 //! `meshctl explain` shows. Does NOT: choose endpoints (split horizon, subsets) or encode
 //! ([`super::eds`]); it reorders and reweighs an [`Assignment`] that is already grouped.
 
-use std::{fmt::Write as _, sync::Arc};
+use std::{collections::BTreeMap, fmt::Write as _, sync::Arc};
 
 use serde::Serialize;
 
@@ -17,8 +17,8 @@ use crate::{
     envoy::Proxy,
     istio::destination_rule::{Distribute, Failover, LocalityLbSetting},
     model::{
-        Endpoint, LABEL_CLUSTER, LABEL_NETWORK, LABEL_REGION, LABEL_SUBZONE, LABEL_ZONE, Locality,
-        ServicePort,
+        ClusterId, Endpoint, LABEL_CLUSTER, LABEL_NETWORK, LABEL_REGION, LABEL_SUBZONE, LABEL_ZONE, Locality,
+        ServicePort, StaleAction,
     },
 };
 
@@ -411,15 +411,23 @@ impl<'a> Plan<'a> {
     }
 
     /// The assignment of `endpoints` for this proxy: grouped by locality and `failoverPriority` rank,
-    /// prioritised or reweighed, then duplicates merged into their best priority.
+    /// prioritised or reweighed, then duplicates merged into their best priority. ★ Endpoints of a
+    /// `stale` cluster whose action is `deprioritize` come after every other (a rank past any
+    /// `failoverPriority` rank, so past any ladder step too).
     pub fn assignment<'e>(
         &self,
         cluster: Arc<str>,
         port: &ServicePort,
         endpoints: impl IntoIterator<Item = &'e Endpoint>,
         client: Client,
+        stale: &BTreeMap<ClusterId, StaleAction>,
     ) -> Assignment {
-        let mut a = eds::grouped(cluster, port, endpoints, |e| self.rank(e));
+        let last = u32::try_from(self.labels().len() + 1).unwrap_or(u32::MAX);
+        let rank = |e: &Endpoint| match stale.get(&e.cluster) {
+            Some(StaleAction::Deprioritize) => last,
+            _ => self.rank(e),
+        };
+        let mut a = eds::grouped(cluster, port, endpoints, rank);
         // Weights are set last: a merge sums the weights of what it moves.
         if matches!(self.mode, Mode::Distribute { .. }) {
             a.merge_duplicates();
@@ -433,6 +441,8 @@ impl<'a> Plan<'a> {
             self.apply(&mut a);
             a.merge_duplicates();
         }
+        // Without failover, a deprioritised rank is the only priority besides 0.
+        a.renumber();
         a
     }
 

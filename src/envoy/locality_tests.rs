@@ -94,7 +94,7 @@ fn failover_mode(failover: &[(&str, &str)], priority: &[&str]) -> Mode {
 
 fn run(mode: &Mode, proxy: &Proxy, eps: &[Endpoint], dups: Client) -> Vec<String> {
     let plan = Plan::new(mode, Place::of(proxy));
-    render(&plan.assignment("c".into(), &port(), eps, dups))
+    render(&plan.assignment("c".into(), &port(), eps, dups, &BTreeMap::new()))
 }
 
 /// istiod's `buildFakeCluster` localities, one endpoint each.
@@ -551,4 +551,61 @@ fn proxies_of_one_locality_share_one_encode() {
     assert!(!Arc::ptr_eq(&eds(&failover, &a), &eds(&failover, &elsewhere)));
     // Without a DestinationRule nothing reads the proxy: one encode for all.
     assert!(Arc::ptr_eq(&eds(&plain, &a), &eds(&plain, &elsewhere)));
+}
+
+#[test]
+fn a_deprioritized_stale_cluster_comes_after_every_other_priority() {
+    // ★ Endpoints of a stale remote whose policy is `deprioritize` come last, under any mode: off
+    // (everything else at 0), the ladder (past region failover) and failoverPriority.
+    let mut stale_ep = ep("10.9.0.1", "region1/zone1/subzone1", &[(LABEL_CLUSTER, "c9")]);
+    stale_ep.weight = 2;
+    let eps = [
+        ep("10.0.0.1", "region1/zone1/subzone1", &[(LABEL_CLUSTER, "c1")]),
+        ep("10.0.0.2", "region2/zone1/subzone1", &[(LABEL_CLUSTER, "c2")]),
+        stale_ep,
+    ];
+    let stale = BTreeMap::from([(ClusterId::from("c9"), StaleAction::Deprioritize)]);
+    let off = mode(None, &mesh::LocalityLbSetting::default(), false);
+    let cases = [
+        (
+            "locality load balancing off",
+            off,
+            vec![
+                "p0 region1/zone1/subzone1 w=1: 10.0.0.1",
+                "p1 region1/zone1/subzone1 w=2: 10.9.0.1(2)",
+                "p0 region2/zone1/subzone1 w=1: 10.0.0.2",
+            ],
+        ),
+        (
+            "region ladder",
+            failover_mode(&[], &[]),
+            vec![
+                "p0 region1/zone1/subzone1 w=1: 10.0.0.1",
+                "p2 region1/zone1/subzone1 w=2: 10.9.0.1(2)",
+                "p1 region2/zone1/subzone1 w=1: 10.0.0.2",
+            ],
+        ),
+        (
+            "failoverPriority on the cluster",
+            failover_mode(&[], &[LABEL_CLUSTER]),
+            vec![
+                "p0 region1/zone1/subzone1 w=1: 10.0.0.1",
+                "p2 region1/zone1/subzone1 w=2: 10.9.0.1(2)",
+                "p1 region2/zone1/subzone1 w=1: 10.0.0.2",
+            ],
+        ),
+    ];
+    let p = client(&[(LABEL_CLUSTER, "c1")]);
+    for (name, mode, want) in cases {
+        let plan = Plan::new(&mode, Place::of(&p));
+        let got = render(&plan.assignment("c".into(), &port(), &eps, Client::Envoy, &stale));
+        assert_eq!(got, want, "{name}");
+        // Keep changes nothing.
+        let keep = BTreeMap::from([(ClusterId::from("c9"), StaleAction::Keep)]);
+        assert_eq!(
+            render(&plan.assignment("c".into(), &port(), &eps, Client::Envoy, &keep)),
+            render(&plan.assignment("c".into(), &port(), &eps, Client::Envoy, &BTreeMap::new())),
+            "{name}"
+        );
+    }
 }

@@ -57,7 +57,9 @@ pub use split_horizon::SplitHorizon;
 #[cfg(any(test, feature = "testing"))]
 pub use static_mesh::StaticMesh;
 
-use crate::model::{ClusterId, Endpoint, NetworkGateway, NetworkId, Service, ServicePort, TlsMode};
+use crate::model::{
+    ClusterId, Endpoint, NetworkGateway, NetworkId, Service, ServicePort, StaleAction, TlsMode,
+};
 
 /// What generators read from a mesh snapshot: services in host-name order and their endpoints in
 /// every cluster. Implemented by the aggregate's snapshot; tests and benches use small fixtures.
@@ -73,6 +75,10 @@ pub trait Mesh: Send + Sync {
     /// The resolved network gateways (split horizon), sorted; none unless multi-network.
     fn gateways(&self) -> &[NetworkGateway] {
         &[]
+    }
+    /// ★ Remote clusters whose stale-endpoints action is in force; none by default.
+    fn stale_clusters(&self) -> &BTreeMap<ClusterId, StaleAction> {
+        no_stale()
     }
     /// The Istio traffic config in force, indexed (none by default: every service with defaults).
     fn traffic(&self) -> &crate::traffic::Index {
@@ -139,6 +145,8 @@ pub struct EndpointQuery<'q> {
     /// Label keys a gateway standing in for remote endpoints must carry their values of (the
     /// `failoverPriority` labels), so that it is ranked as they would be without a gateway.
     pub keep_labels: &'q [String],
+    /// ★ Remote clusters whose stale-endpoints action is in force: `drop` drops their endpoints here.
+    pub stale: &'q BTreeMap<ClusterId, StaleAction>,
 }
 
 impl<'q> EndpointQuery<'q> {
@@ -152,6 +160,7 @@ impl<'q> EndpointQuery<'q> {
             mtls: &has_sidecar,
             cluster_local: None,
             keep_labels: &[],
+            stale: no_stale(),
         }
     }
 
@@ -179,6 +188,12 @@ impl<'q> EndpointQuery<'q> {
             TlsMode::Disabled
         }
     }
+}
+
+/// No stale cluster.
+fn no_stale() -> &'static BTreeMap<ClusterId, StaleAction> {
+    static NONE: BTreeMap<ClusterId, StaleAction> = BTreeMap::new();
+    &NONE
 }
 
 fn has_sidecar(ep: &Endpoint) -> bool {

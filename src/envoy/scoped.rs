@@ -6,12 +6,12 @@
 //! the ports a Sidecar imported) and where a proxy's scope comes from ([`scope_of`]). Does NOT: decide
 //! what a scope contains (`traffic::sidecar_scope`).
 
-use std::sync::Arc;
+use std::{collections::BTreeMap, sync::Arc};
 
 use super::Mesh;
 use crate::{
     envoy::{Proxy, ProxyKind},
-    model::{Endpoint, NetworkGateway, Service},
+    model::{ClusterId, Endpoint, NetworkGateway, Service, StaleAction},
     traffic::{Index, ProxyRef, SidecarScope},
 };
 
@@ -60,6 +60,10 @@ impl Mesh for ScopedMesh<'_> {
 
     fn gateways(&self) -> &[NetworkGateway] {
         self.mesh.gateways()
+    }
+
+    fn stale_clusters(&self) -> &BTreeMap<ClusterId, StaleAction> {
+        self.mesh.stale_clusters()
     }
 
     fn traffic(&self) -> &Index {

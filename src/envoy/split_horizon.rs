@@ -44,8 +44,8 @@ use crate::{
     },
     model::{
         ClusterId, Endpoint, EndpointPort, Health, LABEL_CLUSTER, LABEL_NETWORK, LABEL_REGION, LABEL_SUBZONE,
-        LABEL_ZONE, Labels, Locality, NetworkGateway, NetworkId, Service, ServicePort, TlsMode, WorkloadKind,
-        workload_meta,
+        LABEL_ZONE, Labels, Locality, NetworkGateway, NetworkId, Service, ServicePort, StaleAction, TlsMode,
+        WorkloadKind, workload_meta,
     },
 };
 
@@ -61,7 +61,10 @@ impl EndpointView for SplitHorizon {
         port: &ServicePort,
         view: &NetworkView,
     ) -> Vec<Cow<'a, Endpoint>> {
-        let q = EndpointQuery::all(service, port, view);
+        let q = EndpointQuery {
+            stale: mesh.stale_clusters(),
+            ..EndpointQuery::all(service, port, view)
+        };
         filter(mesh.endpoints(service), mesh.gateways(), &q)
     }
 
@@ -259,6 +262,9 @@ pub enum Dropped {
     /// Remote behind a gateway, and the client is proxyless gRPC, which cannot cross one: it sends no
     /// SNI for the gateway to route by (istiod sends the gateway anyway and the RPCs fail).
     ProxylessBehindGateway,
+    /// ★ Its cluster's API server has been unreachable for longer than its stale-endpoints policy
+    /// allows, and the policy is `drop`.
+    StaleCluster,
 }
 
 /// How one endpoint reaches a proxy (`meshctl explain`).
@@ -289,6 +295,9 @@ pub enum Verdict {
 fn decide<'i, 'g>(ep: &Endpoint, index: &'i GatewayIndex<'g>, q: &EndpointQuery<'_>) -> Decision<'i, 'g> {
     if !q.view.sees(ep.network.as_ref()) {
         return Decision::Dropped(Dropped::OutsideNetworkView);
+    }
+    if q.stale.get(&ep.cluster) == Some(&StaleAction::Drop) {
+        return Decision::Dropped(Dropped::StaleCluster);
     }
     if !q.in_cluster(ep) {
         return Decision::Dropped(Dropped::OtherCluster);

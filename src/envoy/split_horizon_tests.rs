@@ -1,6 +1,6 @@
 //! Golden tables: endpoints and gateways in, the rendered `ClusterLoadAssignment` out, exactly.
 
-use std::net::IpAddr;
+use std::{collections::BTreeMap, net::IpAddr};
 
 use super::*;
 use crate::{
@@ -432,6 +432,54 @@ fn a_gateway_endpoint_stands_for_one_cluster_locality_and_priority_label_values(
     for (keep, want) in cases {
         let keep: Vec<String> = keep.iter().map(|k| (*k).to_owned()).collect();
         assert_eq!(sent(&keep), want, "{keep:?}");
+    }
+}
+
+#[test]
+fn a_dropped_stale_cluster_sends_nothing_direct_or_through_its_gateway() {
+    // ★ A remote whose API server has been unreachable past its policy's `after`, with action drop:
+    // its endpoints are neither sent direct nor counted towards a gateway; deprioritize and keep
+    // leave them to locality (tested there).
+    let (eps, mut gws) = four_networks();
+    gws.sort();
+    let s = svc();
+    let v = view("net-a", &[]);
+    let sent = |stale: &BTreeMap<ClusterId, StaleAction>| -> Vec<String> {
+        let q = EndpointQuery { stale, ..all(&s, &v) };
+        filter(&eps, &gws, &q)
+            .iter()
+            .map(|e| e.address.to_string())
+            .collect()
+    };
+    let none = sent(&BTreeMap::new());
+    assert!(none.contains(&"10.2.0.1".to_owned()) && none.contains(&"192.0.2.3".to_owned()));
+    for (cluster, action, gone) in [
+        ("cb", StaleAction::Drop, "10.2.0.1"),
+        ("cc", StaleAction::Drop, "192.0.2.3"),
+    ] {
+        let stale = BTreeMap::from([(ClusterId::from(cluster), action)]);
+        let got = sent(&stale);
+        assert!(!got.contains(&gone.to_owned()), "{cluster}: {got:?}");
+        assert_eq!(
+            got.len(),
+            none.len() - usize::from(cluster == "cb") - 2 * usize::from(cluster == "cc")
+        );
+        let q = EndpointQuery {
+            stale: &stale,
+            ..all(&s, &v)
+        };
+        let why: Vec<Dropped> = explain(&eps, &gws, &q)
+            .into_iter()
+            .filter(|(e, _)| e.cluster.as_str() == cluster)
+            .filter_map(|(_, v)| match v {
+                Verdict::Dropped { why } => Some(why),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            !why.is_empty() && why.iter().all(|w| *w == Dropped::StaleCluster),
+            "{why:?}"
+        );
     }
 }
 

@@ -7,6 +7,7 @@ mod endpoint;
 mod gateway;
 mod ids;
 mod service;
+mod stale;
 mod workload_meta;
 
 pub use endpoint::{Endpoint, EndpointPort, Health, Locality, TlsMode, WorkloadKind};
@@ -16,6 +17,7 @@ pub use service::{
     DnsTarget, DnsTargets, ExportTo, ExternalAddress, Labels, Origin, Protocol, Resolution, Service,
     ServicePort, TargetPort,
 };
+pub use stale::{StaleAction, UnknownStaleAction};
 pub use workload_meta::workload_meta;
 
 /// meshd's own cluster ID when `--cluster-id` is not given: istiod's default `CLUSTER_ID`.

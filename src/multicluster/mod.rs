@@ -8,6 +8,7 @@
 //! - [`cluster`]: one cluster's supervisor: client, registry generations, status, readiness timeout.
 //! - [`status`]: the `/debug/clusterz` table and its route.
 //! - [`check`]: ★ `/debug/clusterz/check` (`meshctl remote-clusters --check`): whether each remote works.
+//! - [`stale`]: ★ what happens to an unreachable remote's endpoints (keep, deprioritise, drop).
 //! - [`metrics`]: sync timeouts and the cluster gauges ([`Metrics`]).
 //! - [`remote_secret`]: building remote secrets (sandbox, `meshctl add-cluster`).
 
@@ -19,6 +20,7 @@ pub mod kubeconfig_dir;
 mod metrics;
 pub mod remote_secret;
 pub mod secrets;
+pub mod stale;
 pub mod status;
 
 pub use metrics::Metrics;

@@ -4,7 +4,7 @@
 //!
 //! Owns: the adaptation only. Does NOT: debounce (the aggregate does) or hold snapshots.
 
-use std::sync::Arc;
+use std::{collections::BTreeMap, sync::Arc};
 
 use tokio::{sync::watch, time::Instant};
 
@@ -12,7 +12,7 @@ use super::push::{Changes, PushScope, Snapshot, SnapshotSource};
 use crate::envoy::Mesh;
 use crate::{
     aggregate::{ChangeKind, MeshSnapshot, Snapshots},
-    model::{Endpoint, NetworkGateway, Service, ServiceKey},
+    model::{ClusterId, Endpoint, NetworkGateway, Service, ServiceKey, StaleAction},
     traffic::hosts::{HostPattern, resolve},
 };
 
@@ -52,6 +52,10 @@ impl Mesh for MeshSnapshot {
 
     fn gateways(&self) -> &[NetworkGateway] {
         &self.gateways
+    }
+
+    fn stale_clusters(&self) -> &BTreeMap<ClusterId, StaleAction> {
+        &self.stale
     }
 
     fn traffic(&self) -> &crate::traffic::Index {
