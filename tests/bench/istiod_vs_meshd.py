@@ -168,6 +168,102 @@ def table(summaries: list[Path]) -> str:
     return "\n".join(lines)
 
 
+# The headline rows (issue 34 §5): meshd ÷ istiod, target ≤ 1/3 each. (label, getter, format)
+RATIO_ROWS = [
+    ("convergence p99 (all clients)", lambda r: r["convergence"]["allClientsMs"]["p99"], "{:.0f} ms"),
+    ("initial config p99 (from accept)", lambda r: r["initial"]["sinceAcceptMs"]["p99"], "{:.1f} ms"),
+    ("RSS configured", lambda r: r["target"]["configured"]["rss_mib"], "{:.0f} MiB"),
+    ("RSS end (peak)", lambda r: r["target"]["end"]["peak_rss_mib"], "{:.0f} MiB"),
+    ("CPU per change per 1,000 streams", lambda r: r["cost"]["targetMsPerChangePer1kStreams"], "{:.0f} ms"),
+    ("CPU during connect (initial config)", lambda r: r["cost"]["connect"]["targetCpuS"], "{:.2f} s"),
+    ("initial config bytes per client", lambda r: r["initial"]["bytesPerClient"] / 1024, "{:.0f} KiB"),
+    ("bytes per client per change",
+     lambda r: r["traffic"]["churnBytesPerS"] / max(r["config"]["churnPerS"], 1e-9) / r["config"]["clients"],
+     "{:.0f} B"),
+]
+
+# Micro benchmark rows: (label, criterion name in meshd's output, Go benchmark name in istiod's, divisor
+# of the Go ns/op and of criterion's time to a per-unit figure). Sources: `cargo bench --bench eds` and
+# `tests/bench/istiod-go-bench.sh` output, passed to `ratio --criterion FILE --go FILE`.
+MICRO_ROWS = [
+    ("EDS generation, 100 services × 1 endpoint (per endpoint, miss)", "eds/1/100 miss",
+     "BenchmarkEndpointGeneration/1/100 forced", 100),
+    ("EDS generation, 10 services × 100 endpoints (per endpoint, miss)", "eds/100/10 miss",
+     "BenchmarkEndpointGeneration/100/10 forced", 1000),
+    ("CDS generation (per cluster, miss)", "cds 1000 services/miss", "BenchmarkClusterGeneration/http", None),
+]
+
+
+def criterion_times(text: str) -> dict[str, float]:
+    """Median time in µs of every criterion benchmark in ``text`` (`name  time: [lo mid hi]`)."""
+    import re
+    unit = {"ns": 1e-3, "µs": 1.0, "us": 1.0, "ms": 1e3, "s": 1e6}
+    out, name = {}, None
+    for line in text.splitlines():
+        m = re.match(r"^(\S.*?)\s+time:\s+\[\S+ \S+ (\S+) (\S+) \S+ \S+\]", line)
+        if m is None and line.strip() and not line.startswith(" ") and "time:" not in line:
+            name = line.strip()
+        m = m or re.match(r"^\s+time:\s+\[\S+ \S+ (\S+) (\S+) \S+ \S+\]", line)
+        if m:
+            if len(m.groups()) == 3:
+                name = m.group(1).strip()
+            value, u = m.groups()[-2:]
+            if name:
+                out[name] = float(value) * unit[u]
+    return out
+
+
+def go_times(text: str) -> dict[str, list[float]]:
+    """Every run's ns/op (as µs) by Go benchmark name without the `-N` suffix; names from the script's
+    forced sections (`---` headers naming `forced`) end in " forced"."""
+    import re
+    out: dict[str, list[float]] = {}
+    forced = False
+    for line in text.splitlines():
+        if line.startswith("---"):
+            forced = "forced" in line
+        m = re.match(r"^(Benchmark\S+?)(-\d+)?\s+\d+\s+([\d.]+) ns/op", line)
+        if m:
+            out.setdefault(m.group(1) + (" forced" if forced else ""), []).append(float(m.group(3)) / 1e3)
+    return out
+
+
+def ratio_table(summaries: list[Path], criterion: Path | None, go: Path | None) -> str:
+    """The first table of docs/benchmarks.md: per row meshd's and istiod's runs (min–max), meshd ÷ istiod
+    of the means and of the extremes, and whether it meets the ≤ 1/3 target."""
+    runs = [r for p in summaries for r in json.loads(Path(p).read_text())["runs"]]
+    m = [r["report"] for r in runs if r["server"] == "meshd"]
+    i = [r["report"] for r in runs if r["server"] == "istiod"]
+    mean = lambda v: sum(v) / len(v)  # noqa: E731
+    lines = ["| figure | meshd (min–max of %d) | istiod (min–max of %d) | meshd ÷ istiod (means) | range | ≤ 1/3? |"
+             % (len(m), len(i)), "|---|---|---|---|---|---|"]
+
+    def row(label, mv, iv, fmt):
+        r = mean(mv) / mean(iv)
+        lo, hi = min(mv) / max(iv), max(mv) / min(iv)
+        def span(v):
+            lo, hi = fmt.format(min(v)), fmt.format(max(v))
+            if lo == hi:
+                return lo
+            (lo_n, _, unit), hi_n = lo.partition(" "), hi.partition(" ")[0]
+            return f"{lo_n}–{hi_n} {unit}"
+        ok = "yes" if hi <= 1 / 3 else ("no" if lo > 1 / 3 else "partly")
+        lines.append(f"| {label} | {span(mv)} | {span(iv)} | **{r:.2f}** | {lo:.2f}–{hi:.2f} | {ok} |")
+
+    for label, get, fmt in RATIO_ROWS:
+        row(label, [get(x) for x in m], [get(x) for x in i], fmt)
+    if criterion and go:
+        ct, gt = criterion_times(criterion.read_text()), go_times(go.read_text())
+        for label, cname, gname, per in MICRO_ROWS:
+            if cname not in ct or gname not in gt:
+                continue
+            # CDS: criterion's time covers 1,002 clusters, Go's 105 (100 ServiceEntries + istiod's own).
+            c_per = ct[cname] / (per or 1002)
+            g_per = [v / (per or 105) for v in gt[gname]]
+            row(label, [c_per], g_per, "{:.2f} µs")
+    return "\n".join(lines)
+
+
 def floors(out: Path, rounds: int = 200) -> dict:
     """What no control plane can beat here: a loopback TCP round trip (64-byte ping-pong), and the real API
     server's write → watch delivery (an EndpointSlice replaced, the watch event read) that every
@@ -238,6 +334,14 @@ def main() -> None:
         f = floors(out)
         (out / "floor.json").write_text(json.dumps(f, indent=2))
         print(json.dumps(f, indent=2))
+        return
+    if sys.argv[1:2] == ["ratio"]:
+        r = argparse.ArgumentParser(prog="istiod_vs_meshd.py ratio")
+        r.add_argument("summaries", nargs="+", type=Path)
+        r.add_argument("--criterion", type=Path, help="`cargo bench --bench eds` output")
+        r.add_argument("--go", type=Path, help="tests/bench/istiod-go-bench.sh output (the forced EDS runs)")
+        ra = r.parse_args(sys.argv[2:])
+        print(ratio_table(ra.summaries, ra.criterion, ra.go))
         return
     if sys.argv[1:2] == ["table"]:
         print(table([Path(p) for p in sys.argv[2:]]))
