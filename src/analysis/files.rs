@@ -219,13 +219,11 @@ fn kubernetes_services(kube: &[Value], pods: &[Workload], settings: &Settings) -
         .map(|o| {
             let ns = namespace(o);
             let selector = strings(&o["spec"]["selector"]);
-            let visibility = match o["metadata"]["annotations"]["networking.istio.io/exportTo"].as_str() {
-                None => Visibility::Public,
-                Some(list) => {
-                    let values: Vec<String> = list.split(',').map(|s| s.trim().to_owned()).collect();
-                    Visibility::of_config(&values, &ns, &Visibility::Public)
-                }
-            };
+            let values: Vec<String> = o["metadata"]["annotations"]["networking.istio.io/exportTo"]
+                .as_str()
+                .map(|list| list.split(',').map(|s| s.trim().to_owned()).collect())
+                .unwrap_or_default();
+            let visibility = Visibility::of_config(&values, &ns, settings.default_service_export);
             Service {
                 hostname: format!("{}.{ns}.svc.{}", name(o), settings.domain_suffix),
                 namespace: ns.clone(),
@@ -278,7 +276,7 @@ fn service_entry_services(configs: &[Arc<Config>], pods: &[Workload], settings: 
                 hostname: resolve(host, ns, &settings.domain_suffix).to_string(),
                 namespace: ns.to_owned(),
                 ports: se.ports.iter().map(|p| p.number).collect(),
-                visibility: Visibility::of_config(&se.export_to, ns, &Visibility::Public),
+                visibility: Visibility::of_config(&se.export_to, ns, settings.default_service_export),
                 clusters: [CLUSTER.to_owned()].into(),
                 endpoints: endpoints.clone(),
             });

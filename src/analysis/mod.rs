@@ -117,7 +117,7 @@ impl Input {
                     hostname: s.hostname.as_str().to_owned(),
                     namespace: s.namespace.to_string(),
                     ports: s.ports.iter().map(|p| u32::from(p.port)).collect(),
-                    visibility: Visibility::of_service(s, &Visibility::Public),
+                    visibility: Visibility::of_service(s, snap.settings.default_service_export),
                     clusters,
                     endpoints,
                 }

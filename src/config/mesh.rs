@@ -35,6 +35,15 @@ pub struct MeshConfig {
     /// Per-host settings: which hosts are cluster-local. See [`super::cluster_local`].
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub service_settings: Vec<ServiceSettings>,
+    /// `exportTo` of Services and ServiceEntries that set none (`.` or `*`; unset: `*`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub default_service_export_to: Vec<String>,
+    /// `exportTo` of VirtualServices that set none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub default_virtual_service_export_to: Vec<String>,
+    /// `exportTo` of DestinationRules that set none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub default_destination_rule_export_to: Vec<String>,
 }
 
 /// Istio's `MeshConfig.ServiceSettings`: settings for the services whose host matches `hosts`.
@@ -139,6 +148,9 @@ impl Default for MeshConfig {
             },
             discovery_selectors: Vec::new(),
             service_settings: Vec::new(),
+            default_service_export_to: Vec::new(),
+            default_virtual_service_export_to: Vec::new(),
+            default_destination_rule_export_to: Vec::new(),
         }
     }
 }

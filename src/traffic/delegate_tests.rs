@@ -71,7 +71,7 @@ fn delegates_merge_as_istiod_merges_them() {
     let mut delegates = Delegates::new();
     delegates.insert(("ns2", "productpage"), (&productpage, Visibility::Public));
     delegates.insert(("ns1", "reviews"), (&reviews, Visibility::Public));
-    let private_vis = Visibility::of_config(&private.export_to, "ns3", &Visibility::Public);
+    let private_vis = Visibility::of_config(&private.export_to, "ns3", crate::traffic::ExportDefault::Public);
     delegates.insert(("ns3", "private"), (&private, private_vis));
     assert_eq!(
         summary(&merge(&root, "ns1", &delegates)),

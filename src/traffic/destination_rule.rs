@@ -53,11 +53,7 @@ impl MergedRule {
             from: vec![obj],
             host,
             namespace: cfg.meta.namespace.clone(),
-            visibility: Visibility::of_config(
-                &dr.export_to,
-                &cfg.meta.namespace,
-                &settings.default_dr_export,
-            ),
+            visibility: Visibility::of_config(&dr.export_to, &cfg.meta.namespace, settings.default_dr_export),
             selector,
             rule: dr.clone(),
             duplicate_subsets: Vec::new(),
@@ -185,9 +181,11 @@ impl DrIndex {
         for (cfg, dr) in drs {
             let ns = &cfg.meta.namespace;
             let host = hosts::resolve(&dr.host, ns, &settings.domain_suffix);
-            let vis = Visibility::of_config(&dr.export_to, ns, &settings.default_dr_export);
+            let vis = Visibility::of_config(&dr.export_to, ns, settings.default_dr_export);
             let private = dr.workload_selector.is_some() || vis.is_private_to(ns);
-            if vis.visible_in(ns) || dr.workload_selector.is_some() {
+            // A rule that sets no exportTo always applies in its own namespace, whatever MeshConfig's
+            // default (istiod: only an explicit `~` keeps it out).
+            if vis.visible_in(ns) || dr.workload_selector.is_some() || dr.export_to.is_empty() {
                 index
                     .namespace_local
                     .entry(ns.clone())

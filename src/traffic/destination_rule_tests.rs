@@ -122,3 +122,38 @@ fn several_rules_for_one_host_merge_like_istiod() {
         .expect("rule");
     assert_eq!(own.from[0].name.as_ref(), "older");
 }
+
+#[test]
+fn mesh_default_export_to_applies_to_rules_that_set_none() {
+    let configs = [
+        config("DestinationRule", "svc", "plain", "1", "host: reviews"),
+        config(
+            "DestinationRule",
+            "svc",
+            "public",
+            "2",
+            "host: ratings\nexportTo: ['*']",
+        ),
+    ];
+    // (MeshConfig defaultDestinationRuleExportTo, service, the rule a proxy in "other" gets)
+    let cases: [(&[&str], &str, Option<&str>); 5] = [
+        (&[], "reviews", Some("plain")),
+        (&["*"], "reviews", Some("plain")),
+        (&["."], "reviews", None),
+        (&["~"], "reviews", None),
+        (&["."], "ratings", Some("public")),
+    ];
+    for (default, name, want) in cases {
+        let mut mesh = crate::config::mesh::MeshConfig::default();
+        mesh.default_destination_rule_export_to = default.iter().map(|s| s.to_string()).collect();
+        let index = DrIndex::build(
+            configs.iter(),
+            &crate::traffic::Settings::new(mesh.into(), "cluster.local"),
+        );
+        let got = index.lookup("istio-system", "other", &labels("web"), &svc(name, "svc"));
+        assert_eq!(got.map(|r| &*r.from[0].name), want, "{default:?} {name}");
+        // The rule's own namespace always sees it.
+        let own = index.lookup("istio-system", "svc", &labels("web"), &svc(name, "svc"));
+        assert!(own.is_some(), "{default:?} {name} in its own namespace");
+    }
+}

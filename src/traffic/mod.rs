@@ -23,7 +23,7 @@ pub use peer_authn::{PaIndex, PeerMode};
 pub use policy::effective;
 pub use sidecar_scope::{ProxyRef, Scopes, SidecarScope};
 pub use virtual_service::VsIndex;
-pub use visibility::Visibility;
+pub use visibility::{ExportDefault, Visibility};
 
 use crate::{
     config::{MeshConfig, cluster_local::ClusterLocalHosts},
@@ -41,8 +41,12 @@ pub struct Settings {
     pub domain_suffix: Arc<str>,
     /// The mesh config in force.
     pub mesh: Arc<MeshConfig>,
-    /// `defaultDestinationRuleExportTo` (`*` unless set; only `.` and `*` are honoured, as istiod).
-    pub default_dr_export: Visibility,
+    /// MeshConfig `defaultServiceExportTo`.
+    pub default_service_export: ExportDefault,
+    /// MeshConfig `defaultVirtualServiceExportTo`.
+    pub default_vs_export: ExportDefault,
+    /// MeshConfig `defaultDestinationRuleExportTo`.
+    pub default_dr_export: ExportDefault,
     /// The hosts served to a proxy only from its own cluster.
     pub cluster_local: ClusterLocalHosts,
 }
@@ -54,8 +58,10 @@ impl Settings {
             root_namespace: mesh.root_namespace.as_str().into(),
             domain_suffix: domain_suffix.into(),
             cluster_local: ClusterLocalHosts::new(&mesh, domain_suffix),
+            default_service_export: ExportDefault::of(&mesh.default_service_export_to),
+            default_vs_export: ExportDefault::of(&mesh.default_virtual_service_export_to),
+            default_dr_export: ExportDefault::of(&mesh.default_destination_rule_export_to),
             mesh,
-            default_dr_export: Visibility::Public,
         }
     }
 }

@@ -26,7 +26,7 @@ use serde::Serialize;
 use super::{
     Settings,
     hosts::{HostPattern, resolve},
-    visibility::Visibility,
+    visibility::{ExportDefault, Visibility},
 };
 use crate::{
     config::mesh::OutboundMode,
@@ -247,6 +247,8 @@ pub struct SidecarScope {
     pub sidecar: Option<ObjectRef>,
     /// Traffic to unknown destinations: the Sidecar's `outboundTrafficPolicy`, else MeshConfig's.
     pub outbound: OutboundMode,
+    /// MeshConfig's `defaultServiceExportTo`, for [`Self::hidden`].
+    service_export: ExportDefault,
     egress: Vec<Egress>,
     /// `None`: every host exported to the namespace; else the imported ones.
     imports: Option<BTreeMap<Hostname, Import>>,
@@ -289,7 +291,7 @@ impl SidecarScope {
         for s in services {
             let (defined, group) = copies.entry(&s.hostname).or_default();
             *defined += 1;
-            if Visibility::of_service(s, &Visibility::Public).visible_in(ns) {
+            if Visibility::of_service(s, settings.default_service_export).visible_in(ns) {
                 group.push(s);
             }
         }
@@ -304,7 +306,7 @@ impl SidecarScope {
             })
             .filter(|(c, vs)| {
                 (vs.gateways.is_empty() || vs.gateways.iter().any(|g| g == "mesh"))
-                    && Visibility::of_config(&vs.export_to, &c.meta.namespace, &Visibility::Public)
+                    && Visibility::of_config(&vs.export_to, &c.meta.namespace, settings.default_vs_export)
                         .visible_in(ns)
             })
             .collect();
@@ -337,6 +339,7 @@ impl SidecarScope {
             namespace: ns.into(),
             sidecar: sidecar.map(Config::object_ref),
             outbound,
+            service_export: settings.default_service_export,
             egress,
             imports: None,
             choice: BTreeMap::new(),
@@ -598,7 +601,7 @@ impl SidecarScope {
         }
         let mut copies = copies.into_iter().peekable();
         copies.peek()?;
-        if !copies.any(|s| Visibility::of_service(s, &Visibility::Public).visible_in(&self.namespace)) {
+        if !copies.any(|s| Visibility::of_service(s, self.service_export).visible_in(&self.namespace)) {
             return Some(Hidden::NotExported);
         }
         Some(Hidden::NotImported {

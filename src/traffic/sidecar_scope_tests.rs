@@ -489,3 +489,62 @@ fn a_port_bound_listeners_virtual_services_import_destinations_on_its_port() {
         "the listener's port, not the destination's (istiod's serviceMatchingListenerPort)"
     );
 }
+
+#[test]
+fn mesh_default_export_to_applies_to_services_and_virtual_services_that_set_none() {
+    let mut public = svc("public", "b");
+    public.export_to = ExportTo::Public;
+    let services = vec![svc("plain", "b"), public, svc("own", "a")];
+    let vss = [
+        object(
+            Kind::VirtualService,
+            "b",
+            "plain",
+            "2024-01-01T00:00:00Z",
+            json!({"hosts": ["x.example.com"], "http": [{"route": [{"destination": {"host": "x.example.com"}}]}]}),
+        ),
+        object(
+            Kind::VirtualService,
+            "b",
+            "public",
+            "2024-01-01T00:00:00Z",
+            json!({"hosts": ["y.example.com"], "exportTo": ["*"],
+                     "http": [{"route": [{"destination": {"host": "y.example.com"}}]}]}),
+        ),
+    ];
+    let (plain, public_host, own) = (
+        "plain.b.svc.cluster.local",
+        "public.b.svc.cluster.local",
+        "own.a.svc.cluster.local",
+    );
+    // (MeshConfig list for both kinds, what a proxy in "a" sees, the VirtualServices it imports)
+    let cases: [(&[&str], Vec<&str>, Vec<&str>); 4] = [
+        (&[], vec![plain, public_host, own], vec!["plain", "public"]),
+        (&["*"], vec![plain, public_host, own], vec!["plain", "public"]),
+        (&["."], vec![public_host, own], vec!["public"]),
+        (&["~"], vec![public_host], vec!["public"]),
+    ];
+    for (default, hosts, want_vss) in cases {
+        let mut mesh = MeshConfig::default();
+        mesh.default_service_export_to = default.iter().map(|s| s.to_string()).collect();
+        mesh.default_virtual_service_export_to = mesh.default_service_export_to.clone();
+        let proxy = ProxyRef {
+            namespace: "a",
+            labels: &Labels::new(),
+            router: false,
+        };
+        let scope = SidecarScope::build(
+            proxy,
+            None,
+            &vss,
+            &services,
+            &Settings::new(Arc::new(mesh), "cluster.local"),
+        );
+        assert_eq!(seen(&scope, &services), set(&hosts), "{default:?}");
+        let names: Vec<&str> = scope.virtual_services().iter().map(|o| &*o.name).collect();
+        assert_eq!(names, want_vss, "{default:?}");
+        if default == ["."] {
+            assert_eq!(scope.hidden(plain, &services[..1]), Some(Hidden::NotExported));
+        }
+    }
+}

@@ -142,8 +142,7 @@ impl ResolvedVs {
             revision: cfg.meta.revision.clone(),
             created: cfg.meta.creation_timestamp.clone(),
             hosts: vs.hosts.iter().map(|h| HostPattern::parse(&resolve(h))).collect(),
-            // MeshConfig `defaultVirtualServiceExportTo` is not read: `*`, istiod's default.
-            visibility: Visibility::of_config(&vs.export_to, ns, &Visibility::Public),
+            visibility: Visibility::of_config(&vs.export_to, ns, settings.default_vs_export),
             spec,
             source_dependent,
             gateways,
@@ -196,7 +195,7 @@ impl VsIndex {
                 && vs.hosts.is_empty()
             {
                 let ns = &*cfg.meta.namespace;
-                let visibility = Visibility::of_config(&vs.export_to, ns, &Visibility::Public);
+                let visibility = Visibility::of_config(&vs.export_to, ns, settings.default_vs_export);
                 delegates.insert((ns, &*cfg.meta.name), (vs, visibility));
             }
         }

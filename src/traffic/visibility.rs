@@ -16,24 +16,60 @@ pub enum Visibility {
     Hidden,
 }
 
+/// Where MeshConfig's `defaultServiceExportTo` / `defaultVirtualServiceExportTo` /
+/// `defaultDestinationRuleExportTo` puts objects that set no `exportTo`. istiod
+/// (`initDefaultExportMaps`, `initServiceRegistry`) honours only `.` (before `*`) and `*`; a list with
+/// neither leaves such objects visible nowhere, and an unset (or empty) one is `*`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ExportDefault {
+    /// `*`, and unset.
+    #[default]
+    Public,
+    /// `.`: the object's own namespace.
+    Private,
+    /// Neither `.` nor `*` listed.
+    Hidden,
+}
+
+impl ExportDefault {
+    /// From the MeshConfig list.
+    pub fn of(values: &[String]) -> Self {
+        let has = |v: &str| values.iter().any(|x| x.trim() == v);
+        match () {
+            () if values.is_empty() => Self::Public,
+            () if has(".") => Self::Private,
+            () if has("*") => Self::Public,
+            () => Self::Hidden,
+        }
+    }
+
+    fn visibility(self, own: &str) -> Visibility {
+        match self {
+            Self::Public => Visibility::Public,
+            Self::Private => Visibility::Namespaces([Arc::from(own)].into()),
+            Self::Hidden => Visibility::Hidden,
+        }
+    }
+}
+
 impl Visibility {
-    /// A rule's `exportTo` written in namespace `own`; `default` applies when it is empty (MeshConfig's
-    /// `defaultDestinationRuleExportTo` / `defaultVirtualServiceExportTo`, `*` unless set).
-    pub fn of_config(export_to: &[String], own: &str, default: &Visibility) -> Self {
+    /// A rule's `exportTo` written in namespace `own`; `default` applies when it is empty.
+    pub fn of_config(export_to: &[String], own: &str, default: ExportDefault) -> Self {
         Self::from_export(
             ExportTo::parse(export_to.iter().map(String::as_str), own),
+            own,
             default,
         )
     }
 
     /// A service's `exportTo` (or `networking.istio.io/exportTo` annotation).
-    pub fn of_service(service: &Service, default: &Visibility) -> Self {
-        Self::from_export(service.export_to.clone(), default)
+    pub fn of_service(service: &Service, default: ExportDefault) -> Self {
+        Self::from_export(service.export_to.clone(), &service.namespace, default)
     }
 
-    fn from_export(export: ExportTo, default: &Visibility) -> Self {
+    fn from_export(export: ExportTo, own: &str, default: ExportDefault) -> Self {
         match export {
-            ExportTo::Default => default.clone(),
+            ExportTo::Default => default.visibility(own),
             ExportTo::Public => Self::Public,
             ExportTo::Hidden => Self::Hidden,
             ExportTo::Namespaces(ns) => Self::Namespaces(ns),
@@ -63,7 +99,7 @@ mod tests {
     fn export_to_like_istiod() {
         let v = |e: &[&str]| {
             let e: Vec<String> = e.iter().map(|s| s.to_string()).collect();
-            Visibility::of_config(&e, "a", &Visibility::Public)
+            Visibility::of_config(&e, "a", ExportDefault::Public)
         };
         let cases: [(&[&str], &str, bool); 9] = [
             (&[], "b", true),
@@ -80,7 +116,30 @@ mod tests {
             assert_eq!(v(export).visible_in(ns), want, "{export:?} in {ns}");
         }
         assert!(v(&["."]).is_private_to("a"));
-        let private_default = Visibility::Namespaces(["a".into()].into());
-        assert!(!Visibility::of_config(&[], "a", &private_default).visible_in("b"));
+    }
+
+    #[test]
+    fn mesh_defaults_apply_only_where_export_to_is_unset() {
+        let list = |e: &[&str]| e.iter().map(|s| s.to_string()).collect::<Vec<String>>();
+        // (MeshConfig list, object's exportTo, seen from "a" (its own), seen from "b")
+        let cases: [(&[&str], &[&str], bool, bool); 8] = [
+            (&[], &[], true, true),
+            (&["*"], &[], true, true),
+            (&["."], &[], true, false),
+            (&["*", "."], &[], true, false),
+            (&["~"], &[], false, false),
+            (&["b"], &[], false, false),
+            (&["."], &["*"], true, true),
+            (&["~"], &["b"], false, true),
+        ];
+        for (mesh, export, own, other) in cases {
+            let d = ExportDefault::of(&list(mesh));
+            let v = Visibility::of_config(&list(export), "a", d);
+            assert_eq!(
+                (v.visible_in("a"), v.visible_in("b")),
+                (own, other),
+                "{mesh:?} {export:?}"
+            );
+        }
     }
 }
