@@ -197,16 +197,9 @@ pub(crate) fn validate_name(kind: &Kind, name: &str) -> Result<(), Error> {
     let problem = match kind.names {
         NameRule::PathSegment => (name == "." || name == ".." || name.contains('/') || name.contains('%'))
             .then(|| "may not be '.' or '..' and may not contain '/' or '%'".to_string()),
-        NameRule::Label => (!is_dns1123_label(name) || name.len() > 63).then(|| {
-            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', \
-             and must start and end with an alphanumeric character"
-                .to_string()
-        }),
-        NameRule::Subdomain => (name.len() > 253 || !name.split('.').all(is_dns1123_label)).then(|| {
-            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', \
-             and must start and end with an alphanumeric character"
-                .to_string()
-        }),
+        NameRule::Label => (!is_dns1123_label(name) || name.len() > 63).then(crate::typed::dns1123_label_msg),
+        NameRule::Subdomain => (name.len() > 253 || !name.split('.').all(is_dns1123_label))
+            .then(crate::typed::dns1123_subdomain_msg),
     };
     match problem {
         Some(msg) => Err(Error::invalid(

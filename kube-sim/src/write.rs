@@ -99,7 +99,12 @@ pub(crate) fn create_in(
             ));
         }
     };
-    validate_name(kind, &name)?;
+    // A custom object's bad name is reported with what its schema finds, as kube-apiserver does.
+    let bad_name = match validate_name(kind, &name) {
+        Err(e) if kind.custom.is_some() => Some(e),
+        Err(e) => return Err(e),
+        Ok(()) => None,
+    };
     let key = (
         if kind.namespaced {
             ns.to_string()
@@ -151,7 +156,7 @@ pub(crate) fn create_in(
         controllers::initial_status(kind, &mut obj);
     }
     typed::admit(kind, &mut obj, None, &opts.fields)?;
-    crd::admit(kind, &mut obj, &opts.fields)?;
+    crd::admit(kind, &mut obj, &opts.fields, bad_name)?;
     if let Track::Update(writer) = &opts.track {
         ssa::track_update(kind, None, &mut obj, writer);
     }
@@ -249,7 +254,7 @@ pub(crate) fn update_in(
     }
     let rules_from = (opts.status != StatusMode::Bind).then_some(&cur);
     typed::admit(kind, &mut new, rules_from, &opts.fields)?;
-    crd::admit(kind, &mut new, &opts.fields)?;
+    crd::admit(kind, &mut new, &opts.fields, None)?;
     match &opts.track {
         Track::None => set_or_remove(
             &mut new["metadata"],

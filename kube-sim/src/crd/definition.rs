@@ -101,6 +101,24 @@ pub(crate) fn admit_definition(obj: &mut Value, prev: Option<&Value>) -> Result<
             );
         }
     }
+    // kube-apiserver names the shared `spec.validation` when every version has the same schema.
+    let shared = versions.windows(2).all(|w| w[0]["schema"] == w[1]["schema"]);
+    let mut found = Vec::new();
+    for (i, v) in versions
+        .iter()
+        .enumerate()
+        .take(if shared { 1 } else { versions.len() })
+    {
+        let base = if shared {
+            "spec.validation.openAPIV3Schema".to_string()
+        } else {
+            format!("spec.versions[{i}].schema.openAPIV3Schema")
+        };
+        super::rules::definition_errors(&v["schema"]["openAPIV3Schema"], &base, &mut found);
+    }
+    for (field, detail) in found {
+        errs.push(field, detail);
+    }
     if let Some(prev) = prev {
         // The table's keys depend on the scope, and the objects on the group: both are fixed.
         if prev["spec"]["group"] != obj["spec"]["group"] {

@@ -6,9 +6,13 @@
 //! and leaked, so memory is bounded by the distinct definitions a process ever sees, and the static
 //! path stays a plain pointer.
 
+mod cel_lib;
+mod cost;
 mod definition;
 mod registry;
+mod rules;
 mod schema;
+mod values;
 
 use std::collections::HashMap;
 use std::sync::LazyLock;
@@ -192,10 +196,16 @@ pub(crate) fn served(kind: &Kind, obj: &Obj) -> Option<Obj> {
 }
 
 /// Admission of a custom object against its version's structural schema: unknown fields are pruned
-/// (or refused / warned about per `fieldValidation`), wrong types and missing required fields are 422.
-pub(crate) fn admit(kind: &Kind, obj: &mut Value, fields: &FieldCheck) -> Result<(), Error> {
+/// (or refused / warned about per `fieldValidation`); what the schema's validations and CEL rules
+/// refuse is 422, listed after `bad_name` (the name check's error, which kube-apiserver reports with them).
+pub(crate) fn admit(
+    kind: &Kind,
+    obj: &mut Value,
+    fields: &FieldCheck,
+    bad_name: Option<Error>,
+) -> Result<(), Error> {
     let Some(custom) = kind.custom else {
-        return Ok(());
+        return bad_name.map_or(Ok(()), Err);
     };
     let outcome = schema::check(&custom.schema, obj);
     if fields.mode != FieldValidation::Ignore {
@@ -207,8 +217,25 @@ pub(crate) fn admit(kind: &Kind, obj: &mut Value, fields: &FieldCheck) -> Result
         fields.report(kind, unknown)?;
     }
     let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    let mut errors = match bad_name {
+        Some(Error::Invalid { causes, .. }) => causes,
+        Some(other) => return Err(other),
+        None => Vec::new(),
+    };
+    errors.extend(outcome.errors);
+    // kube-apiserver runs the CEL rules only on an object the schema found no blocking error in.
+    if rules::has_rules(&custom.schema) {
+        if outcome.blocked {
+            errors.push((
+                "<nil>".into(),
+                "Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation".into(),
+            ));
+        } else {
+            rules::run(&custom.schema, obj, &mut errors);
+        }
+    }
     let mut errs = super::typed::Errs::default();
-    for (field, detail) in outcome.errors {
+    for (field, detail) in errors {
         errs.push(field, detail);
     }
     errs.into_result(&format!("{}.{}", kind.kind, kind.group), &name)

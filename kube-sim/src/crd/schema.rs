@@ -1,9 +1,10 @@
 //! The structural-schema checks kube-apiserver makes of a custom object: pruning of unknown fields, then
-//! type, enum, bounds and required checks, in its wording (`spec.host in body must be of type string`).
-//!
-//! Not checked (a documented difference): `oneOf`/`anyOf`/`not`, patterns, formats, lengths and CEL rules.
+//! type, enum, required, the value validations ([`super::values`]) and `oneOf`/`anyOf`/`allOf`/`not`, in
+//! its wording (`spec.host in body must be of type string`). The CEL rules are [`super::rules`].
 
 use serde_json::{Map, Value};
+
+use super::values::{self, push};
 
 /// What checking an object found; the object itself is pruned in place.
 #[derive(Debug, Default, PartialEq)]
@@ -12,6 +13,8 @@ pub(crate) struct Outcome {
     pub(crate) errors: Vec<(String, String)>,
     /// Paths of the pruned fields (`spec.foo`).
     pub(crate) unknown: Vec<String>,
+    /// An error of a kind that keeps the CEL rules from running (see [`values::push`]).
+    pub(crate) blocked: bool,
 }
 
 /// Checks `obj` against the version's `openAPIV3Schema`. `apiVersion`, `kind` and `metadata` are the
@@ -80,7 +83,7 @@ fn join(path: &str, field: &str) -> String {
 }
 
 /// Go's `%q`-like printing of a value in `Invalid value:` and `Unsupported value:`.
-fn shown(v: &Value) -> String {
+pub(super) fn shown(v: &Value) -> String {
     match v {
         Value::String(s) => format!("{s:?}"),
         other => other.to_string(),
@@ -95,21 +98,18 @@ fn walk(schema: &Value, v: &mut Value, path: &str, out: &mut Outcome) {
     let int_or_string = schema["x-kubernetes-int-or-string"] == true;
     if int_or_string {
         if !matches!(actual, "integer" | "string") {
-            out.errors.push((
-                path.to_string(),
-                format!(
-                    "Invalid value: \"{actual}\": {path} in body must be of type integer,string: \"{actual}\""
-                ),
-            ));
+            let detail = format!(
+                "Invalid value: \"{actual}\": {path} in body must be of type integer,string: \"{actual}\""
+            );
+            push(out, path, detail, true);
             return;
         }
     } else if let Some(want) = schema["type"].as_str() {
         let fits = want == actual || (want == "number" && actual == "integer");
         if !fits {
-            out.errors.push((
-                path.to_string(),
-                format!("Invalid value: \"{actual}\": {path} in body must be of type {want}: \"{actual}\""),
-            ));
+            let detail =
+                format!("Invalid value: \"{actual}\": {path} in body must be of type {want}: \"{actual}\"");
+            push(out, path, detail, true);
             return;
         }
     }
@@ -117,51 +117,83 @@ fn walk(schema: &Value, v: &mut Value, path: &str, out: &mut Outcome) {
         && !allowed.contains(v)
     {
         let list: Vec<String> = allowed.iter().map(shown).collect();
-        out.errors.push((
-            path.to_string(),
-            format!(
-                "Unsupported value: {}: supported values: {}",
-                shown(v),
-                list.join(", ")
-            ),
-        ));
+        let detail = format!(
+            "Unsupported value: {}: supported values: {}",
+            shown(v),
+            list.join(", ")
+        );
+        push(out, path, detail, true);
     }
     if let Some(n) = v.as_f64() {
-        bounds(schema, n, v, path, out);
+        values::bounds(schema, n, v, path, out);
     }
+    if let Value::String(s) = v {
+        values::string(schema, s, path, out);
+    }
+    values::counts(schema, v, path, out);
+    alternatives(schema, v, path, out);
     match v {
         Value::Object(map) => object(schema, map, path, out),
-        Value::Array(items) if schema["items"].is_object() => {
-            for (i, item) in items.iter_mut().enumerate() {
-                walk(&schema["items"], item, &format!("{path}[{i}]"), out);
+        Value::Array(items) => {
+            values::list_type(schema, items, path, out);
+            if schema["items"].is_object() {
+                for (i, item) in items.iter_mut().enumerate() {
+                    walk(&schema["items"], item, &format!("{path}[{i}]"), out);
+                }
             }
         }
         _ => {}
     }
 }
 
-fn bounds(schema: &Value, n: f64, v: &Value, path: &str, out: &mut Outcome) {
-    if let Some(max) = schema["maximum"].as_f64()
-        && n > max
-    {
-        out.errors.push((
-            path.to_string(),
-            format!(
-                "Invalid value: {v}: {path} in body should be less than or equal to {}",
-                schema["maximum"]
+/// What checking `v` against one alternative of `oneOf`/`anyOf`/`allOf`/`not` finds (on a copy: an
+/// alternative prunes nothing).
+fn alternative(schema: &Value, v: &Value, path: &str) -> Outcome {
+    let mut out = Outcome::default();
+    walk(schema, &mut v.clone(), path, &mut out);
+    out
+}
+
+/// `oneOf`, `anyOf`, `allOf` and `not`: kube-openapi reports the composition at `<nil>` naming the
+/// field, then (when none fits) what the first alternative found.
+fn alternatives(schema: &Value, v: &Value, path: &str, out: &mut Outcome) {
+    let merge = |out: &mut Outcome, found: Outcome| {
+        out.errors.extend(found.errors);
+        out.blocked |= found.blocked;
+    };
+    let composite = |out: &mut Outcome, why: String| {
+        out.errors
+            .push(("<nil>".into(), format!("Invalid value: \"\": \"{path}\" {why}")));
+    };
+    if let Some(alts) = schema["oneOf"].as_array().filter(|a| !a.is_empty()) {
+        let mut found: Vec<Outcome> = alts.iter().map(|a| alternative(a, v, path)).collect();
+        match found.iter().filter(|o| o.errors.is_empty()).count() {
+            1 => {}
+            0 => {
+                composite(
+                    out,
+                    "must validate one and only one schema (oneOf). Found none valid".into(),
+                );
+                merge(out, found.swap_remove(0));
+            }
+            n => composite(
+                out,
+                format!("must validate one and only one schema (oneOf). Found {n} valid alternatives"),
             ),
-        ));
+        }
     }
-    if let Some(min) = schema["minimum"].as_f64()
-        && n < min
-    {
-        out.errors.push((
-            path.to_string(),
-            format!(
-                "Invalid value: {v}: {path} in body should be greater than or equal to {}",
-                schema["minimum"]
-            ),
-        ));
+    if let Some(alts) = schema["anyOf"].as_array().filter(|a| !a.is_empty()) {
+        let mut found: Vec<Outcome> = alts.iter().map(|a| alternative(a, v, path)).collect();
+        if !found.iter().any(|o| o.errors.is_empty()) {
+            composite(out, "must validate at least one schema (anyOf)".into());
+            merge(out, found.swap_remove(0));
+        }
+    }
+    for alt in schema["allOf"].as_array().into_iter().flatten() {
+        merge(out, alternative(alt, v, path));
+    }
+    if schema["not"].is_object() && alternative(&schema["not"], v, path).errors.is_empty() {
+        composite(out, "must not validate the schema (not)".into());
     }
 }
 
@@ -201,7 +233,7 @@ fn required(schema: &Value, map: &Map<String, Value>, path: &str, out: &mut Outc
         if let Some(f) = field.as_str()
             && !map.contains_key(f)
         {
-            out.errors.push((join(path, f), "Required value".to_string()));
+            push(out, &join(path, f), "Required value".to_string(), true);
         }
     }
 }

@@ -28,7 +28,7 @@ use serde_json::Value;
 use crate::error::Error;
 use crate::kinds::Kind;
 
-pub(crate) use validate::{Errs, is_dns1123_label};
+pub(crate) use validate::{Errs, dns1123_label_msg, dns1123_subdomain_msg, is_dns1123_label};
 
 /// The `fieldValidation` query parameter: what to do with unknown or duplicate fields in a body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
