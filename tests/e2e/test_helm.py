@@ -241,15 +241,18 @@ def test_primary_rbac_is_least_privilege():
            for r in ("destinationrules", "virtualservices", "serviceentries", "workloadentries", "workloadgroups",
                      "sidecars", "gateways")}
         | {("security.istio.io", "peerauthentications", v, None) for v in read}
+        # Gateway certificates in any namespace (and the remote secrets); the SubjectAccessReview before one.
+        | {("", "secrets", v, None) for v in read}
+        | {("authorization.k8s.io", "subjectaccessreviews", "create", None)}
     )
     role = one(docs, "Role", "meshd")
     assert role["metadata"]["namespace"] == NS
     lease = ({("coordination.k8s.io", "leases", "create", None)}
              | {("coordination.k8s.io", "leases", v, "meshd-leader") for v in ("get", "update")})
-    assert rules(role) == {("", "secrets", v, None) for v in read | {"get", "create"}} | lease
+    assert rules(role) == {("", "secrets", v, None) for v in ("get", "create")} | lease
     # A plugged-in CA needs no CA Secret; the leader still publishes the mesh root.
     plugged = one(render(VALUE_SETS["plugged-in-ca"]), "Role", "meshd")
-    assert rules(plugged) == {("", "secrets", v, None) for v in read} | lease
+    assert rules(plugged) == lease
     for binding, role_kind, role_name in (("ClusterRoleBinding", "ClusterRole", f"meshd-{NS}"),
                                           ("RoleBinding", "Role", "meshd")):
         b = one(docs, binding)

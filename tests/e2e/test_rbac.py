@@ -14,7 +14,12 @@ nothing more:
    ServiceAccount; meshd discovers cluster2 as that reader, and the leader publishes the root there too
    (and repairs the copy the test edits there) with the same token;
 4. workload tokens from both clusters are sent to meshd's CA, so each cluster gets a TokenReview;
-5. the permissions each identity used are compared with the chart's rendered rules, both ways.
+5. an ingress gateway in ``sample`` (its own ServiceAccount, a Role to read Secrets there, a
+   ``credentialName`` Secret and a Gateway naming it) asks for its certificate over SDS on 15012 with its
+   token: meshd watches that Secret (outside its own namespace) and asks a SubjectAccessReview, both as
+   the chart's ServiceAccount, and serves the key; an identity of ``sample`` without the Role gets only
+   the public CA (the review says no);
+6. the permissions each identity used are compared with the chart's rendered rules, both ways.
 """
 
 from __future__ import annotations
@@ -25,13 +30,16 @@ import signal
 import subprocess
 from pathlib import Path
 
+import grpc
 import pytest
 import yaml
 
 from meshd_proc import BIN_DIR, KUBECTL, REPO, Meshd, eventually
 from test_helm import render, rules
 from test_replicas import plugged_in_ca
+from test_ingress_gateway import SDS, certificate, decode_secrets, gateway_node
 from test_secure_grpc import SAMPLE, call, make_csr
+from xdsharness import Ads
 
 NS = "istio-system"
 MESHD_USER = f"system:serviceaccount:{NS}:meshd"
@@ -85,6 +93,48 @@ def token_kubeconfig(admin: Path, token: str, out: Path) -> Path:
 
 def apply(kubeconfig: Path, docs: list[dict]) -> None:
     kubectl(kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump_all(docs))
+
+
+GATEWAY_CERT, GATEWAY_CA = "kubernetes://ingress-cert", "kubernetes://ingress-cert-cacert"
+
+
+def gateway_objects() -> list[dict]:
+    """An ingress gateway's identity in ``sample`` allowed to read Secrets there (Istio's chart gives
+    its gateways that Role), one that is not, the gateway's certificate and a Gateway naming it."""
+    cert, key = certificate("ingress.example.com")
+    ca, _ = certificate("client-ca.example.com")
+    meta = {"namespace": "sample"}
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "ingress", **meta}},
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "no-secrets", **meta}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "ingress-sds", **meta},
+         "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "watch", "list"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": "ingress-sds", **meta},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "ingress-sds"},
+         "subjects": [{"kind": "ServiceAccount", "name": "ingress", "namespace": "sample"}]},
+        {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls", "metadata": {"name": "ingress-cert", **meta},
+         "stringData": {"tls.crt": cert, "tls.key": key, "ca.crt": ca}},
+        {"apiVersion": "networking.istio.io/v1", "kind": "Gateway", "metadata": {"name": "ingress", **meta},
+         "spec": {"selector": {"istio": "ingressgateway"}, "servers": [
+             {"port": {"number": 443, "name": "https", "protocol": "HTTPS"}, "hosts": ["ingress.example.com"],
+              "tls": {"mode": "MUTUAL", "credentialName": "ingress-cert"}}]}},
+    ]
+
+
+def gateway_sds(admin: Path, addr: str, root: bytes, sa: str) -> dict:
+    """What SDS on ``addr`` (15012) gives a gateway of ``sample`` authenticated as ``sa``: name → Secret."""
+    token = kubectl(admin, "create", "token", sa, "-n", "sample", "--audience", "istio-ca").strip()
+    creds = grpc.composite_channel_credentials(grpc.ssl_channel_credentials(root_certificates=root),
+                                               grpc.access_token_call_credentials(token))
+    ads = Ads("", channel=grpc.secure_channel(addr, creds))
+    try:
+        ads.send(SDS, node=gateway_node("sample", sa), resource_names=[GATEWAY_CERT, GATEWAY_CA])
+        resp = ads.recv(timeout=15)
+        assert resp.type_url == SDS, resp
+        return decode_secrets(resp)
+    finally:
+        ads.close()
 
 
 def read_log(path: Path) -> list[dict]:
@@ -176,6 +226,16 @@ def run(request, tmp_path_factory):
             chain = call(target, make_csr(SAMPLE), metadata=(("authorization", f"Bearer {workload}"),
                                                                 ("clusterid", cluster)))
             assert chain, f"no certificate for a {cluster} workload"
+        # Gateway certificates: the key only to the identity RBAC lets read Secrets in its namespace.
+        objects = gateway_objects()
+        apply(admin["cluster1"], objects)
+        pem = next(o for o in objects if o["kind"] == "Secret")["stringData"]
+        addr = f"localhost:{mesh.secure}"
+        # Once meshd has the Gateway (before, no Gateway names the Secret and SDS answers nothing).
+        sds = {"ingress": eventually("the gateway's certificate over SDS", lambda: (
+            lambda got: got if GATEWAY_CERT in got else None)(gateway_sds(admin["cluster1"], addr, root, "ingress")),
+            timeout=30, interval=0.5)}
+        sds["no-secrets"] = gateway_sds(admin["cluster1"], addr, root, "no-secrets")
         assert mesh.stop() == 0, mesh.log()
         mesh = None
         # Without the chart's remote profile, add-cluster creates the reader's ClusterRole itself.
@@ -183,13 +243,14 @@ def run(request, tmp_path_factory):
         own_role = json.loads(kubectl(admin["cluster2"], "get", "clusterrole", f"istio-reader-clusterrole-{NS}",
                                       "-o", "json"))
         entries = read_log(log)  # what follows is the test's own probing
-        # Enforced: meshd's identity may read Secrets only in its own namespace.
-        denied = subprocess.run([KUBECTL, "--kubeconfig", str(as_meshd), "get", "secrets", "-n", "sample"],
+        # Enforced: meshd's identity may list Secrets anywhere (gateway certificates), get none outside
+        # its own namespace.
+        denied = subprocess.run([KUBECTL, "--kubeconfig", str(as_meshd), "get", "secret", "ingress-cert", "-n", "sample"],
                                 capture_output=True, text=True, timeout=60)
-        allowed = subprocess.run([KUBECTL, "--kubeconfig", str(as_meshd), "get", "secrets", "-n", NS],
+        allowed = subprocess.run([KUBECTL, "--kubeconfig", str(as_meshd), "get", "secrets", "-n", "sample"],
                                  capture_output=True, text=True, timeout=60)
         yield {"plugged_in": plugged_in, "denied": denied, "allowed": allowed, "entries": entries, "primary": primary_docs, "remote": remote_docs,
-               "add_cluster_role": own_role, "reader_only": reader_only}
+               "add_cluster_role": own_role, "reader_only": reader_only, "sds": sds, "pem": pem}
     finally:
         if mesh is not None:
             mesh.kill()
@@ -241,8 +302,23 @@ def compare(granted: list[tuple], requests: set[tuple]) -> tuple[list, list]:
 
 def test_rbac_is_enforced(run):
     assert run["denied"].returncode != 0 and "Forbidden" in run["denied"].stderr, run["denied"].stderr
-    assert 'cannot list resource "secrets" in API group "" in the namespace "sample"' in run["denied"].stderr
+    assert 'cannot get resource "secrets" in API group "" in the namespace "sample"' in run["denied"].stderr
     assert run["allowed"].returncode == 0, run["allowed"].stderr
+    assert "ingress-cert" in run["allowed"].stdout, run["allowed"].stdout
+
+
+def test_gateway_sds_works_under_the_chart_rbac(run):
+    """With only the chart's rules meshd read the gateway's Secret and reviewed the gateway's access:
+    the identity granted Secrets in its namespace gets the key, the other only the public CA."""
+    granted, refused = run["sds"]["ingress"], run["sds"]["no-secrets"]
+    assert set(granted) == {GATEWAY_CERT, GATEWAY_CA}, sorted(granted)
+    assert granted[GATEWAY_CERT].tls_certificate.private_key.inline_bytes.decode() == run["pem"]["tls.key"]
+    assert granted[GATEWAY_CA].validation_context.trusted_ca.inline_bytes.decode() == run["pem"]["ca.crt"]
+    assert set(refused) == {GATEWAY_CA}, sorted(refused)
+    requests = used(run["entries"], "cluster1", MESHD_USER)
+    # The Secret was watched by name in the gateway's namespace, and access reviewed, as meshd.
+    assert ("", "secrets", "watch", "sample", "") in requests, sorted(requests)
+    assert ("authorization.k8s.io", "subjectaccessreviews", "create", "", "") in requests, sorted(requests)
 
 
 def test_the_log_records_every_identity(run):
@@ -259,6 +335,7 @@ def test_meshd_uses_exactly_the_primary_profile_rbac(run):
     kinds = {(g, r, v) for g, r, v, _, _ in requests}
     assert {("", "services", "watch"), ("discovery.k8s.io", "endpointslices", "watch"), ("", "secrets", "watch"),
             ("authentication.k8s.io", "tokenreviews", "create"),
+            ("authorization.k8s.io", "subjectaccessreviews", "create"),
             ("networking.istio.io", "serviceentries", "watch"),
             ("security.istio.io", "peerauthentications", "watch")} <= kinds, sorted(kinds)
     # The leader publishes the mesh root in both CA modes; only the self-signed CA creates its Secret.
