@@ -147,6 +147,22 @@ pub struct Args {
     #[arg(long, env = "PILOT_REMOTE_CLUSTER_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
     pub remote_cluster_timeout: Duration,
 
+    /// ★ What to do with a remote cluster's endpoints once its API server has been unreachable for
+    /// --stale-endpoints-after: keep (istiod), deprioritize (after every other endpoint) or drop. A
+    /// remote Secret's `meshd.io/stale-endpoints` annotation overrides it for its clusters.
+    #[arg(
+        long,
+        env = "MESHD_STALE_ENDPOINTS",
+        default_value = "keep",
+        value_name = "ACTION"
+    )]
+    pub stale_endpoints: crate::model::StaleAction,
+
+    /// ★ How long a remote cluster's API server may be unreachable before --stale-endpoints acts
+    /// (`meshd.io/stale-endpoints-after` on a remote Secret overrides it).
+    #[arg(long, env = "MESHD_STALE_ENDPOINTS_AFTER", default_value = "5m", value_parser = parse_stale_after)]
+    pub stale_endpoints_after: Duration,
+
     /// Server-side timeout of each Kubernetes watch (whole seconds). A watch silent for 5 s longer (a
     /// blackholed connection) is presumed dead and re-established.
     #[arg(long, env = "MESHD_WATCH_TIMEOUT", default_value = "290s", value_parser = parse_watch_timeout)]
@@ -250,6 +266,10 @@ impl std::fmt::Display for ListenAddr {
             None => write!(f, ":{}", self.port),
         }
     }
+}
+
+fn parse_stale_after(s: &str) -> Result<Duration, String> {
+    crate::multicluster::stale::parse_after(s).map_err(|e| e.to_string())
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {

@@ -9,6 +9,7 @@ fn row(status: &str, secret: &str, err: Option<&str>) -> ClusterzRow {
         sync_status: status.into(),
         last_error: err.map(Into::into),
         discovery_selectors: None,
+        stale_endpoints: None,
     }
 }
 
@@ -68,6 +69,40 @@ fn the_discovery_selectors_column_shows_only_when_a_remote_overrides_them() {
     let cells = both.cells();
     assert_eq!(cells[0][4], "mesh-wide");
     assert_eq!(cells[1][4], r#"[{"matchLabels":{"team":"a"}}]"#);
+}
+
+#[test]
+fn the_stale_endpoints_column_shows_only_when_a_policy_acts_or_a_remote_is_unreachable() {
+    let stale = |action: &str, since: Option<&str>, stale: bool| {
+        let mut r = row("synced", "istio-system/s", None);
+        r.stale_endpoints = Some(Stale {
+            action: action.into(),
+            after: "5m".into(),
+            unreachable_since: since.map(Into::into),
+            stale,
+        });
+        remote_cluster(&r)
+    };
+    let own = remote_cluster(&row("synced", "", None));
+    let keep = RemoteClusters(vec![own.clone(), stale("keep", None, false)]);
+    assert_eq!(keep.header(), ["NAME", "SECRET", "STATUS", "REASON"]);
+    let cases = [
+        (stale("drop", None, false), "drop after 5m"),
+        (
+            stale("deprioritize", Some("2026-11-27T20:00:00Z"), false),
+            "unreachable since 2026-11-27T20:00:00Z: deprioritize after 5m",
+        ),
+        (
+            stale("keep", Some("2026-11-27T20:00:00Z"), true),
+            "STALE since 2026-11-27T20:00:00Z: keep",
+        ),
+    ];
+    for (remote, want) in cases {
+        let rows = RemoteClusters(vec![own.clone(), remote]);
+        assert_eq!(rows.header().last(), Some(&"STALE ENDPOINTS"), "{want}");
+        assert_eq!(rows.cells()[0][4], "", "the config cluster has no policy");
+        assert_eq!(rows.cells()[1][4], want);
+    }
 }
 
 #[test]

@@ -45,6 +45,8 @@ pub struct Options {
     pub trust_domain: String,
     /// How long a remote cluster may hold readiness.
     pub remote_cluster_timeout: Duration,
+    /// ★ The mesh-wide stale-endpoints policy.
+    pub stale: crate::multicluster::stale::StalePolicy,
     /// Server-side timeout of every watch, in seconds (silent 5 s longer: re-established).
     pub watch_timeout: u32,
     /// Snapshot debounce quiet period.
@@ -228,6 +230,7 @@ impl ClusterDiscovery {
                 workloads: pods,
                 workloads_wanted: pods_wanted_rx,
                 timeout: opts.remote_cluster_timeout,
+                stale: opts.stale,
                 watch_timeout: opts.watch_timeout,
                 allowed: Arc::new(opts.insecure_kubeconfig_options),
                 qps: CLIENT_QPS,

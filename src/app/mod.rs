@@ -443,6 +443,10 @@ fn clusters_options(args: &Args, cluster_id: &ClusterId, watches: &MeshWatches) 
         domain_suffix: args.domain_suffix.clone(),
         trust_domain: watches.mesh.borrow().trust_domain.clone(),
         remote_cluster_timeout: args.remote_cluster_timeout,
+        stale: crate::multicluster::stale::StalePolicy {
+            action: args.stale_endpoints,
+            after: args.stale_endpoints_after,
+        },
         watch_timeout: args.watch_timeout,
         debounce_after: args.debounce_after,
         debounce_max: args.debounce_max,

@@ -1,5 +1,6 @@
 //! One remote cluster's lifecycle, owned by one supervisor task: build a client from its kubeconfig,
-//! run a registry, report status, hold readiness at most the remote-cluster timeout, and rotate
+//! run a registry, report status, hold readiness at most the remote-cluster timeout, follow its
+//! staleness (★ [`super::stale`]), and rotate
 //! credentials make-before-break.
 //!
 //! Rotation: the new kubeconfig gets a new client and a new registry generation while the old keeps
@@ -12,7 +13,7 @@ use std::{
         Arc,
         atomic::{AtomicU64, Ordering},
     },
-    time::Duration,
+    time::{Duration, SystemTime},
 };
 
 use tokio::sync::{mpsc, watch};
@@ -21,6 +22,7 @@ use tracing::{info, warn};
 use super::{
     check::{self, Credentials},
     kubeconfig::{self, InsecureOption},
+    stale::{StalePolicy, Staleness, Tracker},
     status::SyncStatus,
 };
 use crate::{
@@ -54,6 +56,8 @@ pub struct Env {
     pub workloads_wanted: watch::Receiver<bool>,
     /// How long a new cluster may hold readiness.
     pub timeout: Duration,
+    /// ★ The mesh-wide stale-endpoints policy (a Secret's annotations override it).
+    pub stale: StalePolicy,
     /// Server-side watch timeout, in seconds.
     pub watch_timeout: u32,
     /// `--insecure-kubeconfig-options`.
@@ -89,6 +93,9 @@ pub struct Handle {
     rotate: mpsc::Sender<Arc<[u8]>>,
     /// The Secret's own discovery selectors, which every registry generation follows.
     selectors: watch::Sender<Override>,
+    /// ★ Its stale-endpoints policy, and its staleness as the supervisor follows it.
+    stale_policy: watch::Sender<StalePolicy>,
+    staleness: watch::Receiver<Staleness>,
     tasks: Tasks,
 }
 
@@ -102,10 +109,13 @@ impl Handle {
         kubeconfig: Arc<[u8]>,
         sha: [u8; 32],
         selectors: Override,
+        stale: StalePolicy,
         ready: Option<BlockReady>,
     ) -> Self {
         let (status_tx, status) = watch::channel((SyncStatus::Syncing, None));
         let (selectors, selectors_rx) = watch::channel(selectors);
+        let (stale_policy, stale_rx) = watch::channel(stale);
+        let (staleness_tx, staleness) = watch::channel(Staleness::at(stale, None, SystemTime::now()));
         let (rotate, rotations) = mpsc::channel(4);
         let (client_tx, client) = watch::channel(None);
         let (progress_tx, progress) = watch::channel(None);
@@ -120,6 +130,8 @@ impl Handle {
             client: client_tx,
             progress: progress_tx,
             selectors: selectors_rx,
+            stale: stale_rx,
+            tracker: Tracker::new(stale, staleness_tx),
             published: 0,
             latest: 0,
         };
@@ -136,8 +148,24 @@ impl Handle {
             allowed,
             rotate,
             selectors,
+            stale_policy,
+            staleness,
             tasks,
         }
+    }
+
+    /// Replaces its stale-endpoints policy; whether it changed.
+    pub fn set_stale_policy(&self, policy: StalePolicy) -> bool {
+        self.stale_policy.send_if_modified(|p| {
+            let changed = *p != policy;
+            *p = policy;
+            changed
+        })
+    }
+
+    /// Its staleness, as `/debug/clusterz` shows it.
+    pub fn staleness(&self) -> watch::Receiver<Staleness> {
+        self.staleness.clone()
     }
 
     /// Replaces the Secret's own selectors (the registry drops or relists namespaces in place);
@@ -186,6 +214,8 @@ struct Supervisor {
     client: watch::Sender<Option<kube::Client>>,
     progress: watch::Sender<Option<watch::Receiver<Progress>>>,
     selectors: watch::Receiver<Override>,
+    stale: watch::Receiver<StalePolicy>,
+    tracker: Tracker,
     /// Generation whose client was last published.
     published: u64,
     latest: u64,
@@ -205,6 +235,7 @@ impl Supervisor {
         let deadline = tokio::time::sleep(self.env.timeout);
         tokio::pin!(deadline);
         let mut timed_out = false;
+        let mut policy_open = true;
         let mut serving: Option<Generation> = None;
         let mut pending = self.start(&kubeconfig).await;
         if pending.is_none() {
@@ -213,8 +244,14 @@ impl Supervisor {
             waiting = false;
         }
         loop {
+            let stale_in = self.tracker.wake_in(SystemTime::now());
             tokio::select! {
                 _ = &mut stop => break,
+                _ = sleep_for(stale_in) => {}
+                r = self.stale.changed(), if policy_open => match r {
+                    Ok(()) => self.tracker.set_policy(*self.stale.borrow_and_update()),
+                    Err(_) => policy_open = false,
+                },
                 Some(kc) = rotations.recv() => {
                     if let Some(old) = pending.take() {
                         old.tasks.cancel();
@@ -251,7 +288,15 @@ impl Supervisor {
                 waiting = false;
             }
             self.report(serving.as_ref().or(pending.as_ref()), timed_out);
+            self.follow_staleness(serving.as_ref()).await;
         }
+        self.env
+            .updates
+            .send(Update::Stale {
+                cluster: self.cluster.clone(),
+                action: None,
+            })
+            .await;
         // Late updates from stopped generations are ignored by the aggregator (generation check).
         self.env
             .updates
@@ -323,6 +368,30 @@ impl Supervisor {
         })
     }
 
+    /// ★ The serving registry's watches failing after its sync means its API server does not answer:
+    /// the tracker counts down to stale and the aggregator learns the action in force.
+    async fn follow_staleness(&mut self, serving: Option<&Generation>) {
+        let unreachable = serving.is_some_and(|g| {
+            let p = g.progress.borrow();
+            p.synced && p.last_error.is_some()
+        });
+        let (change, turned) = self.tracker.observe(unreachable, SystemTime::now());
+        if turned {
+            self.env.metrics.stale();
+            warn!(cluster = %self.cluster, "remote cluster API server unreachable past its stale-endpoints policy; its endpoints are now stale");
+        }
+        if let Some(action) = change {
+            info!(cluster = %self.cluster, action = ?action, "remote cluster stale-endpoints action");
+            self.env
+                .updates
+                .send(Update::Stale {
+                    cluster: self.cluster.clone(),
+                    action,
+                })
+                .await;
+        }
+    }
+
     fn report(&mut self, current: Option<&Generation>, timed_out: bool) {
         let Some(generation) = current else { return };
         if self.published != generation.id {
@@ -339,6 +408,14 @@ impl Supervisor {
             *s = new;
             changed
         });
+    }
+}
+
+/// Resolves after `d`; never without one.
+async fn sleep_for(d: Option<Duration>) {
+    match d {
+        Some(d) => tokio::time::sleep(d).await,
+        None => std::future::pending().await,
     }
 }
 

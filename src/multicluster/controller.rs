@@ -13,6 +13,7 @@ use super::{
     cluster::{Env, Handle},
     kubeconfig_dir,
     secrets::{Desired, SELECTORS_ANNOTATION, SecretData, SecretEntry, desired},
+    stale::{self, StaleOverride},
     status::{Clusters, Entry, StatusSource, SyncStatus},
 };
 use crate::kube_watch;
@@ -212,6 +213,9 @@ impl Controller {
                     if r.handle.set_selectors(w.selectors.clone()) {
                         info!(cluster = %id, secret = %w.secret, "remote cluster discovery selectors changed");
                     }
+                    if r.handle.set_stale_policy(self.stale_policy(&w.stale)) {
+                        info!(cluster = %id, secret = %w.secret, "remote cluster stale-endpoints policy changed");
+                    }
                     r.secret.clone_from(&w.secret);
                 }
                 None => {
@@ -224,6 +228,7 @@ impl Controller {
                         w.kubeconfig.clone(),
                         w.sha,
                         w.selectors.clone(),
+                        self.stale_policy(&w.stale),
                         guard,
                     );
                     running.insert(
@@ -248,6 +253,7 @@ impl Controller {
                 status: StatusSource::Live(r.handle.status.clone()),
                 client: Some(r.handle.client.clone()),
                 selectors: Some(r.handle.selectors()),
+                staleness: Some(r.handle.staleness()),
                 progress: Some(r.handle.progress.clone()),
                 credentials: Some(r.handle.credentials.clone()),
             })
@@ -257,6 +263,7 @@ impl Controller {
                 status: StatusSource::Fixed(SyncStatus::Error(r.reason.clone())),
                 client: None,
                 selectors: None,
+                staleness: None,
                 progress: None,
                 credentials: None,
             }))
@@ -268,6 +275,11 @@ impl Controller {
 }
 
 impl Controller {
+    /// A Secret's stale-endpoints policy over the mesh-wide default (checked by [`desired`]).
+    fn stale_policy(&self, own: &StaleOverride) -> stale::StalePolicy {
+        own.resolve(self.env.stale).unwrap_or(self.env.stale)
+    }
+
     fn own_entry(&self) -> Entry {
         Entry {
             id: self.own.clone(),
@@ -275,6 +287,7 @@ impl Controller {
             status: self.own_status.clone(),
             client: None,
             selectors: None,
+            staleness: None,
             progress: None,
             credentials: None,
         }
@@ -296,6 +309,14 @@ fn insert(secrets: &mut SecretData, s: &Secret) {
         .flatten()
         .map(|(k, v)| (k.clone(), Arc::<[u8]>::from(v.0.as_slice())))
         .collect();
-    let selectors = s.annotations().get(SELECTORS_ANNOTATION).cloned();
-    secrets.insert(secret_name(s), SecretEntry { data, selectors });
+    let annotation = |key: &str| s.annotations().get(key).cloned();
+    let entry = SecretEntry {
+        data,
+        selectors: annotation(SELECTORS_ANNOTATION),
+        stale: StaleOverride {
+            action: annotation(stale::ACTION_ANNOTATION),
+            after: annotation(stale::AFTER_ANNOTATION),
+        },
+    };
+    secrets.insert(secret_name(s), entry);
 }

@@ -92,7 +92,7 @@ pub fn read(dir: &Path) -> Result<Folder, DirError> {
                     shown,
                     SecretEntry {
                         data,
-                        selectors: None,
+                        ..SecretEntry::default()
                     },
                 );
             }

@@ -19,6 +19,7 @@ use crate::metrics::IstioCounter;
 #[derive(Clone, Debug)]
 pub struct Metrics {
     sync_timeouts: IstioCounter,
+    stale: IstioCounter,
 }
 
 impl Metrics {
@@ -26,11 +27,17 @@ impl Metrics {
     pub fn new(registry: &mut Registry, clusters: Clusters) -> Self {
         let m = Self {
             sync_timeouts: IstioCounter::default(),
+            stale: IstioCounter::default(),
         };
         registry.register(
             "remote_cluster_sync_timeouts_total",
             "Number of times remote clusters took too long to sync, causing slow startup that excludes remote clusters",
             m.sync_timeouts.clone(),
+        );
+        registry.register(
+            "remote_cluster_stale_total",
+            "★ Number of times a remote cluster's API server stayed unreachable past its stale-endpoints policy",
+            m.stale.clone(),
         );
         registry.register_collector(Box::new(ClusterGauges(clusters)));
         m
@@ -44,6 +51,11 @@ impl Metrics {
     /// A remote cluster did not sync within the remote-cluster timeout.
     pub(crate) fn sync_timeout(&self) {
         self.sync_timeouts.inc();
+    }
+
+    /// ★ A remote cluster turned stale.
+    pub(crate) fn stale(&self) {
+        self.stale.inc();
     }
 }
 

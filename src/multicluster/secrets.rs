@@ -3,7 +3,8 @@
 //! other when the winner goes (istiod keeps the first it saw and never re-evaluates: istio #36365).
 //!
 //! ★ A Secret may carry its clusters' own discovery selectors in the [`SELECTORS_ANNOTATION`]
-//! annotation (istio#54402): they replace MeshConfig's `discoverySelectors` for those clusters.
+//! annotation (istio#54402): they replace MeshConfig's `discoverySelectors` for those clusters; and its
+//! own stale-endpoints policy ([`super::stale`]).
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -12,7 +13,10 @@ use std::{
 
 use sha2::{Digest, Sha256};
 
-use super::kubeconfig::{InsecureOption, sanitize};
+use super::{
+    kubeconfig::{InsecureOption, sanitize},
+    stale::{StaleOverride, StalePolicy},
+};
 use crate::{config::selectors, model::ClusterId, registry::namespaces::Override};
 
 /// The remote Secret annotation holding its clusters' discovery selectors: a YAML or JSON list of
@@ -29,6 +33,8 @@ pub struct SecretEntry {
     pub data: BTreeMap<String, Arc<[u8]>>,
     /// The [`SELECTORS_ANNOTATION`] text, if set.
     pub selectors: Option<String>,
+    /// ★ The stale-endpoints annotations' text.
+    pub stale: StaleOverride,
 }
 
 /// The Secrets' data: secret → what it provides.
@@ -45,6 +51,8 @@ pub struct Wanted {
     pub sha: [u8; 32],
     /// The Secret's own discovery selectors (`None`: MeshConfig's).
     pub selectors: Override,
+    /// ★ The Secret's own stale-endpoints policy (checked; resolved over the mesh-wide default).
+    pub stale: StaleOverride,
 }
 
 /// A Secret entry that will not be used, and why.
@@ -89,6 +97,17 @@ pub fn desired(secrets: &SecretData, own: &ClusterId, allowed: &BTreeSet<Insecur
                 continue;
             }
         };
+        // Likewise a stale-endpoints policy that does not parse: any default could be the opposite.
+        if let Err(e) = entry.stale.resolve(StalePolicy::default()) {
+            for id in entry.data.keys() {
+                out.rejected.push(Rejected {
+                    cluster: ClusterId::from(id.as_str()),
+                    secret: secret.clone(),
+                    reason: e.to_string(),
+                });
+            }
+            continue;
+        }
         for (id, kubeconfig) in &entry.data {
             let cluster = ClusterId::from(id.as_str());
             let reject = |reason: String| Rejected {
@@ -118,6 +137,7 @@ pub fn desired(secrets: &SecretData, own: &ClusterId, allowed: &BTreeSet<Insecur
                             kubeconfig: kubeconfig.clone(),
                             sha: Sha256::digest(kubeconfig).into(),
                             selectors: own_selectors.clone(),
+                            stale: entry.stale.clone(),
                         },
                     );
                 }

@@ -11,6 +11,7 @@
 use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
+use tokio::sync::watch;
 
 use crate::model::{StaleAction, UnknownStaleAction};
 
@@ -127,6 +128,67 @@ impl Staleness {
         let since = self.unreachable_since.filter(|_| !self.stale)?;
         let elapsed = now.duration_since(since).unwrap_or_default();
         Some(self.policy.after.saturating_sub(elapsed))
+    }
+}
+
+/// One remote's staleness as its supervisor follows it: fed whether the serving registry's watches
+/// fail, it publishes the [`Staleness`] and says what the aggregator must be told.
+#[derive(Debug)]
+pub(crate) struct Tracker {
+    policy: StalePolicy,
+    since: Option<SystemTime>,
+    /// The action last sent to the aggregator.
+    sent: Option<StaleAction>,
+    state: watch::Sender<Staleness>,
+}
+
+impl Tracker {
+    /// A reachable remote under `policy`, published on `state`.
+    pub(crate) fn new(policy: StalePolicy, state: watch::Sender<Staleness>) -> Self {
+        state.send_replace(Staleness::at(policy, None, SystemTime::now()));
+        Self {
+            policy,
+            since: None,
+            sent: None,
+            state,
+        }
+    }
+
+    /// Takes a new policy (the Secret's annotations or the default changed).
+    pub(crate) fn set_policy(&mut self, policy: StalePolicy) {
+        self.policy = policy;
+    }
+
+    /// Records whether the API server answers now; returns the action to send the aggregator when it
+    /// changed (`Some(None)`: none any more), and whether the remote just turned stale.
+    pub(crate) fn observe(
+        &mut self,
+        unreachable: bool,
+        now: SystemTime,
+    ) -> (Option<Option<StaleAction>>, bool) {
+        match (unreachable, self.since) {
+            (true, None) => self.since = Some(now),
+            (false, Some(_)) => self.since = None,
+            _ => {}
+        }
+        let next = Staleness::at(self.policy, self.since, now);
+        let turned = next.stale && !self.state.borrow().stale;
+        let enforced = next.enforced();
+        self.state.send_if_modified(|s| {
+            let changed = *s != next;
+            *s = next;
+            changed
+        });
+        let change = (enforced != self.sent).then(|| {
+            self.sent = enforced;
+            enforced
+        });
+        (change, turned)
+    }
+
+    /// How long until the remote turns stale, if it is counting down.
+    pub(crate) fn wake_in(&self, now: SystemTime) -> Option<Duration> {
+        self.state.borrow().remaining(now)
     }
 }
 

@@ -115,3 +115,39 @@ fn staleness_serializes_as_clusterz_shows_it() {
         serde_json::json!({"action": "drop", "after": "1m 30s", "unreachableSince": "2027-01-15T08:00:00Z", "stale": true})
     );
 }
+
+#[test]
+fn the_tracker_tells_the_aggregator_only_when_the_enforced_action_changes() {
+    let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+    let at = |s: u64| t0 + Duration::from_secs(s);
+    let policy = StalePolicy {
+        action: StaleAction::Drop,
+        after: Duration::from_secs(60),
+    };
+    let (tx, rx) = tokio::sync::watch::channel(Staleness::at(policy, None, t0));
+    let mut t = Tracker::new(policy, tx);
+    // (seconds, unreachable, sent to the aggregator, turned stale, wake in, published stale)
+    let steps = [
+        (0, false, None, false, None, false),
+        (10, true, None, false, Some(60), false),
+        (40, true, None, false, Some(30), false),
+        (70, true, Some(Some(StaleAction::Drop)), true, None, true),
+        (80, true, None, false, None, true),
+        (90, false, Some(None), false, None, false),
+        // Unreachable again: the count starts over.
+        (100, true, None, false, Some(60), false),
+    ];
+    for (secs, unreachable, sent, turned, wake, stale) in steps {
+        assert_eq!(t.observe(unreachable, at(secs)), (sent, turned), "t={secs}");
+        assert_eq!(t.wake_in(at(secs)), wake.map(Duration::from_secs), "t={secs}");
+        assert_eq!(rx.borrow().stale, stale, "t={secs}");
+    }
+    // A policy change to keep lifts the drop at the next observation.
+    t.observe(true, at(200));
+    t.set_policy(StalePolicy {
+        action: StaleAction::Keep,
+        ..policy
+    });
+    assert_eq!(t.observe(true, at(201)), (Some(None), false));
+    assert!(rx.borrow().stale, "keep still shows it stale");
+}

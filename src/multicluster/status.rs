@@ -8,7 +8,7 @@ use axum::{Json, routing::get};
 use serde::Serialize;
 use tokio::sync::watch;
 
-use super::{check::Credentials, cluster::ProgressChannel};
+use super::{check::Credentials, cluster::ProgressChannel, stale::Staleness};
 use crate::{
     admin,
     config::selectors::LabelSelector,
@@ -81,6 +81,9 @@ pub struct ClusterRow {
     /// replacing MeshConfig's for this cluster; absent when it follows MeshConfig's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub discovery_selectors: Option<Vec<LabelSelector>>,
+    /// ★ Its stale-endpoints policy and whether it is in force (running remotes only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stale_endpoints: Option<Staleness>,
 }
 
 /// A cluster as the table holds it: a live status, or a fixed one for rejected entries.
@@ -93,6 +96,8 @@ pub(crate) struct Entry {
     pub(crate) client: Option<ClientChannel>,
     /// The remote's own discovery selectors (running remotes only).
     pub(crate) selectors: Option<watch::Receiver<Override>>,
+    /// ★ The remote's staleness (running remotes only).
+    pub(crate) staleness: Option<watch::Receiver<Staleness>>,
     /// Its registry's progress (running remotes only), for its last event.
     pub(crate) progress: Option<ProgressChannel>,
     /// What its kubeconfig authenticates with (running remotes only).
@@ -179,6 +184,7 @@ impl Clusters {
                         .selectors
                         .as_ref()
                         .and_then(|rx| rx.borrow().as_deref().cloned()),
+                    stale_endpoints: e.staleness.as_ref().map(|rx| rx.borrow().clone()),
                 }
             })
             .collect()
