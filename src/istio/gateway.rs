@@ -256,6 +256,59 @@ fn server_port(s: &Server, f: &str, r: &mut Report) {
     }
 }
 
+/// The cipher suites istiod accepts in `cipherSuites` (its `security.ValidCipherSuites`: BoringSSL's,
+/// without PSK).
+const CIPHER_SUITES: &[&str] = &[
+    "ECDHE-ECDSA-AES128-GCM-SHA256",
+    "ECDHE-RSA-AES128-GCM-SHA256",
+    "ECDHE-ECDSA-AES256-GCM-SHA384",
+    "ECDHE-RSA-AES256-GCM-SHA384",
+    "ECDHE-ECDSA-CHACHA20-POLY1305",
+    "ECDHE-RSA-CHACHA20-POLY1305",
+    "ECDHE-ECDSA-AES128-SHA",
+    "ECDHE-RSA-AES128-SHA",
+    "ECDHE-ECDSA-AES256-SHA",
+    "ECDHE-RSA-AES256-SHA",
+    "AES128-GCM-SHA256",
+    "AES256-GCM-SHA384",
+    "AES128-SHA",
+    "AES256-SHA",
+    "DES-CBC3-SHA",
+];
+
+/// istiod's `IsValidCipherSuite`: a known suite, empty, `ALL`, or an expression (`-X`, `+X`, `!X`) it
+/// does not parse.
+fn known_cipher(cs: &str) -> bool {
+    cs.is_empty()
+        || cs == "ALL"
+        || !cs.starts_with(|c: char| c.is_alphanumeric())
+        || CIPHER_SUITES.contains(&cs)
+}
+
+/// istiod's cipher-suite warnings: unknown suites and repeated ones are ignored (sorted, Go's `[a b]`).
+fn cipher_suites(suites: &[String], f: &str, r: &mut Report) {
+    let mut unknown = std::collections::BTreeSet::new();
+    let mut seen = std::collections::BTreeSet::new();
+    let mut repeated = std::collections::BTreeSet::new();
+    for cs in suites {
+        if !known_cipher(cs) {
+            unknown.insert(cs.as_str());
+        } else if !seen.insert(cs.as_str()) {
+            repeated.insert(cs.as_str());
+        }
+    }
+    let list = |set: &std::collections::BTreeSet<&str>| set.iter().copied().collect::<Vec<_>>().join(" ");
+    if !unknown.is_empty() {
+        r.warn(f, format!("ignoring invalid cipher suites: [{}]", list(&unknown)));
+    }
+    if !repeated.is_empty() {
+        r.warn(
+            f,
+            format!("ignoring duplicate cipher suites: [{}]", list(&repeated)),
+        );
+    }
+}
+
 /// istiod's `validateTLSOptions` (gateway servers and Sidecar ingress listeners).
 pub(crate) fn server_tls(tls: &ServerTlsSettings, f: &str, r: &mut Report) {
     let old = matches!(tls.min_protocol_version.as_str(), "TLSV1_0" | "TLSV1_1");
@@ -265,6 +318,7 @@ pub(crate) fn server_tls(tls: &ServerTlsSettings, f: &str, r: &mut Report) {
             "TLS versions below 1.2 need cipherSuites set: the defaults no longer include compatible ones",
         );
     }
+    cipher_suites(&tls.cipher_suites, &format!("{f}.cipherSuites"), r);
     let cert_fields = [
         ("serverCertificate", !tls.server_certificate.is_empty()),
         ("privateKey", !tls.private_key.is_empty()),

@@ -137,7 +137,9 @@ pub(crate) fn tls_route(route: &TlsRoute, hosts: &[String], bound_to_gateway: bo
                 );
                 continue;
             }
-            if !(bound_to_gateway && sni == "*") {
+            if bound_to_gateway && sni.starts_with("outbound_") {
+                auto_generated_sni(sni, &sf, r);
+            } else if !(bound_to_gateway && sni == "*") {
                 validate::wildcard_domain(sni, &sf, r);
             }
             if !hosts.iter().any(|h| validate::host_subset_of(sni, h)) {
@@ -160,6 +162,40 @@ pub(crate) fn tls_route(route: &TlsRoute, hosts: &[String], bound_to_gateway: bo
         r.error(format!("{f}.route"), "a TLS route needs a destination");
     }
     destinations(&route.route, f, r);
+}
+
+/// istiod's `ValidateWildcardDomainForVirtualServiceBoundToGateway` for an SNI host AUTO_PASSTHROUGH
+/// generates (`outbound_.80_._.e2e.foobar.mesh`): split at `_`, the direction `outbound`, a port with a
+/// digit, a hostname with a letter.
+fn auto_generated_sni(sni: &str, f: &str, r: &mut Report) {
+    const FORMAT: &str = "outbound_.<port>_._.<hostname>";
+    if sni.len() > 255 {
+        r.error(f, format!("domain name {sni:?} too long (max 255)"));
+        return;
+    }
+    let parts: Vec<&str> = sni.split('_').collect();
+    if parts.len() < 4 {
+        r.error(
+            f,
+            format!("domain name {sni} invalid, should follow '{FORMAT}' format"),
+        );
+        return;
+    }
+    let port = parts[1].trim_matches('.');
+    let hostname = parts[3].trim_matches('.');
+    if !port.contains(|c: char| c.is_ascii_digit()) {
+        r.error(
+            f,
+            format!("domain name {sni:?} invalid (label {port:?} invalid). should follow {FORMAT} format"),
+        );
+    } else if !hostname.contains(|c: char| c.is_ascii_alphabetic()) {
+        r.error(
+            f,
+            format!(
+                "domain name {sni:?} invalid (label {hostname:?} invalid). should follow {FORMAT} format"
+            ),
+        );
+    }
 }
 
 fn l4_match(subnets: &[String], port: u32, labels: &Labels, gateways: &[String], f: &str, r: &mut Report) {

@@ -233,6 +233,22 @@ fn virtual_service_parts_meshd_ignores_are_validated() {
                 "hosts: ['*.example.com']\ntls: [{match: [{sniHosts: [b.example.com]}], route: [{destination: {host: r}}]}]",
                 Warn("spec.tls"),
             ),
+            // The SNI hosts AUTO_PASSTHROUGH generates, on a gateway-bound VirtualService.
+            (
+                "hosts: ['*.foobar.mesh']\ngateways: [gw]\ntls: [{match: [{sniHosts: [outbound_.80_._.e2e.foobar.mesh]}], route: [{destination: {host: r}}]}]",
+                Warn("spec.tls"),
+            ),
+            (
+                "hosts: ['*.foobar.mesh']\ngateways: [gw]\ntls: [{match: [{sniHosts: [outbound_.x_._.e2e.foobar.mesh]}], route: [{destination: {host: r}}]}]",
+                Err(
+                    "spec.tls[0].match[0].sniHosts[0]",
+                    "should follow outbound_.<port>_._.<hostname> format",
+                ),
+            ),
+            (
+                "hosts: ['*.foobar.mesh']\ntls: [{match: [{sniHosts: [outbound_.80_._.e2e.foobar.mesh]}], route: [{destination: {host: r}}]}]",
+                Err("spec.tls[0].match[0].sniHosts[0]", "not a valid host"),
+            ),
             (
                 "hosts: [r]\nhttp: [{redirect: {redirectCode: 200, uri: /x}}]",
                 Err("spec.http[0].redirect.redirectCode", "3xx"),
@@ -428,6 +444,26 @@ fn gateway_rules() {
             (&owned[11], Err("spec.servers[0].hosts[0]", "short names")),
             (&owned[12], Err("spec.servers[0].hosts[0]", "partial wildcard")),
             (&owned[13], Ok),
+        ],
+    );
+    // istiod's cipher-suite warnings: unknown ones, then repeated ones, ignored.
+    let ciphers = |list: &str| {
+        format!(
+            "servers: [{{port: {{number: 443, name: https, protocol: HTTPS}}, hosts: [a.example.com], \
+             tls: {{mode: SIMPLE, credentialName: c, cipherSuites: [{list}]}}}}]"
+        )
+    };
+    let (unknown, repeated, fine) = (
+        ciphers("BOGUS, AES128-SHA"),
+        ciphers("AES128-SHA, AES128-SHA"),
+        ciphers("ECDHE-RSA-AES128-GCM-SHA256, '-AES128-SHA', ALL"),
+    );
+    cases(
+        Kind::Gateway,
+        &[
+            (&unknown, Warn("spec.servers[0].tls.cipherSuites")),
+            (&repeated, Warn("spec.servers[0].tls.cipherSuites")),
+            (&fine, Ok),
         ],
     );
     // The object's name is a DNS-1123 label: no dots.
