@@ -1,0 +1,90 @@
+"""★ Stale remotes (issue 33 item 7, istio#54997) on two real API servers: a remote whose kube-apiserver
+stops answering has its endpoints dropped once its Secret's policy allows (``meshd.io/stale-endpoints:
+drop``, ``meshd.io/stale-endpoints-after: 3s``), and served again when it answers.
+
+cluster1 is the primary, cluster2 the remote (joined by an admin-kubeconfig remote secret carrying the
+annotations); one network, so a sidecar gets both clusters' pods directly. The remote's kube-apiserver is
+killed (SIGKILL, etcd kept) and started again on the same port. Checked: EDS (a fresh ADS stream per
+look), ``/debug/clusterz``'s ``staleEndpoints``, ``meshctl remote-clusters`` and the
+``remote_cluster_stale_total`` counter. Skips without the real binaries (tests/peers/build.sh).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+
+import pytest
+
+import realk8s
+from meshd_proc import BIN_DIR, Meshd, eventually
+from test_real_multicluster import (ECHO, NS, SYS, clusterz, endpoint_slice, metric_sum, pod, populate, service,
+                                    wait_eds)
+
+C1_POD, C2_POD = "10.1.0.1", "10.2.0.1"
+
+
+@pytest.fixture(scope="module")
+def clusters(tmp_path_factory):
+    realk8s.skip_unless_available()
+    root = tmp_path_factory.mktemp("stale-k8s")
+    with realk8s.RealCluster(root / "cluster1", name="cluster1", controller_manager=False) as c1, \
+            realk8s.RealCluster(root / "cluster2", name="cluster2", controller_manager=False) as c2:
+        for c, ip in ((c1, C1_POD), (c2, C2_POD)):
+            populate(c, "", [pod(f"echo-{c.name}", ip, {"app": "echo"})],
+                     [service("echo"), endpoint_slice("echo", f"echo-{c.name}", [(f"echo-{c.name}", ip)])])
+        c1.kubectl("apply", "-f", "-", stdin=json.dumps({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "istio-remote-secret-cluster2", "namespace": SYS,
+                         "labels": {"istio/multiCluster": "true"},
+                         "annotations": {"meshd.io/stale-endpoints": "drop",
+                                         "meshd.io/stale-endpoints-after": "3s"}},
+            "stringData": {"cluster2": c2.kubeconfig.read_text()}}))
+        yield c1, c2
+
+
+@pytest.fixture(scope="module")
+def mesh(clusters, tmp_path_factory):
+    c1, _ = clusters
+    m = Meshd(tmp_path_factory.mktemp("stale-meshd"),
+              args=["--kubeconfig", str(c1.kubeconfig), "--cluster-id", "cluster1"], ready_timeout=90)
+    yield m
+    m.stop()
+
+
+def stale_state(mesh: Meshd) -> dict:
+    return clusterz(mesh)["cluster2"].get("staleEndpoints", {})
+
+
+def remote_clusters(mesh: Meshd) -> str:
+    out = subprocess.run([str(BIN_DIR / "meshctl"), "--meshd", f"http://127.0.0.1:{mesh.monitoring}", "remote-clusters"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_a_dropped_stale_remote_leaves_eds_until_its_api_server_answers(clusters, mesh):
+    _, c2 = clusters
+    both = {f"{C1_POD}:17070", f"{C2_POD}:17070"}
+    wait_eds(mesh, "cluster1", "", ECHO, both, "both clusters' pods", timeout=60)
+    eventually("cluster2 synced", lambda: clusterz(mesh)["cluster2"]["syncStatus"] == "synced", timeout=30)
+    assert stale_state(mesh) == {"action": "drop", "after": "3s", "stale": False}
+    assert "STALE ENDPOINTS" in remote_clusters(mesh)  # drop is not istiod's keep: the column shows
+    before = metric_sum(mesh, "remote_cluster_stale_total")
+
+    # Killed, as a crashed or partitioned API server is gone (SIGTERM waits out meshd's open watches).
+    proc = c2.procs.pop("kube-apiserver")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    try:
+        eventually("cluster2 unreachable", lambda: "unreachableSince" in stale_state(mesh), timeout=60)
+        eventually("cluster2 stale", lambda: stale_state(mesh).get("stale") is True, timeout=30)
+        wait_eds(mesh, "cluster1", "", ECHO, {f"{C1_POD}:17070"}, "the stale remote's pod dropped")
+        assert metric_sum(mesh, "remote_cluster_stale_total") == before + 1
+        assert "STALE since" in remote_clusters(mesh)
+    finally:
+        c2._start_apiserver(120)
+
+    wait_eds(mesh, "cluster1", "", ECHO, both, "served again once its API server answers", timeout=90)
+    assert stale_state(mesh) == {"action": "drop", "after": "3s", "stale": False}
