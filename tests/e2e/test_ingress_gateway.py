@@ -1,9 +1,9 @@
 """Ingress gateways on the sandbox (issue 32 items 1 and 2), with a raw ADS client as the gateway's Envoy.
 
-An ingress gateway is added to cluster1 with kubectl as Istio's chart installs it (ServiceAccount, the
+The sandbox's ingress gateway in cluster1 (as Istio's chart installs it: ServiceAccount, the
 ``istio-ingressgateway-sds`` Role that lets it read Secrets in its namespace, a Service 80 → 8080,
-443 → 8443, 31400, its endpoint), with a ``kubernetes.io/tls`` Secret and Istio's documentation examples
-bound to it: HTTP and HTTPS (SIMPLE, ``credentialName``) for helloworld, MUTUAL for another host, TLS
+443 → 8443, 31400, its pod) gets a ``kubernetes.io/tls`` Secret and Istio's documentation examples
+bound to it with kubectl (replacing the sandbox's own Gateway and VirtualService): HTTP and HTTPS (SIMPLE, ``credentialName``) for helloworld, MUTUAL for another host, TLS
 PASSTHROUGH by SNI to reviews, and a TCP route to echo's ``tcp-echo`` port. A router node
 (``router~…``, the labels the Gateway selects) then gets, on 15010: one listener per port, the HTTP
 routes, and the clusters its routes name with split-horizon endpoints (helloworld is also in cluster2
@@ -60,58 +60,13 @@ def tls_secret(name: str, cert: str, key: str, ca: str | None = None) -> str:
                        "metadata": {"name": name, "namespace": "istio-system"}, "stringData": data})
 
 
-GATEWAY_INSTALL = f"""
+# The sandbox's own ingress gateway (clusters/cluster1/25-ingressgateway.yaml: its ServiceAccount, the
+# `istio-ingressgateway-sds` Role, a Service 80 → 8080, 443 → 8443, 31400, its pod at GW_IP) is the one
+# used; the test adds an identity of its namespace without the Role.
+GATEWAY_INSTALL = """
 apiVersion: v1
 kind: ServiceAccount
-metadata: {{name: {GW_SA}, namespace: istio-system}}
----
-apiVersion: v1
-kind: ServiceAccount
-metadata: {{name: no-secrets, namespace: istio-system}}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {{name: istio-ingressgateway-sds, namespace: istio-system}}
-rules:
-- apiGroups: [""]
-  resources: [secrets]
-  verbs: [get, watch, list]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {{name: istio-ingressgateway-sds, namespace: istio-system}}
-roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: istio-ingressgateway-sds}}
-subjects:
-- kind: ServiceAccount
-  name: {GW_SA}
----
-apiVersion: v1
-kind: Service
-metadata:
-  name: istio-ingressgateway
-  namespace: istio-system
-  labels: {{app: istio-ingressgateway, istio: ingressgateway}}
-spec:
-  selector: {{app: istio-ingressgateway, istio: ingressgateway}}
-  ports:
-  - {{name: http2, port: 80, targetPort: 8080}}
-  - {{name: https, port: 443, targetPort: 8443}}
-  - {{name: tcp, port: 31400, targetPort: 31400}}
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: istio-ingressgateway-a
-  namespace: istio-system
-  labels: {{kubernetes.io/service-name: istio-ingressgateway}}
-addressType: IPv4
-endpoints:
-- addresses: [{GW_IP}]
-  conditions: {{ready: true}}
-ports:
-- {{name: http2, port: 8080, protocol: TCP}}
-- {{name: https, port: 8443, protocol: TCP}}
-- {{name: tcp, port: 31400, protocol: TCP}}
+metadata: {name: no-secrets, namespace: istio-system}
 """
 
 ROUTING = """
