@@ -1,7 +1,7 @@
 //! EDS: one `ClusterLoadAssignment` per `outbound|port|subset|host` cluster.
 //!
 //! Owns: grouping a service port's endpoints by locality and priority (each group weighted by the
-//! sum of its endpoint weights, which gRPC requires), gRPC's duplicate merge, renumbering priorities
+//! sum of its endpoint weights, which gRPC requires), merging repeated addresses ([`Client`]), renumbering priorities
 //! without gaps and a deterministic order. Does NOT: choose which endpoints a proxy sees (the
 //! [`super::EndpointView`] hook does, before this runs), decide priorities and locality weights
 //! ([`super::locality`]) or lay out the bytes (health values, `istio` metadata: [`eds_wire`]).

@@ -75,6 +75,15 @@ pub struct Env {
 /// The progress of a running cluster's generation in charge; `None` before its first and once stopped.
 pub type ProgressChannel = watch::Receiver<Option<watch::Receiver<Progress>>>;
 
+/// What a remote's Secret sets besides its kubeconfig.
+#[derive(Debug, Clone)]
+pub struct SecretSettings {
+    /// Its own discovery selectors (`None`: MeshConfig's).
+    pub selectors: Override,
+    /// ★ Its stale-endpoints policy (resolved over the mesh-wide default).
+    pub stale: StalePolicy,
+}
+
 /// The controller's handle on a running cluster.
 pub struct Handle {
     /// sha256 of the kubeconfig it runs (or is rotating to).
@@ -108,10 +117,10 @@ impl Handle {
         cluster: ClusterId,
         kubeconfig: Arc<[u8]>,
         sha: [u8; 32],
-        selectors: Override,
-        stale: StalePolicy,
+        own: SecretSettings,
         ready: Option<BlockReady>,
     ) -> Self {
+        let SecretSettings { selectors, stale } = own;
         let (status_tx, status) = watch::channel((SyncStatus::Syncing, None));
         let (selectors, selectors_rx) = watch::channel(selectors);
         let (stale_policy, stale_rx) = watch::channel(stale);

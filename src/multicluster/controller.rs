@@ -10,7 +10,7 @@ use kube::{Api, Client, ResourceExt, runtime::watcher};
 use tracing::{info, warn};
 
 use super::{
-    cluster::{Env, Handle},
+    cluster::{Env, Handle, SecretSettings},
     kubeconfig_dir,
     secrets::{Desired, SELECTORS_ANNOTATION, SecretData, SecretEntry, desired},
     stale::{self, StaleOverride},
@@ -227,8 +227,10 @@ impl Controller {
                         id.clone(),
                         w.kubeconfig.clone(),
                         w.sha,
-                        w.selectors.clone(),
-                        self.stale_policy(&w.stale),
+                        SecretSettings {
+                            selectors: w.selectors.clone(),
+                            stale: self.stale_policy(&w.stale),
+                        },
                         guard,
                     );
                     running.insert(

@@ -168,6 +168,7 @@ pub fn start_discovery(primary: &Sim, system_namespace: &str, remote_timeout: Du
         domain_suffix: "cluster.local".into(),
         trust_domain: "cluster.local".into(),
         remote_cluster_timeout: remote_timeout,
+        stale: Default::default(),
         watch_timeout: 290,
         debounce_after: Duration::from_millis(20),
         debounce_max: Duration::from_millis(200),
