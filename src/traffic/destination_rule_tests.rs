@@ -144,8 +144,10 @@ fn mesh_default_export_to_applies_to_rules_that_set_none() {
         (&["."], "ratings", Some("public")),
     ];
     for (default, name, want) in cases {
-        let mut mesh = crate::config::mesh::MeshConfig::default();
-        mesh.default_destination_rule_export_to = default.iter().map(|s| s.to_string()).collect();
+        let mesh = crate::config::mesh::MeshConfig {
+            default_destination_rule_export_to: default.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        };
         let index = DrIndex::build(
             configs.iter(),
             &crate::traffic::Settings::new(mesh.into(), "cluster.local"),
