@@ -165,11 +165,7 @@ impl Handle {
 
     /// Replaces its stale-endpoints policy; whether it changed.
     pub fn set_stale_policy(&self, policy: StalePolicy) -> bool {
-        self.stale_policy.send_if_modified(|p| {
-            let changed = *p != policy;
-            *p = policy;
-            changed
-        })
+        send_if_changed(&self.stale_policy, policy)
     }
 
     /// Its staleness, as `/debug/clusterz` shows it.
@@ -180,11 +176,7 @@ impl Handle {
     /// Replaces the Secret's own selectors (the registry drops or relists namespaces in place);
     /// whether they changed.
     pub fn set_selectors(&self, selectors: Override) -> bool {
-        self.selectors.send_if_modified(|s| {
-            let changed = *s != selectors;
-            *s = selectors;
-            changed
-        })
+        send_if_changed(&self.selectors, selectors)
     }
 
     /// The Secret's own selectors, as `/debug/clusterz` shows them.
@@ -418,6 +410,15 @@ impl Supervisor {
             changed
         });
     }
+}
+
+/// Sends `value` unless it is the current one (receivers wake only on a change); whether it changed.
+fn send_if_changed<T: PartialEq>(tx: &watch::Sender<T>, value: T) -> bool {
+    tx.send_if_modified(|v| {
+        let changed = *v != value;
+        *v = value;
+        changed
+    })
 }
 
 /// Resolves after `d`; never without one.
