@@ -98,12 +98,12 @@ def apply(kubeconfig: Path, docs: list[dict]) -> None:
 GATEWAY_CERT, GATEWAY_CA = "kubernetes://ingress-cert", "kubernetes://ingress-cert-cacert"
 
 
-def gateway_objects() -> list[dict]:
-    """An ingress gateway's identity in ``sample`` allowed to read Secrets there (Istio's chart gives
-    its gateways that Role), one that is not, the gateway's certificate and a Gateway naming it."""
+def gateway_objects(ns: str = "sample") -> list[dict]:
+    """An ingress gateway's identity in ``ns`` allowed to read Secrets there (Istio's chart gives its
+    gateways that Role), one that is not, the gateway's certificate and a Gateway naming it."""
     cert, key = certificate("ingress.example.com")
     ca, _ = certificate("client-ca.example.com")
-    meta = {"namespace": "sample"}
+    meta = {"namespace": ns}
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "ingress", **meta}},
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "no-secrets", **meta}},
@@ -112,7 +112,7 @@ def gateway_objects() -> list[dict]:
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
          "metadata": {"name": "ingress-sds", **meta},
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "ingress-sds"},
-         "subjects": [{"kind": "ServiceAccount", "name": "ingress", "namespace": "sample"}]},
+         "subjects": [{"kind": "ServiceAccount", "name": "ingress", "namespace": ns}]},
         {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls", "metadata": {"name": "ingress-cert", **meta},
          "stringData": {"tls.crt": cert, "tls.key": key, "ca.crt": ca}},
         {"apiVersion": "networking.istio.io/v1", "kind": "Gateway", "metadata": {"name": "ingress", **meta},
@@ -122,14 +122,15 @@ def gateway_objects() -> list[dict]:
     ]
 
 
-def gateway_sds(admin: Path, addr: str, root: bytes, sa: str) -> dict:
-    """What SDS on ``addr`` (15012) gives a gateway of ``sample`` authenticated as ``sa``: name → Secret."""
-    token = kubectl(admin, "create", "token", sa, "-n", "sample", "--audience", "istio-ca").strip()
+def gateway_sds(addr: str, root: bytes, token: str, ns: str, sa: str, host: str | None = None) -> dict:
+    """What SDS on ``addr`` (15012, its certificate checked for ``host``) gives a gateway of ``ns``
+    authenticated as ``sa`` with ``token``: name → Secret."""
     creds = grpc.composite_channel_credentials(grpc.ssl_channel_credentials(root_certificates=root),
                                                grpc.access_token_call_credentials(token))
-    ads = Ads("", channel=grpc.secure_channel(addr, creds))
+    options = [("grpc.ssl_target_name_override", host)] if host else []
+    ads = Ads("", channel=grpc.secure_channel(addr, creds, options=options))
     try:
-        ads.send(SDS, node=gateway_node("sample", sa), resource_names=[GATEWAY_CERT, GATEWAY_CA])
+        ads.send(SDS, node=gateway_node(ns, sa), resource_names=[GATEWAY_CERT, GATEWAY_CA])
         resp = ads.recv(timeout=15)
         assert resp.type_url == SDS, resp
         return decode_secrets(resp)
@@ -232,10 +233,12 @@ def run(request, tmp_path_factory):
         pem = next(o for o in objects if o["kind"] == "Secret")["stringData"]
         addr = f"localhost:{mesh.secure}"
         # Once meshd has the Gateway (before, no Gateway names the Secret and SDS answers nothing).
+        def fetch(sa: str) -> dict:
+            token = kubectl(admin["cluster1"], "create", "token", sa, "-n", "sample", "--audience", "istio-ca").strip()
+            return gateway_sds(addr, root, token, "sample", sa)
         sds = {"ingress": eventually("the gateway's certificate over SDS", lambda: (
-            lambda got: got if GATEWAY_CERT in got else None)(gateway_sds(admin["cluster1"], addr, root, "ingress")),
-            timeout=30, interval=0.5)}
-        sds["no-secrets"] = gateway_sds(admin["cluster1"], addr, root, "no-secrets")
+            lambda got: got if GATEWAY_CERT in got else None)(fetch("ingress")), timeout=30, interval=0.5)}
+        sds["no-secrets"] = fetch("no-secrets")
         assert mesh.stop() == 0, mesh.log()
         mesh = None
         # Without the chart's remote profile, add-cluster creates the reader's ClusterRole itself.

@@ -24,7 +24,9 @@ deleted one and fills a new namespace; a watch that gets 410 Gone relists and lo
 addition, a change and a deletion made while the watches were down); 1,000 unlabelled Secrets created and
 updated (and a metadata-only change to the remote secret) publish nothing and push nothing (istio#51899);
 the primary's API server restarted
-under meshd, then a change; the lease moving when its holder is SIGKILLed (the new leader restores a
+under meshd, then a change; an ingress gateway's ``credentialName`` certificate served over SDS by each
+replica under the chart's RBAC (meshd's by-name Secret watch and SubjectAccessReview) to the identity a
+Role lets read Secrets, only the CA to one without; the lease moving when its holder is SIGKILLed (the new leader restores a
 deleted root ConfigMap in both clusters); and, over everything before, that RBAC refused meshd nothing
 (no 403 in either replica's log).
 
@@ -67,6 +69,7 @@ import yaml
 import realk8s
 from meshd_proc import BIN_DIR, KUBECTL, Meshd, eventually
 from test_helm import render
+from test_rbac import GATEWAY_CA, GATEWAY_CERT, gateway_objects, gateway_sds
 from xdsharness import EDS, Ads, decode, sidecar_node
 
 SYS = "istio-system"
@@ -560,6 +563,30 @@ def test_the_apiserver_restarted_under_meshd(env, replicas):
         wait_eds(m, "cluster1", "network1", AFTER_RESTART, {"10.1.0.5:17070"},
                  f"{name}: a Service made after the restart", timeout=45)
         assert m.get("/ready", m.http)[0] == 200
+
+
+def test_a_gateway_gets_its_certificate_under_the_chart_rbac(env, replicas):
+    """Gateway certificates (issue 32) with nothing but the chart's RBAC: meshd (as the chart's
+    ServiceAccount) watches the Gateway's ``credentialName`` Secret in the gateway's namespace and asks
+    the API server's SubjectAccessReview; the gateway's identity, granted Secrets there by a Role, gets
+    the key over SDS on 15012 from each replica; one without the Role gets only the public CA."""
+    c1 = env.c1
+    objects = gateway_objects(NS)
+    apply(c1, objects)
+    pem = next(o for o in objects if o["kind"] == "Secret")["stringData"]
+    status, ca = c1.request("GET", f"/api/v1/namespaces/{SYS}/secrets/istio-ca-secret")
+    assert status == 200, ca
+    root = base64.b64decode(ca["data"].get("root-cert.pem") or ca["data"]["ca-cert.pem"])
+
+    def fetch(m: Meshd, sa: str) -> dict:
+        token = c1.kubectl("create", "token", sa, "-n", NS, "--audience", "istio-ca").stdout.strip()
+        return gateway_sds(f"127.0.0.1:{m.secure}", root, token, NS, sa, host=f"istiod.{SYS}.svc")
+
+    for name, m in replicas.items():
+        got = eventually(f"{name}: the gateway's certificate over SDS", lambda: (
+            lambda r: r if GATEWAY_CERT in r else None)(fetch(m, "ingress")), timeout=30, interval=0.5)
+        assert got[GATEWAY_CERT].tls_certificate.private_key.inline_bytes.decode() == pem["tls.key"], name
+        assert set(fetch(m, "no-secrets")) == {GATEWAY_CA}, name
 
 
 def test_the_lease_moves_when_the_leader_dies(env, replicas):
