@@ -90,10 +90,10 @@ N2_LOCAL = [
 
 
 def via_gateway_2(ip="198.51.100.10"):
-    """network2's helloworld endpoints behind its gateway, in their localities: eu-west1-a weighs a pod
-    (1) and the VM (2), eu-west1-b a pod."""
-    return [locality("eu-west1", z, lb(ip, 15443, w, "cluster2"))
-            for z, w in (("eu-west1-a", 3), ("eu-west1-b", 1))]
+    """network2's helloworld endpoints behind its gateway: a pod (1) and the VM (2) in eu-west1-a, a pod
+    in eu-west1-b. Envoy keeps one endpoint per address, so the gateway is sent once, in the first
+    locality, weighing all 4, and names the cluster it carries the most weight for (the VM's cluster1)."""
+    return [locality("eu-west1", "eu-west1-a", lb(ip, 15443, 4, "cluster1"))]
 
 
 @pytest.fixture(scope="module")
@@ -210,10 +210,10 @@ def test_gateway_changes_address_disappears_and_comes_back(meshd):
                       "-p", json.dumps({"spec": {"externalIPs": ["198.51.100.20"]}}))
         doubled = [dict(l, loadBalancingWeight=2, lbEndpoints=[dict(e, loadBalancingWeight=2) for e in l["lbEndpoints"]])
                    for l in C1_LOCAL]
-        # Each endpoint's scaled weight is split over the two: eu-west1-a (pod 2 + VM 4) gives 3 each.
-        two = [locality("eu-west1", z, lb("198.51.100.11", 15443, w, "cluster2"),
-                        lb("198.51.100.20", 15443, w, "cluster2"))
-               for z, w in (("eu-west1-a", 3), ("eu-west1-b", 1))]
+        # Each endpoint's scaled weight is split over the two: eu-west1-a (pod 2 + VM 4) gives 3 each,
+        # eu-west1-b (pod 2) 1 each, merged into eu-west1-a (one endpoint per address).
+        two = [locality("eu-west1", "eu-west1-a", lb("198.51.100.11", 15443, 4, "cluster1"),
+                        lb("198.51.100.20", 15443, 4, "cluster1"))]
         eventually("two gateways", lambda: hello_from_network1(meshd) == cla(HELLO, *two, *doubled))
 
         # The label goes: network2 has no gateway, so its endpoints are sent directly (istiod's rule).
