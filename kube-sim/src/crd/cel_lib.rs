@@ -226,7 +226,12 @@ impl Opaque for Url {
 
 /// Go's `url.ParseRequestURI`: an absolute URI or an absolute path, no fragment; its error wording.
 fn parse_url(s: &str) -> Result<Url, String> {
-    let fail = |why: &str| format!("URL parse error during conversion from string: parse {s:?}: {why}");
+    let fail = |why: &str| {
+        format!(
+            "URL parse error during conversion from string: parse {}: {why}",
+            go_quote(s)
+        )
+    };
     if s.chars().any(|c| (c as u32) < 0x20 || c == '\u{7f}') {
         return Err(fail("net/url: invalid control character in URL"));
     }
@@ -282,6 +287,28 @@ fn parse_url(s: &str) -> Result<Url, String> {
         path,
         query: query.to_string(),
     })
+}
+
+/// Go's `%q` of a string (`\b`, `\x1f`, not Rust's `\u{8}`).
+fn go_quote(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{7}' => out.push_str("\\a"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{b}' => out.push_str("\\v"),
+            c if (c as u32) < 0x20 || c == '\u{7f}' => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 fn url_part(u: &Arc<dyn Opaque>, part: impl Fn(&Url) -> String) -> Result<Cel, ExecutionError> {

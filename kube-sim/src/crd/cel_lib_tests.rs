@@ -71,6 +71,11 @@ fn istio_rules_evaluate_as_kube_apiserver_does() {
         )
         .is_err()
     );
+    // Go's %q of the value, as kube-apiserver prints Istio's reqauth-invalid `invalid-jwks`.
+    assert_eq!(
+        t("url(self).getScheme() == 'http'", &s, json!("hTPp\\\u{8}lah")),
+        Err("URL parse error during conversion from string: parse \"hTPp\\\\\\blah\": net/url: invalid control character in URL".into())
+    );
     // Istio's wasm-invalid `#%blah$#@`: no scheme, and `http://` + it has a bad userinfo.
     assert_eq!(
         t("isURL(self) || isURL('http://' + self)", &s, json!("#%blah$#@")),
