@@ -58,9 +58,10 @@ def manifest(kind: str, name: str, spec: str) -> str:
     return f"apiVersion: {group}/v1\nkind: {kind}\nmetadata: {{name: {name}, namespace: sample}}\nspec:\n{body}\n"
 
 
-# Istio's CRD schemas mark these fields required, so the API server itself refuses the object (as with
-# istiod): they can only reach meshd from files.
-SCHEMA_REJECTS = {("DestinationRule", "unnamed-subset"), ("ServiceEntry", "no-hosts")}
+# Istio's CRD schemas mark these fields required (or a CEL rule of theirs refuses: a WorkloadEntry needs an
+# address or a network), so the API server itself refuses the object (as with istiod): they can only reach
+# meshd from files.
+SCHEMA_REJECTS = {("DestinationRule", "unnamed-subset"), ("ServiceEntry", "no-hosts"), ("WorkloadEntry", "no-address")}
 API_INVALID = {k: v for k, v in INVALID.items() if k not in SCHEMA_REJECTS}
 
 
