@@ -16,8 +16,15 @@ use serde::de::DeserializeOwned;
 /// A watch's settings: its server-side timeout, in whole seconds (`--watch-timeout`). Add selectors
 /// with [`watcher::Config`]'s builders.
 pub fn config(timeout_secs: u32) -> watcher::Config {
-    watcher::Config::default().timeout(timeout_secs)
+    watcher::Config::default()
+        .timeout(timeout_secs)
+        .page_size(LIST_PAGE_SIZE)
 }
+
+/// Objects per list page. With kube-runtime's default (500) each page's body and objects are a few MiB
+/// that glibc's allocator keeps after the initial list: 100 cut memory per remote by about 3 MiB
+/// (docs/benchmarks.md), for a list request per 100 objects instead of per 500.
+pub const LIST_PAGE_SIZE: u32 = 100;
 
 /// The watch of `api` with `config` ([`config`]), backing off between failed attempts.
 pub fn watch<K>(
@@ -75,5 +82,6 @@ mod tests {
     #[test]
     fn the_flag_reaches_the_watch() {
         assert_eq!(super::config(7).timeout, Some(7));
+        assert_eq!(super::config(7).page_size, Some(super::LIST_PAGE_SIZE));
     }
 }
