@@ -2,7 +2,7 @@
 # The scaling sweeps of docs/benchmarks.md ("Scaling curves"): one `meshctl bench` per point, then
 # `meshctl bench-summary` per sweep (scaling-<param>.md and .svg). Only calls meshctl.
 #
-#   tests/bench-sweep.sh [clients|clusters|endpoints|scope|all]...   (default: all)
+#   tests/bench-sweep.sh [clients|clusters|endpoints|scope|storms|reconnect|all]...   (default: all)
 #
 # MESHCTL: the meshctl binary (default target/release/meshctl; meshd is taken from beside it).
 # OUT: where each run's folder and the summaries go (default bench-sweep/).
@@ -38,15 +38,37 @@ clients() {
   summarize clients "${dirs[@]}"
 }
 
-# Clusters of 1,000 services × 10 endpoints each, 100 clients.
+# Remote clusters of 300 services × 13 endpoints each (issue 34 §1), 100 clients: 1 / 3 / 10 / 30 / 100
+# remotes (the primary holds the same 300 × 13 besides).
 clusters() {
   local dirs=()
-  for n in 1 3 10 30; do
-    run "clusters-$n" --clusters "$n" --services 1000 --endpoints 10 --clients 100 --connect-rate 25 \
+  for n in 1 3 10 30 100; do
+    run "clusters-$n" --clusters $((n + 1)) --services 300 --endpoints 13 --clients 100 --connect-rate 25 \
       --churn 5 --duration 20s --configure-timeout 600s
     dirs+=("$OUT/clusters-$n")
   done
   summarize clusters "${dirs[@]}"
+}
+
+# Change storms (issue 34 §2): endpoint flaps round-robin over 10 remote clusters at 5 / 50 / 500 changes/s,
+# REPEAT times each (default 3), then 1,000 unrelated Secret updates. Rates above one change per debounce
+# (100 ms) never let the quiet period elapse: pushes wait for --debounce-max (10 s), so 30 s runs.
+storms() {
+  for round in $(seq "${REPEAT:-3}"); do
+    for rate in 5 50 500; do
+      run "storm-$rate-$round" --clusters 11 --services 100 --endpoints 10 --clients 100 --connect-rate 25 \
+        --churn "$rate" --duration 30s --settle-timeout 60s --secret-storm 1000
+    done
+  done
+}
+
+# Reconnect storms (issue 34 §3): 1,000 delta clients, meshd killed, 50 changes written, meshd restarted;
+# every client resumes with initial_resource_versions. REPEAT times (default 3).
+reconnect() {
+  for round in $(seq "${REPEAT:-3}"); do
+    run "reconnect-$round" --clusters 3 --services 100 --endpoints 10 --clients 1000 --connect-rate 25 \
+      --churn 2 --duration 5s --reconnect-storm 50 --configure-timeout 300s
+  done
 }
 
 # Endpoints per service at 2 clusters × 100 services, 50 clients (at 1,000: 200,000 endpoints, a
@@ -74,10 +96,10 @@ sweeps=("$@")
 [[ ${#sweeps[@]} -eq 0 ]] && sweeps=(all)
 for s in "${sweeps[@]}"; do
   case $s in
-    clients | clusters | endpoints | scope) "$s" ;;
+    clients | clusters | endpoints | scope | storms | reconnect) "$s" ;;
     all) clients && clusters && endpoints && scope ;;
     *)
-      echo "unknown sweep: $s (clients, clusters, endpoints, scope, all)" >&2
+      echo "unknown sweep: $s (clients, clusters, endpoints, scope, storms, reconnect, all)" >&2
       exit 2
       ;;
   esac

@@ -150,6 +150,8 @@ pub enum Command {
     Bench(crate::bench::Args),
     /// Scaling curves from several `meshctl bench` reports: a markdown table and an SVG.
     BenchSummary(crate::bench::summary::Args),
+    /// The floor under `meshctl bench`'s CPU per change: the same bytes to N sockets, no xDS.
+    BenchFloor(crate::bench::floor::Args),
     /// Simulated clusters for development and tests.
     Sandbox {
         /// The sandbox command.
@@ -315,6 +317,10 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
         Command::BenchSummary(args) => {
             print!("{}", crate::bench::summary::run(&args)?);
             println!("written: {}", args.out.display());
+        }
+        Command::BenchFloor(args) => {
+            let floor = crate::bench::floor::run(&args)?;
+            println!("{}", serde_json::to_string_pretty(&floor).unwrap_or_default());
         }
         Command::Bootstrap(args) => crate::bootstrap::run(args)?,
         Command::AddCluster(args) => add_cluster(args).await?,

@@ -50,6 +50,8 @@ fn smoke(out: &std::path::Path) -> Config {
         settle_timeout: Duration::from_secs(20),
         out_dir: out.to_owned(),
         kubeconfig: None,
+        secret_storm: 0,
+        reconnect_storm: None,
     }
 }
 
@@ -57,10 +59,20 @@ fn smoke(out: &std::path::Path) -> Config {
 async fn smoke_every_client_converges_to_the_truth() {
     let _serial = ONE_AT_A_TIME.lock().await;
     let out = tempfile::tempdir().unwrap();
-    let config = smoke(out.path());
+    // After the churn, 200 updates to Secrets no proxy uses: they must cause no push.
+    let config = Config {
+        secret_storm: 200,
+        ..smoke(out.path())
+    };
     let report = bench::run(config, true).await.expect("bench run");
     eprintln!("{}", report.table());
     assert_eq!(report.initial.configured, 20, "every client configured");
+    let storm = report.secret_storm.as_ref().expect("the storm ran");
+    assert_eq!(
+        (storm.updates, storm.responses),
+        (200, 0),
+        "unrelated Secrets pushed: {storm:?}"
+    );
     assert_eq!(report.convergence.changes, 60);
     assert_eq!(
         report.convergence.converged, 60,
@@ -232,6 +244,44 @@ async fn a_single_cluster_run_churns_and_converges() {
     assert_eq!(
         report.convergence.converged, 10,
         "every change reached every client"
+    );
+    let verified = report.verified.expect("verified");
+    assert!(verified.mismatches.is_empty(), "{:?}", verified.mismatches);
+}
+
+/// meshd killed under 10 delta clients, 4 changes written while it is down (4 of 20 services), meshd
+/// restarted: every client resumes with `initial_resource_versions` and is sent the changed assignments
+/// only, not its whole config again, and ends with the truth. One cluster: the new meshd's first
+/// snapshot holds the whole mesh (with remotes it may be served before they have synced).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_meshd_resends_only_what_changed_to_resuming_clients() {
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let out = tempfile::tempdir().unwrap();
+    let config = Config {
+        shape: Shape {
+            clusters: 1,
+            services: 20,
+            endpoints: 3,
+        },
+        clients: 10,
+        flavor: Protocols::Delta,
+        stalled: 0,
+        churn_per_s: 10.0,
+        duration: Duration::from_secs(1),
+        reconnect_storm: Some(4),
+        ..smoke(out.path())
+    };
+    let report = bench::run(config, false).await.expect("bench run");
+    eprintln!("{}", report.table());
+    let storm = report.reconnect_storm.as_ref().expect("the restart ran");
+    assert_eq!((storm.synced, storm.changes), (10, 4), "{storm:?}");
+    assert!(
+        storm.all_up_to_date_s.is_some(),
+        "every change reached every client: {storm:?}"
+    );
+    assert!(
+        storm.bytes_per_client * 3.0 < storm.full_config_bytes_per_client,
+        "4 of 20 services re-sent, not the whole config: {storm:?}"
     );
     let verified = report.verified.expect("verified");
     assert!(verified.mismatches.is_empty(), "{:?}", verified.mismatches);

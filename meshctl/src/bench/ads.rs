@@ -56,11 +56,14 @@ pub(super) struct DeltaResponse {
     pub(super) removed_resources: Vec<String>,
 }
 
-/// `Resource`: its name (a `string` on the wire, kept as bytes: see [`utf8`]) and body.
+/// `Resource`: its name (a `string` on the wire, kept as bytes: see [`utf8`]), version (kept for a
+/// reconnect's `initial_resource_versions`) and body.
 #[derive(Clone, PartialEq, Message)]
 pub(super) struct RawResource {
     #[prost(bytes = "bytes", tag = "3")]
     pub(super) name: Bytes,
+    #[prost(bytes = "bytes", tag = "1")]
+    pub(super) version: Bytes,
     #[prost(message, optional, tag = "2")]
     pub(super) resource: Option<RawAny>,
 }

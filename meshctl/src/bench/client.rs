@@ -146,6 +146,8 @@ pub(super) struct Progress {
     pub(super) configured_since_accept: Option<Duration>,
     /// Streams refused (rate limit) or broken before this one.
     pub(super) retries: u32,
+    /// When the current stream had its first CDS and EDS answers (a reconnect's resync).
+    pub(super) synced: Option<Instant>,
     /// The last body of every EDS resource (only when verifying).
     pub(super) endpoints: BTreeMap<String, Bytes>,
     /// Every cluster CDS named and the EDS resource it asks for (only when verifying).
@@ -163,6 +165,9 @@ pub(super) struct ClientContext {
     pub(super) verify: bool,
     /// The Sidecar scope that decides each client's namespace.
     pub(super) scope: Option<super::scope::Scope>,
+    /// Keep what the client holds across streams and resume with `initial_resource_versions` (delta),
+    /// as Envoy does on reconnect; otherwise each stream starts from nothing.
+    pub(super) resume: bool,
 }
 
 /// One client: `id` names its node; a `stalled` client subscribes, then never reads again.
@@ -174,22 +179,27 @@ pub(super) async fn run(
     progress: Arc<Mutex<Progress>>,
 ) {
     let dialed = Instant::now();
+    let mut state = State::default();
     loop {
+        if !ctx.resume {
+            state = State::default();
+        }
         let result = match flavor {
-            Flavor::Delta => session::<DeltaWire>(&ctx, id, stalled, dialed, &progress).await,
-            Flavor::Sotw => session::<SotwWire>(&ctx, id, stalled, dialed, &progress).await,
+            Flavor::Delta => session::<DeltaWire>(&ctx, id, stalled, dialed, &progress, &mut state).await,
+            Flavor::Sotw => session::<SotwWire>(&ctx, id, stalled, dialed, &progress, &mut state).await,
         };
         match result {
-            // The server ended the stream: the run is over.
-            Ok(()) => return,
-            Err(status) if retriable(&status) => {
+            // The server ended the stream: the run is over, unless clients resume as Envoy does
+            // (they redial whatever ended the stream: a killed server's may end cleanly).
+            Ok(()) if !ctx.resume => return,
+            Err(status) if !ctx.resume && !retriable(&status) => {
+                tracing::warn!(client = id, %status, "ADS client failed");
+                return;
+            }
+            _ => {
                 progress.lock().retries += 1;
                 let jitter = RETRY_BACKOFF.mul_f64(rand::random::<f64>());
                 tokio::time::sleep(RETRY_BACKOFF + jitter).await;
-            }
-            Err(status) => {
-                tracing::warn!(client = id, %status, "ADS client failed");
-                return;
             }
         }
     }
@@ -228,6 +238,15 @@ trait Wire {
         added: &[Arc<str>],
         removed: &[Arc<str>],
     ) -> Self::Request;
+    /// A new stream's first request of a type when resuming: `added` plus what the client holds
+    /// (delta's `initial_resource_versions`; SotW has no per-resource versions and asks afresh).
+    fn resume(
+        node: Option<Node>,
+        type_url: &str,
+        wanted: &BTreeSet<Arc<str>>,
+        added: &[Arc<str>],
+        held: &HashMap<Arc<str>, Bytes>,
+    ) -> Self::Request;
     fn ack(type_url: &str, nonce: String, version: String, wanted: &BTreeSet<Arc<str>>) -> Self::Request;
     fn received(resp: Self::Response) -> Received;
 }
@@ -237,6 +256,8 @@ struct Received {
     type_url: String,
     nonce: String,
     version: String,
+    /// Each resource's version, in `resources`' order (delta only; empty for SotW).
+    versions: Vec<Bytes>,
     /// Name and body of each resource, slices of the receive buffer (a name is checked as UTF-8 when
     /// read: see [`ads::utf8`]).
     resources: Vec<(Bytes, Bytes)>,
@@ -274,6 +295,23 @@ impl Wire for DeltaWire {
         }
     }
 
+    fn resume(
+        node: Option<Node>,
+        type_url: &str,
+        wanted: &BTreeSet<Arc<str>>,
+        added: &[Arc<str>],
+        held: &HashMap<Arc<str>, Bytes>,
+    ) -> Self::Request {
+        let initial_resource_versions = held
+            .iter()
+            .filter_map(|(name, v)| Some((name.to_string(), ads::utf8(v)?.to_owned())))
+            .collect();
+        DeltaDiscoveryRequest {
+            initial_resource_versions,
+            ..Self::subscribe(node, type_url, wanted, added, &[])
+        }
+    }
+
     fn ack(type_url: &str, nonce: String, _version: String, _wanted: &BTreeSet<Arc<str>>) -> Self::Request {
         DeltaDiscoveryRequest {
             type_url: type_url.to_owned(),
@@ -283,15 +321,19 @@ impl Wire for DeltaWire {
     }
 
     fn received(resp: Self::Response) -> Received {
+        let (mut resources, mut versions) = (Vec::new(), Vec::new());
+        for r in resp.resources {
+            if let Some(body) = r.resource {
+                resources.push((r.name, body.value));
+                versions.push(r.version);
+            }
+        }
         Received {
             type_url: resp.type_url,
             nonce: resp.nonce,
             version: resp.system_version_info,
-            resources: resp
-                .resources
-                .into_iter()
-                .filter_map(|r| Some((r.name, r.resource?.value)))
-                .collect(),
+            versions,
+            resources,
             removed: resp.removed_resources,
             full_state: false,
         }
@@ -326,6 +368,16 @@ impl Wire for SotwWire {
         }
     }
 
+    fn resume(
+        node: Option<Node>,
+        type_url: &str,
+        wanted: &BTreeSet<Arc<str>>,
+        added: &[Arc<str>],
+        _held: &HashMap<Arc<str>, Bytes>,
+    ) -> Self::Request {
+        Self::subscribe(node, type_url, wanted, added, &[])
+    }
+
     fn ack(type_url: &str, nonce: String, version: String, wanted: &BTreeSet<Arc<str>>) -> Self::Request {
         DiscoveryRequest {
             type_url: type_url.to_owned(),
@@ -348,6 +400,7 @@ impl Wire for SotwWire {
             type_url: resp.type_url,
             nonce: resp.nonce,
             version: resp.version_info,
+            versions: Vec::new(),
             removed: Vec::new(),
         }
     }
@@ -366,6 +419,10 @@ struct State {
     cds_received: bool,
     /// Events this client has seen.
     seen: HashSet<usize>,
+    /// Versions of what it holds, CDS and EDS (only when resuming).
+    held: [HashMap<Arc<str>, Bytes>; 2],
+    /// Types answered on the current stream: CDS, EDS.
+    answered: [bool; 2],
 }
 
 /// The client's connection: a reading client gets large HTTP/2 windows ([`READER_WINDOW`]).
@@ -385,29 +442,37 @@ async fn connect(target: &str, stalled: bool) -> Result<Channel, Status> {
         .map_err(|e| Status::unavailable(e.to_string()))
 }
 
-/// One stream from dial to end. `Ok` when the server closed it cleanly or the run stopped it.
+/// One stream from dial to end. `Ok` when the server closed it cleanly or the run stopped it. With
+/// [`ClientContext::resume`] and a `state` from an earlier stream, resubscribes to both types at once
+/// with what it holds, as Envoy does.
 async fn session<W: Wire>(
     ctx: &ClientContext,
     id: usize,
     stalled: bool,
     dialed: Instant,
     progress: &Mutex<Progress>,
+    state: &mut State,
 ) -> Result<(), Status> {
     let channel = connect(&ctx.target, stalled).await?;
     let (tx, rx) = mpsc::channel(REQUEST_QUEUE);
     let none = BTreeSet::new();
     let wildcard = [Arc::<str>::from("*")];
     let node = node(id, &super::scope::namespace(ctx.scope.as_ref(), id));
-    tx.send(W::subscribe(Some(node), CLUSTER_TYPE, &none, &wildcard, &[]))
+    let [held_cds, held_eds] = &state.held;
+    tx.send(W::resume(Some(node), CLUSTER_TYPE, &none, &wildcard, held_cds))
         .await
         .map_err(|_| Status::cancelled("request queue closed"))?;
+    if !state.eds.is_empty() {
+        let eds: Vec<Arc<str>> = state.eds.iter().cloned().collect();
+        send(&tx, W::resume(None, ENDPOINT_TYPE, &state.eds, &eds, held_eds)).await?;
+    }
+    state.answered = [false; 2];
     let mut responses = W::open(channel, ReceiverStream::new(rx)).await?;
     let accepted = Instant::now();
     if stalled {
         // Hold the stream open and never read it: the server must neither grow nor wait for it.
         std::future::pending::<()>().await;
     }
-    let mut state = State::default();
     while let Some(resp) = responses.next().await {
         let Framed { len, message } = resp?;
         let now = Instant::now();
@@ -419,6 +484,10 @@ async fn session<W: Wire>(
             .fetch_add(r.resources.len() as u64, Ordering::Relaxed);
         let type_url = std::mem::take(&mut r.type_url);
         let (nonce, version) = (std::mem::take(&mut r.nonce), std::mem::take(&mut r.version));
+        let kind = usize::from(type_url != CLUSTER_TYPE);
+        if ctx.resume {
+            state.hold(kind, &r);
+        }
         let resubscribe = if type_url == CLUSTER_TYPE {
             let resubscribe = state.on_clusters(r);
             if ctx.verify {
@@ -444,6 +513,12 @@ async fn session<W: Wire>(
             )
             .await?;
         }
+        if !state.answered[kind] {
+            state.answered[kind] = true;
+            if state.answered == [true; 2] {
+                progress.lock().synced = Some(now);
+            }
+        }
         if state.configured() {
             let mut p = progress.lock();
             if p.configured.is_none() {
@@ -465,6 +540,19 @@ async fn send<R>(tx: &mpsc::Sender<R>, req: R) -> Result<(), Status> {
 type EdsChange = (Vec<Arc<str>>, Vec<Arc<str>>);
 
 impl State {
+    /// Records the versions of what `r` sent and forgets what it removed (`kind` 0: CDS, 1: EDS).
+    fn hold(&mut self, kind: usize, r: &Received) {
+        let held = &mut self.held[kind];
+        for ((name, _), version) in r.resources.iter().zip(&r.versions) {
+            if let Some(name) = ads::utf8(name) {
+                held.insert(name.into(), version.clone());
+            }
+        }
+        for gone in &r.removed {
+            held.remove(gone.as_str());
+        }
+    }
+
     /// Applies a CDS response; returns the EDS names to add and drop, if they changed.
     fn on_clusters(&mut self, r: Received) -> Option<EdsChange> {
         if r.full_state {
@@ -537,6 +625,7 @@ mod tests {
             type_url: type_url.into(),
             nonce: String::new(),
             version: String::new(),
+            versions: Vec::new(),
             resources: resources
                 .into_iter()
                 .map(|(name, value)| (Bytes::copy_from_slice(name.as_bytes()), value.into()))
@@ -560,6 +649,7 @@ mod tests {
             traffic: Arc::default(),
             verify: false,
             scope: None,
+            resume: false,
         };
         let eds = || Some(ClusterDiscoveryType::Type(DiscoveryType::Eds as i32));
         let static_ = Some(ClusterDiscoveryType::Type(DiscoveryType::Static as i32));

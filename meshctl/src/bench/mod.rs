@@ -15,11 +15,14 @@
 mod ads;
 mod client;
 pub mod cost;
+pub mod floor;
 mod names;
 pub mod plot;
 mod real;
 pub mod report;
+pub mod restart;
 pub mod scope;
+pub mod storm;
 pub mod summary;
 pub mod target;
 pub mod world;
@@ -181,6 +184,10 @@ pub struct Config {
     pub out_dir: PathBuf,
     /// A real API server to write the world to instead of starting simulators (one cluster).
     pub kubeconfig: Option<PathBuf>,
+    /// Unrelated Secret updates written after the churn ([`storm`]).
+    pub secret_storm: usize,
+    /// Endpoint changes written while meshd is down for a restart under every client ([`restart`]).
+    pub reconnect_storm: Option<usize>,
 }
 
 /// `meshctl bench` options.
@@ -251,6 +258,13 @@ pub struct Args {
     /// and nothing else of the world must be there; no EndpointSlice controller may run).
     #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
+    /// After the churn, this many updates to Secrets no proxy uses; reports the responses they caused.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub secret_storm: usize,
+    /// Then kill meshd, write this many endpoint changes, restart it: every delta client resumes with
+    /// `initial_resource_versions`; reports how long until all are up to date and what was re-sent.
+    #[arg(long, value_name = "CHANGES", conflicts_with = "target")]
+    pub reconnect_storm: Option<usize>,
 }
 
 impl Args {
@@ -305,6 +319,8 @@ impl Args {
             settle_timeout: self.settle_timeout,
             out_dir: self.out,
             kubeconfig: self.kubeconfig,
+            secret_storm: self.secret_storm,
+            reconnect_storm: self.reconnect_storm,
         })
     }
 }
@@ -426,6 +442,7 @@ impl Run {
             traffic: Arc::new(Traffic::default()),
             verify: cfg.verify,
             scope: cfg.scope,
+            resume: cfg.reconnect_storm.is_some(),
         });
         Ok(Run {
             cfg,
@@ -469,9 +486,10 @@ impl Run {
         );
         let traffic = &self.ctx.traffic;
         let churn_s = churned.elapsed.as_secs_f64().max(1e-9);
+        let churn_responses = traffic.responses.load(Ordering::Relaxed) - churned.responses_before;
         let traffic = TrafficReport {
-            pushes_per_s: (traffic.responses.load(Ordering::Relaxed) - churned.responses_before) as f64
-                / churn_s,
+            pushes_per_s: churn_responses as f64 / churn_s,
+            churn_responses,
             responses: traffic.responses.load(Ordering::Relaxed),
             resources: traffic.resources.load(Ordering::Relaxed),
             bytes: traffic.bytes.load(Ordering::Relaxed),
@@ -487,6 +505,9 @@ impl Run {
             }),
             _ => None,
         };
+        // After every churn figure is taken: the storms' traffic and CPU are their own.
+        let secret_storm = self.secret_storm().await?;
+        let reconnect_storm = self.reconnect_storm(&progress, initial.bytes_per_client).await?;
         let verified = self.cfg.verify.then(|| self.verify(&progress));
         drop(self.meshd.take());
         let machine = Machine {
@@ -503,6 +524,8 @@ impl Run {
             cost,
             wall_s: self.started.elapsed().as_secs_f64(),
             verified,
+            secret_storm,
+            reconnect_storm,
             events: converged.1,
         })
     }
@@ -564,29 +587,35 @@ impl Run {
         for n in 0..count {
             let at = started + Duration::from_secs_f64(n as f64 / self.cfg.churn_per_s);
             tokio::time::sleep_until(at).await;
-            let written = Instant::now();
-            let directory = &self.ctx.directory;
-            let announce = |ip, service| directory.add(ip, service);
-            let change = match &self.source {
-                Source::Sim(sandbox) => {
-                    let servers: Vec<_> = sandbox.clusters.iter().map(|c| &c.server).collect();
-                    self.world.churn(n, &servers, announce)?
-                }
-                Source::Real(real) => {
-                    let (change, writes) = self.world.churn_writes(n, announce);
-                    real.write(writes).await.map_err(Error::Real)?;
-                    change
-                }
-            };
-            self.ctx
-                .events
-                .push(Event::new(&change, written, written - started));
+            self.change(n, started).await?;
         }
         Ok(Churned {
             elapsed: started.elapsed().max(self.cfg.duration),
             responses_before: before.0,
             bytes_before: before.1,
         })
+    }
+
+    /// Writes the `n`th endpoint change and logs the event the clients watch for (`started`: the
+    /// churn's start, for its `at`).
+    async fn change(&mut self, n: u64, started: Instant) -> Result<(), Error> {
+        let written = Instant::now();
+        let directory = &self.ctx.directory;
+        let announce = |ip, service| directory.add(ip, service);
+        let change = match &self.source {
+            Source::Sim(sandbox) => {
+                let servers: Vec<_> = sandbox.clusters.iter().map(|c| &c.server).collect();
+                self.world.churn(n, &servers, announce)?
+            }
+            Source::Real(real) => {
+                let (change, writes) = self.world.churn_writes(n, announce);
+                real.write(writes).await.map_err(Error::Real)?;
+                change
+            }
+        };
+        let event = Event::new(&change, written, written.saturating_duration_since(started));
+        self.ctx.events.push(event);
+        Ok(())
     }
 
     /// Waits until every client saw every change (or the settle timeout), then summarises.

@@ -29,6 +29,10 @@ pub struct Report {
     pub wall_s: f64,
     /// Whether every client ended with exactly the truth (when verified).
     pub verified: Option<Verification>,
+    /// `--secret-storm`: what unrelated Secret updates caused.
+    pub secret_storm: Option<super::storm::SecretStorm>,
+    /// `--reconnect-storm`: every client resuming after a restart.
+    pub reconnect_storm: Option<super::restart::ReconnectStorm>,
     /// One row per change.
     #[serde(skip)]
     pub events: Vec<EventRow>,
@@ -164,6 +168,9 @@ pub struct Convergence {
 pub struct Traffic {
     /// Responses during churn, per second.
     pub pushes_per_s: f64,
+    /// Responses from the churn's start until every change settled (pushes per change = this ÷
+    /// changes ÷ clients: below 1 when the debounce coalesces changes).
+    pub churn_responses: u64,
     /// Responses in the whole run.
     pub responses: u64,
     /// Resources in the whole run.
@@ -366,6 +373,19 @@ impl Report {
             );
         }
         out.push_str(&self.cost_lines());
+        if let Some(s) = &self.secret_storm {
+            let cpu = s
+                .target_cpu_s
+                .map_or(String::new(), |c| format!(", target CPU {c:.2} s"));
+            let _ = writeln!(
+                out,
+                "secret storm: {} unrelated Secret updates in {:.2} s caused {} responses{cpu}",
+                s.updates, s.write_s, s.responses
+            );
+        }
+        if let Some(r) = &self.reconnect_storm {
+            out.push_str(&r.line());
+        }
         let _ = writeln!(out, "wall time {:.1} s", self.wall_s);
         if let Some(v) = &self.verified {
             let verdict = if v.mismatches.is_empty() {

@@ -17,6 +17,9 @@ pub(super) const USER_HZ: f64 = 100.0;
 /// A `meshd` started for the run; killed when dropped.
 pub(super) struct Meshd {
     child: Child,
+    args: MeshdArgs,
+    /// Its ADS, secure gRPC, HTTP and monitoring addresses (kept across a restart).
+    ports: [SocketAddr; 4],
     /// Its plaintext ADS address.
     pub(super) ads: SocketAddr,
     http: SocketAddr,
@@ -33,46 +36,60 @@ pub(super) struct MeshdArgs {
 
 impl Meshd {
     /// Starts meshd on loopback ports and waits until `/ready` answers 200.
-    #[allow(clippy::disallowed_types)] // blocks in std::thread::sleep (spawn_blocking): the wall clock
     pub(super) fn start(args: MeshdArgs, ready_within: Duration) -> Result<Meshd, Error> {
-        let [ads, secure, http, monitoring] = [(); 4].map(|()| free_port());
+        let ports = [(); 4].map(|()| free_port());
         let log = std::fs::File::create(&args.log).map_err(|e| Error::io(&args.log, e))?;
-        let child = Command::new(&args.binary)
-            .arg("--kubeconfig")
-            .arg(&args.kubeconfig)
-            .args(["--cluster-id", &args.cluster_id])
-            .args(["--grpc-addr", &ads.to_string()])
-            .args(["--secure-grpc-addr", &secure.to_string()])
-            .args(["--http-addr", &http.to_string()])
-            .args(["--monitoring-addr", &monitoring.to_string()])
-            .args(["--debounce-after", &format!("{}ms", args.debounce.as_millis())])
-            .args(["--log-level", "warn"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .map_err(|e| Error::io(&args.binary, e))?;
-        let mut meshd = Meshd { child, ads, http };
+        let child = spawn(&args, ports, log)?;
+        let mut meshd = Meshd {
+            child,
+            args,
+            ports,
+            ads: ports[0],
+            http: ports[2],
+        };
+        meshd.wait_ready(ready_within)?;
+        Ok(meshd)
+    }
+
+    /// Kills meshd (SIGKILL: a crashed replica, nothing drained).
+    pub(super) fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts meshd again on the same ports (its log appended to) and waits until it is ready.
+    pub(super) fn restart(&mut self, ready_within: Duration) -> Result<(), Error> {
+        self.kill();
+        let log = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&self.args.log)
+            .map_err(|e| Error::io(&self.args.log, e))?;
+        self.child = spawn(&self.args, self.ports, log)?;
+        self.wait_ready(ready_within)
+    }
+
+    #[allow(clippy::disallowed_types)] // blocks in std::thread::sleep (spawn_blocking): the wall clock
+    fn wait_ready(&mut self, within: Duration) -> Result<(), Error> {
         let start = std::time::Instant::now();
-        while !meshd.ready() {
-            if let Ok(Some(status)) = meshd.child.try_wait() {
-                let log = std::fs::read_to_string(&args.log).unwrap_or_default();
+        while !self.ready() {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                let log = std::fs::read_to_string(&self.args.log).unwrap_or_default();
                 let tail = log
                     .get(log.len().saturating_sub(2048)..)
                     .unwrap_or(&log)
                     .to_owned();
                 return Err(Error::TargetExited {
                     status: status.to_string(),
-                    log: args.log,
+                    log: self.args.log.clone(),
                     tail,
                 });
             }
-            if start.elapsed() > ready_within {
-                return Err(Error::NotReady(ready_within));
+            if start.elapsed() > within {
+                return Err(Error::NotReady(within));
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        Ok(meshd)
+        Ok(())
     }
 
     /// The process ID, for [`usage`].
@@ -87,9 +104,28 @@ impl Meshd {
 
 impl Drop for Meshd {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.kill();
     }
+}
+
+/// Starts meshd on `[ads, secure, http, monitoring]`, its stderr to `log`.
+fn spawn(args: &MeshdArgs, ports: [SocketAddr; 4], log: std::fs::File) -> Result<Child, Error> {
+    let [ads, secure, http, monitoring] = ports;
+    Command::new(&args.binary)
+        .arg("--kubeconfig")
+        .arg(&args.kubeconfig)
+        .args(["--cluster-id", &args.cluster_id])
+        .args(["--grpc-addr", &ads.to_string()])
+        .args(["--secure-grpc-addr", &secure.to_string()])
+        .args(["--http-addr", &http.to_string()])
+        .args(["--monitoring-addr", &monitoring.to_string()])
+        .args(["--debounce-after", &format!("{}ms", args.debounce.as_millis())])
+        .args(["--log-level", "warn"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .map_err(|e| Error::io(&args.binary, e))
 }
 
 /// Waits until `GET /ready` on `http` answers 200 (another control plane's readiness).

@@ -1,0 +1,147 @@
+//! `meshctl bench-floor`: the floor under "CPU per change per 1,000 streams" (issue 34 §4): the same
+//! bytes a change costs each client written to that many loopback sockets, with no xDS, no HTTP/2 and
+//! no gRPC: one `write` per socket per change from one thread, whose own CPU is the figure. meshd's
+//! figure minus this one is what its protocol stack and push path add.
+//!
+//! Owns: the sockets, the writer thread and its CPU. Does NOT: count the readers (a thread of their own
+//! drains every socket, so the writer never waits on a full buffer).
+
+use std::{
+    io::{Read, Write},
+    net::{TcpListener, TcpStream},
+    time::Duration,
+};
+
+use serde::Serialize;
+
+use super::{Error, target::USER_HZ};
+
+/// Pause between changes, so the readers drain the sockets as clients do between pushes.
+const BETWEEN_CHANGES: Duration = Duration::from_millis(5);
+
+/// `meshctl bench-floor` options.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// Sockets written to.
+    #[arg(long, default_value_t = 1000)]
+    pub streams: usize,
+    /// Bytes per socket per change (meshd's `bytes per client per change` of the run to compare with).
+    #[arg(long, default_value_t = 1784)]
+    pub bytes: usize,
+    /// Changes.
+    #[arg(long, default_value_t = 200)]
+    pub changes: usize,
+}
+
+/// What the floor costs.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Floor {
+    /// Sockets.
+    pub streams: usize,
+    /// Bytes per socket per change.
+    pub bytes: usize,
+    /// Changes written.
+    pub changes: usize,
+    /// The writer thread's CPU, seconds.
+    pub writer_cpu_s: f64,
+    /// The writer's CPU per change per 1,000 sockets, ms: the figure beside meshd's.
+    pub ms_per_change_per_1k_streams: f64,
+    /// Bytes the readers received (all of them: `streams × bytes × changes`).
+    pub received: u64,
+}
+
+/// Connects `streams` socket pairs, drains one side on a reader thread, writes from this thread.
+pub fn run(args: &Args) -> Result<Floor, Error> {
+    let io = |e: std::io::Error| Error::io(std::path::Path::new("loopback"), e);
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(io)?;
+    let addr = listener.local_addr().map_err(io)?;
+    let mut writers = Vec::with_capacity(args.streams);
+    let mut readers = Vec::with_capacity(args.streams);
+    for _ in 0..args.streams {
+        readers.push(TcpStream::connect(addr).map_err(io)?);
+        let (w, _) = listener.accept().map_err(io)?;
+        w.set_nodelay(true).map_err(io)?;
+        writers.push(w);
+    }
+    for r in &readers {
+        r.set_nonblocking(true).map_err(io)?;
+    }
+    let total = (args.streams * args.bytes * args.changes) as u64;
+    let drain = std::thread::Builder::new()
+        .name("floor-readers".into())
+        .spawn(move || drain(readers, total))
+        .map_err(io)?;
+    let payload = vec![b'x'; args.bytes];
+    let before = thread_cpu_s().unwrap_or_default();
+    for _ in 0..args.changes {
+        for w in &mut writers {
+            w.write_all(&payload).map_err(io)?;
+        }
+        std::thread::sleep(BETWEEN_CHANGES);
+    }
+    let writer_cpu_s = thread_cpu_s().unwrap_or_default() - before;
+    drop(writers);
+    let received = drain.join().unwrap_or_default();
+    Ok(Floor {
+        streams: args.streams,
+        bytes: args.bytes,
+        changes: args.changes,
+        writer_cpu_s,
+        ms_per_change_per_1k_streams: writer_cpu_s * 1e3
+            / args.changes.max(1) as f64
+            / (args.streams.max(1) as f64 / 1000.0),
+        received,
+    })
+}
+
+/// Reads every socket until `total` bytes arrived or all are closed; returns the bytes read.
+#[allow(clippy::disallowed_types)] // a plain thread polling non-blocking sockets
+fn drain(mut readers: Vec<TcpStream>, total: u64) -> u64 {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut got = 0u64;
+    while got < total && !readers.is_empty() {
+        let mut idle = true;
+        readers.retain_mut(|r| match r.read(&mut buf) {
+            Ok(0) => false,
+            Ok(n) => {
+                got += n as u64;
+                idle = false;
+                true
+            }
+            Err(e) => e.kind() == std::io::ErrorKind::WouldBlock,
+        });
+        if idle {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+    got
+}
+
+/// This thread's user + system CPU seconds (`/proc/thread-self/stat`).
+fn thread_cpu_s() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").ok()?;
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // After the command name: state is field 3, utime and stime fields 14 and 15.
+    let ticks = |i: usize| fields.get(i - 3)?.parse::<f64>().ok();
+    Some((ticks(14)? + ticks(15)?) / USER_HZ)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_floor_writes_every_byte_and_counts_the_writer_only() {
+        let floor = run(&Args {
+            streams: 20,
+            bytes: 1000,
+            changes: 5,
+        })
+        .expect("loopback sockets");
+        assert_eq!((floor.streams, floor.changes), (20, 5));
+        assert_eq!(floor.received, 20 * 1000 * 5, "every byte reached its reader");
+        assert!(floor.writer_cpu_s >= 0.0 && floor.ms_per_change_per_1k_streams.is_finite());
+    }
+}
