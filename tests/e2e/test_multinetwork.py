@@ -249,3 +249,40 @@ def test_hostname_gateways_are_resolved_by_meshd(meshd):
     finally:
         patch_gateway_status(meshd, [{"ip": "198.51.100.10"}])
     eventually("the original gateway back", lambda: hello_from_network1(meshd) == cla(HELLO, *via_gateway_2(), *C1_LOCAL))
+
+
+FAILOVER_BY_VERSION = """
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: helloworld-by-version, namespace: sample}
+spec:
+  host: helloworld.sample.svc.cluster.local
+  trafficPolicy:
+    outlierDetection: {consecutive5xxErrors: 5, interval: 10s, baseEjectionTime: 30s}
+    loadBalancer:
+      localityLbSetting: {enabled: true, failoverPriority: [version]}
+"""
+
+
+def priorities(meshd, version: str) -> dict[str, int]:
+    """address → priority of helloworld's endpoints for a network1 sidecar labelled ``version``."""
+    n = node("sidecar~10.10.0.99~client.sample~sample.svc.cluster.local", NETWORK="network1",
+             CLUSTER_ID="cluster1", NAMESPACE="sample", LABELS={"app": "client", "version": version})
+    got = fetch(meshd, EDS, n, [HELLO])[HELLO]
+    return {e["endpoint"]["address"]["socketAddress"]["address"]: loc.get("priority", 0)
+            for loc in got["endpoints"] for e in loc["lbEndpoints"]}
+
+
+def test_failover_priority_on_a_pod_label_survives_the_gateway(meshd):
+    """★ istio#49500: `failoverPriority: [version]` ranks network2's pods behind the gateway by their own
+    `version` (v2; the VM's `vm`), which the gateway endpoint carries; istiod's gateway endpoint has no
+    `version` and would rank last for a v2 client too."""
+    meshd.kubectl("cluster1", "apply", "-f", "-", stdin=FAILOVER_BY_VERSION)
+    try:
+        gw, v1 = "198.51.100.10", "10.10.0.7"
+        eventually("v2 client: network2's v2 pods first, through the gateway",
+                   lambda: priorities(meshd, "v2") == {gw: 0, v1: 1, "10.10.2.4": 1})
+        assert priorities(meshd, "v1") == {v1: 0, "10.10.2.4": 0, gw: 1}
+    finally:
+        meshd.kubectl("cluster1", "delete", "-f", "-", stdin=FAILOVER_BY_VERSION)
+    eventually("every endpoint at priority 0 again", lambda: set(priorities(meshd, "v2").values()) == {0})
