@@ -72,7 +72,7 @@ fn the_discovery_selectors_column_shows_only_when_a_remote_overrides_them() {
 }
 
 #[test]
-fn the_stale_endpoints_column_shows_only_when_a_policy_acts_or_a_remote_is_unreachable() {
+fn the_stale_endpoints_column_shows_only_when_a_policy_acts_or_is_in_force() {
     let stale = |action: &str, since: Option<&str>, stale: bool| {
         let mut r = row("synced", "istio-system/s", None);
         r.stale_endpoints = Some(Stale {
@@ -84,7 +84,10 @@ fn the_stale_endpoints_column_shows_only_when_a_policy_acts_or_a_remote_is_unrea
         remote_cluster(&r)
     };
     let own = remote_cluster(&row("synced", "", None));
-    let keep = RemoteClusters(vec![own.clone(), stale("keep", None, false)]);
+    let keep = RemoteClusters(vec![
+        own.clone(),
+        stale("keep", Some("2026-11-27T20:00:00Z"), false),
+    ]);
     assert_eq!(keep.header(), ["NAME", "SECRET", "STATUS", "REASON"]);
     let cases = [
         (stale("drop", None, false), "drop after 5m"),

@@ -123,6 +123,11 @@ impl Staleness {
         Some(self.policy.action).filter(|a| self.stale && *a != StaleAction::Keep)
     }
 
+    /// Whether `/debug/clusterz` shows it: a policy other than keep, or an unreachable API server.
+    pub fn worth_showing(&self) -> bool {
+        self.policy.action != StaleAction::Keep || self.unreachable_since.is_some()
+    }
+
     /// How long until it turns stale; `None` when reachable or already stale.
     pub fn remaining(&self, now: SystemTime) -> Option<Duration> {
         let since = self.unreachable_since.filter(|_| !self.stale)?;

@@ -81,7 +81,8 @@ pub struct ClusterRow {
     /// replacing MeshConfig's for this cluster; absent when it follows MeshConfig's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub discovery_selectors: Option<Vec<LabelSelector>>,
-    /// ★ Its stale-endpoints policy and whether it is in force (running remotes only).
+    /// ★ Its stale-endpoints policy and whether it is in force (running remotes only); absent while
+    /// the policy is istiod's (keep) and its API server answers, so the row stays istiod's shape.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stale_endpoints: Option<Staleness>,
 }
@@ -184,7 +185,11 @@ impl Clusters {
                         .selectors
                         .as_ref()
                         .and_then(|rx| rx.borrow().as_deref().cloned()),
-                    stale_endpoints: e.staleness.as_ref().map(|rx| rx.borrow().clone()),
+                    stale_endpoints: e
+                        .staleness
+                        .as_ref()
+                        .map(|rx| rx.borrow().clone())
+                        .filter(Staleness::worth_showing),
                 }
             })
             .collect()

@@ -62,6 +62,9 @@ pub struct RemoteCluster {
     /// empty for the config cluster.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub stale_endpoints: String,
+    /// Whether its policy acts (not keep) or is in force: only then is the column shown.
+    #[serde(skip)]
+    stale_acts: bool,
 }
 
 /// The stale-endpoints cell: the policy, or what is in force since when.
@@ -112,6 +115,10 @@ pub fn remote_cluster(row: &ClusterzRow) -> RemoteCluster {
         reason,
         discovery_selectors: row.discovery_selectors.as_ref().map(Value::to_string),
         stale_endpoints: row.stale_endpoints.as_ref().map(stale_cell).unwrap_or_default(),
+        stale_acts: row
+            .stale_endpoints
+            .as_ref()
+            .is_some_and(|s| s.action != "keep" || s.stale),
     }
 }
 
@@ -126,12 +133,10 @@ impl RemoteClusters {
         self.0.iter().any(|c| c.discovery_selectors.is_some())
     }
 
-    /// Whether any remote's stale-endpoints policy acts, or it is unreachable (only then is the
-    /// column shown: istiod's default, keep, changes nothing).
+    /// Whether any remote's stale-endpoints policy acts or is in force (only then is the column
+    /// shown: istiod's keep on a reachable or briefly unreachable remote changes nothing).
     fn any_stale(&self) -> bool {
-        self.0
-            .iter()
-            .any(|c| !c.stale_endpoints.is_empty() && !c.stale_endpoints.starts_with("keep after"))
+        self.0.iter().any(|c| c.stale_acts)
     }
 }
 
