@@ -24,12 +24,13 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     kubeconfig::{self, InsecureOption},
+    stale::Staleness,
     status::{Clusters, SyncStatus},
 };
 use crate::{
     admin,
     aggregate::{MeshSnapshot, Snapshots},
-    model::{NetworkGateway, ShardKey},
+    model::{NetworkGateway, ShardKey, StaleAction},
 };
 
 /// How long a gateway may take to accept a TCP connection.
@@ -156,7 +157,13 @@ pub async fn run(clusters: &Clusters, snap: &MeshSnapshot) -> Vec<CheckRow> {
             event_row(&r.id, r.last_event, now),
             credentials_row(&r.id, &r.credentials, now),
             rbac_row(&r.id, &denied),
-            stale_row(&r.id, healthy, endpoints_of(snap, &r.id)),
+            stale_row(
+                &r.id,
+                healthy,
+                endpoints_of(snap, &r.id),
+                r.staleness.as_ref(),
+                now,
+            ),
         ]
     });
     let gateways = snap.gateways.iter().map(|g| async move {
@@ -398,14 +405,41 @@ pub fn rbac_row(id: &str, denied: &Result<Vec<String>, String>) -> CheckRow {
     row(id, "rbac", result, detail)
 }
 
-/// The stale-endpoints line: endpoints still served from a remote that is not synced and healthy.
-pub fn stale_row(id: &str, healthy: bool, endpoints: usize) -> CheckRow {
-    let (result, detail) = match (healthy, endpoints) {
-        (true, n) => (Outcome::Ok, format!("none ({n} endpoints, all current)")),
-        (false, 0) => (Outcome::Ok, "none (no endpoints served from it)".into()),
-        (false, n) => (
+/// The stale-endpoints line: endpoints still served from a remote that is not synced and healthy. Its
+/// stale-remotes policy ([`super::stale`]) in force softens it: dropped endpoints are not served (ok),
+/// deprioritised ones only when nothing else is healthy (warning).
+pub fn stale_row(
+    id: &str,
+    healthy: bool,
+    endpoints: usize,
+    staleness: Option<&Staleness>,
+    now: SystemTime,
+) -> CheckRow {
+    let since = staleness
+        .and_then(|s| s.unreachable_since)
+        .map(|t| {
+            format!(
+                "; its API server unreachable for {}",
+                ago(now.duration_since(t).unwrap_or_default())
+            )
+        })
+        .unwrap_or_default();
+    let (result, detail) = match (healthy, endpoints, staleness.and_then(Staleness::enforced)) {
+        (true, n, _) => (Outcome::Ok, format!("none ({n} endpoints, all current)")),
+        (false, 0, _) => (Outcome::Ok, "none (no endpoints served from it)".into()),
+        (false, n, Some(StaleAction::Drop)) => (
+            Outcome::Ok,
+            format!("{n} endpoints of its last synced state, not served (stale policy: drop){since}"),
+        ),
+        (false, n, Some(_)) => (
+            Outcome::Warning,
+            format!(
+                "{n} endpoints of its last synced state, served behind every other endpoint (stale policy: deprioritize){since}"
+            ),
+        ),
+        (false, n, None) => (
             Outcome::Fail,
-            format!("{n} endpoints served from its last synced state, which may be out of date"),
+            format!("{n} endpoints served from its last synced state, which may be out of date{since}"),
         ),
     };
     row(id, "stale endpoints", result, detail)

@@ -179,19 +179,57 @@ fn rbac_line_names_each_missing_permission() {
 
 #[test]
 fn stale_endpoints_fail_only_when_served_from_an_unhealthy_remote() {
+    use crate::{model::StaleAction::*, multicluster::stale::StalePolicy};
+    let now = at(10_000);
+    let policy = |action| StalePolicy {
+        action,
+        after: Duration::from_secs(60),
+    };
+    // Unreachable for 90 s: past `after`, so the policy is in force.
+    let stale = |action| Staleness::at(policy(action), Some(at(9_910)), now);
     let cases = [
-        (true, 12, Outcome::Ok, "all current"),
-        (false, 0, Outcome::Ok, "no endpoints"),
+        (true, 12, None, Outcome::Ok, "all current"),
+        (false, 0, None, Outcome::Ok, "no endpoints"),
         (
             false,
             13,
+            None,
             Outcome::Fail,
             "13 endpoints served from its last synced state",
         ),
+        (
+            false,
+            13,
+            Some(stale(Keep)),
+            Outcome::Fail,
+            "out of date; its API server unreachable for 1m 30s",
+        ),
+        (
+            false,
+            13,
+            Some(stale(Deprioritize)),
+            Outcome::Warning,
+            "behind every other endpoint",
+        ),
+        (
+            false,
+            13,
+            Some(stale(Drop)),
+            Outcome::Ok,
+            "not served (stale policy: drop)",
+        ),
+        // Not yet past `after`: still served as they were.
+        (
+            false,
+            13,
+            Some(Staleness::at(policy(Drop), Some(at(9_990)), now)),
+            Outcome::Fail,
+            "unreachable for 10s",
+        ),
     ];
-    for (healthy, n, result, detail) in cases {
-        let r = stale_row("c2", healthy, n);
-        assert_eq!(r.result, result);
+    for (healthy, n, staleness, result, detail) in cases {
+        let r = stale_row("c2", healthy, n, staleness.as_ref(), now);
+        assert_eq!(r.result, result, "{}", r.detail);
         assert!(r.detail.contains(detail), "{}", r.detail);
     }
 }

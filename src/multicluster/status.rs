@@ -233,6 +233,7 @@ impl Clusters {
                         .credentials
                         .clone()
                         .unwrap_or_else(|| Credentials::Unreadable("its kubeconfig was refused".into())),
+                    staleness: e.staleness.as_ref().map(|rx| rx.borrow().clone()),
                 }
             })
             .collect()
@@ -254,6 +255,7 @@ pub(crate) struct Remote {
     pub(crate) last_event: Option<std::time::SystemTime>,
     pub(crate) client: Option<kube::Client>,
     pub(crate) credentials: Credentials,
+    pub(crate) staleness: Option<Staleness>,
 }
 
 /// The running remote clusters of a [`Clusters`] table, as it changes.
