@@ -246,9 +246,11 @@ impl Supervisor {
         }
         loop {
             let stale_in = self.tracker.wake_in(SystemTime::now());
+            let probe_in = self.tracker.counting().then_some(PROBE_EVERY);
             tokio::select! {
                 _ = &mut stop => break,
                 _ = sleep_for(stale_in) => {}
+                _ = sleep_for(probe_in) => {}
                 r = self.stale.changed(), if policy_open => match r {
                     Ok(()) => self.tracker.set_policy(*self.stale.borrow_and_update()),
                     Err(_) => policy_open = false,
@@ -369,13 +371,19 @@ impl Supervisor {
         })
     }
 
-    /// ★ The serving registry's watches failing after its sync means its API server does not answer:
-    /// the tracker counts down to stale and the aggregator learns the action in force.
+    /// ★ The serving registry's watches failing after its sync, and its API server not answering a
+    /// request of its own, mean it is unreachable: the tracker counts down to stale and the aggregator
+    /// learns the action in force. The probe matters both ways: a watch error stays until the next
+    /// relist, and a watch that resumes on a quiet cluster brings no event to say so.
     async fn follow_staleness(&mut self, serving: Option<&Generation>) {
-        let unreachable = serving.is_some_and(|g| {
+        let failing = serving.filter(|g| {
             let p = g.progress.borrow();
             p.synced && p.last_error.is_some()
         });
+        let unreachable = match failing {
+            Some(g) => !answers(&g.client).await,
+            None => false,
+        };
         let (change, turned) = self.tracker.observe(unreachable, SystemTime::now());
         if turned {
             self.env.metrics.stale();
@@ -410,6 +418,17 @@ impl Supervisor {
             changed
         });
     }
+}
+
+/// How often an unreachable remote's API server is asked whether it answers again.
+const PROBE_EVERY: Duration = Duration::from_secs(2);
+
+/// Whether the API server answers `GET /version` within [`PROBE_EVERY`].
+async fn answers(client: &kube::Client) -> bool {
+    matches!(
+        tokio::time::timeout(PROBE_EVERY, client.apiserver_version()).await,
+        Ok(Ok(_))
+    )
 }
 
 /// Sends `value` unless it is the current one (receivers wake only on a change); whether it changed.

@@ -191,6 +191,11 @@ impl Tracker {
         (change, turned)
     }
 
+    /// Whether the remote is unreachable (counting down, or stale): its supervisor keeps asking it.
+    pub(crate) fn counting(&self) -> bool {
+        self.since.is_some()
+    }
+
     /// How long until the remote turns stale, if it is counting down.
     pub(crate) fn wake_in(&self, now: SystemTime) -> Option<Duration> {
         self.state.borrow().remaining(now)

@@ -1,16 +1,17 @@
-"""★ Stale remotes (issue 33 item 7, istio#54997) on two real API servers: a remote whose kube-apiserver
-stops answering has its endpoints dropped once its Secret's policy allows (``meshd.io/stale-endpoints:
+"""★ Stale remotes (issue 33 item 7, istio#54997) on two API servers, real (kube-apiserver) and kube-sim: a
+remote whose API server stops answering has its endpoints dropped once its Secret's policy allows (``meshd.io/stale-endpoints:
 drop``, ``meshd.io/stale-endpoints-after: 3s``), and served again when it answers.
 
 cluster1 is the primary, cluster2 the remote (joined by an admin-kubeconfig remote secret carrying the
 annotations); one network, so a sidecar gets both clusters' pods directly. The remote's kube-apiserver is
-killed (SIGKILL, etcd kept) and started again on the same port. Checked: EDS (a fresh ADS stream per
+killed (SIGKILL, etcd kept) and started again on the same port; kube-sim's refuses connections for 20 s. Checked: EDS (a fresh ADS stream per
 look), ``/debug/clusterz``'s ``staleEndpoints``, ``meshctl remote-clusters`` and the
-``remote_cluster_stale_total`` counter. Skips without the real binaries (tests/peers/build.sh).
+``remote_cluster_stale_total`` counter. The real backend skips without its binaries (tests/peers/build.sh).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
@@ -19,18 +20,19 @@ import pytest
 
 import realk8s
 from meshd_proc import BIN_DIR, Meshd, eventually
-from test_real_multicluster import (ECHO, NS, SYS, clusterz, endpoint_slice, metric_sum, pod, populate, service,
-                                    wait_eds)
+from test_real_multicluster import (ECHO, SYS, clusterz, endpoint_slice, metric_sum, pod, populate, real_env,
+                                    service, sim_env, wait_eds)
 
 C1_POD, C2_POD = "10.1.0.1", "10.2.0.1"
 
 
-@pytest.fixture(scope="module")
-def clusters(tmp_path_factory):
-    realk8s.skip_unless_available()
-    root = tmp_path_factory.mktemp("stale-k8s")
-    with realk8s.RealCluster(root / "cluster1", name="cluster1", controller_manager=False) as c1, \
-            realk8s.RealCluster(root / "cluster2", name="cluster2", controller_manager=False) as c2:
+@pytest.fixture(scope="module", params=["kube-sim", "real"])
+def clusters(request, tmp_path_factory):
+    if not (BIN_DIR / "meshctl").exists():
+        pytest.skip(f"{BIN_DIR / 'meshctl'} not built")
+    root = tmp_path_factory.mktemp(f"stale-{request.param}")
+    with (real_env if request.param == "real" else sim_env)(root) as env:
+        c1, c2 = env.c1, env.c2
         for c, ip in ((c1, C1_POD), (c2, C2_POD)):
             populate(c, "", [pod(f"echo-{c.name}", ip, {"app": "echo"})],
                      [service("echo"), endpoint_slice("echo", f"echo-{c.name}", [(f"echo-{c.name}", ip)])])
@@ -41,12 +43,12 @@ def clusters(tmp_path_factory):
                          "annotations": {"meshd.io/stale-endpoints": "drop",
                                          "meshd.io/stale-endpoints-after": "3s"}},
             "stringData": {"cluster2": c2.kubeconfig.read_text()}}))
-        yield c1, c2
+        yield env
 
 
 @pytest.fixture(scope="module")
 def mesh(clusters, tmp_path_factory):
-    c1, _ = clusters
+    c1 = clusters.c1
     m = Meshd(tmp_path_factory.mktemp("stale-meshd"),
               args=["--kubeconfig", str(c1.kubeconfig), "--cluster-id", "cluster1"], ready_timeout=90)
     yield m
@@ -64,8 +66,25 @@ def remote_clusters(mesh: Meshd) -> str:
     return out.stdout
 
 
+@contextlib.contextmanager
+def api_server_down(env):
+    """cluster2's API server stops answering: the real one is killed (as a crashed or partitioned one is
+    gone; SIGTERM would wait out meshd's open watches) and started again on its port and store; kube-sim
+    refuses connections for a while."""
+    if env.backend == "real":
+        proc = env.c2.procs.pop("kube-apiserver")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        try:
+            yield
+        finally:
+            env.c2._start_apiserver(120)
+    else:
+        env.c2.fault(mode="refuse", forSeconds=20)
+        yield
+
+
 def test_a_dropped_stale_remote_leaves_eds_until_its_api_server_answers(clusters, mesh):
-    _, c2 = clusters
     both = {f"{C1_POD}:17070", f"{C2_POD}:17070"}
     wait_eds(mesh, "cluster1", "", ECHO, both, "both clusters' pods", timeout=60)
     eventually("cluster2 synced", lambda: clusterz(mesh)["cluster2"]["syncStatus"] == "synced", timeout=30)
@@ -73,18 +92,12 @@ def test_a_dropped_stale_remote_leaves_eds_until_its_api_server_answers(clusters
     assert "STALE ENDPOINTS" in remote_clusters(mesh)  # drop is not istiod's keep: the column shows
     before = metric_sum(mesh, "remote_cluster_stale_total")
 
-    # Killed, as a crashed or partitioned API server is gone (SIGTERM waits out meshd's open watches).
-    proc = c2.procs.pop("kube-apiserver")
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=30)
-    try:
+    with api_server_down(clusters):
         eventually("cluster2 unreachable", lambda: "unreachableSince" in stale_state(mesh), timeout=60)
-        eventually("cluster2 stale", lambda: stale_state(mesh).get("stale") is True, timeout=30)
-        wait_eds(mesh, "cluster1", "", ECHO, {f"{C1_POD}:17070"}, "the stale remote's pod dropped")
+        eventually("cluster2 stale", lambda: stale_state(mesh).get("stale") is True, timeout=15)
+        wait_eds(mesh, "cluster1", "", ECHO, {f"{C1_POD}:17070"}, "the stale remote's pod dropped", timeout=10)
         assert metric_sum(mesh, "remote_cluster_stale_total") == before + 1
         assert "STALE since" in remote_clusters(mesh)
-    finally:
-        c2._start_apiserver(120)
 
     wait_eds(mesh, "cluster1", "", ECHO, both, "served again once its API server answers", timeout=90)
     assert stale_state(mesh) == {"action": "drop", "after": "3s", "stale": False}
