@@ -245,8 +245,10 @@ trait Wire {
         type_url: &str,
         wanted: &BTreeSet<Arc<str>>,
         added: &[Arc<str>],
-        held: &HashMap<Arc<str>, Bytes>,
-    ) -> Self::Request;
+        _held: &HashMap<Arc<str>, Bytes>,
+    ) -> Self::Request {
+        Self::subscribe(node, type_url, wanted, added, &[])
+    }
     fn ack(type_url: &str, nonce: String, version: String, wanted: &BTreeSet<Arc<str>>) -> Self::Request;
     fn received(resp: Self::Response) -> Received;
 }
@@ -366,16 +368,6 @@ impl Wire for SotwWire {
             resource_names: wanted.iter().map(|n| n.to_string()).collect(),
             ..Default::default()
         }
-    }
-
-    fn resume(
-        node: Option<Node>,
-        type_url: &str,
-        wanted: &BTreeSet<Arc<str>>,
-        added: &[Arc<str>],
-        _held: &HashMap<Arc<str>, Bytes>,
-    ) -> Self::Request {
-        Self::subscribe(node, type_url, wanted, added, &[])
     }
 
     fn ack(type_url: &str, nonce: String, version: String, wanted: &BTreeSet<Arc<str>>) -> Self::Request {

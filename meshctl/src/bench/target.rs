@@ -167,6 +167,8 @@ pub struct Usage {
     pub peak_rss_mib: f64,
     /// User + system CPU seconds so far.
     pub cpu_seconds: f64,
+    /// Seconds since the process started (at the `ready` sample: its start-up, every cluster synced).
+    pub age_s: f64,
 }
 
 /// `/proc/<pid>` now; `None` when the process is gone or not visible.
@@ -181,10 +183,18 @@ pub fn usage(pid: u32) -> Option<Usage> {
     let rest = stat.rsplit_once(')')?.1;
     let fields: Vec<&str> = rest.split_whitespace().collect();
     let ticks = |i: usize| -> Option<f64> { fields.get(i)?.parse().ok() };
+    // Field 22: start time in ticks since boot; `/proc/uptime`: seconds since boot.
+    let uptime: f64 = std::fs::read_to_string("/proc/uptime")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
     Some(Usage {
         rss_mib: kib("VmRSS:")? / 1024.0,
         peak_rss_mib: kib("VmHWM:")? / 1024.0,
         cpu_seconds: (ticks(11)? + ticks(12)?) / USER_HZ,
+        age_s: (uptime - ticks(19)? / USER_HZ).max(0.0),
     })
 }
 
@@ -197,5 +207,9 @@ mod tests {
         let u = usage(std::process::id()).expect("/proc/self");
         assert!(u.rss_mib > 0.0 && u.peak_rss_mib >= u.rss_mib);
         assert!(u.cpu_seconds >= 0.0);
+        assert!(
+            (0.0..24.0 * 3600.0).contains(&u.age_s),
+            "started a moment ago: {u:?}"
+        );
     }
 }
