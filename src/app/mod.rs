@@ -264,8 +264,9 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
 
     let secure_ads = ads.clone();
     server.add_start_func("xds", move |ctx| async move {
-        // Ready only once there is a snapshot to serve: before it, streams are refused (UNAVAILABLE).
+        // Ready only once there is a snapshot to serve; streams are refused (UNAVAILABLE) until ready.
         let guard = ctx.ready.register("first xDS snapshot");
+        ads.serve_when_ready(ctx.ready.clone());
         let first_snapshot = ads.first_snapshot();
         ctx.tasks.spawn("xds-first-snapshot", async move {
             first_snapshot.await;

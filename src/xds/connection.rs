@@ -98,6 +98,9 @@ pub(crate) async fn run<P: Protocol>(
     let start = first.and_then(|req| {
         let proxy = Proxy::from_node(P::node(&req))?;
         caller.authorize(&proxy)?;
+        if shared.gate.get().is_some_and(|ready| !ready.is_ready()) {
+            return Err(Error::NotReady);
+        }
         let snapshot = shared.snapshots.load().ok_or(Error::NotReady)?;
         Ok((req, proxy, snapshot))
     });

@@ -50,8 +50,9 @@ pub enum Error {
     /// The first request had no usable node, or its metadata is malformed.
     #[error(transparent)]
     Node(#[from] NodeError),
-    /// No mesh snapshot yet: serving now would hand proxies empty config (istio#25495).
-    #[error("meshd has no mesh snapshot yet; retry shortly")]
+    /// meshd is not ready (no mesh snapshot yet, or its clusters still syncing): serving now would hand
+    /// proxies empty or partial config (istio#25495).
+    #[error("meshd is not ready to serve discovery information yet; retry shortly")]
     NotReady,
     /// The new-stream rate limit is exhausted.
     #[error("too many new xDS streams; retry with backoff")]

@@ -43,6 +43,7 @@ use super::{
 use crate::{
     auth::{AuthRequest, Authenticator},
     drain::Tasks,
+    readiness::Ready,
 };
 
 /// The ADS server: one per process, served on any number of ports. Cheap to clone.
@@ -73,6 +74,7 @@ impl AdsServer {
             stream_limit: RateLimiter::new(limits.new_streams_per_second),
             limits,
             secrets: Default::default(),
+            gate: Default::default(),
         };
         Self {
             shared: Arc::new(shared),
@@ -94,6 +96,12 @@ impl AdsServer {
                 }
             }
         }
+    }
+
+    /// Refuses new streams (`UNAVAILABLE`) whenever `ready` is not: until the config cluster and the
+    /// initial remotes have synced (or timed out), as istiod does. The first gate set stays.
+    pub fn serve_when_ready(&self, ready: Ready) {
+        let _ = self.shared.gate.set(ready);
     }
 
     /// Serves SDS from `source` (gateway certificates) on every stream opened from now on; the first

@@ -16,6 +16,7 @@ use super::{
 use crate::{
     drain::Tasks,
     envoy::{EndpointView, Proxy},
+    readiness::Ready,
 };
 
 /// Who is on the other end of a stream, as the authenticator established it.
@@ -98,4 +99,8 @@ pub(crate) struct Shared {
     /// Where SDS secrets come from, once set ([`super::AdsServer::serve_secrets`]); none: SDS answers
     /// nothing.
     pub(crate) secrets: OnceLock<Arc<dyn SecretSource>>,
+    /// Once set ([`super::AdsServer::serve_when_ready`]), new streams are refused until meshd is ready,
+    /// as istiod refuses them: a proxy served before the initial remotes synced gets partial config,
+    /// then all of it again as they arrive.
+    pub(crate) gate: OnceLock<Ready>,
 }

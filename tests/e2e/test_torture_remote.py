@@ -10,6 +10,7 @@ import socket
 import threading
 import time
 
+import grpc
 import pytest
 import yaml
 
@@ -280,6 +281,49 @@ def test_e33_unreachable_remote_does_not_block_readiness_or_the_primary(mesh, wa
                          "metadata": {"name": "blackhole", "namespace": "istio-system"}})
     blackhole.close()
     watch.wait_for(PRIMARY_IPS | REMOTE_IPS)
+
+
+def test_e33_streams_wait_for_the_start_up_remotes(mesh, tmp_path):
+    """As istiod, no ADS stream is served before meshd is ready: a proxy served then would get the
+    primary's config only, then everything again as the remotes arrive (the reconnect-storm bench found
+    resumed clients re-sent more than a full config). A remote of the start-up Secret list whose API
+    server never answers holds readiness until ``--remote-cluster-timeout``; meanwhile a stream is
+    refused UNAVAILABLE, saying why; once ready, the same request is served."""
+    blackhole = socket.socket()
+    blackhole.bind(("127.0.0.1", 0))
+    blackhole.listen(64)
+    kubeconfig = hostile_kubeconfig(mesh, server=f"https://127.0.0.1:{blackhole.getsockname()[1]}")
+    secret = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+              "metadata": {"name": "istio-remote-secret-hole", "namespace": "istio-system",
+                           "labels": {"istio/multiCluster": "true"}},
+              "data": {"hole": base64.b64encode(kubeconfig.encode()).decode()}}
+    objects = {"primary": [namespace("istio-system"), namespace(NS), service("web", NS),
+                           endpoint_slice("web", NS, PRIMARY_IPS), secret]}
+    m = Meshd(tmp_path / "state", ["--sandbox", str(topology(tmp_path / "clusters", objects)),
+                                   "--remote-cluster-timeout", "10s"], ready_timeout=None)
+    try:
+        def waiting_for_the_remote() -> bool:
+            try:
+                code, body = m.get("/ready", m.http)
+            except OSError:  # not listening yet
+                return False
+            return code == 503 and "remote cluster hole" in body
+
+        eventually("/ready 503 waiting for the remote", waiting_for_the_remote, timeout=20)
+        ads = Ads(f"127.0.0.1:{m.grpc}")
+        ads.send(EDS, node=grpc_node(), resource_names=[CLA])
+        err = ads.error(timeout=10)
+        assert err.code() == grpc.StatusCode.UNAVAILABLE, err
+        assert "not ready to serve discovery information" in err.details(), err.details()
+        ads.close()
+        m.wait_ready(30)
+        ads = Ads(f"127.0.0.1:{m.grpc}")
+        ads.send(EDS, node=grpc_node(), resource_names=[CLA])
+        assert routable(decode(ads.recv(timeout=10))[CLA]) == PRIMARY_IPS
+        ads.close()
+    finally:
+        blackhole.close()
+        assert m.stop() == 0, m.log()[-4000:]
 
 
 @pytest.mark.parametrize("status", [500, 503, 429])
