@@ -1,5 +1,7 @@
 //! Golden files for table tests: the rendered value is compared with `<dir>/<name>.json`, and
 //! `UPDATE_GOLDENS=1` rewrites the file instead (review the diff).
+// Test support only (also gated where the module is declared): a panic here fails a test, not the server.
+#![cfg(test)]
 
 use std::path::Path;
 

@@ -3,6 +3,8 @@
 //! composition root and the sandbox it starts touch the Kubernetes API simulator. Scans the source text for `crate::<module>` paths, including those inside
 //! `use crate::{…}` groups; comments and `#[cfg(test)]` code (test files, test modules) do not count,
 //! since tests may reach across layers.
+// Test support only (also gated where the module is declared): a panic here fails a test, not the server.
+#![cfg(test)]
 
 use std::{
     collections::{BTreeMap, BTreeSet},

@@ -1,6 +1,8 @@
 //! Test helpers for code that talks to a simulated cluster: start an [`ApiServer`] with an admin
 //! client, build clients from kubeconfigs, make raw requests and read API errors. Behind the `testing`
 //! feature; shared by kube-sim's own tests and meshd's.
+// Test support only (also gated where the module is declared): a panic here fails a test, not the server.
+#![cfg(feature = "testing")]
 
 use std::time::Duration;
 

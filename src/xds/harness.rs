@@ -6,6 +6,8 @@
 //! Owns: the fixtures' [`SnapshotSource`] ([`Meshes`]: every publish is one snapshot, as the aggregate
 //! publishes after its debounce), the server's start and stop, and the clients. Does NOT: check
 //! protocol rules (the tests do) or debounce. Test support only (`testing` feature).
+// Test support only (also gated where the module is declared): a panic here fails a test, not the server.
+#![cfg(any(test, feature = "testing"))]
 
 use std::{collections::HashMap, net::SocketAddr, sync::Arc, time::Duration};
 

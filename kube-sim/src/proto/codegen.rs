@@ -1,6 +1,8 @@
 //! Generates `generated.rs` (the JSON rendering of every k8s-pb message the simulator decodes) from the
 //! sources of k8s-pb (field names, message types) and k8s-openapi v1_33 (JSON names, which fields have
 //! no `omitempty`). The test fails when the checked-in file differs; `KUBE_SIM_REGENERATE=1` rewrites it.
+// Test support only (also gated where the module is declared): a panic here fails a test, not the server.
+#![cfg(test)]
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
