@@ -153,15 +153,26 @@ impl Credentials {
             let events = crate::kube_watch::watch(api, config);
             tokio::pin!(events);
             let mut listing: Option<State> = None;
+            // The first failure of a run is a warning (a reader without `list secrets` says so once);
+            // the retries after it are not.
+            let mut failing = false;
             loop {
                 let event = tokio::select! {
                     _ = stop.cancelled() => return,
                     e = events.next() => e,
                 };
+                if matches!(event, Some(Ok(_))) {
+                    failing = false;
+                }
                 match event {
                     None => return,
                     Some(Err(e)) => {
-                        debug!(namespace = %key.namespace, name = %key.name, error = %crate::kube_errors::describe(&e, &key.cluster), "gateway secret watch");
+                        let error = crate::kube_errors::describe(&e, &key.cluster);
+                        if std::mem::replace(&mut failing, true) {
+                            debug!(cluster = %key.cluster, namespace = %key.namespace, name = %key.name, %error, "gateway secret watch");
+                        } else {
+                            warn!(cluster = %key.cluster, namespace = %key.namespace, name = %key.name, %error, "cannot watch a gateway's certificate Secret: gateways of that cluster get no certificate from it");
+                        }
                     }
                     Some(Ok(Event::Init)) => listing = Some(State::Absent),
                     Some(Ok(Event::InitApply(s))) => listing = Some(state_of(&s)),
@@ -220,7 +231,7 @@ impl Credentials {
         let ok = match api.create(&PostParams::default(), &review).await {
             Ok(r) => r.status.is_some_and(|s| s.allowed),
             Err(e) => {
-                warn!(%cluster, %namespace, service_account = %sa, error = %e, "SubjectAccessReview for a gateway's certificates failed");
+                warn!(%cluster, %namespace, service_account = %sa, error = %e, "SubjectAccessReview for a gateway's certificates failed, so it gets none (meshd's identity in that cluster needs create subjectaccessreviews)");
                 return false;
             }
         };

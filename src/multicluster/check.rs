@@ -53,9 +53,11 @@ pub struct Permission {
 
 const READ: &[&str] = &["list", "watch"];
 
-/// What meshd needs in a remote: read what its registry watches, review tokens of its workloads, and keep
-/// `istio-ca-root-cert` in its namespaces (the leader). `meshctl add-cluster` grants exactly this; the
-/// Helm chart's `remote` profile grants the same (tests/e2e/test_rbac.py).
+/// What meshd needs in a remote: read what its registry watches, review tokens of its workloads, keep
+/// `istio-ca-root-cert` in its namespaces (the leader), and serve a gateway there its `credentialName`
+/// certificate (watch that Secret by name, ask a SubjectAccessReview first; istiod's reader ClusterRole
+/// grants both too). `meshctl add-cluster` grants exactly this; the Helm chart's `remote` profile grants
+/// the same (tests/e2e/test_rbac.py).
 pub const NEEDED: &[Permission] = &[
     Permission {
         group: "",
@@ -91,6 +93,16 @@ pub const NEEDED: &[Permission] = &[
         group: "",
         resource: "configmaps",
         verbs: &["list", "watch", "create", "update"],
+    },
+    Permission {
+        group: "",
+        resource: "secrets",
+        verbs: READ,
+    },
+    Permission {
+        group: "authorization.k8s.io",
+        resource: "subjectaccessreviews",
+        verbs: &["create"],
     },
 ];
 

@@ -150,7 +150,7 @@ fn sync_line_passes_only_synced_and_healthy() {
 #[test]
 fn rbac_line_names_each_missing_permission() {
     let total: usize = NEEDED.iter().map(|p| p.verbs.len()).sum();
-    assert_eq!(total, 15);
+    assert_eq!(total, 18);
     let ok = rbac_row("c2", &Ok(vec![]));
     assert_eq!(ok.result, Outcome::Ok);
     let missing = rbac_row("c2", &Ok(vec!["watch nodes".into(), "create configmaps".into()]));
@@ -158,7 +158,7 @@ fn rbac_line_names_each_missing_permission() {
     assert!(
         missing
             .detail
-            .contains("missing 2 of 15 permissions meshd needs: watch nodes, create configmaps")
+            .contains("missing 2 of 18 permissions meshd needs: watch nodes, create configmaps")
     );
     let err = rbac_row("c2", &Err("401 Unauthorized".into()));
     assert_eq!(err.result, Outcome::Fail);
@@ -173,6 +173,19 @@ fn rbac_line_names_each_missing_permission() {
             "list endpointslices.discovery.k8s.io",
             "watch endpointslices.discovery.k8s.io",
             "create tokenreviews.authentication.k8s.io"
+        ]
+    );
+    // Gateway certificates in remote clusters (issue 32): the Secret watch, the review before it.
+    let gateway: Vec<String> = NEEDED[7..]
+        .iter()
+        .flat_map(|p| p.verbs.iter().map(move |v| permission_name(p, v)))
+        .collect();
+    assert_eq!(
+        gateway,
+        [
+            "list secrets",
+            "watch secrets",
+            "create subjectaccessreviews.authorization.k8s.io"
         ]
     );
 }

@@ -77,8 +77,8 @@ impl std::fmt::Debug for ReaderCredentials {
     }
 }
 
-/// Ensures the reader service account and its read-only ClusterRole/Binding exist in the remote cluster
-/// (list/watch on what meshd's registry watches, and TokenReview: no Secrets, no ConfigMaps).
+/// Ensures the reader service account and its ClusterRole/Binding exist in the remote cluster, granting
+/// exactly [`super::check::NEEDED`].
 pub async fn ensure_reader(
     client: &Client,
     namespace: &str,

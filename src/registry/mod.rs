@@ -337,11 +337,10 @@ impl Registry {
             }
             None => {}
         }
-        self.progress.send_if_modified(|p| {
-            let changed = p.last_error.as_deref() != Some(&reason);
-            p.last_error = Some(reason);
-            changed
-        });
+        // Every failure wakes the cluster supervisor, a repeat of the last one too: a watch that resumed
+        // on a quiet cluster never cleared the error (no relist), and a second outage with the same words
+        // must still start the stale-endpoints countdown.
+        self.progress.send_modify(|p| p.last_error = Some(reason));
     }
 
     fn on_event(&mut self, ev: Event) {

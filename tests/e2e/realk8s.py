@@ -10,11 +10,16 @@ kubeconfig. ``--authorization-mode=Node,RBAC``. Several run side by side (a prim
 No kubelet and no scheduler run: pods stay Pending. kube-controller-manager brings the controllers a
 cluster has (namespace lifecycle, garbage collector, ServiceAccounts and ``kube-root-ca.crt``,
 EndpointSlices for selector Services, Deployments/ReplicaSets, ClusterRole aggregation, node IPAM).
+
+The multi-cluster tests run each scenario on two backends, :func:`two_clusters`: two real clusters, or
+the two kube-sim clusters of ``meshctl sandbox serve --enforce-rbac`` (:class:`SimCluster`, the same client
+surface), with :class:`Env` saying how each backend ends watches, compacts and restarts.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime
 import ipaddress
 import json
@@ -32,11 +37,15 @@ from pathlib import Path
 
 import yaml
 
+from meshd_proc import BIN_DIR, KUBECTL, eventually
+
 REPO = Path(__file__).resolve().parents[2]
 CACHE_BIN = REPO / "tests" / ".cache" / "bin"
 SERVICE_CIDR = "10.96.0.0/12"
 CLUSTER_CIDR = "10.244.0.0/16"
 ISSUER = "https://kubernetes.default.svc.cluster.local"
+# Seconds: meshd's --watch-timeout in the two-cluster tests, so a real server ends every watch this often.
+WATCH_TIMEOUT = 3
 
 
 def binary(env: str, name: str) -> Path | None:
@@ -353,3 +362,139 @@ class RealCluster:
         if check:
             assert out.returncode == 0, f"kubectl {' '.join(args)}: {out.stderr}"
         return out
+
+
+# --- two clusters, either backend ---
+
+
+def etcd_post(c: RealCluster, path: str, body: dict) -> dict:
+    """etcd's v3 JSON gateway."""
+    req = urllib.request.Request(c.etcd_url + path, data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read())
+
+
+def compact_etcd(c: RealCluster) -> int:
+    """Compacts ``c``'s etcd at its current revision; returns it."""
+    revision = int(etcd_post(c, "/v3/kv/range", {"key": base64.b64encode(b"/").decode()})["header"]["revision"])
+    etcd_post(c, "/v3/kv/compaction", {"revision": str(revision), "physical": True})
+    return revision
+
+
+class SimCluster:
+    """A kube-sim cluster of ``meshctl sandbox serve``, with :class:`RealCluster`'s client surface."""
+
+    def __init__(self, name: str, kubeconfig: Path, server: str):
+        self.name, self.kubeconfig, self.server = name, kubeconfig, server
+        kc = yaml.safe_load(kubeconfig.read_text())
+        self.token = kc["users"][0]["user"]["token"]
+        ca = base64.b64decode(kc["clusters"][0]["cluster"]["certificate-authority-data"]).decode()
+        self.tls = ssl.create_default_context(cadata=ca)
+        self.tls.check_hostname = False
+
+    def request(self, method: str, path: str, body=None, token: str | None = None) -> tuple[int, object]:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.server + path, data=data, method=method, headers={
+            "Authorization": f"Bearer {token or self.token}", "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=10, context=self.tls) as r:
+                return r.status, json.loads(r.read() or b"null")
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read() or b"null")
+
+    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
+        out = subprocess.run([KUBECTL, "--kubeconfig", str(self.kubeconfig), *args], input=stdin,
+                             capture_output=True, text=True, timeout=60)
+        if check:
+            assert out.returncode == 0, f"kubectl {' '.join(args)}: {out.stderr}"
+        return out
+
+    def install_crds(self) -> None:
+        """kube-sim serves the Istio kinds without CRDs."""
+
+    def fault(self, **req) -> None:
+        status, body = self.request("POST", "/sandbox/v1/faults", req)
+        assert status == 200, body
+
+
+class Env:
+    """The two clusters of one backend, and how each backend ends watches, compacts and restarts."""
+
+    def __init__(self, backend: str, c1, c2):
+        self.backend, self.c1, self.c2 = backend, c1, c2
+        self.restarts: list[tuple[float, float]] = []  # wall-clock windows of API server restarts
+
+    def end_watches(self, c) -> None:
+        """Ends every open watch on ``c`` (a real server: its watches time out, ``--watch-timeout``)."""
+        if self.backend == "real":
+            time.sleep(WATCH_TIMEOUT + 2)
+        else:
+            c.fault(dropWatches=True)
+
+    def compact(self, c) -> None:
+        """Compacts ``c``'s history at its current revision."""
+        if self.backend == "real":
+            compact_etcd(c)
+        else:
+            c.fault(compact=True)
+
+    def restart(self, c) -> None:
+        """Restarts ``c``'s API server, store kept (kube-sim: refuses connections for 3 s)."""
+        start = time.time()
+        if self.backend == "real":
+            c.restart_apiserver()  # returns once /readyz answers 200
+        else:
+            c.fault(mode="refuse", forSeconds=3)
+            time.sleep(3)
+            def serving() -> bool:
+                try:
+                    return c.request("GET", "/api/v1/namespaces")[0] == 200
+                except OSError:
+                    return False
+
+            eventually("kube-sim serving again", serving, timeout=10)
+        self.restarts.append((start, time.time() + 2))
+
+
+@contextlib.contextmanager
+def real_env(root: Path):
+    skip_unless_available()
+    # cluster2 serves watches from etcd (no watch cache) and never compacts on its own: the 410 test
+    # compacts it when it means to.
+    with RealCluster(root / "cluster1", name="cluster1", controller_manager=False) as c1, \
+            RealCluster(root / "cluster2", name="cluster2", controller_manager=False,
+                        extra_apiserver_args=["--watch-cache=false", "--etcd-compaction-interval=0"]) as c2:
+        yield Env("real", c1, c2)
+
+
+@contextlib.contextmanager
+def sim_env(root: Path):
+    """``meshctl sandbox serve --enforce-rbac`` with two empty clusters (RBAC decided by the stored roles)."""
+    for name in ("cluster1", "cluster2"):
+        (root / "clusters" / name).mkdir(parents=True)
+    proc = subprocess.Popen([str(BIN_DIR / "meshctl"), "sandbox", "serve", "--clusters", str(root / "clusters"),
+                             "--state-dir", str(root / "sandbox"), "--enforce-rbac"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line, f"sandbox exited: {proc.stderr.read()}"
+        c = json.loads(line)["clusters"]
+        yield Env("kube-sim", *(SimCluster(n, Path(c[n]["kubeconfig"]), c[n]["url"]) for n in ("cluster1", "cluster2")))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=20)
+
+
+@contextlib.contextmanager
+def two_clusters(request, tmp_path_factory, prefix: str):
+    """cluster1 and cluster2 (an :class:`Env`, its folder ``env.root``) of the backend a fixture's
+    ``request.param`` names, ``real`` or ``kube-sim``; skips without meshctl or the real binaries."""
+    if not (BIN_DIR / "meshctl").exists():
+        import pytest
+
+        pytest.skip(f"{BIN_DIR / 'meshctl'} not built")
+    root = tmp_path_factory.mktemp(f"{prefix}-{request.param}")
+    with (real_env if request.param == "real" else sim_env)(root) as env:
+        env.root = root
+        yield env

@@ -346,7 +346,10 @@ def test_remote_reader_and_root_publisher():
         | {("discovery.k8s.io", "endpointslices", v, None) for v in read}
         | {("authentication.k8s.io", "tokenreviews", "create", None)}
         | {("", "configmaps", v, None) for v in read | {"create", "update"}}
-    ), "no secrets, no serviceaccounts/token, no writes but the istio-ca-root-cert ConfigMaps"
+        # Gateway certificates of gateways in the remote: their Secrets, the review before one.
+        | {("", "secrets", v, None) for v in read}
+        | {("authorization.k8s.io", "subjectaccessreviews", "create", None)}
+    ), "no secret gets, no serviceaccounts/token, no writes but the istio-ca-root-cert ConfigMaps"
     crb = one(docs, "ClusterRoleBinding")
     assert crb["subjects"] == [{"kind": "ServiceAccount", "name": "istio-reader-service-account", "namespace": NS}]
     assert crb["roleRef"]["name"] == cr["metadata"]["name"]

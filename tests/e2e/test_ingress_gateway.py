@@ -122,9 +122,9 @@ spec:
 """
 
 
-def gateway_node(ns: str = "istio-system", sa: str = GW_SA):
+def gateway_node(ns: str = "istio-system", sa: str = GW_SA, cluster: str = "cluster1"):
     return sidecar_node(f"router~{GW_IP}~istio-ingressgateway-7d4b.{ns}~{ns}.svc.cluster.local",
-                        NAMESPACE=ns, CLUSTER_ID="cluster1", NETWORK="network1", INSTANCE_IPS=GW_IP,
+                        NAMESPACE=ns, CLUSTER_ID=cluster, NETWORK="network1", INSTANCE_IPS=GW_IP,
                         SERVICE_ACCOUNT=sa, LABELS={"app": "istio-ingressgateway", "istio": "ingressgateway"})
 
 

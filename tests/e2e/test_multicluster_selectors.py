@@ -31,7 +31,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from meshd_proc import BIN_DIR, Meshd, eventually
+import realk8s
+from meshd_proc import Meshd, eventually
 from test_helm import render
 from test_real_multicluster import (
     GATEWAY1,
@@ -45,9 +46,7 @@ from test_real_multicluster import (
     eds,
     meshctl,
     namespace,
-    real_env,
     root_configmaps,
-    sim_env,
     token_kubeconfig,
     wait_eds,
 )
@@ -107,10 +106,7 @@ def config_namespaces(m: Meshd) -> set[str]:
 
 @pytest.fixture(scope="module", params=["kube-sim", "real"])
 def env(request, tmp_path_factory):
-    if not (BIN_DIR / "meshctl").exists():
-        pytest.skip(f"{BIN_DIR / 'meshctl'} not built")
-    root = tmp_path_factory.mktemp(f"sel-{request.param}")
-    with (real_env if request.param == "real" else sim_env)(root) as e:
+    with realk8s.two_clusters(request, tmp_path_factory, "sel") as e:
         for c, network, gateway in ((e.c1, "network1", GATEWAY1), (e.c2, "network2", GATEWAY2)):
             apply(c, [namespace(SYS, network), namespace(A), namespace(B)])
             # The system namespace too: its east-west gateway Service is discovered like any other.

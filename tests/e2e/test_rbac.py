@@ -18,7 +18,8 @@ nothing more:
    ``credentialName`` Secret and a Gateway naming it) asks for its certificate over SDS on 15012 with its
    token: meshd watches that Secret (outside its own namespace) and asks a SubjectAccessReview, both as
    the chart's ServiceAccount, and serves the key; an identity of ``sample`` without the Role gets only
-   the public CA (the review says no);
+   the public CA (the review says no); the same in cluster2 (its own Secret, the gateway's token and
+   node of cluster2), read and reviewed there as the remote reader;
 6. the permissions each identity used are compared with the chart's rendered rules, both ways.
 """
 
@@ -122,15 +123,26 @@ def gateway_objects(ns: str = "sample") -> list[dict]:
     ]
 
 
-def gateway_sds(addr: str, root: bytes, token: str, ns: str, sa: str, host: str | None = None) -> dict:
-    """What SDS on ``addr`` (15012, its certificate checked for ``host``) gives a gateway of ``ns``
-    authenticated as ``sa`` with ``token``: name → Secret."""
+def gateway_ads(addr: str, root: bytes, token: str, host: str | None = None,
+                cluster: str = "cluster1") -> Ads:
+    """An ADS stream to ``addr`` (15012, its certificate checked for ``host``) authenticated by ``token``, a
+    workload token of ``cluster`` (the ``clusterid`` metadata says where to review it)."""
+    def metadata(_, done):
+        done((("authorization", f"Bearer {token}"), ("clusterid", cluster)), None)
+
     creds = grpc.composite_channel_credentials(grpc.ssl_channel_credentials(root_certificates=root),
-                                               grpc.access_token_call_credentials(token))
+                                               grpc.metadata_call_credentials(metadata))
     options = [("grpc.ssl_target_name_override", host)] if host else []
-    ads = Ads("", channel=grpc.secure_channel(addr, creds, options=options))
+    return Ads("", channel=grpc.secure_channel(addr, creds, options=options))
+
+
+def gateway_sds(addr: str, root: bytes, token: str, ns: str, sa: str, host: str | None = None,
+                cluster: str = "cluster1") -> dict:
+    """What SDS on ``addr`` gives a gateway of ``ns`` in ``cluster`` authenticated as ``sa`` with
+    ``token`` (:func:`gateway_ads`): name → Secret."""
+    ads = gateway_ads(addr, root, token, host, cluster)
     try:
-        ads.send(SDS, node=gateway_node(ns, sa), resource_names=[GATEWAY_CERT, GATEWAY_CA])
+        ads.send(SDS, node=gateway_node(ns, sa, cluster), resource_names=[GATEWAY_CERT, GATEWAY_CA])
         resp = ads.recv(timeout=15)
         assert resp.type_url == SDS, resp
         return decode_secrets(resp)
@@ -239,6 +251,17 @@ def run(request, tmp_path_factory):
         sds = {"ingress": eventually("the gateway's certificate over SDS", lambda: (
             lambda got: got if GATEWAY_CERT in got else None)(fetch("ingress")), timeout=30, interval=0.5)}
         sds["no-secrets"] = fetch("no-secrets")
+        # A gateway in cluster2 gets cluster2's Secret (a certificate of its own), watched and reviewed there
+        # as the chart's remote reader; the Gateway naming it is the config cluster's.
+        remote = [o for o in gateway_objects() if o["kind"] != "Gateway"]
+        apply(admin["cluster2"], remote)
+
+        def fetch_remote(sa: str) -> dict:
+            token = kubectl(admin["cluster2"], "create", "token", sa, "-n", "sample", "--audience", "istio-ca").strip()
+            return gateway_sds(addr, root, token, "sample", sa, cluster="cluster2")
+        sds["remote ingress"] = eventually("a cluster2 gateway's certificate over SDS", lambda: (
+            lambda got: got if GATEWAY_CERT in got else None)(fetch_remote("ingress")), timeout=30, interval=0.5)
+        sds["remote no-secrets"] = fetch_remote("no-secrets")
         assert mesh.stop() == 0, mesh.log()
         mesh = None
         # Without the chart's remote profile, add-cluster creates the reader's ClusterRole itself.
@@ -253,7 +276,8 @@ def run(request, tmp_path_factory):
         allowed = subprocess.run([KUBECTL, "--kubeconfig", str(as_meshd), "get", "secrets", "-n", "sample"],
                                  capture_output=True, text=True, timeout=60)
         yield {"plugged_in": plugged_in, "denied": denied, "allowed": allowed, "entries": entries, "primary": primary_docs, "remote": remote_docs,
-               "add_cluster_role": own_role, "reader_only": reader_only, "sds": sds, "pem": pem}
+               "add_cluster_role": own_role, "reader_only": reader_only, "sds": sds, "pem": pem,
+               "remote_pem": next(o for o in remote if o["kind"] == "Secret")["stringData"]}
     finally:
         if mesh is not None:
             mesh.kill()
@@ -324,6 +348,19 @@ def test_gateway_sds_works_under_the_chart_rbac(run):
     assert ("authorization.k8s.io", "subjectaccessreviews", "create", "", "") in requests, sorted(requests)
 
 
+def test_a_gateway_in_the_remote_gets_the_remote_secret_under_the_remote_profile(run):
+    """The gateway's cluster decides where its certificate comes from: cluster2's Secret of that name,
+    watched by name and the gateway's access reviewed in cluster2 with the reader's token."""
+    granted, refused = run["sds"]["remote ingress"], run["sds"]["remote no-secrets"]
+    assert set(granted) == {GATEWAY_CERT, GATEWAY_CA}, sorted(granted)
+    key = granted[GATEWAY_CERT].tls_certificate.private_key.inline_bytes.decode()
+    assert key == run["remote_pem"]["tls.key"] != run["pem"]["tls.key"]
+    assert set(refused) == {GATEWAY_CA}, sorted(refused)
+    requests = used(run["entries"], "cluster2", READER_USER)
+    assert ("", "secrets", "watch", "sample", "") in requests, sorted(requests)
+    assert ("authorization.k8s.io", "subjectaccessreviews", "create", "", "") in requests, sorted(requests)
+
+
 def test_the_log_records_every_identity(run):
     users = {(e["cluster"], e["user"]) for e in run["entries"]}
     assert {("cluster1", MESHD_USER), ("cluster2", READER_USER), ("cluster1", ADMIN_USER),
@@ -357,9 +394,11 @@ def test_meshd_uses_exactly_the_primary_profile_rbac(run):
 def test_the_remote_reader_uses_exactly_the_remote_profile_rbac(run):
     requests = used(run["entries"], "cluster2", READER_USER)
     assert ("authentication.k8s.io", "tokenreviews", "create", "", "") in requests
-    # The leader's root publisher in the remote, with the reader's token.
+    # The leader's root publisher in the remote, with the reader's token; a remote gateway's certificate.
     kinds = {(g, r, v) for g, r, v, _, _ in requests}
     assert {("", "configmaps", v) for v in ("list", "watch", "create", "update")} <= kinds, sorted(kinds)
+    assert {("", "secrets", "list"), ("", "secrets", "watch"),
+            ("authorization.k8s.io", "subjectaccessreviews", "create")} <= kinds, sorted(kinds)
     denied, spare = compare(grants(run["remote"], READER_USER), requests)
     assert not denied, f"the remote reader used permissions the chart does not grant: {denied}"
     assert not spare, f"the chart grants the remote reader permissions it never used: {spare}"

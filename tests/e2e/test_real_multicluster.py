@@ -17,7 +17,7 @@ decided by the stored roles). cluster1 is the primary (network1), cluster2 a rem
   with its network (``topology.istio.io/network``) with an externalIP.
 
 The tests check, in order: the remote is ``synced`` in /debug/clusterz, and the secret's token is the
-reader's (TokenReview) and reads but may not list Secrets; split-horizon EDS (a sidecar in each network
+reader's (TokenReview) and reads (Secrets too, for gateway certificates) but may not write; split-horizon EDS (a sidecar in each network
 gets its own pods directly and the other cluster's through the other network's gateway); the leader
 publishes ``istio-ca-root-cert`` in every namespace of both clusters (not Kubernetes' own), restores a
 deleted one and fills a new namespace; a watch that gets 410 Gone relists and loses nothing (an
@@ -30,7 +30,7 @@ Role lets read Secrets, only the CA to one without; the lease moving when its ho
 deleted root ConfigMap in both clusters); and, over everything before, that RBAC refused meshd nothing
 (no 403 in either replica's log).
 
-How each backend does the hard parts (``Env``): for 410, cluster2's real apiserver runs with
+How each backend does the hard parts (``realk8s.Env``): for 410, cluster2's real apiserver runs with
 ``--watch-cache=false`` (a watch resumes from etcd) and ``--etcd-compaction-interval=0``; the follower
 replica is SIGSTOPped, cluster2 ends its watches (real: meshd's ``--watch-timeout 3s`` runs out; kube-sim:
 the ``dropWatches`` fault), the changes are made, the store is compacted (etcd's ``/v3/kv/compaction``;
@@ -51,23 +51,19 @@ kube-apiserver (no Go on the machine).
 from __future__ import annotations
 
 import base64
-import contextlib
 import datetime
 import json
 import re
 import signal
-import ssl
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
 
 import realk8s
-from meshd_proc import BIN_DIR, KUBECTL, Meshd, eventually
+from meshd_proc import BIN_DIR, Meshd, eventually
 from test_helm import render
 from test_rbac import GATEWAY_CA, GATEWAY_CERT, gateway_objects, gateway_sds
 from xdsharness import EDS, Ads, decode, sidecar_node
@@ -78,7 +74,6 @@ ECHO = f"outbound|7070||echo.{NS}.svc.cluster.local"
 LATE = f"outbound|7070||late.{NS}.svc.cluster.local"
 AFTER_RESTART = f"outbound|7070||after-restart.{NS}.svc.cluster.local"
 GATEWAY1, GATEWAY2 = "198.51.100.1", "198.51.100.2"  # the east-west gateways' externalIPs
-WATCH_TIMEOUT = 3  # seconds: meshd's --watch-timeout, so the server ends every watch this often
 TLS = {"security.istio.io/tlsMode": "istio"}
 ROOT_CM = "istio-ca-root-cert"
 # Namespaces the publisher leaves alone (istiod's inject.IgnoredNamespaces).
@@ -178,19 +173,25 @@ def meshctl(*args: str) -> subprocess.CompletedProcess:
     return out
 
 
-def eds(mesh: Meshd, cluster: str, network: str, name: str) -> set[str]:
-    """``ip:port`` of every endpoint a sidecar in ``cluster``/``network`` gets for ``name`` (fresh stream)."""
+def eds_priorities(mesh: Meshd, cluster: str, network: str, name: str) -> dict[str, int]:
+    """``ip:port`` → priority of every endpoint a sidecar in ``cluster``/``network`` gets for ``name``
+    (fresh stream)."""
     ads = Ads(f"127.0.0.1:{mesh.grpc}")
     try:
         ads.send(EDS, node=sidecar_node(f"sidecar~10.9.0.1~client-0.{NS}~{NS}.svc.cluster.local", NAMESPACE=NS,
                                         CLUSTER_ID=cluster, NETWORK=network), resource_names=[name])
         cla = decode(ads.recv(timeout=10)).get(name)
         if cla is None:
-            return set()
-        return {f"{lb.endpoint.address.socket_address.address}:{lb.endpoint.address.socket_address.port_value}"
-                for loc in cla.endpoints for lb in loc.lb_endpoints}
+            return {}
+        return {f"{lb.endpoint.address.socket_address.address}:{lb.endpoint.address.socket_address.port_value}":
+                loc.priority for loc in cla.endpoints for lb in loc.lb_endpoints}
     finally:
         ads.close()
+
+
+def eds(mesh: Meshd, cluster: str, network: str, name: str) -> set[str]:
+    """``ip:port`` of every endpoint a sidecar in ``cluster``/``network`` gets for ``name`` (fresh stream)."""
+    return set(eds_priorities(mesh, cluster, network, name))
 
 
 def wait_eds(mesh: Meshd, cluster: str, network: str, name: str, want: set[str], what: str,
@@ -228,134 +229,12 @@ def lease_holder(c: realk8s.RealCluster) -> str:
     return (body["spec"].get("holderIdentity") or "") if status == 200 else ""
 
 
-def etcd_post(c: realk8s.RealCluster, path: str, body: dict) -> dict:
-    """etcd's v3 JSON gateway."""
-    req = urllib.request.Request(c.etcd_url + path, data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=10) as r:
-        return json.loads(r.read())
-
-
-def compact_etcd(c: realk8s.RealCluster) -> int:
-    """Compacts ``c``'s etcd at its current revision; returns it."""
-    revision = int(etcd_post(c, "/v3/kv/range", {"key": base64.b64encode(b"/").decode()})["header"]["revision"])
-    etcd_post(c, "/v3/kv/compaction", {"revision": str(revision), "physical": True})
-    return revision
-
-
 # --------------------------------------------------------------------------- fixtures
-
-
-class SimCluster:
-    """A kube-sim cluster of ``meshctl sandbox serve``, with :class:`realk8s.RealCluster`'s client surface."""
-
-    def __init__(self, name: str, kubeconfig: Path, server: str):
-        self.name, self.kubeconfig, self.server = name, kubeconfig, server
-        kc = yaml.safe_load(kubeconfig.read_text())
-        self.token = kc["users"][0]["user"]["token"]
-        ca = base64.b64decode(kc["clusters"][0]["cluster"]["certificate-authority-data"]).decode()
-        self.tls = ssl.create_default_context(cadata=ca)
-        self.tls.check_hostname = False
-
-    def request(self, method: str, path: str, body=None, token: str | None = None) -> tuple[int, object]:
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.server + path, data=data, method=method, headers={
-            "Authorization": f"Bearer {token or self.token}", "Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=10, context=self.tls) as r:
-                return r.status, json.loads(r.read() or b"null")
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read() or b"null")
-
-    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
-        out = subprocess.run([KUBECTL, "--kubeconfig", str(self.kubeconfig), *args], input=stdin,
-                             capture_output=True, text=True, timeout=60)
-        if check:
-            assert out.returncode == 0, f"kubectl {' '.join(args)}: {out.stderr}"
-        return out
-
-    def install_crds(self) -> None:
-        """kube-sim serves the Istio kinds without CRDs."""
-
-    def fault(self, **req) -> None:
-        status, body = self.request("POST", "/sandbox/v1/faults", req)
-        assert status == 200, body
-
-
-class Env:
-    """The two clusters of one backend, and how each backend ends watches, compacts and restarts."""
-
-    def __init__(self, backend: str, c1, c2):
-        self.backend, self.c1, self.c2 = backend, c1, c2
-        self.restarts: list[tuple[float, float]] = []  # wall-clock windows of API server restarts
-
-    def end_watches(self, c) -> None:
-        """Ends every open watch on ``c`` (a real server: its watches time out, ``--watch-timeout``)."""
-        if self.backend == "real":
-            time.sleep(WATCH_TIMEOUT + 2)
-        else:
-            c.fault(dropWatches=True)
-
-    def compact(self, c) -> None:
-        """Compacts ``c``'s history at its current revision."""
-        if self.backend == "real":
-            compact_etcd(c)
-        else:
-            c.fault(compact=True)
-
-    def restart(self, c) -> None:
-        """Restarts ``c``'s API server, store kept (kube-sim: refuses connections for 3 s)."""
-        start = time.time()
-        if self.backend == "real":
-            c.restart_apiserver()  # returns once /readyz answers 200
-        else:
-            c.fault(mode="refuse", forSeconds=3)
-            time.sleep(3)
-            def serving() -> bool:
-                try:
-                    return c.request("GET", "/api/v1/namespaces")[0] == 200
-                except OSError:
-                    return False
-
-            eventually("kube-sim serving again", serving, timeout=10)
-        self.restarts.append((start, time.time() + 2))
-
-
-@contextlib.contextmanager
-def real_env(root: Path):
-    realk8s.skip_unless_available()
-    # cluster2 serves watches from etcd (no watch cache) and never compacts on its own: the 410 test
-    # compacts it when it means to.
-    with realk8s.RealCluster(root / "cluster1", name="cluster1", controller_manager=False) as c1, \
-            realk8s.RealCluster(root / "cluster2", name="cluster2", controller_manager=False,
-                                extra_apiserver_args=["--watch-cache=false", "--etcd-compaction-interval=0"]) as c2:
-        yield Env("real", c1, c2)
-
-
-@contextlib.contextmanager
-def sim_env(root: Path):
-    """``meshctl sandbox serve --enforce-rbac`` with two empty clusters (RBAC decided by the stored roles)."""
-    for name in ("cluster1", "cluster2"):
-        (root / "clusters" / name).mkdir(parents=True)
-    proc = subprocess.Popen([str(BIN_DIR / "meshctl"), "sandbox", "serve", "--clusters", str(root / "clusters"),
-                             "--state-dir", str(root / "sandbox"), "--enforce-rbac"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        line = proc.stdout.readline()
-        assert line, f"sandbox exited: {proc.stderr.read()}"
-        c = json.loads(line)["clusters"]
-        yield Env("kube-sim", *(SimCluster(n, Path(c[n]["kubeconfig"]), c[n]["url"]) for n in ("cluster1", "cluster2")))
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=20)
 
 
 @pytest.fixture(scope="module", params=["kube-sim", "real"])
 def env(request, tmp_path_factory):
-    if not (BIN_DIR / "meshctl").exists():
-        pytest.skip(f"{BIN_DIR / 'meshctl'} not built")
-    root = tmp_path_factory.mktemp(f"mc-{request.param}")
-    with (real_env if request.param == "real" else sim_env)(root) as e:
+    with realk8s.two_clusters(request, tmp_path_factory, "mc") as e:
         c1, c2 = e.c1, e.c2
         populate(c1, "network1", [pod("echo-1", "10.1.0.1", {"app": "echo", **TLS})],
                  [service("echo"), endpoint_slice("echo", "echo-a", [("echo-1", "10.1.0.1")]),
@@ -379,7 +258,7 @@ def replicas(env, tmp_path_factory):
     root = tmp_path_factory.mktemp(f"mc-meshd-{env.backend}")
     token = c1.kubectl("create", "token", "meshd", "-n", SYS, "--duration", "2h").stdout.strip()
     as_meshd = token_kubeconfig(c1, token, root / "meshd.kubeconfig")
-    args = ["--kubeconfig", str(as_meshd), "--cluster-id", "cluster1", "--watch-timeout", f"{WATCH_TIMEOUT}s"]
+    args = ["--kubeconfig", str(as_meshd), "--cluster-id", "cluster1", "--watch-timeout", f"{realk8s.WATCH_TIMEOUT}s"]
     out: dict[str, Meshd] = {}
     try:
         for name in ("meshd-a", "meshd-b"):
@@ -423,9 +302,11 @@ def test_the_remote_joins_with_add_cluster(env, replicas):
                                  "spec": {"token": token}})
     assert status == 201 and review["status"]["authenticated"], review
     assert review["status"]["user"]["username"] == f"system:serviceaccount:{SYS}:istio-reader-service-account"
-    # ... and the chart's remote RBAC lets it read, not write.
+    # ... and the chart's remote RBAC lets it read (Secrets too: gateway certificates), not write.
     assert c2.request("GET", f"/api/v1/namespaces/{NS}/pods", token=token)[0] == 200
-    assert c2.request("GET", f"/api/v1/namespaces/{SYS}/secrets", token=token)[0] == 403
+    assert c2.request("GET", f"/api/v1/namespaces/{SYS}/secrets", token=token)[0] == 200
+    assert c2.request("POST", f"/api/v1/namespaces/{NS}/secrets", {
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "written-by-the-reader"}}, token=token)[0] == 403
     for name, m in replicas.items():
         rows = eventually(f"{name}: cluster2 synced",
                           lambda: (lambda z: z if z.get("cluster2", {}).get("syncStatus") == "synced" else None)(

@@ -32,9 +32,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+import realk8s
 from meshd_proc import BIN_DIR, Meshd, eventually
 from test_helm import render
-from test_real_multicluster import SYS, apply, clusterz, meshctl, namespace, real_env, sim_env, token_kubeconfig
+from test_real_multicluster import SYS, apply, clusterz, meshctl, namespace, token_kubeconfig
 
 NS = "sample"
 PASSING = {"sync", "last event", "credentials", "rbac", "stale endpoints"}
@@ -93,13 +94,10 @@ def expired_token(subject: str) -> str:
 
 @pytest.fixture(scope="module", params=["kube-sim", "real"])
 def env(request, tmp_path_factory):
-    if not (BIN_DIR / "meshctl").exists():
-        pytest.skip(f"{BIN_DIR / 'meshctl'} not built")
-    root = tmp_path_factory.mktemp(f"check-{request.param}")
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(16)
-    with (real_env if request.param == "real" else sim_env)(root) as e:
+    with realk8s.two_clusters(request, tmp_path_factory, "check") as e:
         e.listener = listener
         apply(e.c1, [namespace(SYS, "network1")])
         apply(e.c2, [namespace(SYS, "network2"), namespace(NS)])
@@ -108,7 +106,6 @@ def env(request, tmp_path_factory):
         e.c1.install_crds()
         apply(e.c1, render({"clusterId": "cluster1"}))
         apply(e.c2, render({"profile": "remote"}))
-        e.root = root
         try:
             yield e
         finally:
@@ -141,7 +138,7 @@ def test_a_healthy_remote_passes_every_check(mesh):
     assert set(c2) == PASSING | {"gateway"}, rows
     assert all(r["result"] == "ok" for r in c2.values()), rows
     assert code == 0, table
-    assert "grants all 15 permissions meshd needs" in c2["rbac"]["detail"]
+    assert "grants all 18 permissions meshd needs" in c2["rbac"]["detail"]
     # web's endpoint, and the API server's own (default/kubernetes).
     assert re.fullmatch(r"none \([1-9]\d* endpoints, all current\)", c2["stale endpoints"]["detail"]), c2
     # add-cluster's token is a long-lived ServiceAccount token, or a TokenRequest one with an expiry.
@@ -182,6 +179,7 @@ def test_a_missing_verb_fails_the_rbac_line(env, mesh):
     needed = [("", ["namespaces", "services", "pods", "nodes"], ["list", "watch"]),
               ("discovery.k8s.io", ["endpointslices"], ["list", "watch"]),
               ("authentication.k8s.io", ["tokenreviews"], ["create"]),
+              ("", ["secrets"], ["list", "watch"]), ("authorization.k8s.io", ["subjectaccessreviews"], ["create"]),
               ("", ["configmaps"], ["list", "watch", "update"])]  # no `create configmaps`
     apply(c2, [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "partial", "namespace": SYS}},
                {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "partial-reader"},
@@ -197,7 +195,7 @@ def test_a_missing_verb_fails_the_rbac_line(env, mesh):
     code, rows, _ = check(mesh)
     c4 = lines(rows, "cluster4")
     assert c4["rbac"]["result"] == "fail", c4
-    assert "missing 1 of 15 permissions meshd needs: create configmaps (" in c4["rbac"]["detail"], c4
+    assert "missing 1 of 18 permissions meshd needs: create configmaps (" in c4["rbac"]["detail"], c4
     assert c4["sync"]["result"] == "ok", c4
     # A token that ends within a week warns (a warning alone does not fail the check).
     assert c4["credentials"]["result"] == "warning", c4

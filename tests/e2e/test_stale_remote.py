@@ -1,6 +1,8 @@
 """★ Stale remotes (issue 33 item 7, istio#54997) on two API servers, real (kube-apiserver) and kube-sim: a
 remote whose API server stops answering has its endpoints dropped once its Secret's policy allows (``meshd.io/stale-endpoints:
-drop``, ``meshd.io/stale-endpoints-after: 3s``), and served again when it answers.
+drop``, ``meshd.io/stale-endpoints-after: 3s``), and served again when it answers; with the policy changed in
+place to ``deprioritize``, they stay in EDS at the last priority, behind the primary's, and come back to
+priority 0 when it answers.
 
 cluster1 is the primary, cluster2 the remote (joined by an admin-kubeconfig remote secret carrying the
 annotations); one network, so a sidecar gets both clusters' pods directly. The remote's kube-apiserver is
@@ -20,18 +22,15 @@ import pytest
 
 import realk8s
 from meshd_proc import BIN_DIR, Meshd, eventually
-from test_real_multicluster import (ECHO, SYS, clusterz, endpoint_slice, metric_sum, pod, populate, real_env,
-                                    service, sim_env, wait_eds)
+from test_real_multicluster import (ECHO, SYS, clusterz, eds_priorities, endpoint_slice, metric_sum, pod, populate,
+                                    service, wait_eds)
 
 C1_POD, C2_POD = "10.1.0.1", "10.2.0.1"
 
 
 @pytest.fixture(scope="module", params=["kube-sim", "real"])
 def clusters(request, tmp_path_factory):
-    if not (BIN_DIR / "meshctl").exists():
-        pytest.skip(f"{BIN_DIR / 'meshctl'} not built")
-    root = tmp_path_factory.mktemp(f"stale-{request.param}")
-    with (real_env if request.param == "real" else sim_env)(root) as env:
+    with realk8s.two_clusters(request, tmp_path_factory, "stale") as env:
         c1, c2 = env.c1, env.c2
         for c, ip in ((c1, C1_POD), (c2, C2_POD)):
             populate(c, "", [pod(f"echo-{c.name}", ip, {"app": "echo"})],
@@ -101,3 +100,33 @@ def test_a_dropped_stale_remote_leaves_eds_until_its_api_server_answers(clusters
 
     wait_eds(mesh, "cluster1", "", ECHO, both, "served again once its API server answers", timeout=90)
     assert stale_state(mesh) == {"action": "drop", "after": "3s", "stale": False}
+
+
+def test_a_deprioritized_stale_remote_goes_last_in_eds_until_its_api_server_answers(clusters, mesh):
+    """Runs after the drop test, on the same remote: its Secret's policy is changed to ``deprioritize``
+    (applied in place, no reconnection). Stale, its pod is still served but at priority 1, after the
+    primary's (Envoy uses it only when priority 0 is not healthy enough); counted once more; back at
+    priority 0 once its API server answers."""
+    level = {f"{C1_POD}:17070": 0, f"{C2_POD}:17070": 0}
+    clusters.c1.kubectl("annotate", "secret", "istio-remote-secret-cluster2", "-n", SYS,
+                        "meshd.io/stale-endpoints=deprioritize", "--overwrite")
+    eventually("the policy changed", lambda: stale_state(mesh).get("action") == "deprioritize", timeout=20)
+    # Its watches resumed after the last outage on a quiet cluster: no relist, so its last watch error
+    # stays in /debug/clusterz; a second outage with the same error must still be noticed.
+    eventually("cluster2 synced", lambda: clusterz(mesh)["cluster2"]["syncStatus"] == "synced", timeout=60)
+    eventually("both clusters' pods at priority 0",
+               lambda: eds_priorities(mesh, "cluster1", "", ECHO) == level, timeout=60)
+    before = metric_sum(mesh, "remote_cluster_stale_total")
+
+    with api_server_down(clusters):
+        eventually("cluster2 stale", lambda: stale_state(mesh).get("stale") is True, timeout=60)
+        last = {**level, f"{C2_POD}:17070": 1}
+        eventually("the stale remote's pod at the last priority",
+                   lambda: eds_priorities(mesh, "cluster1", "", ECHO) == last, timeout=10)
+        assert metric_sum(mesh, "remote_cluster_stale_total") == before + 1
+        shown = remote_clusters(mesh)
+        assert any("STALE since" in line and "deprioritize" in line for line in shown.splitlines()), shown
+
+    eventually("priority 0 again once its API server answers",
+               lambda: eds_priorities(mesh, "cluster1", "", ECHO) == level, timeout=90)
+    assert stale_state(mesh) == {"action": "deprioritize", "after": "3s", "stale": False}
