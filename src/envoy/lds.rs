@@ -4,8 +4,9 @@
 //! `name.ns:port`, `name.ns.svc:port` that resolves in the proxy's namespace); the listener is named
 //! exactly as asked and its `api_listener` holds an HttpConnectionManager with RDS over ADS and the
 //! fault and router filters (router last). Envoy sidecars get `virtualOutbound` (15001, original destination, passthrough
-//! by default), one `0.0.0.0_<port>` HTTP listener per HTTP service port and one `<vip>_<port>` TCP
-//! proxy listener per other service port with a cluster IP. An east-west gateway gets `0.0.0.0_15443`:
+//! by default), one `0.0.0.0_<port>` HTTP listener per HTTP service port, one `<vip>_<port>` TCP
+//! proxy listener per other service port with a cluster IP, and a passthrough service's per-endpoint
+//! `<endpoint IP>_<port>` ones ([`pod_listeners`]). An east-west gateway gets `0.0.0.0_15443`:
 //! a TLS inspector reads the SNI `outbound_.<port>_.<subset>_.<hostname>` that sidecars send with
 //! Istio mTLS, and one filter chain per service port and per subset of the port's DestinationRule,
 //! matching that SNI and the Istio mTLS ALPNs, proxies the connection, still encrypted, to the SNI-DNAT
@@ -43,7 +44,7 @@ use envoy_types::pb::{
 
 use super::{
     Context, Mesh, ads_source, any, cds, eds::socket, envoy_ads_source, gateway_listeners, gateway_servers,
-    inbound, route, route_actions, virtual_inbound,
+    inbound, pod_listeners, route, route_actions, virtual_inbound,
 };
 use crate::envoy::{ProxyKind, XdsType, resource::Resource};
 use crate::{
@@ -117,6 +118,7 @@ pub fn sidecar_listener_names(mesh: &dyn Mesh, proxy: &Proxy) -> BTreeSet<Arc<st
             }
         }
     }
+    names.extend(pod_listeners::names(mesh, proxy));
     names
 }
 
@@ -136,18 +138,19 @@ pub fn sidecar_listener(
     let (addr, port) = name.rsplit_once('_')?;
     let ip: IpAddr = addr.parse().ok()?;
     let port: u16 = port.parse().ok()?;
-    let chain = if ip.is_unspecified() {
-        let route = port.to_string();
-        mesh.services()
-            .any(|s| s.ports.iter().any(|p| p.port == port && p.protocol.is_http()))
-            .then(|| http_chain(sidecar_http_connection_manager(name, route)))?
+    let http = ip.is_unspecified()
+        && mesh
+            .services()
+            .any(|s| s.ports.iter().any(|p| p.port == port && p.protocol.is_http()));
+    let chain = if http {
+        http_chain(sidecar_http_connection_manager(name, port.to_string()))
     } else {
-        let service = mesh.services().find(|s| vips(s, proxy).any(|v| v == ip))?;
-        let sp = service
-            .ports
-            .iter()
-            .find(|p| p.port == port && !p.protocol.is_http())?;
-        tcp_chain(name, &cds::cluster_name(sp.port, &service.hostname))
+        let service = mesh
+            .services()
+            .find(|s| vips(s, proxy).any(|v| v == ip))
+            .filter(|s| s.ports.iter().any(|p| p.port == port && !p.protocol.is_http()))
+            .or_else(|| pod_listeners::owner(mesh, proxy, ip, port))?;
+        tcp_chain(name, &cds::cluster_name(port, &service.hostname))
     };
     Some(Listener {
         name: name.to_owned(),
@@ -160,7 +163,7 @@ pub fn sidecar_listener(
 }
 
 /// The cluster IPs of `service` the proxy dials: its own cluster's, else every cluster's.
-fn vips<'a>(service: &'a Service, proxy: &Proxy) -> impl Iterator<Item = IpAddr> + 'a {
+pub(super) fn vips<'a>(service: &'a Service, proxy: &Proxy) -> impl Iterator<Item = IpAddr> + 'a {
     let own = proxy
         .cluster_id
         .as_ref()

@@ -25,6 +25,7 @@ pub mod lds;
 pub mod locality;
 pub mod mtls;
 pub mod node;
+pub mod pod_listeners;
 pub mod rds;
 pub mod resource;
 pub mod route;

@@ -18,7 +18,7 @@ use super::{
     metrics::Metrics,
     push::{PushScope, Snapshot, scope},
 };
-use crate::envoy::{Resource, XdsType, cds::ClusterRef, virtual_inbound};
+use crate::envoy::{Resource, XdsType, cds::ClusterRef, pod_listeners, virtual_inbound};
 
 /// Default entry cap (istiod's `PILOT_XDS_CACHE_SIZE`).
 pub const DEFAULT_CAPACITY: usize = 60_000;
@@ -120,9 +120,11 @@ impl ResourceCache {
 
     /// Moves the cache to `snapshot`. When it follows the newest version the cache knows and names
     /// what changed, every entry it does not touch stays valid: with endpoints only, everything but
-    /// those services' EDS and sidecars' inbound listeners and clusters; with services and Istio objects, the clusters and endpoints of other hosts
-    /// (listeners and routes are rebuilt once). Idempotent: every stream calls it, the first does the
-    /// work (and is the only one to build the scope).
+    /// those services' EDS and sidecars' inbound listeners and clusters (and every listener when one
+    /// of them is a passthrough service: its endpoints are listeners); with services and Istio
+    /// objects, the clusters and endpoints of other hosts (listeners and routes are rebuilt once).
+    /// Idempotent: every stream calls it, the first does the work (and is the only one to build the
+    /// scope).
     pub fn advance(&self, snapshot: &dyn Snapshot) {
         if self.capacity == 0 {
             return;
@@ -135,13 +137,21 @@ impl ResourceCache {
         let base = inner.newest;
         let keep: Box<dyn Fn(&CacheKey) -> bool> = match scope(snapshot, Some(base)) {
             PushScope::Full => Box::new(|_| false),
-            PushScope::Endpoints(hosts) => Box::new(move |key| match key.ty {
-                XdsType::Endpoint => {
-                    ClusterRef::parse(&key.name).is_some_and(|c| !hosts.contains(c.hostname()))
-                }
-                // A sidecar's inbound side follows which endpoints are its own.
-                _ => !virtual_inbound::per_proxy(&key.name),
-            }),
+            PushScope::Endpoints(hosts) => {
+                // A passthrough service's endpoints are sidecar listeners too.
+                let mesh = snapshot.mesh();
+                let listeners = hosts
+                    .iter()
+                    .any(|h| mesh.service(h).is_some_and(pod_listeners::follows_endpoints));
+                Box::new(move |key| match key.ty {
+                    XdsType::Endpoint => {
+                        ClusterRef::parse(&key.name).is_some_and(|c| !hosts.contains(c.hostname()))
+                    }
+                    XdsType::Listener if listeners => false,
+                    // A sidecar's inbound side follows which endpoints are its own.
+                    _ => !virtual_inbound::per_proxy(&key.name),
+                })
+            }
             // A PeerAuthentication can change any cluster's mTLS.
             PushScope::Partial(c) if c.objects.keys().any(|o| o.kind == Kind::PeerAuthentication) => {
                 Box::new(|_| false)
@@ -255,6 +265,40 @@ mod tests {
             build("b")
         });
         assert!(rebuilt, "a full push carries nothing forward");
+    }
+
+    /// A headless service's endpoints are sidecar listeners (`<pod IP>_<port>`): their change rebuilds
+    /// listeners; any other service's endpoint change keeps them.
+    #[test]
+    fn endpoint_pushes_of_a_passthrough_service_rebuild_listeners() {
+        use crate::{
+            envoy::static_mesh::service,
+            model::{Protocol, Resolution},
+        };
+        let db = crate::model::Service {
+            resolution: Resolution::Passthrough,
+            ..service("db", "data", &[("tcp", 5432, Protocol::Tcp)])
+        };
+        let web = service("web", "data", &[("tcp", 80, Protocol::Tcp)]);
+        let (db_host, web_host) = (db.hostname.clone(), web.hostname.clone());
+        let mesh = StaticMesh::new(2).with(db, vec![]).with(web, vec![]);
+        let listener = CacheKey {
+            ty: XdsType::Listener,
+            name: "10.1.0.10_5432".into(),
+            view: "sidecar".into(),
+        };
+        for (host, kept) in [(web_host, true), (db_host, false)] {
+            let c = ResourceCache::new(10, None);
+            c.get_or_insert(listener.clone(), 1, || build("l"));
+            let changes = PushScope::Endpoints([host.clone()].into());
+            c.advance(&StaticSnapshot::after(1, changes, mesh.clone()));
+            let mut hit = true;
+            c.get_or_insert(listener.clone(), 2, || {
+                hit = false;
+                build("l")
+            });
+            assert_eq!(hit, kept, "endpoints of {host}");
+        }
     }
 
     #[test]

@@ -275,6 +275,7 @@ impl<P: Protocol> Stream<P> {
         let push = decide(&changes, recipient, &self.scope, &new_scope);
         if !matches!(changes, PushScope::Endpoints(_)) {
             // Also on connect: the gauges follow the snapshot proxies are served.
+            mesh: snapshot.mesh(),
             self.shared.metrics.config_in_force(snapshot.mesh().traffic());
         }
         self.snapshot = snapshot;
@@ -286,13 +287,14 @@ impl<P: Protocol> Stream<P> {
         for ty in XdsType::PUSH_ORDER {
             match &push {
                 Push::Full => self.respond(ty, Mode::Pushed, None).await?,
-                Push::Endpoints(hosts) if ty == XdsType::Endpoint => {
+                Push::Listeners(_) if ty == XdsType::Listener => self.respond(ty, Mode::Pushed, None).await?,
+                Push::Endpoints(hosts) | Push::Listeners(hosts) if ty == XdsType::Endpoint => {
                     let only = self.watched_clusters_of(hosts);
                     if !only.is_empty() {
                         self.respond(ty, Mode::Pushed, Some(&only)).await?;
                     }
                 }
-                Push::Endpoints(_) | Push::None => {}
+                Push::Endpoints(_) | Push::Listeners(_) | Push::None => {}
             }
         }
         if let Some(changed_at) = self.snapshot.changed_at() {

@@ -17,7 +17,7 @@ use std::{
 use parking_lot::Mutex;
 use tokio::{sync::watch, time::Instant};
 
-use crate::envoy::{Mesh, ProxyKind};
+use crate::envoy::{Mesh, ProxyKind, pod_listeners};
 use crate::{
     istio::{Kind, ObjectRef},
     model::Hostname,
@@ -31,7 +31,8 @@ pub enum PushScope {
     /// Anything may have changed: regenerate every type.
     #[default]
     Full,
-    /// Only these services' endpoints changed: push EDS, only for their clusters. Publishers must say
+    /// Only these services' endpoints changed: push EDS, only for their clusters (and a sidecar's
+    /// listeners when one is a passthrough service: [`decide`]). Publishers must say
     /// [`PushScope::Full`] instead when an endpoint change alters what CDS reads (the set of endpoint
     /// identities or mTLS modes of a service), as istiod does for service-account changes.
     Endpoints(BTreeSet<Hostname>),
@@ -68,12 +69,15 @@ pub enum Push {
     None,
     /// EDS for these hosts' clusters only.
     Endpoints(BTreeSet<Hostname>),
+    /// A sidecar's listeners too, besides EDS for these hosts' clusters: one of them is a passthrough
+    /// service, whose endpoints are its per-endpoint listeners (`envoy::pod_listeners`).
+    Listeners(BTreeSet<Hostname>),
     /// Every type (the per-resource diff still sends only what changed).
     Full,
 }
 
 /// Who is pushed: what [`decide`] reads from a proxy besides its scopes.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct Recipient<'a> {
     /// The proxy's kind (gateways follow Gateway objects, not Sidecars).
     pub kind: ProxyKind,
@@ -84,17 +88,30 @@ pub struct Recipient<'a> {
     /// The change moved the proxy's own service targets (`envoy::service_targets::Served`): its inbound
     /// listener and clusters change whatever its scope sees.
     pub inbound_moved: bool,
+    /// The snapshot pushed: which of the changed services are passthrough ones.
+    pub mesh: &'a dyn Mesh,
 }
 
 /// What `changes` makes a proxy need, given its scope before (`old`) and after (`new`) them: a
 /// service or rule matters when either scope sees it (a service leaving the scope must disappear, one
-/// entering must appear), and anything that moved the proxy's own service targets.
+/// entering must appear), and anything that moved the proxy's own service targets. The endpoints of a
+/// passthrough service with a TCP port are a sidecar's listeners too: it gets LDS with their EDS
+/// (istiod's `HeadlessEndpointUpdate`, which pushes sidecars LDS and gateways EDS only).
 pub fn decide(changes: &PushScope, proxy: Recipient<'_>, old: &SidecarScope, new: &SidecarScope) -> Push {
     let sees = |h: &str| old.sees_host(h) || new.sees_host(h);
+    let listeners = |h: &Hostname| {
+        proxy.kind == ProxyKind::Sidecar
+            && proxy
+                .mesh
+                .service(h)
+                .is_some_and(pod_listeners::follows_endpoints)
+    };
     let eds = |hosts: &BTreeSet<Hostname>| {
         let seen: BTreeSet<Hostname> = hosts.iter().filter(|h| new.sees_host(h)).cloned().collect();
         if seen.is_empty() {
             Push::None
+        } else if seen.iter().any(listeners) {
+            Push::Listeners(seen)
         } else {
             Push::Endpoints(seen)
         }

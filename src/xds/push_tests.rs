@@ -17,18 +17,33 @@ fn scope_is_the_change_set_only_from_the_version_it_applies_to() {
     }
 }
 
-/// A proxy in `a` with no Sidecar, one importing only reviews, one importing all of `a`.
-fn scopes() -> [SidecarScope; 3] {
-    use crate::{
-        envoy::static_mesh::service,
-        model::Protocol,
-        traffic::{ProxyRef, tests::config},
+/// reviews and ratings in `a`, details in `b`; in `a` too, the headless db (TCP) and stream (HTTP only).
+fn services() -> [crate::model::Service; 5] {
+    use crate::{envoy::static_mesh::service, model::Protocol};
+    let headless = |name: &str, port: (&str, u16, Protocol)| crate::model::Service {
+        resolution: crate::model::Resolution::Passthrough,
+        ..service(name, "a", &[port])
     };
-    let services = [
+    [
         service("reviews", "a", &[("http", 80, Protocol::Http)]),
         service("ratings", "a", &[("http", 80, Protocol::Http)]),
         service("details", "b", &[("http", 80, Protocol::Http)]),
-    ];
+        headless("db", ("tcp", 5432, Protocol::Tcp)),
+        headless("stream", ("http", 80, Protocol::Http)),
+    ]
+}
+
+/// The mesh of [`services`].
+fn mesh() -> StaticMesh {
+    services()
+        .into_iter()
+        .fold(StaticMesh::new(1), |m, s| m.with(s, vec![]))
+}
+
+/// A proxy in `a` with no Sidecar, one importing only reviews, one importing all of `a`.
+fn scopes() -> [SidecarScope; 3] {
+    use crate::traffic::{ProxyRef, tests::config};
+    let services = services();
     let narrow = config(
         "Sidecar",
         "a",
@@ -60,6 +75,7 @@ fn changes_push_only_proxies_whose_scope_sees_them() {
     let [all, narrow, wide] = scopes();
     let hosts = |h: &[&str]| -> BTreeSet<Hostname> { h.iter().map(|h| Hostname::from(*h)).collect() };
     let (reviews, details) = ("reviews.a.svc.cluster.local", "details.b.svc.cluster.local");
+    let (db, stream) = ("db.a.svc.cluster.local", "stream.a.svc.cluster.local");
     let object = |kind: Kind, ns: &str, name: &str, host: &[&str]| {
         let c = Changes {
             objects: [(
@@ -79,6 +95,7 @@ fn changes_push_only_proxies_whose_scope_sees_them() {
         }))
     };
     let eds = |h: &[&str]| Push::Endpoints(hosts(h));
+    let lds = |h: &[&str]| Push::Listeners(hosts(h));
     let sidecar_a = object(Kind::Sidecar, "a", "default", &[]);
     let dr_details = object(Kind::DestinationRule, "b", "d", &[details]);
     let dr_wild = object(Kind::DestinationRule, "b", "d", &["*.b.svc.cluster.local"]);
@@ -282,13 +299,65 @@ fn changes_push_only_proxies_whose_scope_sees_them() {
             Push::Full,
         ),
         ("WorkloadEntry", we, &all, &all, sidecar, Push::None),
+        // A headless service's endpoints are a sidecar's listeners (`<pod IP>_<port>`): LDS besides
+        // EDS for sidecars only, for a TCP port only; any other service's endpoints never push LDS.
+        (
+            "headless endpoints",
+            PushScope::Endpoints(hosts(&[db, details])),
+            &all,
+            &all,
+            sidecar,
+            lds(&[db, details]),
+        ),
+        (
+            "headless endpoints in a partial",
+            partial(&[db], &[]),
+            &wide,
+            &wide,
+            sidecar,
+            lds(&[db]),
+        ),
+        (
+            "headless endpoints out of scope",
+            PushScope::Endpoints(hosts(&[db, details])),
+            &narrow,
+            &narrow,
+            sidecar,
+            Push::None,
+        ),
+        (
+            "headless endpoints, router",
+            PushScope::Endpoints(hosts(&[db])),
+            &all,
+            &all,
+            ProxyKind::Router,
+            eds(&[db]),
+        ),
+        (
+            "headless endpoints, gRPC",
+            PushScope::Endpoints(hosts(&[db])),
+            &all,
+            &all,
+            ProxyKind::Grpc,
+            eds(&[db]),
+        ),
+        (
+            "HTTP-only headless endpoints",
+            PushScope::Endpoints(hosts(&[stream])),
+            &all,
+            &all,
+            sidecar,
+            eds(&[stream]),
+        ),
     ];
+    let mesh = mesh();
     for (name, changes, old, new, kind, want) in cases {
         let proxy = Recipient {
             kind,
             namespace: "a",
             root: "istio-system",
             inbound_moved: false,
+            mesh: &mesh,
         };
         assert_eq!(decide(&changes, proxy, old, new), want, "{name}");
     }
@@ -300,11 +369,13 @@ fn changes_push_only_proxies_whose_scope_sees_them() {
 fn a_change_that_moves_the_proxys_service_targets_pushes_everything() {
     let [_, narrow, _] = scopes();
     let details: BTreeSet<Hostname> = ["details.b.svc.cluster.local".into()].into();
+    let mesh = mesh();
     let recipient = |inbound_moved| Recipient {
         kind: ProxyKind::Sidecar,
         namespace: "a",
         root: "istio-system",
         inbound_moved,
+        mesh: &mesh,
     };
     let changes = [
         PushScope::Endpoints(details.clone()),

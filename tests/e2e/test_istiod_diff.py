@@ -16,8 +16,10 @@ A scenario asks the nodes its conditions name.
 Base config: namespace ``diff`` with Service ``echo`` (gRPC port 7070 → 17070) and Service ``web``
 (HTTP port 80 → 8080); pods echo-v1 and echo-v2 (labels app, version and ``security.istio.io/tlsMode: istio``
 as an injected sidecar has; no kubelet runs, so their status is written by hand: Running, Ready, an IP)
-and web-0; hand-written EndpointSlices pointing at them (targetRef). Each scenario adds Istio config, and
-removes it afterwards (both servers must come back to their base answer before the next one).
+and web-0, and a StatefulSet's db-0 and db-1 (selected only by the headless scenario's Service);
+hand-written EndpointSlices pointing at them (targetRef). Each scenario adds config (Istio's, or a Service
+and its EndpointSlice), and removes it afterwards (both servers must come back to their base answer
+before the next one).
 
 Skips unless etcd, kube-apiserver and pilot-discovery are built (tests/peers/build.sh,
 tests/peers/istiod/build.sh).
@@ -111,6 +113,9 @@ PODS = [
     pod("echo-v1", "10.1.0.1", {"app": "echo", "version": "v1", "security.istio.io/tlsMode": "istio"}, "node-a"),
     pod("echo-v2", "10.1.0.2", {"app": "echo", "version": "v2", "security.istio.io/tlsMode": "istio"}, "node-b"),
     pod("web-0", "10.1.0.3", {"app": "web", "version": "v1", "security.istio.io/tlsMode": "istio"}, "node-a"),
+    # A StatefulSet's pods; no Service selects them but the headless scenario's.
+    pod("db-0", "10.1.0.10", {"app": "db", "security.istio.io/tlsMode": "istio"}, "node-a"),
+    pod("db-1", "10.1.0.11", {"app": "db", "security.istio.io/tlsMode": "istio"}, "node-b"),
 ]
 BASE = [
     k8s_node("node-a", "z1"),
@@ -303,6 +308,57 @@ spec:
   externalName: db.example.org
   ports: [{{port: 5432, name: tcp-db}}]
 """
+# A StatefulSet's headless Service (a TCP and an HTTP port) with its two pods, a ServiceEntry
+# `resolution: NONE` selecting a WorkloadEntry and one with no endpoints (istiod's wildcard fallback):
+# per-endpoint TCP listeners, the HTTP port on the shared 0.0.0.0 listener.
+HEADLESS = f"""
+apiVersion: v1
+kind: Service
+metadata: {{name: db, namespace: {NS}}}
+spec:
+  clusterIP: None
+  selector: {{app: db}}
+  ports: [{{name: tcp-db, port: 5432}}, {{name: http-admin, port: 8080}}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {{name: db-a, namespace: {NS}, labels: {{kubernetes.io/service-name: db}}}}
+addressType: IPv4
+ports: [{{name: tcp-db, port: 5432, protocol: TCP}}, {{name: http-admin, port: 8080, protocol: TCP}}]
+endpoints:
+- addresses: [10.1.0.10]
+  conditions: {{ready: true}}
+  targetRef: {{kind: Pod, name: db-0, namespace: {NS}}}
+- addresses: [10.1.0.11]
+  conditions: {{ready: true}}
+  targetRef: {{kind: Pod, name: db-1, namespace: {NS}}}
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: legacy, namespace: {NS}}}
+spec:
+  hosts: [legacy.{NS}.example]
+  location: MESH_INTERNAL
+  ports: [{{number: 3306, name: tcp-mysql, protocol: TCP}}]
+  resolution: NONE
+  workloadSelector: {{labels: {{app: legacy}}}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {{name: legacy-0, namespace: {NS}}}
+spec:
+  address: 10.2.0.7
+  labels: {{app: legacy}}
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {{name: anywhere, namespace: {NS}}}
+spec:
+  hosts: [anywhere.{NS}.example]
+  location: MESH_EXTERNAL
+  ports: [{{number: 27017, name: tcp-mongo, protocol: TCP}}]
+  resolution: NONE
+"""
 DR_POLICY = f"""
 apiVersion: networking.istio.io/v1
 kind: DestinationRule
@@ -448,6 +504,8 @@ SCENARIOS = [
     ("external-services", EXTERNAL_SERVICES,
      {"grpc": has("CDS", f"outbound|7070||{ECHO}"),
       "sidecar": has("CDS", "outbound|80||api.example.com", "outbound|8080||rr.example.com")}),
+    ("headless", HEADLESS,
+     {"sidecar": has("LDS", "10.1.0.10_5432", "10.1.0.11_5432", "0.0.0.0_8080")}),
     ("ingress-gateway", INGRESS,
      {"gateway": lambda j: {"0.0.0.0_80", "0.0.0.0_443", "0.0.0.0_31400"} <= set(j.get("LDS", {}))
       and "http.80" in j.get("RDS", {})}),
