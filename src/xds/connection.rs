@@ -270,12 +270,12 @@ impl<P: Protocol> Stream<P> {
             namespace: self.proxy.namespace.as_deref().unwrap_or(""),
             root: &snapshot.mesh().traffic().settings.root_namespace,
             inbound_moved: served != self.served,
+            mesh: snapshot.mesh(),
         };
         self.served = served;
         let push = decide(&changes, recipient, &self.scope, &new_scope);
         if !matches!(changes, PushScope::Endpoints(_)) {
             // Also on connect: the gauges follow the snapshot proxies are served.
-            mesh: snapshot.mesh(),
             self.shared.metrics.config_in_force(snapshot.mesh().traffic());
         }
         self.snapshot = snapshot;
