@@ -163,12 +163,13 @@ fn rbac_line_names_each_missing_permission() {
     let err = rbac_row("c2", &Err("401 Unauthorized".into()));
     assert_eq!(err.result, Outcome::Fail);
     assert!(err.detail.contains("cannot review its permissions: 401"));
-    let names: Vec<String> = NEEDED[4..6]
-        .iter()
-        .flat_map(|p| p.verbs.iter().map(move |v| permission_name(p, v)))
-        .collect();
+    let names = |ps: &[Permission]| -> Vec<String> {
+        ps.iter()
+            .flat_map(|p| p.verbs.iter().map(move |v| permission_name(p, v)))
+            .collect()
+    };
     assert_eq!(
-        names,
+        names(&NEEDED[4..6]),
         [
             "list endpointslices.discovery.k8s.io",
             "watch endpointslices.discovery.k8s.io",
@@ -176,12 +177,8 @@ fn rbac_line_names_each_missing_permission() {
         ]
     );
     // Gateway certificates in remote clusters (issue 32): the Secret watch, the review before it.
-    let gateway: Vec<String> = NEEDED[7..]
-        .iter()
-        .flat_map(|p| p.verbs.iter().map(move |v| permission_name(p, v)))
-        .collect();
     assert_eq!(
-        gateway,
+        names(&NEEDED[7..]),
         [
             "list secrets",
             "watch secrets",
