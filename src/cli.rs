@@ -186,6 +186,12 @@ pub struct Args {
     #[arg(long, env = "PILOT_DEBOUNCE_MAX", default_value = "10s", value_parser = parse_duration)]
     pub debounce_max: Duration,
 
+    /// New xDS streams accepted per second, excess refused with RESOURCE_EXHAUSTED (istiod's
+    /// PILOT_MAX_REQUESTS_PER_SECOND); bursts up to one second's worth. 0: automatic,
+    /// min(15 + 5 × cores, 100).
+    #[arg(long, env = "PILOT_MAX_REQUESTS_PER_SECOND", default_value = "0", value_parser = parse_rate, value_name = "RATE")]
+    pub max_new_streams_per_second: f64,
+
     /// How often config files are checked for changes.
     #[arg(long, env = "MESHD_CONFIG_POLL", default_value = "1s", value_parser = parse_duration)]
     pub config_poll: Duration,
@@ -274,6 +280,14 @@ fn parse_stale_after(s: &str) -> Result<Duration, String> {
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e} (e.g. 100ms, 30s, 1m)"))
+}
+
+/// A rate per second: a finite number, at least 0 (fractions allowed, as istiod's float).
+fn parse_rate(s: &str) -> Result<f64, String> {
+    s.parse::<f64>()
+        .ok()
+        .filter(|r| r.is_finite() && *r >= 0.0)
+        .ok_or_else(|| format!("{s:?}: want a number of streams per second, at least 0 (0: automatic)"))
 }
 
 /// A duration that must not be zero (a zero timeout would close every connection at once).
@@ -414,6 +428,7 @@ mod tests {
                 Duration::from_secs(90 * 24 * 3600)
             )
         );
+        assert_eq!(a.max_new_streams_per_second, 0.0, "automatic, as istiod");
         let hosts = Args::try_parse_from(["meshd", "--tls-hosts", "a.example,10.0.0.1"]).unwrap();
         assert_eq!(hosts.tls_hosts, ["a.example", "10.0.0.1"]);
         assert!(a.insecure_kubeconfig_options.is_empty());
@@ -422,6 +437,18 @@ mod tests {
             a.insecure_kubeconfig_options,
             [InsecureOption::Exec, InsecureOption::FilePaths]
         );
+    }
+
+    #[test]
+    fn new_stream_rate_is_a_non_negative_number() {
+        for (given, rate) in [("7", 7.0), ("0.5", 0.5), ("0", 0.0), ("250", 250.0)] {
+            let a = Args::try_parse_from(["meshd", "--max-new-streams-per-second", given]).unwrap();
+            assert_eq!(a.max_new_streams_per_second, rate, "{given}");
+        }
+        for bad in ["-1", "NaN", "inf", "fast", ""] {
+            let e = Args::try_parse_from(["meshd", "--max-new-streams-per-second", bad]).unwrap_err();
+            assert!(e.to_string().contains("streams per second"), "{bad}: {e}");
+        }
     }
 
     #[test]

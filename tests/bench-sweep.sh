@@ -63,11 +63,16 @@ storms() {
 }
 
 # Reconnect storms (issue 34 §3): 1,000 delta clients, meshd killed, 50 changes written, meshd restarted;
-# every client resumes with initial_resource_versions. REPEAT times (default 3).
+# every client resumes with initial_resource_versions. REPEAT times (default 3) for each new-stream limit
+# of LIMITS (meshd's --max-new-streams-per-second through PILOT_MAX_REQUESTS_PER_SECOND, which the meshd
+# meshctl starts inherits; default "0": automatic), rounds alternating between the limits.
 reconnect() {
   for round in $(seq "${REPEAT:-3}"); do
-    run "reconnect-$round" --clusters 3 --services 100 --endpoints 10 --clients 1000 --connect-rate 25 \
-      --churn 2 --duration 5s --reconnect-storm 50 --configure-timeout 300s
+    for limit in ${LIMITS:-0}; do
+      PILOT_MAX_REQUESTS_PER_SECOND=$limit run "reconnect-limit$limit-$round" --clusters 3 --services 100 \
+        --endpoints 10 --clients 1000 --connect-rate 25 --churn 2 --duration 5s --reconnect-storm 50 \
+        --configure-timeout 300s
+    done
   done
 }
 

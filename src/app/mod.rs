@@ -177,7 +177,13 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
     );
     let cluster_discovery = cluster_discovery.with_mesh_config(watches.mesh.clone());
     let registry = Arc::new(registry);
-    let ads = xds_server(&server.context().tasks, view.snapshots.clone(), xds_metrics);
+    let limits = xds::XdsLimits::default().with_new_stream_rate(args.max_new_streams_per_second);
+    let ads = xds_server(
+        &server.context().tasks,
+        view.snapshots.clone(),
+        xds_metrics,
+        limits,
+    );
 
     let primary_source = match &sandbox {
         Some(sb) => KubeSource::Kubeconfig(sb.primary_kubeconfig()?.to_owned()),
@@ -357,18 +363,20 @@ pub async fn run(mut args: Args) -> anyhow::Result<()> {
 }
 
 /// The ADS server, its streams following discovery's snapshots as the aggregate publishes them
-/// (debounced there with `--debounce-after` / `--debounce-max`).
+/// (debounced there with `--debounce-after` / `--debounce-max`), within `limits`
+/// (`--max-new-streams-per-second`).
 fn xds_server(
     tasks: &Tasks,
     snapshots: aggregate::Snapshots,
     metrics: xds::metrics::Metrics,
+    limits: xds::XdsLimits,
 ) -> xds::AdsServer {
     xds::AdsServer::new(
         Arc::new(snapshots),
         tasks.clone(),
         metrics,
         Arc::new(envoy::SplitHorizon),
-        xds::XdsLimits::default(),
+        limits,
     )
 }
 

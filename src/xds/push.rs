@@ -245,19 +245,26 @@ pub fn default_concurrency() -> usize {
     (15 + 5 * cores).min(100)
 }
 
-/// A token bucket for new streams (burst `rate`, refilled continuously).
+/// A token bucket for new streams (burst `rate`, at least 1, refilled continuously).
 pub struct RateLimiter {
     rate: f64,
+    burst: f64,
     state: Mutex<(f64, Instant)>,
 }
 
 impl RateLimiter {
-    /// `rate` new streams per second.
-    pub fn new(rate: usize) -> Self {
-        let rate = rate.max(1) as f64;
+    /// `rate` new streams per second (fractions allowed; not a positive number: the default).
+    pub fn new(rate: f64) -> Self {
+        let rate = if rate.is_finite() && rate > 0.0 {
+            rate
+        } else {
+            default_concurrency() as f64
+        };
+        let burst = rate.max(1.0);
         Self {
             rate,
-            state: Mutex::new((rate, Instant::now())),
+            burst,
+            state: Mutex::new((burst, Instant::now())),
         }
     }
 
@@ -265,13 +272,13 @@ impl RateLimiter {
     pub fn try_acquire(&self) -> Result<(), Duration> {
         let mut s = self.state.lock();
         let now = Instant::now();
-        s.0 = (s.0 + now.duration_since(s.1).as_secs_f64() * self.rate).min(self.rate);
+        s.0 = (s.0 + now.duration_since(s.1).as_secs_f64() * self.rate).min(self.burst);
         s.1 = now;
         if s.0 >= 1.0 {
             s.0 -= 1.0;
             Ok(())
         } else {
-            Err(Duration::from_secs_f64((1.0 - s.0) / self.rate))
+            Err(Duration::try_from_secs_f64((1.0 - s.0) / self.rate).unwrap_or(Duration::MAX))
         }
     }
 }

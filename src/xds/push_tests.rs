@@ -392,8 +392,13 @@ fn a_change_that_moves_the_proxys_service_targets_pushes_everything() {
 
 #[test]
 fn rate_limiter_bounds_bursts() {
-    let l = RateLimiter::new(2);
+    let l = RateLimiter::new(2.0);
     assert!(l.try_acquire().is_ok() && l.try_acquire().is_ok());
     let wait = l.try_acquire().expect_err("bucket empty");
     assert!(wait <= Duration::from_millis(500));
+    // Below one a second: one at a time, the next after 1 / rate.
+    let slow = RateLimiter::new(0.01);
+    assert!(slow.try_acquire().is_ok());
+    let wait = slow.try_acquire().expect_err("one at a time");
+    assert!(wait > Duration::from_secs(90), "{wait:?}");
 }

@@ -262,3 +262,7 @@ impl AdsService {
         Ok(response)
     }
 }
+
+#[cfg(test)]
+#[path = "server_tests.rs"]
+mod tests;

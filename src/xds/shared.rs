@@ -66,8 +66,9 @@ pub struct XdsLimits {
     pub max_response_bytes: usize,
     /// Streams pushed to at once (`PILOT_PUSH_THROTTLE`).
     pub push_concurrency: usize,
-    /// New streams accepted per second (`PILOT_MAX_REQUESTS_PER_SECOND`).
-    pub new_streams_per_second: usize,
+    /// New streams accepted per second (`PILOT_MAX_REQUESTS_PER_SECOND`), in bursts of up to one
+    /// second's worth (at least one).
+    pub new_streams_per_second: f64,
     /// Entries in the shared resource cache.
     pub cache_capacity: usize,
 }
@@ -78,8 +79,23 @@ impl Default for XdsLimits {
             max_request_bytes: 4 << 20,
             max_response_bytes: 64 << 20,
             push_concurrency: default_concurrency(),
-            new_streams_per_second: default_concurrency(),
+            new_streams_per_second: default_concurrency() as f64,
             cache_capacity: super::cache::DEFAULT_CAPACITY,
+        }
+    }
+}
+
+impl XdsLimits {
+    /// These limits with `rate` new streams per second (`--max-new-streams-per-second`); 0 keeps the
+    /// automatic default, as istiod's 0 does.
+    pub fn with_new_stream_rate(self, rate: f64) -> Self {
+        if rate > 0.0 {
+            Self {
+                new_streams_per_second: rate,
+                ..self
+            }
+        } else {
+            self
         }
     }
 }

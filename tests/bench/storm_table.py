@@ -63,9 +63,10 @@ def storms(reports: list[dict]) -> str:
 
 def reconnect(reports: list[dict]) -> str:
     lines = [
-        "| run (load at start) | clients | changes while down | kill → ready | synced p50 / p99 / slowest "
-        "| all up to date | retries | re-sent per client (full config) | responses | meshd CPU |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| run (load at start) | new-stream limit | clients | changes while down | kill → ready "
+        "| synced p50 / p99 / slowest | all up to date | retries | re-sent per client (full config) | responses "
+        "| meshd CPU |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for n, r in enumerate(reports, 1):
         s = r["reconnectStorm"]
@@ -74,8 +75,9 @@ def reconnect(reports: list[dict]) -> str:
         up = f"{s['allUpToDateS']:.2f} s" if s["allUpToDateS"] is not None else "not all"
         cpu = f"{s['targetCpuS']:.2f} s" if s["targetCpuS"] is not None else "—"
         ms = s["syncedMs"]
+        limit = f"{s['newStreamsPerSecond']:g}/s" if s.get("newStreamsPerSecond") else "automatic"
         lines.append(
-            f"| {n} ({r['machine']['loadAtStart']:.1f}) | {s['synced']}/{s['clients']} | {s['changes']} "
+            f"| {n} ({r['machine']['loadAtStart']:.1f}) | {limit} | {s['synced']}/{s['clients']} | {s['changes']} "
             f"| {s['downS']:.2f} s | {ms['p50']:.0f} / {ms['p99']:.0f} / {ms['max']:.0f} ms | {up} | {s['retries']} "
             f"| {s['bytesPerClient'] / 1024:.1f} KiB ({s['fullConfigBytesPerClient'] / 1024:.1f} KiB) "
             f"| {s['responses']} | {cpu} |"

@@ -128,6 +128,9 @@ meshd's flags, one per line, from the values. Each maps to a flag of `meshd --he
 - --debounce-after={{ .Values.meshd.debounceAfter }}
 - --debounce-max={{ .Values.meshd.debounceMax }}
 - --config-poll={{ .Values.meshd.configPoll }}
+{{- if .Values.meshd.maxNewStreamsPerSecond }}
+- --max-new-streams-per-second={{ .Values.meshd.maxNewStreamsPerSecond }}
+{{- end }}
 - --drain-deadline={{ .Values.meshd.drainDeadlineSeconds }}s
 - --log-level={{ .Values.meshd.logLevel }}
 - --log-format={{ .Values.meshd.logFormat }}

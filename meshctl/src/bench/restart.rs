@@ -48,6 +48,9 @@ pub struct ReconnectStorm {
     pub full_config_bytes_per_client: f64,
     /// meshd's CPU from its `/ready` to every client up to date, seconds.
     pub target_cpu_s: Option<f64>,
+    /// meshd's new-stream limit, per second: `PILOT_MAX_REQUESTS_PER_SECOND` in this tool's
+    /// environment, which the meshd it starts inherits (`None`: meshd's automatic default).
+    pub new_streams_per_second: Option<f64>,
 }
 
 impl ReconnectStorm {
@@ -57,9 +60,13 @@ impl ReconnectStorm {
         let done = self.all_up_to_date_s.map_or("not all up to date".into(), |s| {
             format!("all up to date {s:.2} s after the start")
         });
+        let limit = self
+            .new_streams_per_second
+            .map_or("automatic".into(), |r| format!("{r}/s"));
         let _ = writeln!(
             out,
-            "reconnect storm: {} clients, {} changes while down; meshd ready {:.2} s after the kill \
+            "reconnect storm: {} clients, {} changes while down, new-stream limit {limit}; meshd ready \
+             {:.2} s after the kill \
              ({:.2} s after its start); \
              {done}; synced {}/{} (p50 {:.0} ms, p99 {:.0} ms, slowest {:.0} ms); {} retries; \
              {:.1} KiB re-sent per client (full config {:.1} KiB)",
@@ -168,6 +175,10 @@ impl Run {
                 / clients.max(1) as f64,
             full_config_bytes_per_client,
             target_cpu_s: cpu,
+            new_streams_per_second: std::env::var("PILOT_MAX_REQUESTS_PER_SECOND")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .filter(|r: &f64| *r > 0.0),
         }))
     }
 }
