@@ -13,7 +13,7 @@ use std::{
 
 use parking_lot::Mutex;
 use tokio::{sync::mpsc, time::Instant};
-use tokio_stream::StreamExt;
+use tokio_stream::{StreamExt, wrappers::WatchStream};
 use tracing::{debug, info, warn};
 
 use crate::traffic::SidecarScope;
@@ -147,8 +147,14 @@ pub(crate) async fn run<P: Protocol>(
         counted: 0,
         caller,
     };
+    // Each watch is waited on by one future for the stream's life: one re-created on every turn of the
+    // loop would enter and leave the watch's waiter list (locks every stream shares) for every ACK.
+    let mut versions = WatchStream::from_changes(versions);
     // Secrets change on their own clock: a stream re-sends its SDS resources when the source says so.
-    let mut secret_versions = shared.secrets.get().map(|s| s.versions());
+    let mut secret_versions = shared
+        .secrets
+        .get()
+        .map(|s| WatchStream::from_changes(s.versions()));
     let mut next = Some(first);
     let end = loop {
         if let Some(req) = next.take() {
@@ -165,9 +171,8 @@ pub(crate) async fn run<P: Protocol>(
                 Some(Err(status)) => break Some(Error::Receive(status)),
                 Some(Ok(req)) => next = Some(req),
             },
-            changed = versions.changed() => {
-                if changed.is_err() { break Some(Error::ShuttingDown) }
-                versions.borrow_and_update();
+            changed = versions.next() => {
+                if changed.is_none() { break Some(Error::ShuttingDown) }
                 if let Some(snapshot) = shared.snapshots.load()
                     && let Err(e) = stream.on_snapshot(snapshot).await
                 {
@@ -195,11 +200,11 @@ pub(crate) async fn run<P: Protocol>(
 type StepResult = Result<(), Option<Error>>;
 
 /// The next change of the secret source's version; never, without a source (or once it is gone).
-async fn secret_changed(versions: &mut Option<tokio::sync::watch::Receiver<u64>>) -> Result<(), ()> {
+async fn secret_changed(versions: &mut Option<WatchStream<u64>>) -> Result<(), ()> {
     match versions {
-        Some(v) => match v.changed().await {
-            Ok(()) => Ok(()),
-            Err(_) => {
+        Some(v) => match v.next().await {
+            Some(_) => Ok(()),
+            None => {
                 *versions = None;
                 Err(())
             }

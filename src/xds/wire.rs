@@ -2,8 +2,8 @@
 //! without a lasting buffer.
 //!
 //! Owns: the protobuf layout of `DiscoveryResponse` and `DeltaDiscoveryResponse` as gRPC messages whose
-//! resources are the cache's own `Bytes` (a [`Frame`]), the HTTP body that streams them, and the
-//! request decoder ([`Requests`]). A response to 1,000 sidecars thus costs 1,000 small headers, not
+//! resources are the cache's own `Bytes` (a [`Frame`]; a message under [`INLINE_BELOW`] is one buffer),
+//! the HTTP body that streams them, and the request decoder ([`Requests`]). A response to 1,000 sidecars thus costs 1,000 small headers, not
 //! 1,000 copies of every resource, and between messages a stream keeps no encode or decode buffer
 //! (tonic's both grow to the largest message and stay: ≈ 50 KiB a sidecar for its decode buffer, whose
 //! largest request is the 1,000-name EDS subscription). Does NOT: decide what goes in a response (the
@@ -26,6 +26,11 @@ use super::{Resource, XdsType};
 /// Shared parts smaller than this are copied next to their field header instead of going out as
 /// their own HTTP/2 DATA frame (9 bytes of framing each, and a poll of the body).
 const COPY_BELOW: usize = 1024;
+
+/// Messages up to this size (with the gRPC prefix) are written whole into one buffer: one DATA frame
+/// and one pass through the HTTP/2 send path per push, for a copy of a few KiB (a push of one changed
+/// assignment is ≈ 2–5 KiB). Larger ones (initial config) keep referencing the shared resources.
+const INLINE_BELOW: usize = 16 << 10;
 
 /// gRPC message prefix: compression flag and big-endian length.
 const PREFIX: usize = 5;
@@ -148,16 +153,20 @@ fn string_len(tag: u32, s: &str) -> usize {
     if s.is_empty() { 0 } else { nested_len(tag, s.len()) }
 }
 
-/// Writes one message: small pieces into a buffer, large shared ones as their own parts.
+/// Writes one message: small pieces into a buffer, large shared ones as their own parts (a small
+/// message entirely into the buffer).
 struct Writer {
     parts: Vec<Bytes>,
     buf: BytesMut,
     len: usize,
+    /// The whole message goes into `buf` ([`INLINE_BELOW`]).
+    inline: bool,
 }
 
 impl Writer {
     fn new(len: usize) -> Self {
-        let mut buf = BytesMut::with_capacity(PREFIX + 64);
+        let inline = PREFIX + len <= INLINE_BELOW;
+        let mut buf = BytesMut::with_capacity(if inline { PREFIX + len } else { PREFIX + 64 });
         buf.put_u8(0);
         // Larger than 4 GiB cannot happen: the caller's response cap (64 MiB) applies first, and a
         // saturated length is rejected by any client as a protocol error rather than misread.
@@ -166,6 +175,7 @@ impl Writer {
             parts: Vec::new(),
             buf,
             len,
+            inline,
         }
     }
 
@@ -182,7 +192,7 @@ impl Writer {
     }
 
     fn shared(&mut self, bytes: &Bytes) {
-        if bytes.len() < COPY_BELOW {
+        if self.inline || bytes.len() < COPY_BELOW {
             self.buf.put_slice(bytes);
         } else {
             self.flush();
@@ -382,7 +392,7 @@ mod tests {
 
     #[test]
     fn sotw_layout_is_protobuf_and_shares_large_resources() {
-        let (small, large) = (res("a", 10, 1), res("b", 5000, 2));
+        let (small, large) = (res("a", 10, 1), res("b", INLINE_BELOW, 2));
         let f = sotw_response(XdsType::Endpoint, "v1", "3", &[&small, &large]);
         let r: DiscoveryResponse = f.decode();
         assert_eq!(
@@ -390,7 +400,7 @@ mod tests {
             ("v1", XdsType::Endpoint.url(), "3")
         );
         assert_eq!(r.resources.len(), 2);
-        assert_eq!(r.resources[1].value, vec![7; 5000]);
+        assert_eq!(r.resources[1].value, vec![7; INLINE_BELOW]);
         assert_eq!(r.resources[0].type_url, XdsType::Endpoint.url());
         assert!(
             f.parts.iter().any(|p| p.as_ptr() == large.any().as_ptr()),
@@ -398,6 +408,11 @@ mod tests {
         );
         let one = sotw_response(XdsType::Endpoint, "v1", "3", &[&large]);
         assert_eq!(one.parts.len(), 2, "headers, then the shared resource");
+        // A small message is one buffer: one DATA frame.
+        let push = sotw_response(XdsType::Endpoint, "v1", "3", &[&res("c", 5000, 3)]);
+        assert_eq!(push.parts.len(), 1);
+        let r: DiscoveryResponse = push.decode();
+        assert_eq!(r.resources[0].value, vec![7; 5000]);
         let empty: DiscoveryResponse = sotw_response(XdsType::Cluster, "", "1", &[]).decode();
         assert_eq!((empty.resources.len(), empty.nonce.as_str()), (0, "1"));
     }
