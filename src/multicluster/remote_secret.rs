@@ -118,9 +118,9 @@ pub async fn ensure_reader(
         rules: Some(rules),
         ..Default::default()
     };
-    create_if_missing(&Api::all(client.clone()), &role)
+    ensure_rules(&Api::all(client.clone()), &role)
         .await
-        .map_err(kube(format!("creating ClusterRole {role_name}")))?;
+        .map_err(kube(format!("creating or updating ClusterRole {role_name}")))?;
     let binding = ClusterRoleBinding {
         metadata: meta(&format!("istio-reader-clusterrole-{namespace}"), None),
         role_ref: RoleRef {
@@ -281,6 +281,27 @@ fn meta(name: &str, namespace: Option<&str>) -> ObjectMeta {
         name: Some(name.into()),
         namespace: namespace.map(Into::into),
         ..Default::default()
+    }
+}
+
+/// Creates `role`, or gives an existing one `role`'s rules when they differ: a reader made before
+/// meshd needed more (gateway certificates' secrets and subjectaccessreviews) is upgraded by running
+/// `meshctl add-cluster` again (which then needs `get`, and `update` when they differ, on it).
+async fn ensure_rules(api: &Api<ClusterRole>, role: &ClusterRole) -> Result<(), kube::Error> {
+    match api.create(&PostParams::default(), role).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => {
+            let name = role.metadata.name.as_deref().unwrap_or_default();
+            let mut current = api.get(name).await?;
+            if current.rules == role.rules {
+                return Ok(());
+            }
+            current.rules = role.rules.clone();
+            api.replace(name, &PostParams::default(), &current)
+                .await
+                .map(drop)
+        }
+        Err(e) => Err(e),
     }
 }
 

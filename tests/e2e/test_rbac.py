@@ -60,7 +60,7 @@ def cluster_role(rules: list[tuple[str, str, list[str]]]) -> dict:
 OPERATOR_ROLES = {
     "cluster2": cluster_role([("", "serviceaccounts/token", ["create"]), ("", "namespaces", ["create"]),
                               ("", "serviceaccounts", ["create"]),
-                              ("rbac.authorization.k8s.io", "clusterroles", ["create"]),
+                              ("rbac.authorization.k8s.io", "clusterroles", ["create", "get", "update"]),
                               ("rbac.authorization.k8s.io", "clusterrolebindings", ["create"])]),
     "cluster1": cluster_role([("", "secrets", ["create", "get", "update"])]),
 }
@@ -265,9 +265,19 @@ def run(request, tmp_path_factory):
         assert mesh.stop() == 0, mesh.log()
         mesh = None
         # Without the chart's remote profile, add-cluster creates the reader's ClusterRole itself.
-        meshctl("add-cluster", "--name", "cluster2", "--kubeconfig", str(operator["cluster2"]), "--allow-loopback")
-        own_role = json.loads(kubectl(admin["cluster2"], "get", "clusterrole", f"istio-reader-clusterrole-{NS}",
-                                      "-o", "json"))
+        add_cluster = ["add-cluster", "--name", "cluster2", "--kubeconfig", str(operator["cluster2"]),
+                       "--allow-loopback"]
+        meshctl(*add_cluster)
+        first_run = used(read_log(log), "cluster2", OPERATOR_USER)
+        # A reader role from before gateway certificates (no secrets, no subjectaccessreviews): running
+        # add-cluster again brings its rules up to date.
+        role_name = f"istio-reader-clusterrole-{NS}"
+        old_role = json.loads(kubectl(admin["cluster2"], "get", "clusterrole", role_name, "-o", "json"))
+        old_role["rules"] = [r for r in old_role["rules"]
+                             if not {"secrets", "subjectaccessreviews"} & set(r["resources"])]
+        kubectl(admin["cluster2"], "replace", "-f", "-", stdin=json.dumps(old_role))
+        meshctl(*add_cluster)
+        own_role = json.loads(kubectl(admin["cluster2"], "get", "clusterrole", role_name, "-o", "json"))
         entries = read_log(log)  # what follows is the test's own probing
         # Enforced: meshd's identity may list Secrets anywhere (gateway certificates), get none outside
         # its own namespace.
@@ -276,7 +286,7 @@ def run(request, tmp_path_factory):
         allowed = subprocess.run([KUBECTL, "--kubeconfig", str(as_meshd), "get", "secrets", "-n", "sample"],
                                  capture_output=True, text=True, timeout=60)
         yield {"plugged_in": plugged_in, "denied": denied, "allowed": allowed, "entries": entries, "primary": primary_docs, "remote": remote_docs,
-               "add_cluster_role": own_role, "reader_only": reader_only, "sds": sds, "pem": pem,
+               "add_cluster_role": own_role, "reader_only": reader_only, "first_run": first_run, "sds": sds, "pem": pem,
                "remote_pem": next(o for o in remote if o["kind"] == "Secret")["stringData"]}
     finally:
         if mesh is not None:
@@ -417,10 +427,14 @@ def test_what_meshctl_add_cluster_needs(run):
     # --create-service-account=false (the chart's remote profile made the reader): one TokenRequest.
     assert scoped(run["reader_only"]) == {("", "serviceaccounts/token", "create", NS)}
     # The default also creates the namespace, the reader and its ClusterRole/Binding.
-    assert scoped(used(run["entries"], "cluster2", OPERATOR_USER)) == {
+    creates = {
         ("", "serviceaccounts/token", "create", NS), ("", "namespaces", "create", "cluster"),
         ("", "serviceaccounts", "create", NS), ("rbac.authorization.k8s.io", "clusterroles", "create", "cluster"),
         ("rbac.authorization.k8s.io", "clusterrolebindings", "create", "cluster")}
+    assert scoped(run["first_run"]) == creates
+    # Run again over an outdated reader ClusterRole: it is read, and updated.
+    assert scoped(used(run["entries"], "cluster2", OPERATOR_USER)) == creates | {
+        ("rbac.authorization.k8s.io", "clusterroles", v, "cluster") for v in ("get", "update")}
     # --apply writes the remote Secret; a re-run (token rotation) reads and replaces it.
     assert scoped(used(run["entries"], "cluster1", OPERATOR_USER)) == {
         ("", "secrets", v, NS) for v in ("create", "get", "update")}
