@@ -72,6 +72,17 @@ def skip_unless_available():
         pytest.skip(reason)
 
 
+def kubectl(kubeconfig: Path | str, *args: str, stdin: str | None = None,
+            check: bool = True) -> subprocess.CompletedProcess:
+    """``kubectl --kubeconfig <kubeconfig> <args>`` ($KUBECTL); fails the test unless it succeeds when
+    ``check``."""
+    out = subprocess.run([KUBECTL, "--kubeconfig", str(kubeconfig), *args], input=stdin,
+                         capture_output=True, text=True, timeout=120)
+    if check:
+        assert out.returncode == 0, f"kubectl {' '.join(args)}: {out.stderr}"
+    return out
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -356,12 +367,7 @@ class RealCluster:
             self.kubectl("wait", "--for=condition=established", f"--timeout={timeout}", *names)
 
     def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
-        kubectl = os.environ.get("KUBECTL", "kubectl")
-        out = subprocess.run([kubectl, "--kubeconfig", str(self.kubeconfig), *args], input=stdin,
-                             capture_output=True, text=True, timeout=120)
-        if check:
-            assert out.returncode == 0, f"kubectl {' '.join(args)}: {out.stderr}"
-        return out
+        return kubectl(self.kubeconfig, *args, stdin=stdin, check=check)
 
 
 # --- two clusters, either backend ---
@@ -404,11 +410,7 @@ class SimCluster:
             return e.code, json.loads(e.read() or b"null")
 
     def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
-        out = subprocess.run([KUBECTL, "--kubeconfig", str(self.kubeconfig), *args], input=stdin,
-                             capture_output=True, text=True, timeout=60)
-        if check:
-            assert out.returncode == 0, f"kubectl {' '.join(args)}: {out.stderr}"
-        return out
+        return kubectl(self.kubeconfig, *args, stdin=stdin, check=check)
 
     def install_crds(self) -> None:
         """kube-sim serves the Istio kinds without CRDs."""

@@ -57,11 +57,7 @@ class Sandbox:
         self.kubeconfig = json.loads(line)["clusters"]["east"]["kubeconfig"]
 
     def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
-        out = subprocess.run([KUBECTL, "--kubeconfig", str(self.kubeconfig), *args], input=stdin,
-                             capture_output=True, text=True, timeout=120)
-        if check:
-            assert out.returncode == 0, f"kubectl {' '.join(args)}: {out.stderr}"
-        return out
+        return realk8s.kubectl(self.kubeconfig, *args, stdin=stdin, check=check)
 
     def stop(self) -> None:
         self.proc.send_signal(signal.SIGTERM)
