@@ -115,6 +115,9 @@ fn listeners(m: &StaticMesh, p: &Proxy) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// (what it shows, the services and their endpoints, every listener and what it proxies to).
+type Case = (&'static str, Vec<(Service, Vec<Endpoint>)>, Vec<(&'static str, &'static str)>);
+
 const DB_TCP: &str = "outbound|5432||db.data.svc.cluster.local";
 const LEGACY: &str = "outbound|3306||legacy.example.com";
 
@@ -134,7 +137,7 @@ fn passthrough_services_get_a_listener_per_endpoint_of_each_tcp_port() {
     let web = service("web", "default", &[("http", 3306, Protocol::Http)]);
     let cache = headless("cache", "data", &[("tcp", 5432, Protocol::Tcp)]);
     let cache_ep = vec![endpoint(ip("10.1.0.10"), &[("tcp", 5432)], "c1")];
-    let cases: Vec<(&str, Vec<(Service, Vec<Endpoint>)>, Vec<(&str, &str)>)> = vec![
+    let cases: Vec<Case> = vec![
         (
             // Every endpoint of a TCP or undeclared port, whatever its cluster, network or health,
             // but the sidecar's own; HTTP keeps the wildcard listener; UDP gets none.
