@@ -116,7 +116,11 @@ fn listeners(m: &StaticMesh, p: &Proxy) -> BTreeMap<String, String> {
 }
 
 /// (what it shows, the services and their endpoints, every listener and what it proxies to).
-type Case = (&'static str, Vec<(Service, Vec<Endpoint>)>, Vec<(&'static str, &'static str)>);
+type Case = (
+    &'static str,
+    Vec<(Service, Vec<Endpoint>)>,
+    Vec<(&'static str, &'static str)>,
+);
 
 const DB_TCP: &str = "outbound|5432||db.data.svc.cluster.local";
 const LEGACY: &str = "outbound|3306||legacy.example.com";
