@@ -446,7 +446,8 @@ mod tests {
             assert_eq!(a.max_new_streams_per_second, rate, "{given}");
         }
         for bad in ["-1", "NaN", "inf", "fast", ""] {
-            let e = Args::try_parse_from(["meshd", "--max-new-streams-per-second", bad]).unwrap_err();
+            let flag = format!("--max-new-streams-per-second={bad}");
+            let e = Args::try_parse_from(["meshd", flag.as_str()]).unwrap_err();
             assert!(e.to_string().contains("streams per second"), "{bad}: {e}");
         }
     }
