@@ -328,7 +328,7 @@ impl Supervisor {
             }
         };
         let server: Arc<str> = crate::kube_errors::server_url(&config).into();
-        let client = match build_client(config, self.env.qps) {
+        let client = match super::client::build(config, self.env.qps) {
             Ok(c) => c,
             Err(e) => {
                 let reason = format!("cannot build a client for {server}: {e}");
@@ -454,12 +454,4 @@ async fn changed(generation: &mut Option<Generation>) -> Result<(), watch::error
         Some(g) => g.progress.changed().await,
         None => std::future::pending().await,
     }
-}
-
-/// A kube client whose requests are rate-limited, so relist storms cannot flood a remote API server.
-pub(crate) fn build_client(config: kube::Config, qps: u64) -> Result<kube::Client, kube::Error> {
-    let limit = tower::limit::RateLimitLayer::new(qps.max(1), Duration::from_secs(1));
-    Ok(kube::client::ClientBuilder::try_from(config)?
-        .with_layer(&limit)
-        .build())
 }

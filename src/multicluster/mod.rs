@@ -6,6 +6,7 @@
 //! - [`secrets`]: which clusters the Secrets ask for (pure; duplicate IDs have a deterministic winner).
 //! - [`controller`]: the Secret watcher; starts, rotates and stops clusters.
 //! - [`cluster`]: one cluster's supervisor: client, registry generations, status, readiness timeout.
+//! - [`client`]: a remote's Kubernetes client (kube's stack, rate-limited, fixed-size read buffers).
 //! - [`status`]: the `/debug/clusterz` table and its route.
 //! - [`check`]: ★ `/debug/clusterz/check` (`meshctl remote-clusters --check`): whether each remote works.
 //! - [`stale`]: ★ what happens to an unreachable remote's endpoints (keep, deprioritise, drop).
@@ -13,6 +14,7 @@
 //! - [`remote_secret`]: building remote secrets (sandbox, `meshctl add-cluster`).
 
 pub mod check;
+pub mod client;
 pub mod cluster;
 pub mod controller;
 pub mod kubeconfig;

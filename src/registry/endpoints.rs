@@ -101,8 +101,9 @@ pub struct PodTraits {
 /// it (so its arrival rebuilds exactly those). One table for both keeps one copy of each name.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PodEntry {
-    /// The pod, once seen.
-    pub pod: Option<Pod>,
+    /// The pod, once seen. Boxed: the table keeps a slot for every name, and hashbrown's tables are up
+    /// to half empty after they grow, so a pod inline would cost its size in every empty slot too.
+    pub pod: Option<Box<Pod>>,
     /// Host names of the services (in its namespace) whose slices name it: almost always one, kept
     /// inline.
     pub services: SmallVec<[Hostname; 1]>,
@@ -262,7 +263,7 @@ impl Sources<'_> {
                         namespace: namespace.clone(),
                         name: name.clone(),
                     };
-                    match self.pods.get(&key).and_then(|e| e.pod.as_ref()) {
+                    match self.pods.get(&key).and_then(|e| e.pod.as_deref()) {
                         Some(p) => Some(p),
                         None => {
                             missing.push(name.clone());
@@ -331,7 +332,7 @@ impl Sources<'_> {
             .pods
             .iter()
             .filter_map(|(name, entry)| {
-                let pod = entry.pod.as_ref()?;
+                let pod = entry.pod.as_deref()?;
                 let address = pod.ready_ip?;
                 let endpoint = self.endpoint(
                     address,
@@ -404,7 +405,7 @@ mod tests {
             name: name.into(),
         };
         let entry = PodEntry {
-            pod: pod(&p, &ctx()),
+            pod: pod(&p, &ctx()).map(Box::new),
             services: Default::default(),
         };
         (key, entry)
@@ -597,7 +598,7 @@ mod tests {
         let pods: HashMap<ObjectName, PodEntry> = [(
             key,
             PodEntry {
-                pod: pod(&p, &ctx()),
+                pod: pod(&p, &ctx()).map(Box::new),
                 services: Default::default(),
             },
         )]

@@ -166,10 +166,10 @@ impl State {
             (None, Entry::Vacant(_)) => return Touched::new(),
             (_, e) => e.or_default(),
         };
-        if entry.pod == pod {
+        if entry.pod.as_deref() == pod.as_ref() {
             return Touched::new();
         }
-        entry.pod = pod;
+        entry.pod = pod.map(Box::new);
         self.pods_changed = true;
         let touched = entry
             .services

@@ -47,7 +47,7 @@ fn workloads(pods: &[Value]) -> std::sync::Arc<[endpoints::PodWorkload]> {
                 name: p.metadata.name.as_deref().unwrap().into(),
             };
             let entry = PodEntry {
-                pod: endpoints::pod(&p, &ctx),
+                pod: endpoints::pod(&p, &ctx).map(Box::new),
                 services: Default::default(),
             };
             (name, entry)

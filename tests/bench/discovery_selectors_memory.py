@@ -7,7 +7,9 @@ loaded from manifest folders. meshd runs three times against the same clusters: 
 baseline), with every remote and no selectors, and with every remote and selectors that select one
 namespace in ten (``ns-0``, labelled ``mesh: on``). Each remote joins through a labelled remote Secret;
 RSS (``/proc/<pid>/status`` VmRSS) is read once every remote is ``synced`` and meshd has been quiet
-for a few seconds. Per remote = (RSS − baseline RSS) / remotes.
+for a few seconds. Per remote = (RSS − baseline RSS) / remotes; and, as ``meshctl bench --clusters``
+counts it, the marginal cost of a remote, (RSS − RSS with one remote) / (remotes − 1), which leaves out
+what the first remote costs once (the first client stack, allocator arenas of more busy threads).
 
 Usage (from the repository root, after ``cargo build --workspace --release``):
 
@@ -114,9 +116,11 @@ def run(args, root: Path, clusters: dict, remotes: int, mesh_config: str | None)
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--bin-dir", default="target/release")
-    p.add_argument("--remotes", type=int, default=4)
+    p.add_argument("--remotes", type=int, default=4, help="at least 2")
     p.add_argument("--settle", type=float, default=5.0)
     args = p.parse_args()
+    if args.remotes < 2:
+        p.error("--remotes must be at least 2")
     import os
 
     os.environ["MESHD_BIN_DIR"] = str(Path(args.bin_dir).resolve())
@@ -133,16 +137,22 @@ def main() -> None:
                                 "--state-dir", str(root / "sandbox")], stdout=subprocess.PIPE, text=True)
         try:
             clusters = json.loads(sim.stdout.readline())["clusters"]
+            selectors = "discoverySelectors: [{matchLabels: {mesh: 'on'}}]\n"
             base = run(args, root, clusters, 0, None)
             every = run(args, root, clusters, args.remotes, None)
-            selected = run(args, root, clusters, args.remotes, "discoverySelectors: [{matchLabels: {mesh: 'on'}}]\n")
+            selected = run(args, root, clusters, args.remotes, selectors)
+            every_1 = run(args, root, clusters, 1, None)
+            selected_1 = run(args, root, clusters, 1, selectors)
         finally:
             sim.send_signal(signal.SIGTERM)
             sim.wait(timeout=30)
     per = lambda rss: (rss - base) / args.remotes  # noqa: E731
+    marginal = lambda rss, one: (rss - one) / (args.remotes - 1)  # noqa: E731
     print(f"baseline (no remote) RSS: {base:.1f} MiB")
-    print(f"{args.remotes} remotes, every namespace: {every:.1f} MiB, {per(every):.2f} MiB per remote")
-    print(f"{args.remotes} remotes, 1 namespace in 10: {selected:.1f} MiB, {per(selected):.2f} MiB per remote")
+    print(f"{args.remotes} remotes, every namespace: {every:.1f} MiB, {per(every):.2f} MiB per remote; "
+          f"1 remote {every_1:.1f} MiB, {marginal(every, every_1):.2f} MiB per further remote")
+    print(f"{args.remotes} remotes, 1 namespace in 10: {selected:.1f} MiB, {per(selected):.2f} MiB per remote; "
+          f"1 remote {selected_1:.1f} MiB, {marginal(selected, selected_1):.2f} MiB per further remote")
 
 
 if __name__ == "__main__":
