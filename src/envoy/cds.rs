@@ -72,7 +72,7 @@ use crate::{
         destination_rule::{ClientTlsSettings, TlsMode},
         peer_authentication::MtlsMode,
     },
-    model::Service,
+    model::{self, Service, ServicePort},
     traffic::MergedRule,
 };
 
@@ -375,14 +375,14 @@ fn cluster_of<'m: 'n, 'n>(
     if !cluster_discovery::apply(&mut c, discovery, mesh, proxy, service, port, subset_labels) {
         return None;
     }
-    // istiod leaves auto-mTLS off an original-destination (PASSTHROUGH) cluster: no endpoint metadata.
     let original_dst =
         c.cluster_discovery_type == Some(ClusterDiscoveryType::Type(DiscoveryType::OriginalDst as i32));
-    if !(original_dst && matches!(tls, UpstreamTls::Auto { .. })) {
-        let upstream =
-            cluster_policy::upstream_protocol(policy.connection_pool.as_ref(), port.protocol, client);
-        apply_tls(&mut c, &tls, client, upstream == UpstreamProtocol::Http2);
-    }
+    let tls = match tls {
+        UpstreamTls::Auto { sans, sni } if original_dst => passthrough_mtls(mesh, service, port, sans, sni),
+        tls => tls,
+    };
+    let upstream = cluster_policy::upstream_protocol(policy.connection_pool.as_ref(), port.protocol, client);
+    apply_tls(&mut c, &tls, client, upstream == UpstreamProtocol::Http2);
     let meta = (client != Client::Grpc).then(|| IstioMeta {
         service,
         rule: rule.and_then(|r| r.from.first()),
@@ -396,6 +396,31 @@ fn cluster_of<'m: 'n, 'n>(
         notes,
     };
     Some((built, meta))
+}
+
+/// Auto-mTLS on an original-destination cluster (a passthrough service, or a rule's `PASSTHROUGH`
+/// load balancer), where Envoy has no endpoint metadata to match on: istiod's
+/// `BestEffortInferServiceMTLSMode` turns it on only when the port has endpoints and every one of them
+/// runs a sidecar, and then always (`applyUpstreamTLSSettings` keeps a plain socket, no matches);
+/// otherwise plaintext. So the cluster follows the service's endpoints (a passthrough service's
+/// endpoint change rebuilds and pushes its clusters: `xds::push`, `xds::cache`).
+fn passthrough_mtls(
+    mesh: &dyn Mesh,
+    service: &Service,
+    port: &ServicePort,
+    sans: Vec<String>,
+    sni: String,
+) -> UpstreamTls {
+    let mut on_port = mesh
+        .endpoints(service)
+        .filter(|e| e.ports.iter().any(|p| p.service_port_name == port.name))
+        .peekable();
+    let any = on_port.peek().is_some();
+    if any && on_port.all(|e| e.tls_mode == model::TlsMode::Istio) {
+        UpstreamTls::IstioMutual { sans, sni }
+    } else {
+        UpstreamTls::None
+    }
 }
 
 /// The EDS cluster `name` over ADS for `client`, before any policy ([`cluster_policy::apply`]).

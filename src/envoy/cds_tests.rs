@@ -325,6 +325,88 @@ fn sidecar_auto_mtls_follows_peer_authentication_and_the_rule() {
     assert_eq!(c.lb_policy, LbPolicy::ClusterProvided as i32);
 }
 
+/// istiod's `BestEffortInferServiceMTLSMode` for a passthrough (headless) service: mTLS only when the
+/// port has endpoints and all of them run a sidecar, then on every connection (a plain socket: an
+/// original-destination cluster has no endpoint metadata to match).
+#[test]
+fn a_passthrough_cluster_is_mtls_only_when_every_endpoint_has_a_sidecar() {
+    let headless = |modes: &[TlsMode], configs: &[Obj]| {
+        let mut svc = service("echo", "default", &[("tcp", 7070, Protocol::Tcp)]);
+        svc.resolution = crate::model::Resolution::Passthrough;
+        let eps = modes
+            .iter()
+            .enumerate()
+            .map(|(i, mode)| {
+                let mut ep = endpoint(ip(&format!("10.0.0.{}", i + 1)), &[("tcp", 7070)], "c1");
+                ep.tls_mode = *mode;
+                ep
+            })
+            .collect();
+        let m = StaticMesh::new(1).with(svc, eps).with_config(
+            configs
+                .iter()
+                .map(|(kind, ns, name, spec)| config(kind, ns, name, "1", spec))
+                .collect::<Vec<_>>(),
+        );
+        let c = built(
+            &m,
+            ProxyKind::Sidecar,
+            "default",
+            &format!("outbound|7070||{HOST}"),
+        )
+        .unwrap();
+        assert_eq!(c.lb_policy, LbPolicy::ClusterProvided as i32);
+        match (c.transport_socket.is_some(), c.transport_socket_matches.len()) {
+            (true, 0) => "mutual",
+            (false, 0) => "none",
+            other => panic!("{other:?}"),
+        }
+    };
+    let (istio, off) = (TlsMode::Istio, TlsMode::Disabled);
+    let disable = "mtls: {mode: DISABLE}";
+    let cases: Vec<(&str, Vec<TlsMode>, Vec<Obj>, &str)> = vec![
+        (
+            "every endpoint has a sidecar",
+            vec![istio, istio],
+            vec![],
+            "mutual",
+        ),
+        ("one endpoint without", vec![istio, off], vec![], "none"),
+        ("no endpoint on the port", vec![], vec![], "none"),
+        (
+            "the namespace's PeerAuthentication disables mTLS",
+            vec![istio],
+            vec![("PeerAuthentication", "default", "off", disable)],
+            "none",
+        ),
+        (
+            "a rule's DISABLE wins",
+            vec![istio],
+            vec![(
+                "DestinationRule",
+                "default",
+                "echo",
+                "host: echo\ntrafficPolicy: {tls: {mode: DISABLE}}",
+            )],
+            "none",
+        ),
+        (
+            "a rule's ISTIO_MUTUAL is the user's: kept whatever the endpoints",
+            vec![off],
+            vec![(
+                "DestinationRule",
+                "default",
+                "echo",
+                "host: echo\ntrafficPolicy: {tls: {mode: ISTIO_MUTUAL}}",
+            )],
+            "mutual",
+        ),
+    ];
+    for (what, modes, configs, want) in cases {
+        assert_eq!(headless(&modes, &configs), want, "{what}");
+    }
+}
+
 #[test]
 fn proxies_that_get_the_same_rule_share_one_encode() {
     let m = mesh(&[

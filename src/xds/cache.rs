@@ -120,7 +120,7 @@ impl ResourceCache {
 
     /// Moves the cache to `snapshot`. When it follows the newest version the cache knows and names
     /// what changed, every entry it does not touch stays valid: with endpoints only, everything but
-    /// those services' EDS and sidecars' inbound listeners and clusters (and every listener when one
+    /// those services' EDS and clusters and sidecars' inbound listeners and clusters (and every listener when one
     /// of them is a passthrough service: its endpoints are listeners); with services and Istio
     /// objects, the clusters and endpoints of other hosts (listeners and routes are rebuilt once).
     /// Idempotent: every stream calls it, the first does the work (and is the only one to build the
@@ -146,6 +146,12 @@ impl ResourceCache {
                 Box::new(move |key| match key.ty {
                     XdsType::Endpoint => {
                         ClusterRef::parse(&key.name).is_some_and(|c| !hosts.contains(c.hostname()))
+                    }
+                    // A cluster reads its service's endpoints too (identities, a passthrough cluster's mTLS).
+                    XdsType::Cluster
+                        if ClusterRef::parse(&key.name).is_some_and(|c| hosts.contains(c.hostname())) =>
+                    {
+                        false
                     }
                     XdsType::Listener if listeners => false,
                     // A sidecar's inbound side follows which endpoints are its own.
@@ -238,16 +244,24 @@ mod tests {
         };
         c.get_or_insert(eds("a"), 1, || build("a"));
         let b = c.get_or_insert(eds("b"), 1, || build("b")).unwrap();
-        let cds = c.get_or_insert(key("outbound|80||a"), 1, || build("a")).unwrap();
+        let cds = c.get_or_insert(key("outbound|80||b"), 1, || build("b")).unwrap();
+        c.get_or_insert(key("outbound|80||a"), 1, || build("a"));
         c.advance(&eds_only(2, 1));
         let b2 = c
             .get_or_insert(eds("b"), 2, || panic!("b did not change"))
             .unwrap();
         assert!(Arc::ptr_eq(&b, &b2));
         let cds2 = c
-            .get_or_insert(key("outbound|80||a"), 2, || panic!("CDS is not EDS"))
+            .get_or_insert(key("outbound|80||b"), 2, || panic!("b's cluster did not change"))
             .unwrap();
         assert!(Arc::ptr_eq(&cds, &cds2));
+        // a's cluster reads a's endpoints (identities; a passthrough cluster's mTLS).
+        let mut rebuilt = false;
+        c.get_or_insert(key("outbound|80||a"), 2, || {
+            rebuilt = true;
+            build("a")
+        });
+        assert!(rebuilt, "a's cluster follows its endpoints");
         let mut rebuilt = false;
         c.get_or_insert(eds("a"), 2, || {
             rebuilt = true;

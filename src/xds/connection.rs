@@ -293,13 +293,18 @@ impl<P: Protocol> Stream<P> {
             match &push {
                 Push::Full => self.respond(ty, Mode::Pushed, None).await?,
                 Push::Listeners(_) if ty == XdsType::Listener => self.respond(ty, Mode::Pushed, None).await?,
-                Push::Endpoints(hosts) | Push::Listeners(hosts) if ty == XdsType::Endpoint => {
+                Push::Listeners(_) | Push::Clusters(_) if ty == XdsType::Cluster => {
+                    self.respond(ty, Mode::Pushed, None).await?
+                }
+                Push::Endpoints(hosts) | Push::Listeners(hosts) | Push::Clusters(hosts)
+                    if ty == XdsType::Endpoint =>
+                {
                     let only = self.watched_clusters_of(hosts);
                     if !only.is_empty() {
                         self.respond(ty, Mode::Pushed, Some(&only)).await?;
                     }
                 }
-                Push::Endpoints(_) | Push::Listeners(_) | Push::None => {}
+                Push::Endpoints(_) | Push::Listeners(_) | Push::Clusters(_) | Push::None => {}
             }
         }
         if let Some(changed_at) = self.snapshot.changed_at() {

@@ -20,7 +20,7 @@ use tokio::{sync::watch, time::Instant};
 use crate::envoy::{Mesh, ProxyKind, pod_listeners};
 use crate::{
     istio::{Kind, ObjectRef},
-    model::Hostname,
+    model::{Hostname, Resolution},
     traffic::{SidecarScope, hosts::HostPattern},
 };
 
@@ -69,8 +69,11 @@ pub enum Push {
     None,
     /// EDS for these hosts' clusters only.
     Endpoints(BTreeSet<Hostname>),
-    /// A sidecar's listeners too, besides EDS for these hosts' clusters: one of them is a passthrough
-    /// service, whose endpoints are its per-endpoint listeners (`envoy::pod_listeners`).
+    /// A sidecar's clusters too, besides EDS for these hosts' clusters: one of them is a passthrough
+    /// service, whose original-destination cluster's mTLS follows its endpoints (`envoy::cds`).
+    Clusters(BTreeSet<Hostname>),
+    /// A sidecar's listeners and clusters too: one of them is a passthrough service with a TCP port,
+    /// whose endpoints are also its per-endpoint listeners (`envoy::pod_listeners`).
     Listeners(BTreeSet<Hostname>),
     /// Every type (the per-resource diff still sends only what changed).
     Full,
@@ -95,23 +98,25 @@ pub struct Recipient<'a> {
 /// What `changes` makes a proxy need, given its scope before (`old`) and after (`new`) them: a
 /// service or rule matters when either scope sees it (a service leaving the scope must disappear, one
 /// entering must appear), and anything that moved the proxy's own service targets. The endpoints of a
-/// passthrough service with a TCP port are a sidecar's listeners too: it gets LDS with their EDS
-/// (istiod's `HeadlessEndpointUpdate`, which pushes sidecars LDS and gateways EDS only).
+/// passthrough service decide its sidecar cluster's mTLS, and with a TCP port they are a sidecar's
+/// listeners too: it gets CDS (and LDS) with their EDS (istiod's `HeadlessEndpointUpdate`, which
+/// pushes sidecars and gives gateways EDS only).
 pub fn decide(changes: &PushScope, proxy: Recipient<'_>, old: &SidecarScope, new: &SidecarScope) -> Push {
     let sees = |h: &str| old.sees_host(h) || new.sees_host(h);
-    let listeners = |h: &Hostname| {
+    let passthrough = |h: &Hostname, listeners: bool| {
         proxy.kind == ProxyKind::Sidecar
-            && proxy
-                .mesh
-                .service(h)
-                .is_some_and(pod_listeners::follows_endpoints)
+            && proxy.mesh.service(h).is_some_and(|s| {
+                s.resolution == Resolution::Passthrough && (!listeners || pod_listeners::follows_endpoints(s))
+            })
     };
     let eds = |hosts: &BTreeSet<Hostname>| {
         let seen: BTreeSet<Hostname> = hosts.iter().filter(|h| new.sees_host(h)).cloned().collect();
         if seen.is_empty() {
             Push::None
-        } else if seen.iter().any(listeners) {
+        } else if seen.iter().any(|h| passthrough(h, true)) {
             Push::Listeners(seen)
+        } else if seen.iter().any(|h| passthrough(h, false)) {
+            Push::Clusters(seen)
         } else {
             Push::Endpoints(seen)
         }

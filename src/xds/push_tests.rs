@@ -342,12 +342,12 @@ fn changes_push_only_proxies_whose_scope_sees_them() {
             eds(&[db]),
         ),
         (
-            "HTTP-only headless endpoints",
+            "HTTP-only headless endpoints: the cluster's mTLS follows them, no listener does",
             PushScope::Endpoints(hosts(&[stream])),
             &all,
             &all,
             sidecar,
-            eds(&[stream]),
+            Push::Clusters(hosts(&[stream])),
         ),
     ];
     let mesh = mesh();

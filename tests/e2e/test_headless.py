@@ -23,7 +23,7 @@ import pytest
 
 import realk8s
 from meshd_proc import Meshd
-from xdsharness import LDS, Ads, decode, sidecar_node
+from xdsharness import CDS, LDS, Ads, decode, sidecar_node
 
 NS = "headless"
 CLIENT_IP = "10.1.0.99"
@@ -94,33 +94,39 @@ def meshd(cluster, tmp_path_factory):
     assert m.stop() == 0, m.log()[-4000:]
 
 
-class Listeners:
-    """A sidecar's wildcard LDS subscription on one stream, ACKing each response and keeping the names
-    in force: a state-of-the-world response replaces them, a delta one adds and removes."""
+class Stream:
+    """A sidecar's wildcard subscription to one type on one stream, ACKing each response and keeping the
+    resources in force: a state-of-the-world response replaces them, a delta one adds and removes."""
 
-    def __init__(self, addr: str, delta: bool):
+    def __init__(self, addr: str, delta: bool, type_url: str = LDS):
         self.ads = Ads(addr, delta=delta)
-        self.names: set[str] = set()
+        self.resources: dict = {}
         node = sidecar_node(f"sidecar~{CLIENT_IP}~client-0.{NS}~{NS}.svc.cluster.local", NAMESPACE=NS,
                             CLUSTER_ID="cluster1", INSTANCE_IPS=CLIENT_IP, LABELS={"app": "client"})
-        self.ads.send(LDS, node=node)  # wildcard (implicitly, in delta too)
+        self.ads.send(type_url, node=node)  # wildcard (implicitly, in delta too)
 
-    def until(self, what: str, want, timeout: float = 60) -> set[str]:
+    @property
+    def names(self) -> set[str]:
+        return set(self.resources)
+
+    def until(self, what: str, want, timeout: float = 60, of=lambda s: s.names):
         deadline = time.monotonic() + timeout
-        while not want(self.names):
+        while not want(of(self)):
             left = deadline - time.monotonic()
-            assert left > 0, f"{'delta' if self.ads.delta else 'SotW'}: {what}; listeners {sorted(self.names)}"
+            assert left > 0, f"{'delta' if self.ads.delta else 'SotW'}: {what}; have {sorted(self.names)}"
             try:
                 resp = self.ads.recv(timeout=left)
             except queue.Empty:
                 continue
             self.ads.ack(resp)
-            got = set(decode(resp))
+            got = decode(resp)
             if self.ads.delta:
-                self.names = (self.names | got) - set(resp.removed_resources)
+                self.resources.update(got)
+                for name in resp.removed_resources:
+                    self.resources.pop(name, None)
             else:
-                self.names = got
-        return self.names
+                self.resources = got
+        return of(self)
 
 
 def per_pod(names: set[str]) -> set[str]:
@@ -128,7 +134,7 @@ def per_pod(names: set[str]) -> set[str]:
 
 
 def test_scaling_adds_and_removes_per_pod_listeners(cluster, meshd):
-    streams = [Listeners(f"127.0.0.1:{meshd.grpc}", delta) for delta in (False, True)]
+    streams = [Stream(f"127.0.0.1:{meshd.grpc}", delta) for delta in (False, True)]
     try:
         two = {"10.1.0.10_5432", "10.1.0.11_5432"}
         for s in streams:
@@ -143,6 +149,38 @@ def test_scaling_adds_and_removes_per_pod_listeners(cluster, meshd):
         for s in streams:
             got = s.until("only db-0's listener left", lambda n: per_pod(n) == {"10.1.0.10_5432"})
             assert "0.0.0.0_8080" in got
+    finally:
+        for s in streams:
+            s.ads.close()
+
+
+def tls_of(s: Stream) -> str:
+    """How the sidecar dials db's TCP port: its original-destination cluster's socket."""
+    c = s.resources.get(f"outbound|5432||db.{NS}.svc.cluster.local")
+    if c is None:
+        return "no cluster"
+    return "mtls" if c.HasField("transport_socket") else "plaintext"
+
+
+def test_the_cluster_is_mtls_only_while_every_pod_has_a_sidecar(cluster, meshd):
+    """istiod's rule for a passthrough cluster (no endpoint metadata to match per pod): Istio mTLS when
+    every endpoint has a sidecar, else plaintext; a pod gaining or losing it pushes the sidecars CDS."""
+    cluster.kubectl("scale", "statefulset", "db", "-n", NS, "--replicas=2")
+    kubelet(cluster, 2)
+    streams = [Stream(f"127.0.0.1:{meshd.grpc}", delta, CDS) for delta in (False, True)]
+    pods = [p["metadata"]["name"] for p in json.loads(
+        cluster.kubectl("get", "pods", "-n", NS, "-l", "app=db", "-o", "json").stdout)["items"]]
+    label = "security.istio.io/tlsMode"
+    try:
+        for s in streams:
+            s.until("no pod has a sidecar: plaintext", lambda t: t == "plaintext", of=tls_of)
+        for p in pods:
+            cluster.kubectl("label", "pod", p, "-n", NS, f"{label}=istio", "--overwrite")
+        for s in streams:
+            s.until("every pod has one: mTLS", lambda t: t == "mtls", of=tls_of)
+        cluster.kubectl("label", "pod", pods[0], "-n", NS, f"{label}-")
+        for s in streams:
+            s.until("one pod without: plaintext again", lambda t: t == "plaintext", of=tls_of)
     finally:
         for s in streams:
             s.ads.close()
