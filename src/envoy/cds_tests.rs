@@ -25,6 +25,14 @@ const HOST: &str = "echo.default.svc.cluster.local";
 /// An Istio object: kind, namespace, name, spec (YAML).
 type Obj<'a> = (&'a str, &'a str, &'a str, &'a str);
 
+/// A DestinationRule for echo turning TLS off.
+const TLS_DISABLE: Obj = (
+    "DestinationRule",
+    "default",
+    "echo",
+    "host: echo\ntrafficPolicy: {tls: {mode: DISABLE}}",
+);
+
 #[test]
 fn names_round_trip_with_and_without_subsets() {
     let h = "reviews.ns.svc.cluster.local";
@@ -90,12 +98,26 @@ fn mesh(configs: &[Obj]) -> StaticMesh {
         .collect();
     StaticMesh::new(1)
         .with(service("echo", "default", &[("grpc", 7070, Protocol::Grpc)]), eps)
-        .with_config(
-            configs
-                .iter()
-                .map(|(kind, ns, name, spec)| config(kind, ns, name, "1", spec))
-                .collect::<Vec<_>>(),
-        )
+        .with_config(objects(configs))
+}
+
+/// `configs` as the Istio objects a mesh holds.
+fn objects(configs: &[Obj]) -> Vec<Arc<crate::istio::Config>> {
+    configs
+        .iter()
+        .map(|(kind, ns, name, spec)| config(kind, ns, name, "1", spec))
+        .collect()
+}
+
+/// The sidecar's cluster for echo's port 7070.
+fn echo_cluster(m: &StaticMesh) -> Cluster {
+    built(
+        m,
+        ProxyKind::Sidecar,
+        "default",
+        &format!("outbound|7070||{HOST}"),
+    )
+    .unwrap()
 }
 
 const SUBSETS: &str = "host: echo.default.svc.cluster.local
@@ -259,13 +281,7 @@ fn grpc_gets_mtls_only_from_istio_mutual() {
 #[test]
 fn sidecar_auto_mtls_follows_peer_authentication_and_the_rule() {
     let tls = |m: &StaticMesh| {
-        let c = built(
-            m,
-            ProxyKind::Sidecar,
-            "default",
-            &format!("outbound|7070||{HOST}"),
-        )
-        .unwrap();
+        let c = echo_cluster(m);
         match (c.transport_socket.is_some(), c.transport_socket_matches.len()) {
             (false, 2) => "auto",
             (true, 0) => "mutual",
@@ -282,15 +298,7 @@ fn sidecar_auto_mtls_follows_peer_authentication_and_the_rule() {
             "none",
         ),
         (vec![("PeerAuthentication", "other", "off", disable)], "auto"),
-        (
-            vec![(
-                "DestinationRule",
-                "default",
-                "echo",
-                "host: echo\ntrafficPolicy: {tls: {mode: DISABLE}}",
-            )],
-            "none",
-        ),
+        (vec![TLS_DISABLE], "none"),
         (
             vec![
                 ("PeerAuthentication", "default", "off", disable),
@@ -307,20 +315,14 @@ fn sidecar_auto_mtls_follows_peer_authentication_and_the_rule() {
     for (configs, want) in cases {
         assert_eq!(tls(&mesh(&configs)), want, "{configs:?}");
     }
-    // A PASSTHROUGH cluster dials the original destination: no auto-mTLS (as istiod).
+    // A PASSTHROUGH cluster dials the original destination: no per-endpoint matches (as istiod).
     let m = mesh(&[(
         "DestinationRule",
         "default",
         "echo",
         "host: echo\ntrafficPolicy: {loadBalancer: {simple: PASSTHROUGH}}",
     )]);
-    let c = built(
-        &m,
-        ProxyKind::Sidecar,
-        "default",
-        &format!("outbound|7070||{HOST}"),
-    )
-    .unwrap();
+    let c = echo_cluster(&m);
     assert!(c.eds_cluster_config.is_none() && c.transport_socket_matches.is_empty());
     assert_eq!(c.lb_policy, LbPolicy::ClusterProvided as i32);
 }
@@ -342,19 +344,7 @@ fn a_passthrough_cluster_is_mtls_only_when_every_endpoint_has_a_sidecar() {
                 ep
             })
             .collect();
-        let m = StaticMesh::new(1).with(svc, eps).with_config(
-            configs
-                .iter()
-                .map(|(kind, ns, name, spec)| config(kind, ns, name, "1", spec))
-                .collect::<Vec<_>>(),
-        );
-        let c = built(
-            &m,
-            ProxyKind::Sidecar,
-            "default",
-            &format!("outbound|7070||{HOST}"),
-        )
-        .unwrap();
+        let c = echo_cluster(&StaticMesh::new(1).with(svc, eps).with_config(objects(configs)));
         assert_eq!(c.lb_policy, LbPolicy::ClusterProvided as i32);
         match (c.transport_socket.is_some(), c.transport_socket_matches.len()) {
             (true, 0) => "mutual",
@@ -379,17 +369,7 @@ fn a_passthrough_cluster_is_mtls_only_when_every_endpoint_has_a_sidecar() {
             vec![("PeerAuthentication", "default", "off", disable)],
             "none",
         ),
-        (
-            "a rule's DISABLE wins",
-            vec![istio],
-            vec![(
-                "DestinationRule",
-                "default",
-                "echo",
-                "host: echo\ntrafficPolicy: {tls: {mode: DISABLE}}",
-            )],
-            "none",
-        ),
+        ("a rule's DISABLE wins", vec![istio], vec![TLS_DISABLE], "none"),
         (
             "a rule's ISTIO_MUTUAL is the user's: kept whatever the endpoints",
             vec![off],
