@@ -20,10 +20,10 @@ pub enum LogFormat {
 /// resumes, and meshd reports the reconnect if it fails) and an unparsable answer before returning it,
 /// and kube-runtime's watcher logs every 403 at WARN before returning it to the watcher's owner.
 ///
-/// They are dropped by target and level rather than by not installing kube's tracing layer: that layer is
-/// part of the client stack `kube::Client::try_from` builds (auth, TLS, …), which meshd would otherwise
-/// have to rebuild for every client and keep in step with kube. The filter is exact (these events only,
-/// the libraries' debug tracing stays available through `--log-level`) and covers every client at once.
+/// They are dropped by target and level: the config cluster's client is the stack `kube::Client::try_from`
+/// builds, tracing layer included (remote clients, built by `multicluster::client` for their small read
+/// buffers, leave that layer out). The filter is exact (these events only, the libraries' debug tracing
+/// stays available through `--log-level`) and covers every client at once.
 const LIBRARY_DUPLICATES: &[(&str, Level)] = &[
     ("kube_client::client::builder", Level::ERROR),
     ("kube_client::client", Level::WARN),
