@@ -10,12 +10,13 @@ use std::{
     sync::Arc,
 };
 
-use k8s_openapi::api::{core::v1 as core, discovery::v1 as discovery};
+use k8s_openapi::api::discovery::v1 as discovery;
 use smallvec::SmallVec;
 
 use super::{
     invalid::{InvalidAddress, parse_ip},
     network::NetworkResolver,
+    objects,
     service::Context,
     workload_name::workload_name,
 };
@@ -111,7 +112,7 @@ pub struct PodEntry {
 
 /// Compacts a slice; `None` for slices meshd does not serve (no service, MCS imports, FQDN addresses).
 /// Addresses that do not parse are left out and returned beside it.
-pub fn slice(s: &discovery::EndpointSlice) -> Option<(Slice, Vec<InvalidAddress>)> {
+pub fn slice(s: &objects::EndpointSlice) -> Option<(Slice, Vec<InvalidAddress>)> {
     let labels = s.metadata.labels.as_ref()?;
     if labels.contains_key(LABEL_MCS_SERVICE_NAME) || s.address_type == "FQDN" {
         return None;
@@ -167,7 +168,7 @@ pub fn health(c: Option<&discovery::EndpointConditions>) -> Health {
 }
 
 /// Compacts a pod; `None` for failed pods (whose IPs may be reused).
-pub fn pod(p: &core::Pod, ctx: &Context) -> Option<Pod> {
+pub fn pod(p: &objects::Pod, ctx: &Context) -> Option<Pod> {
     let namespace = p.metadata.namespace.as_deref()?;
     if p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed") {
         return None;
@@ -383,7 +384,7 @@ mod tests {
         }
     }
 
-    fn k8s_slice(endpoints: serde_json::Value) -> discovery::EndpointSlice {
+    fn k8s_slice(endpoints: serde_json::Value) -> objects::EndpointSlice {
         serde_json::from_value(json!({
             "metadata": {"name": "reviews-abc", "namespace": "ns", "labels": {"kubernetes.io/service-name": "reviews"}},
             "addressType": "IPv4",
@@ -394,7 +395,7 @@ mod tests {
     }
 
     fn k8s_pod(name: &str, labels: serde_json::Value, node: &str) -> (ObjectName, PodEntry) {
-        let p: core::Pod = serde_json::from_value(json!({
+        let p: objects::Pod = serde_json::from_value(json!({
             "metadata": {"name": name, "namespace": "ns", "labels": labels},
             "spec": {"serviceAccountName": "reviews", "nodeName": node, "containers": []},
             "status": {"phase": "Running"},
@@ -583,7 +584,7 @@ mod tests {
     #[test]
     fn endpoints_carry_istiods_telemetry_string() {
         // A Deployment's pod names the Deployment; an address without a pod only its cluster.
-        let p: core::Pod = serde_json::from_value(json!({
+        let p: objects::Pod = serde_json::from_value(json!({
             "metadata": {"name": "reviews-v1-5d8f9c-x7k2p", "generateName": "reviews-v1-5d8f9c-", "namespace": "ns",
                          "labels": {"app": "reviews", "version": "v1", "pod-template-hash": "5d8f9c"},
                          "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "reviews-v1-5d8f9c",
@@ -621,7 +622,7 @@ mod tests {
 
     #[test]
     fn failed_pods_are_dropped() {
-        let p: core::Pod = serde_json::from_value(json!({
+        let p: objects::Pod = serde_json::from_value(json!({
             "metadata": {"name": "p", "namespace": "ns"}, "status": {"phase": "Failed"}}))
         .unwrap();
         assert!(pod(&p, &ctx()).is_none());

@@ -2,7 +2,8 @@
 //! folded into a compact [`state::State`] by one task, which sends the aggregator what changed.
 //!
 //! Discovery selectors ([`namespaces`]): the namespaced watchers start once the Namespaces are listed,
-//! and keep only the objects of discovered namespaces, so an undiscovered namespace costs no memory. A
+//! and keep only the objects of discovered namespaces, so an undiscovered namespace costs no memory
+//! beyond decoding its objects into [`objects`]' slim types, which skip what meshd does not read. A
 //! namespace that stops being discovered has its objects dropped at once; one that starts makes the
 //! namespaced watchers relist (istiod replays its informer cache instead, which holds every object).
 //!
@@ -16,6 +17,7 @@ pub mod invalid;
 mod metrics;
 pub mod namespaces;
 pub mod network;
+pub mod objects;
 pub mod service;
 mod state;
 mod workload_name;
@@ -25,10 +27,7 @@ pub use metrics::Metrics;
 use std::{collections::HashSet, sync::Arc};
 
 use futures::{StreamExt, stream::BoxStream};
-use k8s_openapi::api::{
-    core::v1::{Namespace, Node, Pod, Service},
-    discovery::v1::EndpointSlice,
-};
+use k8s_openapi::api::core::v1::{Namespace, Node};
 use kube::{Api, Client, ResourceExt, core::PartialObjectMeta, runtime::watcher};
 use tokio::sync::watch;
 use tracing::{info, warn};
@@ -38,6 +37,7 @@ use self::{
     invalid::{InvalidAddress, Reported},
     namespaces::{Namespaces, Selection},
     network::NetworkResolver,
+    objects::{EndpointSlice, Pod, Service},
     state::State,
 };
 use crate::kube_watch;

@@ -2,9 +2,12 @@
 
 use std::{collections::BTreeMap, net::IpAddr, sync::Arc};
 
-use k8s_openapi::{api::core::v1 as k8s, apimachinery::pkg::util::intstr::IntOrString};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::invalid::{InvalidAddress, parse_ip};
+use super::{
+    invalid::{InvalidAddress, parse_ip},
+    objects as k8s,
+};
 use crate::model::{
     self, ClusterId, ExternalAddress, Hostname, Protocol, Resolution, ServicePort, TargetPort,
 };

@@ -3,7 +3,6 @@
 
 use std::collections::HashMap;
 
-use k8s_openapi::api::core::v1 as core;
 use serde_json::{Value, json};
 
 use super::{
@@ -15,7 +14,7 @@ use crate::{
     registry::{
         endpoints::{self, ObjectName, PodEntry, Sources},
         network::NetworkResolver,
-        service,
+        objects, service,
     },
 };
 
@@ -41,7 +40,7 @@ fn workloads(pods: &[Value]) -> std::sync::Arc<[endpoints::PodWorkload]> {
     let pods: HashMap<ObjectName, PodEntry> = pods
         .iter()
         .map(|p| {
-            let p: core::Pod = serde_json::from_value(p.clone()).unwrap();
+            let p: objects::Pod = serde_json::from_value(p.clone()).unwrap();
             let name = ObjectName {
                 namespace: p.metadata.namespace.as_deref().unwrap().into(),
                 name: p.metadata.name.as_deref().unwrap().into(),

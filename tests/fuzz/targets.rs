@@ -6,13 +6,12 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use envoy_types::pb::envoy::config::core::v3::Node;
-use k8s_openapi::api::{core::v1 as core, discovery::v1 as discovery};
 use meshd::{
     config::{mesh::MeshConfig, networks::MeshNetworks},
     istio,
     model::ClusterId,
     multicluster::kubeconfig::{InsecureOption, sanitize},
-    registry::{endpoints, service},
+    registry::{endpoints, objects, service},
     xds::Proxy,
 };
 use prost::Message;
@@ -65,13 +64,13 @@ pub fn k8s_objects(data: &[u8]) {
         domain_suffix: Arc::from("cluster.local"),
         trust_domain: Arc::from("cluster.local"),
     };
-    if let Ok(svc) = serde_json::from_slice::<core::Service>(data) {
+    if let Ok(svc) = serde_json::from_slice::<objects::Service>(data) {
         let _ = service::convert(&svc, &ctx);
     }
-    if let Ok(slice) = serde_json::from_slice::<discovery::EndpointSlice>(data) {
+    if let Ok(slice) = serde_json::from_slice::<objects::EndpointSlice>(data) {
         let _ = endpoints::slice(&slice);
     }
-    if let Ok(pod) = serde_json::from_slice::<core::Pod>(data) {
+    if let Ok(pod) = serde_json::from_slice::<objects::Pod>(data) {
         let _ = endpoints::pod(&pod, &ctx);
     }
 }
