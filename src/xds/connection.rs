@@ -11,6 +11,7 @@ use std::{
     sync::Arc,
 };
 
+use futures::stream;
 use parking_lot::Mutex;
 use tokio::{sync::mpsc, time::Instant};
 use tokio_stream::{StreamExt, wrappers::WatchStream};
@@ -26,6 +27,7 @@ use super::{
     shared::{Caller, Shared},
     status::{ConnectionStatus, StatusHandle, Watches},
     wire::{Frame, Requests},
+    woken::Woken,
 };
 use crate::envoy::{
     Context, Mesh, NetworkView, Proxy, ScopedMesh, XdsType, cds, scope_of, service_targets::Served,
@@ -76,16 +78,17 @@ pub(crate) async fn run<P: Protocol>(
     shared: Arc<Shared>,
     caller: Caller,
     peer: Option<String>,
-    mut requests: Requests<tonic::body::Body, P::Request>,
+    requests: Requests<tonic::body::Body, P::Request>,
     out: Outbox,
     protocol: &'static str,
 ) where
     P::Request: prost::Message + Default,
 {
-    let stop = shared.tasks.cancelled();
-    tokio::pin!(stop);
+    // Every source the loop selects over is polled only when it woke the task (see [`Woken`]).
+    let mut stop = Woken::new(stream::once(Box::pin(shared.tasks.cancelled())));
+    let mut requests = Woken::new(requests);
     let first = tokio::select! {
-        _ = &mut stop => Err(Error::ShuttingDown),
+        _ = stop.next() => Err(Error::ShuttingDown),
         r = requests.next() => match r {
             None => return,
             Some(Err(status)) => Err(Error::Receive(status)),
@@ -149,12 +152,12 @@ pub(crate) async fn run<P: Protocol>(
     };
     // Each watch is waited on by one future for the stream's life: one re-created on every turn of the
     // loop would enter and leave the watch's waiter list (locks every stream shares) for every ACK.
-    let mut versions = WatchStream::from_changes(versions);
+    let mut versions = Woken::new(WatchStream::from_changes(versions));
     // Secrets change on their own clock: a stream re-sends its SDS resources when the source says so.
     let mut secret_versions = shared
         .secrets
         .get()
-        .map(|s| WatchStream::from_changes(s.versions()));
+        .map(|s| Woken::new(WatchStream::from_changes(s.versions())));
     let mut next = Some(first);
     let end = loop {
         if let Some(req) = next.take() {
@@ -165,7 +168,7 @@ pub(crate) async fn run<P: Protocol>(
         }
         tokio::select! {
             biased;
-            _ = &mut stop => break Some(Error::ShuttingDown),
+            _ = stop.next() => break Some(Error::ShuttingDown),
             r = requests.next() => match r {
                 None => break None,
                 Some(Err(status)) => break Some(Error::Receive(status)),
@@ -200,7 +203,7 @@ pub(crate) async fn run<P: Protocol>(
 type StepResult = Result<(), Option<Error>>;
 
 /// The next change of the secret source's version; never, without a source (or once it is gone).
-async fn secret_changed(versions: &mut Option<WatchStream<u64>>) -> Result<(), ()> {
+async fn secret_changed(versions: &mut Option<Woken<WatchStream<u64>>>) -> Result<(), ()> {
     match versions {
         Some(v) => match v.next().await {
             Some(_) => Ok(()),

@@ -32,6 +32,7 @@ mod sotw;
 pub mod status;
 mod subscription;
 mod wire;
+mod woken;
 
 pub use push::{PushScope, Snapshot, SnapshotSource};
 pub use secrets::{SecretRequest, SecretSource};

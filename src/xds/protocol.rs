@@ -115,7 +115,11 @@ impl Exchange {
     /// The client accepted the response `nonce`; it now runs `version`.
     pub(crate) fn acked(&mut self, nonce: &str, version: &str) {
         self.nack = None;
-        self.nonce_acked = Some(nonce.to_owned());
+        // Into the previous ACK's buffer: every response is acknowledged, mostly with a nonce as long.
+        match &mut self.nonce_acked {
+            Some(acked) => nonce.clone_into(acked),
+            None => self.nonce_acked = Some(nonce.to_owned()),
+        }
         version.clone_into(&mut self.version_acked);
     }
 
