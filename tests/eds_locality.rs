@@ -42,13 +42,13 @@ fn config(kind: Kind, name: &str, spec: &str) -> Arc<istio::Config> {
 fn mesh() -> StaticMesh {
     let ep = |ip: &str, region: &str, zone: &str, version: &str| {
         let mut e = endpoint(ip.parse::<IpAddr>().unwrap(), &[("grpc", 7070)], "c1");
-        e.locality = Locality {
+        e.placement_mut().locality = Locality {
             region: region.into(),
             zone: zone.into(),
             subzone: "".into(),
         };
         e.tls_mode = TlsMode::Istio;
-        e.labels = Arc::new([("version".to_owned(), version.to_owned())].into());
+        e.info_mut().labels = Arc::new([("version".to_owned(), version.to_owned())].into());
         e
     };
     StaticMesh::new(1)

@@ -34,7 +34,8 @@ fn mesh() -> StaticMesh {
                     let ip: IpAddr = [10, c as u8, (s / 40) as u8, (s % 40 * 6 + e) as u8].into();
                     let mut ep = endpoint(ip, &[("http", 8080)], &cluster);
                     ep.tls_mode = TlsMode::Istio;
-                    ep.service_account = Some(format!("spiffe://cluster.local/ns/{ns}/sa/svc-{s}").into());
+                    ep.info_mut().service_account =
+                        Some(format!("spiffe://cluster.local/ns/{ns}/sa/svc-{s}").into());
                     ep
                 })
                 .collect();

@@ -41,7 +41,7 @@ fn mesh(n: u8) -> StaticMesh {
     let eps = (1..=n)
         .map(|i| {
             let mut ep = endpoint(IpAddr::from([10, 0, 0, i]), &[("grpc", 7070)], "c1");
-            ep.labels = Arc::new([("version".to_owned(), "v1".to_owned())].into());
+            ep.info_mut().labels = Arc::new([("version".to_owned(), "v1".to_owned())].into());
             ep
         })
         .collect();

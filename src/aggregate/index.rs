@@ -273,7 +273,10 @@ impl Index {
         } else {
             shards.shards.insert(cluster.clone(), eps);
         }
-        let accounts = shards.iter().filter_map(|e| e.service_account.clone()).collect();
+        let accounts = shards
+            .iter()
+            .filter_map(|e| e.service_account().clone())
+            .collect();
         let kind = if accounts == shards.service_accounts {
             ChangeKind::Eds
         } else {
@@ -336,22 +339,13 @@ fn merge(entries: &[(ShardKey, Arc<Service>)]) -> Option<Arc<Service>> {
     let mut merged = Service::clone(first);
     for (_, s) in rest {
         for (c, vips) in &s.cluster_vips {
-            merged
-                .cluster_vips
-                .entry(c.clone())
-                .or_insert_with(|| vips.clone());
+            merged.cluster_vips.get_or_insert_with(c, || vips.clone());
         }
         for (c, addrs) in &s.external_addresses {
-            merged
-                .external_addresses
-                .entry(c.clone())
-                .or_insert_with(|| addrs.clone());
+            merged.external_addresses.get_or_insert_with(c, || addrs.clone());
         }
         for (c, ports) in &s.node_ports {
-            merged
-                .node_ports
-                .entry(c.clone())
-                .or_insert_with(|| ports.clone());
+            merged.node_ports.get_or_insert_with(c, || ports.clone());
         }
         merged.service_accounts.extend(s.service_accounts.iter().cloned());
     }

@@ -1,11 +1,11 @@
 //! Aggregate merge, shard and change-classification tests.
 
-use std::{collections::BTreeMap, net::IpAddr, sync::Arc, time::Duration};
+use std::{net::IpAddr, sync::Arc, time::Duration};
 
 use super::{index::Index, *};
 use crate::model::{
-    ClusterId, Endpoint, EndpointPort, Health, Hostname, Locality, Protocol, Resolution, Service, ServiceKey,
-    ServicePort, ShardKey, TlsMode,
+    ClusterId, Endpoint, EndpointPort, Health, Hostname, Locality, Placement, Protocol, Resolution, Service,
+    ServiceKey, ServicePort, ShardKey, TlsMode, WorkloadInfo,
 };
 
 fn key(name: &str) -> ServiceKey {
@@ -23,9 +23,11 @@ fn service(name: &str, cluster: &str, vip: &str, port: u16) -> Arc<Service> {
             protocol: Protocol::Http,
             target_port: None,
         }],
-        cluster_vips: BTreeMap::from([(cluster.into(), vec![vip.parse().unwrap()])]),
-        external_addresses: BTreeMap::new(),
-        node_ports: BTreeMap::new(),
+        cluster_vips: [(cluster.into(), vec![vip.parse().unwrap()])]
+            .into_iter()
+            .collect(),
+        external_addresses: Default::default(),
+        node_ports: Default::default(),
         labels: Default::default(),
         service_accounts: Default::default(),
         creation_time: None,
@@ -45,16 +47,16 @@ fn endpoints(cluster: &str, ips: &[&str], sa: &str) -> Arc<[Endpoint]> {
                 service_port_name: "http".into(),
                 port: 8080,
             }]),
-            cluster: cluster.into(),
-            network: None,
-            locality: Locality::default(),
-            labels: Default::default(),
-            service_account: Some(format!("spiffe://cluster.local/ns/ns/sa/{sa}").into()),
+            placement: Placement::new(cluster.into(), None, Locality::default()),
+            info: WorkloadInfo::new(
+                Default::default(),
+                Some(format!("spiffe://cluster.local/ns/ns/sa/{sa}").into()),
+            ),
+            workload_meta: crate::model::workload_meta("", "", &Default::default(), cluster),
             tls_mode: TlsMode::Istio,
             health: Health::Healthy,
             workload: None,
             kind: crate::model::WorkloadKind::Pod,
-            workload_meta: crate::model::workload_meta("", "", &Default::default(), cluster),
             weight: 1,
         })
         .collect()

@@ -100,7 +100,7 @@ impl Input {
                             .map(|e| {
                                 let w = workload(&s.namespace, e);
                                 workloads
-                                    .entry((e.cluster.clone(), e.address))
+                                    .entry((e.cluster().clone(), e.address))
                                     .or_insert_with(|| w.clone());
                                 w
                             })
@@ -145,7 +145,7 @@ impl Input {
 
 /// An endpoint as a workload, with istiod's augmented labels.
 fn workload(namespace: &str, e: &Endpoint) -> Workload {
-    let mut labels: BTreeMap<String, String> = (*e.labels).clone();
+    let mut labels: BTreeMap<String, String> = (**e.labels()).clone();
     for key in [
         LABEL_REGION,
         LABEL_ZONE,
@@ -163,7 +163,7 @@ fn workload(namespace: &str, e: &Endpoint) -> Workload {
             .workload
             .as_deref()
             .map_or_else(|| e.address.to_string(), str::to_owned),
-        cluster: e.cluster.as_str().to_owned(),
+        cluster: e.cluster().as_str().to_owned(),
         labels,
     }
 }

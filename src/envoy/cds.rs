@@ -351,7 +351,10 @@ fn cluster_of<'m: 'n, 'n>(
         // Secure naming pins every workload identity of the service, including those behind gateways.
         let mut identities = service.service_accounts.clone();
         // A service's endpoints mostly share one account: look before cloning.
-        for sa in mesh.endpoints(service).filter_map(|e| e.service_account.as_ref()) {
+        for sa in mesh
+            .endpoints(service)
+            .filter_map(|e| e.service_account().as_ref())
+        {
             if !identities.contains(sa) {
                 identities.insert(sa.clone());
             }

@@ -92,7 +92,7 @@ fn mesh(configs: &[Obj]) -> StaticMesh {
         .map(|(i, v)| {
             let mut ep = endpoint(ip(&format!("10.0.0.{}", i + 1)), &[("grpc", 7070)], "c1");
             ep.tls_mode = TlsMode::Istio;
-            ep.labels = Arc::new([("version".to_owned(), (*v).to_owned())].into());
+            ep.info_mut().labels = Arc::new([("version".to_owned(), (*v).to_owned())].into());
             ep
         })
         .collect();

@@ -122,7 +122,7 @@ fn discovery_follows_resolution_and_proxy_kind() {
     let name = format!("outbound|443||{HOST}");
     let ip_ep = || {
         let mut e = endpoint("192.0.2.7".parse().unwrap(), &[("https", 8443)], "c1");
-        e.locality = Locality {
+        e.placement_mut().locality = Locality {
             region: "r".into(),
             zone: "z1".into(),
             subzone: "".into(),

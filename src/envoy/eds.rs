@@ -109,7 +109,7 @@ pub fn grouped<'a>(
     // the first occurrence is the one kept.
     let mut rows: Vec<(&Locality, u32, IpAddr, u16, &Endpoint)> = endpoints
         .into_iter()
-        .filter_map(|ep| Some((&ep.locality, rank(ep), ep.address, ep.port(&port.name)?, ep)))
+        .filter_map(|ep| Some((ep.locality(), rank(ep), ep.address, ep.port(&port.name)?, ep)))
         .collect();
     rows.sort_by(|a, b| (a.0, a.1, a.2, a.3).cmp(&(b.0, b.1, b.2, b.3)));
     let localities = rows
@@ -129,7 +129,7 @@ pub fn grouped<'a>(
                             last.weight = last.weight.saturating_add(weight);
                             if weight > lead {
                                 lead = weight;
-                                last.cluster = ep.cluster.clone();
+                                last.cluster = ep.cluster().clone();
                                 last.workload_meta = ep.workload_meta.clone();
                             }
                         }
@@ -143,8 +143,8 @@ pub fn grouped<'a>(
                             weight,
                             tls_mode: ep.tls_mode,
                             workload_meta: ep.workload_meta.clone(),
-                            network: ep.network.clone(),
-                            cluster: ep.cluster.clone(),
+                            network: ep.network().clone(),
+                            cluster: ep.cluster().clone(),
                         });
                     }
                 }

@@ -407,8 +407,8 @@ fn port_report(
         .map(|(ep, verdict)| EndpointReport {
             address: ep.address,
             target_port: ep.port(&p.name),
-            cluster: ep.cluster.clone(),
-            network: ep.network.clone(),
+            cluster: ep.cluster().clone(),
+            network: ep.network().clone(),
             workload: ep.workload.as_deref().map(str::to_owned),
             origin: ep
                 .workload
@@ -495,11 +495,11 @@ fn priority(
         .localities
         .iter()
         .filter(holds)
-        .find(|g| g.locality == ep.locality)
+        .find(|g| g.locality == *ep.locality())
         .or_else(|| a.localities.iter().find(holds))?;
     Some(PriorityReport {
         priority: group.priority,
-        why: plan.applies().then(|| plan.why(&ranked, &ep.locality)),
+        why: plan.applies().then(|| plan.why(&ranked, ep.locality())),
     })
 }
 
@@ -569,7 +569,7 @@ pub fn known_networks(mesh: &dyn Mesh) -> std::collections::BTreeSet<NetworkId> 
     let gateways = mesh.gateways().iter().map(|g| g.network.clone());
     let endpoints = mesh
         .services()
-        .flat_map(|s| mesh.endpoints(s).filter_map(|e| e.network.clone()));
+        .flat_map(|s| mesh.endpoints(s).filter_map(|e| e.network().clone()));
     gateways.chain(endpoints).collect()
 }
 

@@ -13,7 +13,7 @@ use crate::{
         ProxyKind, XdsType,
         {Context, StaticMesh, scope_of, static_mesh::service},
     },
-    model::{Endpoint, EndpointPort, Labels, Protocol},
+    model::{Endpoint, EndpointPort, Labels, Placement, Protocol, WorkloadInfo},
     xds::{Subscription, cache::ResourceCache, generate::generate},
 };
 
@@ -24,11 +24,9 @@ fn ep(ip: &str, network: &str, cluster: &str, mtls: bool, healthy: bool) -> Endp
             service_port_name: "http".into(),
             port: 5000,
         }]),
-        cluster: cluster.into(),
-        network: Some(network.into()),
-        locality: Locality::default(),
-        labels: Labels::default(),
-        service_account: None,
+        placement: Placement::new(cluster.into(), Some(network.into()), Locality::default()),
+        info: WorkloadInfo::new(Labels::default(), None),
+        workload_meta: crate::model::workload_meta("", "", &Default::default(), cluster),
         tls_mode: if mtls { TlsMode::Istio } else { TlsMode::Disabled },
         health: if healthy {
             Health::Healthy
@@ -37,7 +35,6 @@ fn ep(ip: &str, network: &str, cluster: &str, mtls: bool, healthy: bool) -> Endp
         },
         workload: None,
         kind: crate::model::WorkloadKind::Pod,
-        workload_meta: crate::model::workload_meta("", "", &Default::default(), cluster),
         weight: 1,
     }
 }
@@ -211,7 +208,7 @@ fn services_are_found_by_short_name_and_port() {
 }
 
 fn in_zone(mut ep: Endpoint, zone: &str) -> Endpoint {
-    ep.locality = Locality {
+    ep.placement_mut().locality = Locality {
         region: "r".into(),
         zone: zone.into(),
         subzone: "".into(),
@@ -446,7 +443,7 @@ fn a_subset_cluster_explains_membership_mtls_and_priority() {
             if e.address.to_string() == "10.20.0.2" {
                 labels.insert("mtls".to_owned(), "off".to_owned());
             }
-            e.labels = Arc::new(labels);
+            e.info_mut().labels = Arc::new(labels);
         }
     }
     let m = m.with_config([

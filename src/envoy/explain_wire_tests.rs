@@ -57,15 +57,17 @@ fn random_mesh(rng: &mut Rng) -> StaticMesh {
                 Endpoint {
                     address,
                     ports,
-                    cluster: cluster.into(),
-                    network: rng.pick(&NETWORKS).map(Into::into),
-                    locality: Locality {
-                        region: "r".into(),
-                        zone: (*rng.pick(&ZONES)).into(),
-                        subzone: "".into(),
-                    },
-                    labels: Labels::default(),
-                    service_account: None,
+                    placement: crate::model::Placement::new(
+                        cluster.into(),
+                        rng.pick(&NETWORKS).map(Into::into),
+                        Locality {
+                            region: "r".into(),
+                            zone: (*rng.pick(&ZONES)).into(),
+                            subzone: "".into(),
+                        },
+                    ),
+                    info: crate::model::WorkloadInfo::new(Labels::default(), None),
+                    workload_meta: crate::model::workload_meta("", "", &Default::default(), cluster),
                     tls_mode: *rng.pick(&[TlsMode::Istio, TlsMode::Istio, TlsMode::Disabled]),
                     health: *rng.pick(&[
                         Health::Healthy,
@@ -75,7 +77,6 @@ fn random_mesh(rng: &mut Rng) -> StaticMesh {
                     ]),
                     workload: None,
                     kind: crate::model::WorkloadKind::Pod,
-                    workload_meta: crate::model::workload_meta("", "", &Default::default(), cluster),
                     weight: u32::try_from(rng.below(4)).unwrap(),
                 }
             })

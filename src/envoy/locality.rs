@@ -423,7 +423,7 @@ impl<'a> Plan<'a> {
         stale: &BTreeMap<ClusterId, StaleAction>,
     ) -> Assignment {
         let last = u32::try_from(self.labels().len() + 1).unwrap_or(u32::MAX);
-        let rank = |e: &Endpoint| match stale.get(&e.cluster) {
+        let rank = |e: &Endpoint| match stale.get(e.cluster()) {
             Some(StaleAction::Deprioritize) => last,
             _ => self.rank(e),
         };

@@ -21,7 +21,8 @@ fn port() -> ServicePort {
 fn ep(ip: &str, locality: &str, labels: &[(&str, &str)]) -> Endpoint {
     let mut parts = locality.split('/');
     let mut e = endpoint(ip.parse().unwrap(), &[("grpc", 7070)], "");
-    e.locality = Locality {
+    let at = e.placement_mut();
+    at.locality = Locality {
         region: parts.next().unwrap_or("").into(),
         zone: parts.next().unwrap_or("").into(),
         subzone: parts.next().unwrap_or("").into(),
@@ -29,14 +30,14 @@ fn ep(ip: &str, locality: &str, labels: &[(&str, &str)]) -> Endpoint {
     let mut own = BTreeMap::new();
     for (k, v) in labels {
         match *k {
-            LABEL_NETWORK => e.network = Some((*v).into()),
-            LABEL_CLUSTER => e.cluster = (*v).into(),
+            LABEL_NETWORK => at.network = Some((*v).into()),
+            LABEL_CLUSTER => at.cluster = (*v).into(),
             _ => {
                 own.insert((*k).to_owned(), (*v).to_owned());
             }
         }
     }
-    e.labels = Arc::new(own);
+    e.info_mut().labels = Arc::new(own);
     e
 }
 
@@ -369,7 +370,7 @@ fn a_gateway_is_ranked_as_what_it_stands_for() {
     let mode = failover_mode(&[], &[LABEL_NETWORK]);
     let plan = Plan::new(&mode, Place::of(&p));
     assert_eq!(
-        plan.why(&gw, &gw.locality).label_mismatch,
+        plan.why(&gw, gw.locality()).label_mismatch,
         Some(LabelMismatch {
             index: 0,
             key: LABEL_NETWORK.into(),

@@ -167,7 +167,7 @@ impl<'q> EndpointQuery<'q> {
 
     /// Whether `ep` may be sent as far as cluster-local services go.
     pub fn in_cluster(&self, ep: &Endpoint) -> bool {
-        self.cluster_local.is_none_or(|c| ep.cluster == *c)
+        self.cluster_local.is_none_or(|c| ep.cluster() == c)
     }
 
     /// Whether `ep` belongs to the subset (istiod's `subsetLabels.SubsetOf(ep.Labels)`).
@@ -488,7 +488,7 @@ pub(crate) mod tests {
     }
 
     fn at(mut ep: Endpoint, zone: &str, health: Health, weight: u32) -> Endpoint {
-        ep.locality = Locality {
+        ep.placement_mut().locality = Locality {
             region: "r".into(),
             zone: zone.into(),
             subzone: "".into(),

@@ -111,7 +111,7 @@ impl<'a> MtlsCheck<'a> {
             return Rule::Dr(mode, rule);
         }
         let port = ep.port(&self.port.name).unwrap_or(self.port.port);
-        Rule::Pa(self.traffic.peer_mode(self.namespace, &ep.labels, port))
+        Rule::Pa(self.traffic.peer_mode(self.namespace, ep.labels(), port))
     }
 }
 

@@ -69,7 +69,7 @@ fn db() -> (Service, Vec<Endpoint>) {
         ],
     );
     let mut remote = endpoint(ip("10.1.0.11"), &[("tcp", 5432), ("http", 8080)], "c2");
-    remote.network = Some("n2".into());
+    remote.placement_mut().network = Some("n2".into());
     remote.health = Health::Unhealthy;
     let eps = vec![
         endpoint(

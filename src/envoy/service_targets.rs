@@ -62,7 +62,7 @@ pub fn targets_in(mesh: &dyn Mesh, proxy: &Proxy, service: &Service) -> Vec<Serv
         return Vec::new();
     }
     let own = |e: &&Endpoint| {
-        proxy.ips.contains(&e.address) && proxy.cluster_id.as_ref().is_none_or(|c| *c == e.cluster)
+        proxy.ips.contains(&e.address) && proxy.cluster_id.as_ref().is_none_or(|c| c == e.cluster())
     };
     let mut out = Vec::new();
     for ep in mesh.endpoints(service).filter(own) {

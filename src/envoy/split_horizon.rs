@@ -44,8 +44,8 @@ use crate::{
     },
     model::{
         ClusterId, Endpoint, EndpointPort, Health, LABEL_CLUSTER, LABEL_NETWORK, LABEL_REGION, LABEL_SUBZONE,
-        LABEL_ZONE, Labels, Locality, NetworkGateway, NetworkId, Service, ServicePort, StaleAction, TlsMode,
-        WorkloadKind, workload_meta,
+        LABEL_ZONE, Labels, Locality, NetworkGateway, NetworkId, Placement, Service, ServicePort,
+        StaleAction, TlsMode, WorkloadInfo, WorkloadKind, workload_meta,
     },
 };
 
@@ -140,12 +140,12 @@ impl<'a> StandsFor<'a> {
         let labels = keep
             .iter()
             .filter(|k| !TOPOLOGY_LABELS.contains(&k.as_str()))
-            .filter_map(|k| ep.labels.get_key_value(k.as_str()))
+            .filter_map(|k| ep.labels().get_key_value(k.as_str()))
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
         Self {
-            locality: &ep.locality,
-            cluster: &ep.cluster,
+            locality: ep.locality(),
+            cluster: ep.cluster(),
             labels,
         }
     }
@@ -293,10 +293,10 @@ pub enum Verdict {
 }
 
 fn decide<'i, 'g>(ep: &Endpoint, index: &'i GatewayIndex<'g>, q: &EndpointQuery<'_>) -> Decision<'i, 'g> {
-    if !q.view.sees(ep.network.as_ref()) {
+    if !q.view.sees(ep.network().as_ref()) {
         return Decision::Dropped(Dropped::OutsideNetworkView);
     }
-    if q.stale.get(&ep.cluster) == Some(&StaleAction::Drop) {
+    if q.stale.get(ep.cluster()) == Some(&StaleAction::Drop) {
         return Decision::Dropped(Dropped::StaleCluster);
     }
     if !q.in_cluster(ep) {
@@ -314,10 +314,10 @@ fn decide<'i, 'g>(ep: &Endpoint, index: &'i GatewayIndex<'g>, q: &EndpointQuery<
     }
     // A proxy with no network still goes through the gateways of a named network that has some
     // (istiod 1.30 `forceGateway`); before 1.30 it went direct.
-    if ep.network == q.view.network {
+    if *ep.network() == q.view.network {
         return Decision::Direct(Direct::SameNetwork);
     }
-    let gws = index.select(ep.network.as_ref(), &ep.cluster);
+    let gws = index.select(ep.network().as_ref(), ep.cluster());
     if gws.is_empty() {
         return Decision::Direct(Direct::NoGatewayForNetwork);
     }
@@ -406,12 +406,9 @@ pub fn stand_in(
     Endpoint {
         address: gw.address,
         ports,
+        info: WorkloadInfo::new(labels, None),
         workload_meta: workload_meta("", "", &BTreeMap::new(), &cluster),
-        cluster,
-        network: Some(gw.network.clone()),
-        locality: stands_for.locality.clone(),
-        labels,
-        service_account: None,
+        placement: Placement::new(cluster, Some(gw.network.clone()), stands_for.locality.clone()),
         tls_mode: TlsMode::Istio,
         health: Health::Healthy,
         workload: None,

@@ -19,12 +19,12 @@ fn endpoints() -> Vec<Endpoint> {
     let e = |ip: &str, net: &str, cluster: &str, locality: &str, version: &str, extra: &[(&str, &str)]| {
         let mut ep = static_mesh::endpoint(ip.parse().unwrap(), &[("grpc", 7070)], cluster);
         let (region, zone) = locality.split_once('/').unwrap();
-        ep.locality = Locality {
+        ep.placement_mut().locality = Locality {
             region: region.into(),
             zone: zone.into(),
             subzone: "".into(),
         };
-        ep.network = Some(net.into());
+        ep.placement_mut().network = Some(net.into());
         ep.tls_mode = TlsMode::Istio;
         let mut labels: BTreeMap<String, String> =
             [("app", "echo"), ("version", version), (LABEL_TLS_MODE, "istio")]
@@ -33,7 +33,7 @@ fn endpoints() -> Vec<Endpoint> {
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect();
         labels.retain(|_, v| !v.is_empty());
-        ep.labels = Arc::new(labels);
+        ep.info_mut().labels = Arc::new(labels);
         ep.workload = Some(format!("echo-{}", ip.rsplit('.').next().unwrap()).into());
         ep
     };

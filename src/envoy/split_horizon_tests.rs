@@ -6,7 +6,7 @@ use super::*;
 use crate::{
     aggregate::gateways::{Candidate, resolve},
     envoy::{eds, static_mesh::service},
-    model::{ExternalAddress, Protocol},
+    model::{ExternalAddress, Placement, Protocol, WorkloadInfo},
 };
 
 fn svc() -> Service {
@@ -30,22 +30,23 @@ fn ep(ip: &str, network: &str, cluster: &str, zone: &str, mtls: bool, healthy: b
             service_port_name: "http".into(),
             port: 5000,
         }]),
-        cluster: cluster.into(),
-        network: (!network.is_empty()).then(|| network.into()),
-        locality: Locality {
-            region: "r".into(),
-            zone: zone.into(),
-            subzone: "".into(),
-        },
-        labels: Labels::default(),
-        service_account: None,
+        placement: Placement::new(
+            cluster.into(),
+            (!network.is_empty()).then(|| network.into()),
+            Locality {
+                region: "r".into(),
+                zone: zone.into(),
+                subzone: "".into(),
+            },
+        ),
+        info: WorkloadInfo::new(Labels::default(), None),
+        workload_meta: crate::model::workload_meta("", "", &Default::default(), cluster),
         tls_mode: if mtls { TlsMode::Istio } else { TlsMode::Disabled },
         health: if healthy {
             Health::Healthy
         } else {
             Health::Unhealthy
         },
-        workload_meta: crate::model::workload_meta("", "", &Default::default(), cluster),
         workload: None,
         kind: crate::model::WorkloadKind::Pod,
         weight: 1,
@@ -372,7 +373,7 @@ fn a_gateway_endpoint_stands_for_one_cluster_locality_and_priority_label_values(
     ];
     for (e, tier) in eps.iter_mut().zip(tiers) {
         let pod = format!("pod-{}", e.address);
-        e.labels = Arc::new([("tier".into(), tier.into()), ("pod".into(), pod)].into());
+        e.info_mut().labels = Arc::new([("tier".into(), tier.into()), ("pod".into(), pod)].into());
     }
     let mut gws = vec![
         gw("net-b", Some("cb1"), "192.0.2.1"),
@@ -389,12 +390,12 @@ fn a_gateway_endpoint_stands_for_one_cluster_locality_and_priority_label_values(
         filter(&eps, &gws, &q)
             .iter()
             .map(|e| {
-                let labels: Vec<String> = e.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                let labels: Vec<String> = e.labels().iter().map(|(k, v)| format!("{k}={v}")).collect();
                 format!(
                     "{} {} {} [{}] w={}",
                     e.address,
-                    e.cluster,
-                    e.locality,
+                    e.cluster(),
+                    e.locality(),
                     labels.join(","),
                     e.weight
                 )
@@ -470,7 +471,7 @@ fn a_dropped_stale_cluster_sends_nothing_direct_or_through_its_gateway() {
         };
         let why: Vec<Dropped> = explain(&eps, &gws, &q)
             .into_iter()
-            .filter(|(e, _)| e.cluster.as_str() == cluster)
+            .filter(|(e, _)| e.cluster().as_str() == cluster)
             .filter_map(|(_, v)| match v {
                 Verdict::Dropped { why } => Some(why),
                 _ => None,
@@ -486,7 +487,7 @@ fn a_dropped_stale_cluster_sends_nothing_direct_or_through_its_gateway() {
 #[test]
 fn each_gateway_is_sent_once_with_the_summed_weight() {
     let (eps, gws) = four_networks();
-    let remote_c: Vec<Endpoint> = eps.into_iter().filter(|e| e.cluster.as_str() == "cc").collect();
+    let remote_c: Vec<Endpoint> = eps.into_iter().filter(|e| e.cluster().as_str() == "cc").collect();
     assert_eq!(
         render(&remote_c, &gws, &view("net-a", &[])),
         ["r/z1/ w=6", "  192.0.2.3:15443 w=6 net-c/cc istio"],

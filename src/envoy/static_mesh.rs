@@ -9,8 +9,8 @@ use crate::{
     config_controller::ConfigSnapshot,
     istio,
     model::{
-        ClusterId, Endpoint, EndpointPort, Health, Hostname, Locality, NetworkGateway, Protocol, Resolution,
-        Service, ServicePort, TlsMode,
+        ClusterId, Endpoint, EndpointPort, Health, Hostname, Locality, NetworkGateway, Placement, Protocol,
+        Resolution, Service, ServicePort, TlsMode, WorkloadInfo,
     },
     traffic,
 };
@@ -106,9 +106,9 @@ pub fn service(name: &str, ns: &str, ports: &[(&str, u16, Protocol)]) -> Service
                 target_port: None,
             })
             .collect(),
-        cluster_vips: BTreeMap::new(),
-        external_addresses: BTreeMap::new(),
-        node_ports: BTreeMap::new(),
+        cluster_vips: Default::default(),
+        external_addresses: Default::default(),
+        node_ports: Default::default(),
         labels: Arc::default(),
         service_accounts: Default::default(),
         creation_time: None,
@@ -131,16 +131,13 @@ pub fn endpoint(ip: IpAddr, ports: &[(&str, u16)], cluster: &str) -> Endpoint {
                 port: *p,
             })
             .collect(),
-        cluster: ClusterId::from(cluster),
-        network: None,
-        locality: Locality::default(),
-        labels: Arc::default(),
-        service_account: None,
+        placement: Placement::new(ClusterId::from(cluster), None, Locality::default()),
+        info: WorkloadInfo::new(Arc::default(), None),
+        workload_meta: crate::model::workload_meta("", "", &Default::default(), cluster),
         tls_mode: TlsMode::Disabled,
         health: Health::Healthy,
         workload: None,
         kind: crate::model::WorkloadKind::Pod,
-        workload_meta: crate::model::workload_meta("", "", &Default::default(), cluster),
         weight: 1,
     }
 }

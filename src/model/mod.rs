@@ -6,13 +6,17 @@
 mod endpoint;
 mod gateway;
 mod ids;
+mod per_cluster;
 mod service;
 mod stale;
 mod workload_meta;
 
-pub use endpoint::{Endpoint, EndpointPort, Health, Locality, TlsMode, WorkloadKind};
+pub use endpoint::{
+    Endpoint, EndpointPort, Health, Locality, Placement, TlsMode, WorkloadInfo, WorkloadKind,
+};
 pub use gateway::NetworkGateway;
 pub use ids::{ClusterId, Hostname, NetworkId, Provider, ServiceKey, ShardKey, is_dns1123_label};
+pub use per_cluster::PerCluster;
 pub use service::{
     DnsTarget, DnsTargets, ExportTo, ExternalAddress, Labels, Origin, Protocol, Resolution, Service,
     ServicePort, TargetPort,

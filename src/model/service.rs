@@ -8,7 +8,7 @@ use std::{
 
 use serde::Serialize;
 
-use super::{ClusterId, Hostname, Provider, ServiceKey};
+use super::{Hostname, PerCluster, Provider, ServiceKey};
 
 /// Labels shared between the objects that carry them.
 pub type Labels = Arc<BTreeMap<String, String>>;
@@ -28,11 +28,11 @@ pub struct Service {
     pub ports: Vec<ServicePort>,
     /// ClusterIPs per cluster (empty for headless services).
     #[serde(rename = "clusterVIPs")]
-    pub cluster_vips: BTreeMap<ClusterId, Vec<IpAddr>>,
+    pub cluster_vips: PerCluster<Vec<IpAddr>>,
     /// LoadBalancer ingress addresses and `externalIPs` per cluster.
-    pub external_addresses: BTreeMap<ClusterId, Vec<ExternalAddress>>,
+    pub external_addresses: PerCluster<Vec<ExternalAddress>>,
     /// Service port → node port, per cluster (only for services selecting gateway nodes).
-    pub node_ports: BTreeMap<ClusterId, BTreeMap<u16, u16>>,
+    pub node_ports: PerCluster<BTreeMap<u16, u16>>,
     /// The service's own labels.
     pub labels: Labels,
     /// SPIFFE identities declared by annotation (endpoint identities are in the endpoint shards).

@@ -11,6 +11,7 @@ use std::{
 };
 
 use k8s_openapi::api::discovery::v1 as discovery;
+use parking_lot::Mutex;
 use smallvec::SmallVec;
 
 use super::{
@@ -20,9 +21,13 @@ use super::{
     service::Context,
     workload_name::workload_name,
 };
-use crate::model::{
-    Endpoint, EndpointPort, Health, Hostname, LABEL_LOCALITY, LABEL_NETWORK, LABEL_REGION, LABEL_SUBZONE,
-    LABEL_TLS_MODE, LABEL_ZONE, Labels, Locality, NetworkId, TlsMode, WorkloadKind, workload_meta,
+use crate::{
+    intern::Interner,
+    model::{
+        Endpoint, EndpointPort, Health, Hostname, LABEL_LOCALITY, LABEL_NETWORK, LABEL_REGION, LABEL_SUBZONE,
+        LABEL_TLS_MODE, LABEL_ZONE, Locality, NetworkId, Placement, TlsMode, WorkloadInfo, WorkloadKind,
+        workload_meta,
+    },
 };
 
 /// Slice label naming its service.
@@ -84,10 +89,8 @@ pub struct Pod {
 /// What the replicas of a deployment have in common: labels, identity and what the labels steer.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct PodTraits {
-    /// Its labels.
-    pub labels: Labels,
-    /// SPIFFE identity.
-    pub service_account: Arc<str>,
+    /// Its labels and SPIFFE identity, as its endpoints carry them.
+    pub info: Arc<WorkloadInfo>,
     /// `topology.istio.io/network`.
     pub network: Option<NetworkId>,
     /// `topology.istio.io/locality` (`region.zone.subzone`).
@@ -180,7 +183,6 @@ pub fn pod(p: &objects::Pod, ctx: &Context) -> Option<Pod> {
         .unwrap_or("default");
     let workload_meta = workload_meta(workload_name(p), namespace, &labels, &ctx.cluster);
     let traits = PodTraits {
-        service_account: ctx.spiffe(namespace, sa),
         network: labels.get(LABEL_NETWORK).map(|n| n.as_str().into()),
         locality: labels.get(LABEL_LOCALITY).map(|l| {
             let mut parts = l.splitn(3, '.').map(Arc::from);
@@ -194,7 +196,7 @@ pub fn pod(p: &objects::Pod, ctx: &Context) -> Option<Pod> {
             Some("istio") => TlsMode::Istio,
             _ => TlsMode::Disabled,
         },
-        labels: Arc::new(labels),
+        info: WorkloadInfo::new(Arc::new(labels), Some(ctx.spiffe(namespace, sa))),
         ports: Arc::new(
             spec.into_iter()
                 .flat_map(|s| &s.containers)
@@ -245,6 +247,8 @@ pub struct Sources<'a> {
     pub networks: &'a NetworkResolver,
     /// The system namespace's network label.
     pub system_network: Option<&'a NetworkId>,
+    /// One copy of each placement, shared by the endpoints of a cluster, network and locality.
+    pub placements: &'a Mutex<Interner<Placement>>,
 }
 
 impl Sources<'_> {
@@ -299,9 +303,7 @@ impl Sources<'_> {
     ) -> Endpoint {
         let node = pod.and_then(|p| p.node.as_ref()).or(node);
         let traits = pod.map(|p| &*p.traits);
-        Endpoint {
-            address,
-            ports,
+        let placement = Placement {
             cluster: self.ctx.cluster.clone(),
             network: self.networks.resolve(
                 traits.and_then(|t| t.network.as_ref()),
@@ -309,11 +311,19 @@ impl Sources<'_> {
                 address,
             ),
             locality: traits
-                .and_then(|t| t.locality.clone())
-                .or_else(|| node.and_then(|n| self.nodes.get(n)).cloned())
+                .and_then(|t| t.locality.as_ref())
+                .or_else(|| node.and_then(|n| self.nodes.get(n)))
+                .cloned()
                 .unwrap_or_default(),
-            labels: traits.map_or_else(Labels::default, |t| t.labels.clone()),
-            service_account: traits.map(|t| t.service_account.clone()),
+        };
+        Endpoint {
+            address,
+            ports,
+            placement: self
+                .placements
+                .lock()
+                .get_or_insert(&placement, |p| Arc::new(p.clone())),
+            info: traits.map_or_else(Arc::default, |t| t.info.clone()),
             tls_mode: traits.map_or(TlsMode::Disabled, |t| t.tls_mode),
             health,
             workload,
@@ -418,8 +428,8 @@ mod tests {
             e.address,
             e.port("http").unwrap_or(0),
             e.label(crate::model::LABEL_NETWORK).unwrap_or("-"),
-            e.locality,
-            e.service_account.as_deref().unwrap_or("-"),
+            e.locality(),
+            e.service_account().as_deref().unwrap_or("-"),
             e.tls_mode,
             e.health,
             e.workload.as_deref().unwrap_or("-"),
@@ -505,6 +515,7 @@ mod tests {
                 nodes: &nodes,
                 networks: &resolver,
                 system_network,
+                placements: &Default::default(),
             };
             let (s, invalid) = slice(&k8s_slice(eps)).expect(name);
             assert!(invalid.is_empty(), "{name}: {invalid:?}");
@@ -610,6 +621,7 @@ mod tests {
             nodes: &HashMap::new(),
             networks: &NetworkResolver::default(),
             system_network: None,
+            placements: &Default::default(),
         };
         let eps = json!([{"addresses": ["10.0.0.1"], "targetRef": {"kind": "Pod", "name": "reviews-v1-5d8f9c-x7k2p"}},
                          {"addresses": ["10.0.0.2"]}]);

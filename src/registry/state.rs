@@ -15,7 +15,7 @@ use super::{
 };
 use crate::{
     intern::Interner,
-    model::{Endpoint, Locality, NetworkId, Service, ServiceKey},
+    model::{Endpoint, Locality, NetworkId, Placement, Service, ServiceKey},
 };
 
 /// Everything one cluster's watchers have seen, in compact form.
@@ -34,6 +34,8 @@ pub(super) struct State {
     names: Interner<str>,
     /// One copy of each pod's traits, however many replicas share them.
     traits: Interner<PodTraits>,
+    /// One copy of each endpoint placement (built while `&self` is borrowed, hence the lock).
+    placements: parking_lot::Mutex<Interner<Placement>>,
     /// A pod changed since [`State::take_workloads`] last built the workloads.
     pods_changed: bool,
 }
@@ -57,6 +59,7 @@ impl State {
             nodes: HashMap::new(),
             names: Interner::default(),
             traits: Interner::default(),
+            placements: Default::default(),
             pods_changed: false,
         }
     }
@@ -199,6 +202,7 @@ impl State {
             nodes: &self.nodes,
             networks: &self.networks,
             system_network: self.system_network.as_ref(),
+            placements: &self.placements,
         }
     }
 
@@ -279,7 +283,7 @@ mod tests {
 
     use super::*;
     use crate::{
-        model::{Health, TlsMode},
+        model::{Health, TlsMode, WorkloadInfo},
         registry::endpoints::SliceEndpoint,
     };
 
@@ -305,8 +309,10 @@ mod tests {
             node: Some(String::from("node-1").into()),
             ready_ip: None,
             traits: Arc::new(PodTraits {
-                labels: Arc::new([("app".to_owned(), app.to_owned())].into()),
-                service_account: format!("spiffe://td/ns/ns/sa/{app}").into(),
+                info: WorkloadInfo::new(
+                    Arc::new([("app".to_owned(), app.to_owned())].into()),
+                    Some(format!("spiffe://td/ns/ns/sa/{app}").into()),
+                ),
                 network: None,
                 locality: None,
                 tls_mode: TlsMode::Istio,
@@ -441,6 +447,27 @@ mod tests {
             let workloads: Vec<_> = eps.iter().map(|e| e.workload.as_deref().unwrap()).collect();
             assert_eq!(workloads, ["p1"], "added in order {order:?}");
         }
+    }
+
+    #[test]
+    fn endpoints_share_placement_and_info() {
+        let mut s = state();
+        s.set_slice(
+            name("reviews-1"),
+            Some(slice("reviews", &[("p1", "10.0.0.1"), ("p2", "10.0.0.2")])),
+        );
+        s.set_pod(name("p1"), Some(pod("reviews")));
+        s.set_pod(name("p2"), Some(pod("reviews")));
+        let eps = s.endpoints(&s.key("ns", "reviews"));
+        assert_eq!(eps.len(), 2);
+        assert!(
+            Arc::ptr_eq(&eps[0].placement, &eps[1].placement),
+            "one placement per cluster, network and locality"
+        );
+        assert!(
+            Arc::ptr_eq(&eps[0].info, &eps[1].info),
+            "one info per set of traits"
+        );
     }
 
     #[test]

@@ -16,8 +16,8 @@ use super::workload::{self, Context, Instance};
 use crate::{
     istio::{Config, ServiceEntry, Spec, service_entry},
     model::{
-        DnsTarget, DnsTargets, Endpoint, EndpointPort, ExportTo, Hostname, Labels, Origin, Resolution,
-        Service, ServiceKey, ServicePort, TargetPort, WorkloadKind,
+        DnsTarget, DnsTargets, Endpoint, EndpointPort, ExportTo, Hostname, Labels, Origin, PerCluster,
+        Resolution, Service, ServiceKey, ServicePort, TargetPort, WorkloadKind,
     },
     registry::{endpoints::PodWorkload, service::protocol},
 };
@@ -97,7 +97,7 @@ pub fn build<'a>(
                 .chain(
                     pods_in(pods, ns)
                         .iter()
-                        .filter(|p| workload::selects(&sel.labels, &p.endpoint.labels))
+                        .filter(|p| workload::selects(&sel.labels, p.endpoint.labels()))
                         .map(workload::pod),
                 )
                 .collect(),
@@ -202,12 +202,12 @@ fn service(c: &Config, se: &ServiceEntry, host: &str, ctx: &Context) -> Service 
         namespace: ns.clone(),
         name: host.into(),
         cluster_vips: if vips.is_empty() {
-            BTreeMap::new()
+            PerCluster::new()
         } else {
-            BTreeMap::from([(ctx.cluster.clone(), vips)])
+            [(ctx.cluster.clone(), vips)].into_iter().collect()
         },
-        external_addresses: BTreeMap::new(),
-        node_ports: BTreeMap::new(),
+        external_addresses: PerCluster::new(),
+        node_ports: PerCluster::new(),
         labels: Arc::new(c.meta.labels.clone()),
         service_accounts: se
             .subject_alt_names

@@ -112,7 +112,7 @@ pub(super) fn lines(b: &Built) -> Vec<String> {
                 key.hostname,
                 e.address,
                 ports.join(","),
-                e.network.as_deref().unwrap_or("-"),
+                e.network().as_deref().unwrap_or("-"),
                 e.weight,
                 e.tls_mode,
                 e.kind,

@@ -66,6 +66,7 @@ fn workloads(pods: &[Value]) -> std::sync::Arc<[endpoints::PodWorkload]> {
         nodes: &nodes,
         networks: &NetworkResolver::default(),
         system_network: Some(&"net1".into()),
+        placements: &Default::default(),
     };
     sources.workloads()
 }
@@ -162,10 +163,10 @@ fn a_pod_endpoint_carries_the_fields_of_a_service_endpoint() {
     )];
     let built = build(&[entry], &[], &workloads(&pods), &ctx());
     let e = &built.endpoints[0].1[0];
-    assert_eq!(e.cluster, "cluster1".into());
-    assert_eq!(e.locality.to_string(), "r1/z1/");
+    assert_eq!(e.cluster().as_str(), "cluster1");
+    assert_eq!(e.locality().to_string(), "r1/z1/");
     assert_eq!(
-        e.service_account.as_deref(),
+        e.service_account().as_deref(),
         Some("spiffe://cluster.local/ns/sample/sa/hello")
     );
     assert_eq!(e.health, crate::model::Health::Healthy);

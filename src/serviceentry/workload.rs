@@ -8,7 +8,7 @@ use crate::{
     istio::WorkloadEntry,
     model::{
         ClusterId, Endpoint, EndpointPort, Health, LABEL_NETWORK, LABEL_TLS_MODE, Labels, Locality,
-        NetworkId, TlsMode, WorkloadKind, workload_meta,
+        NetworkId, Placement, TlsMode, WorkloadInfo, WorkloadKind, workload_meta,
     },
     registry::{endpoints::PodWorkload, network::NetworkResolver},
 };
@@ -147,11 +147,11 @@ pub fn pod(p: &PodWorkload) -> Instance {
     let e = &p.endpoint;
     Instance {
         address: e.address,
-        labels: e.labels.clone(),
+        labels: e.labels().clone(),
         ports: p.ports.clone(),
-        network: e.network.clone(),
-        locality: e.locality.clone(),
-        service_account: e.service_account.clone(),
+        network: e.network().clone(),
+        locality: e.locality().clone(),
+        service_account: e.service_account().clone(),
         tls_mode: e.tls_mode,
         weight: e.weight,
         kind: WorkloadKind::Pod,
@@ -171,16 +171,13 @@ impl Instance {
         Endpoint {
             address: self.address,
             ports,
-            cluster: cluster.clone(),
-            network: self.network.clone(),
-            locality: self.locality.clone(),
-            labels: self.labels.clone(),
-            service_account: self.service_account.clone(),
+            placement: Placement::new(cluster.clone(), self.network.clone(), self.locality.clone()),
+            info: WorkloadInfo::new(self.labels.clone(), self.service_account.clone()),
+            workload_meta: self.workload_meta.clone(),
             tls_mode: self.tls_mode,
             health: Health::Healthy,
             workload: Some(self.name.clone()),
             kind: self.kind,
-            workload_meta: self.workload_meta.clone(),
             weight: self.weight,
         }
     }

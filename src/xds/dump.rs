@@ -167,7 +167,7 @@ mod tests {
         let ip = |s: &str| s.parse::<IpAddr>().unwrap();
         let mut echo = endpoint(ip("10.0.0.1"), &[("http", 8080)], "c1");
         echo.tls_mode = TlsMode::Istio;
-        echo.service_account = Some("spiffe://cluster.local/ns/default/sa/echo".into());
+        echo.info_mut().service_account = Some("spiffe://cluster.local/ns/default/sa/echo".into());
         let mut db_svc = service("db", "default", &[("tcp", 5432, Protocol::Tcp)]);
         db_svc.cluster_vips.insert("c1".into(), vec![ip("10.96.0.20")]);
         StaticMesh::new(1)

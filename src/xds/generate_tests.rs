@@ -22,8 +22,8 @@ const ECHO: &str = "echo.app.svc.cluster.local";
 fn mesh() -> StaticMesh {
     let ep = |ip: &str, net: &str, cluster: &str, zone: &str, version: &str, port: (&str, u16)| {
         let mut e: Endpoint = static_mesh::endpoint(ip.parse().unwrap(), &[port], cluster);
-        e.network = Some(net.into());
-        e.locality = Locality {
+        e.placement_mut().network = Some(net.into());
+        e.placement_mut().locality = Locality {
             region: "r".into(),
             zone: zone.into(),
             subzone: "".into(),
@@ -33,7 +33,7 @@ fn mesh() -> StaticMesh {
             .into_iter()
             .map(|(k, v)| (k.to_owned(), v.to_owned()))
             .collect();
-        e.labels = Arc::new(labels);
+        e.info_mut().labels = Arc::new(labels);
         e
     };
     let g = ("grpc", 7070);

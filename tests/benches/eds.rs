@@ -48,10 +48,11 @@ fn mesh(per_service: usize, services: usize) -> StaticMesh {
                 let n = s * per_service + i;
                 let ip = IpAddr::from([10, (n >> 16) as u8, (n >> 8) as u8, n as u8]);
                 let mut e = endpoint(ip, &[("http", 8080)], &format!("cluster-{}", n % NETWORKS));
-                e.network = Some(format!("network-{}", n % NETWORKS).as_str().into());
+                e.placement_mut().network = Some(format!("network-{}", n % NETWORKS).as_str().into());
                 e.tls_mode = TlsMode::Istio;
                 e.workload = Some(format!("svc-{s}-{i}").into());
-                e.service_account = Some(format!("spiffe://cluster.local/ns/bench/sa/svc-{s}").into());
+                e.info_mut().service_account =
+                    Some(format!("spiffe://cluster.local/ns/bench/sa/svc-{s}").into());
                 e
             })
             .collect();
