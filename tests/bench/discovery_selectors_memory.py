@@ -6,7 +6,7 @@ with 300 Services × 13 endpoints (pods and EndpointSlices) spread over 10 names
 loaded from manifest folders. meshd runs three times against the same clusters: with no remote (the
 baseline), with every remote and no selectors, and with every remote and selectors that select one
 namespace in ten (``ns-0``, labelled ``mesh: on``). Each remote joins through a labelled remote Secret;
-RSS (``/proc/<pid>/status`` VmRSS) is read once every remote is ``synced`` and meshd has been quiet
+RSS (``/proc/<pid>/status`` VmRSS, and its anonymous part RssAnon) is read once every remote is ``synced`` and meshd has been quiet
 for a few seconds. Per remote = (RSS − baseline RSS) / remotes; and, as ``meshctl bench --clusters``
 counts it, the marginal cost of a remote, (RSS − RSS with one remote) / (remotes − 1), which leaves out
 what the first remote costs once (the first client stack, allocator arenas of more busy threads).
@@ -65,14 +65,13 @@ def remote_manifests(cluster: int) -> list[dict]:
     return out
 
 
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS")
+def rss_mib(pid: int) -> tuple[float, float]:
+    """VmRSS and its anonymous part (RssAnon: heap, stacks), which leaves out the binary's own pages."""
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["RssAnon"].split()[0]) / 1024
 
 
-def run(args, root: Path, clusters: dict, remotes: int, mesh_config: str | None) -> float:
+def run(args, root: Path, clusters: dict, remotes: int, mesh_config: str | None) -> tuple[float, float]:
     from meshd_proc import KUBECTL, Meshd, eventually
 
     primary = clusters["cluster-0"]["kubeconfig"]
@@ -108,7 +107,7 @@ def run(args, root: Path, clusters: dict, remotes: int, mesh_config: str | None)
         for _ in range(5):
             samples.append(rss_mib(m.proc.pid))
             time.sleep(1)
-        return statistics.median(samples)
+        return statistics.median(s[0] for s in samples), statistics.median(s[1] for s in samples)
     finally:
         m.kill()
 
@@ -146,13 +145,15 @@ def main() -> None:
         finally:
             sim.send_signal(signal.SIGTERM)
             sim.wait(timeout=30)
-    per = lambda rss: (rss - base) / args.remotes  # noqa: E731
-    marginal = lambda rss, one: (rss - one) / (args.remotes - 1)  # noqa: E731
-    print(f"baseline (no remote) RSS: {base:.1f} MiB")
-    print(f"{args.remotes} remotes, every namespace: {every:.1f} MiB, {per(every):.2f} MiB per remote; "
-          f"1 remote {every_1:.1f} MiB, {marginal(every, every_1):.2f} MiB per further remote")
-    print(f"{args.remotes} remotes, 1 namespace in 10: {selected:.1f} MiB, {per(selected):.2f} MiB per remote; "
-          f"1 remote {selected_1:.1f} MiB, {marginal(selected, selected_1):.2f} MiB per further remote")
+    for i, what in enumerate(["RSS", "anonymous RSS"]):
+        per = lambda rss: (rss[i] - base[i]) / args.remotes  # noqa: E731
+        marginal = lambda rss, one: (rss[i] - one[i]) / (args.remotes - 1)  # noqa: E731
+        print(f"{what}: baseline (no remote): {base[i]:.1f} MiB")
+        print(f"{what}: {args.remotes} remotes, every namespace: {every[i]:.1f} MiB, {per(every):.2f} MiB per "
+              f"remote; 1 remote {every_1[i]:.1f} MiB, {marginal(every, every_1):.2f} MiB per further remote")
+        print(f"{what}: {args.remotes} remotes, 1 namespace in 10: {selected[i]:.1f} MiB, {per(selected):.2f} MiB "
+              f"per remote; 1 remote {selected_1[i]:.1f} MiB, {marginal(selected, selected_1):.2f} MiB per further "
+              "remote")
 
 
 if __name__ == "__main__":
