@@ -58,10 +58,12 @@ impl Reported {
         self.0.remove(name);
     }
 
-    /// A relist ended: forgets the objects it did not list (`namespace/name` in `seen`).
-    pub(super) fn retain_listed(&mut self, seen: &HashSet<String>) {
-        self.0
-            .retain(|n, _| seen.contains(&format!("{}/{}", n.namespace, n.name)));
+    /// A relist of `scope` (a namespace, or every one) ended: forgets the objects there it did not list
+    /// (`namespace/name` in `seen`).
+    pub(super) fn retain_listed(&mut self, seen: &HashSet<String>, scope: Option<&str>) {
+        self.0.retain(|n, _| {
+            !super::in_scope(scope, &n.namespace) || seen.contains(&format!("{}/{}", n.namespace, n.name))
+        });
     }
 }
 
@@ -105,8 +107,8 @@ mod tests {
         /// The object converts with this invalid value, or with none.
         Convert(&'static str, Option<&'static str>),
         Delete(&'static str),
-        /// A relist that listed only these.
-        Relist(&'static [&'static str]),
+        /// A relist of a namespace (or of every one) that listed only these.
+        Relist(Option<&'static str>, &'static [&'static str]),
     }
 
     #[test]
@@ -122,9 +124,13 @@ mod tests {
             ("broken again", Convert("a", Some("y")), &["y"]),
             ("deleted", Delete("a"), &[]),
             ("back", Convert("a", Some("y")), &["y"]),
-            ("relist without it", Relist(&["ns/b"]), &[]),
+            ("relist without it", Relist(None, &["ns/b"]), &[]),
             ("back after the relist", Convert("a", Some("y")), &["y"]),
             ("listed by the relist", Convert("b", Some("x")), &[]),
+            ("another namespace's relist", Relist(Some("other"), &[]), &[]),
+            ("still reported", Convert("a", Some("y")), &[]),
+            ("its own namespace's relist", Relist(Some("ns"), &["ns/b"]), &[]),
+            ("back after it", Convert("a", Some("y")), &["y"]),
         ] {
             let reported: Vec<&str> = match step {
                 Convert(n, value) => r
@@ -136,8 +142,8 @@ mod tests {
                     r.forget(&name(n));
                     Vec::new()
                 }
-                Relist(listed) => {
-                    r.retain_listed(&listed.iter().map(|s| s.to_string()).collect());
+                Relist(scope, listed) => {
+                    r.retain_listed(&listed.iter().map(|s| s.to_string()).collect(), scope);
                     Vec::new()
                 }
             };

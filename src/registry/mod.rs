@@ -20,15 +20,19 @@ pub mod network;
 pub mod objects;
 pub mod service;
 mod state;
+mod watches;
 mod workload_name;
 
 pub use metrics::Metrics;
 
-use std::{collections::HashSet, sync::Arc};
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Arc,
+};
 
-use futures::{StreamExt, stream::BoxStream};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Node};
-use kube::{Api, Client, ResourceExt, core::PartialObjectMeta, runtime::watcher};
+use kube::{Client, ResourceExt, core::PartialObjectMeta, runtime::watcher};
 use tokio::sync::watch;
 use tracing::{info, warn};
 
@@ -39,8 +43,8 @@ use self::{
     network::NetworkResolver,
     objects::{EndpointSlice, Pod, Service},
     state::State,
+    watches::{Scope, WatchBatches, WatchItem},
 };
-use crate::kube_watch;
 use crate::{
     aggregate::{RegistryId, Update, UpdateSender},
     config::{MeshNetworks, selectors::Selected},
@@ -153,8 +157,8 @@ enum Event {
 enum Op<'a, K> {
     Apply(K),
     Delete(K),
-    /// A relist finished: delete what it did not list.
-    Prune(&'a HashSet<String>),
+    /// A relist of a namespace (or of every one, `None`) finished: delete what it did not list there.
+    Prune(&'a HashSet<String>, Option<&'a str>),
 }
 
 struct Registry {
@@ -164,9 +168,11 @@ struct Registry {
     state: State,
     sink: UpdateSender,
     progress: watch::Sender<Progress>,
-    /// Per kind: the names listed so far during a (re)list.
-    relisting: [Option<HashSet<String>>; KINDS],
+    /// Per kind and scope: the names listed so far during a (re)list.
+    relisting: HashMap<(Kind, Scope), HashSet<String>>,
     listed: [bool; KINDS],
+    /// Per kind: its watches (one per scope) yet to finish their first list.
+    unlisted: [usize; KINDS],
     synced: bool,
     changed_services: HashSet<ServiceKey>,
     touched: HashSet<ServiceKey>,
@@ -205,8 +211,9 @@ impl Registry {
             state: State::new(opts.ctx, resolver),
             sink,
             progress,
-            relisting: Default::default(),
+            relisting: HashMap::new(),
             listed: [false; KINDS],
+            unlisted: [0; KINDS],
             synced: false,
             changed_services: HashSet::new(),
             touched: HashSet::new(),
@@ -224,7 +231,8 @@ impl Registry {
     }
 
     async fn run(mut self, client: Client) {
-        let mut events = watch_cluster_scoped(client.clone(), self.watch_timeout).ready_chunks(BATCH);
+        let mut events =
+            watches::watch_cluster_scoped(client.clone(), self.watch_timeout).ready_chunks(BATCH);
         // Started once the Namespaces are listed, replaced (a relist) when a namespace is added.
         let mut objects: Option<WatchBatches> = None;
         let mut networks_open = true;
@@ -236,7 +244,7 @@ impl Registry {
                     let Some(batch) = batch else { return };
                     self.on_batch(batch);
                 }
-                batch = next_batch(&mut objects) => {
+                batch = watches::next_batch(&mut objects) => {
                     let Some(batch) = batch else { return };
                     self.on_batch(batch);
                 }
@@ -260,7 +268,14 @@ impl Registry {
                 }
             }
             if std::mem::take(&mut self.restart_objects) {
-                objects = Some(watch_namespaced(client.clone(), self.watch_timeout).ready_chunks(BATCH));
+                let scopes = self.namespaces.watch_scopes();
+                self.relisting
+                    .retain(|(kind, _), _| matches!(kind, Kind::Namespace | Kind::Node));
+                for kind in [Kind::Service, Kind::Slice, Kind::Pod] {
+                    self.unlisted[kind as usize] = scopes.len();
+                }
+                objects =
+                    Some(watches::watch_namespaced(&client, self.watch_timeout, &scopes).ready_chunks(BATCH));
             }
             if !self.flush().await {
                 return;
@@ -269,7 +284,7 @@ impl Registry {
     }
 
     fn on_batch(&mut self, batch: Vec<WatchItem>) {
-        if batch.iter().any(Result::is_ok) {
+        if batch.iter().any(|i| i.result.is_ok()) {
             let now = std::time::SystemTime::now();
             self.progress.send_if_modified(|p| {
                 p.last_event = Some(now);
@@ -277,8 +292,8 @@ impl Registry {
             });
         }
         for item in batch {
-            match item {
-                Ok(ev) => self.on_event(ev),
+            match item.result {
+                Ok(ev) => self.on_event(ev, item.scope),
                 Err((kind, e)) => self.on_error(kind, &e),
             }
         }
@@ -343,23 +358,25 @@ impl Registry {
         self.progress.send_modify(|p| p.last_error = Some(reason));
     }
 
-    fn on_event(&mut self, ev: Event) {
+    fn on_event(&mut self, ev: Event, scope: Scope) {
         match ev {
-            Event::Namespace(e) => self.on_kind(Kind::Namespace, e, Self::namespace),
-            Event::Service(e) => self.on_kind(Kind::Service, *e, Self::service),
-            Event::Slice(e) => self.on_kind(Kind::Slice, *e, Self::slice),
-            Event::Pod(e) => self.on_kind(Kind::Pod, *e, Self::pod),
-            Event::Node(e) => self.on_kind(Kind::Node, e, Self::node),
+            Event::Namespace(e) => self.on_kind((Kind::Namespace, scope), e, Self::namespace),
+            Event::Service(e) => self.on_kind((Kind::Service, scope), *e, Self::service),
+            Event::Slice(e) => self.on_kind((Kind::Slice, scope), *e, Self::slice),
+            Event::Pod(e) => self.on_kind((Kind::Pod, scope), *e, Self::pod),
+            Event::Node(e) => self.on_kind((Kind::Node, scope), e, Self::node),
         }
     }
 
-    /// The watcher protocol, shared by every kind: track what a (re)list returns, prune the rest at its end.
+    /// The watcher protocol, shared by every kind: track what a (re)list of a scope returns, prune the
+    /// rest of that scope at its end.
     fn on_kind<K: ResourceExt>(
         &mut self,
-        kind: Kind,
+        watch: (Kind, Scope),
         ev: watcher::Event<K>,
         handle: fn(&mut Self, Op<'_, K>),
     ) {
+        let kind = watch.0;
         let slot = kind as usize;
         let event = match &ev {
             watcher::Event::InitApply(_) => Some("add"),
@@ -382,16 +399,18 @@ impl Registry {
             ev => ev,
         };
         match ev {
-            watcher::Event::Init => self.relisting[slot] = Some(HashSet::new()),
+            watcher::Event::Init => {
+                self.relisting.insert(watch, HashSet::new());
+            }
             watcher::Event::InitApply(obj) => {
-                if let Some(seen) = &mut self.relisting[slot] {
+                if let Some(seen) = self.relisting.get_mut(&watch) {
                     seen.insert(full_name(&obj));
                 }
                 handle(self, Op::Apply(obj));
             }
             watcher::Event::InitDone => {
-                let seen = self.relisting[slot].take().unwrap_or_default();
-                handle(self, Op::Prune(&seen));
+                let seen = self.relisting.remove(&watch).unwrap_or_default();
+                handle(self, Op::Prune(&seen, watch.1.as_deref()));
                 if kind == Kind::Namespace && !self.listed[slot] {
                     // The selection is known: the namespaced watchers start with it.
                     self.restart_objects = true;
@@ -399,7 +418,8 @@ impl Registry {
                         tx.send_replace(Some(self.namespaces.selected()));
                     }
                 }
-                self.listed[slot] = true;
+                self.unlisted[slot] = self.unlisted[slot].saturating_sub(1);
+                self.listed[slot] |= self.unlisted[slot] == 0;
                 if let Some(n) = self.repeats.clear() {
                     info!(cluster = %self.id.cluster, %kind, repeats = n, "watch recovered");
                 }
@@ -414,7 +434,7 @@ impl Registry {
         let diff = match &op {
             Op::Apply(ns) => self.namespaces.apply(&ns.name_any(), ns.labels()),
             Op::Delete(ns) => self.namespaces.remove(&ns.name_any()),
-            Op::Prune(seen) => {
+            Op::Prune(seen, _) => {
                 let gone: Vec<String> = self
                     .namespaces
                     .names()
@@ -438,8 +458,8 @@ impl Registry {
             Op::Apply(_) => return,
             Op::Delete(ns) if ns.name_any() == self.system_namespace => None,
             Op::Delete(_) => return,
-            Op::Prune(seen) if seen.contains(&self.system_namespace) => return,
-            Op::Prune(_) => None,
+            Op::Prune(seen, _) if seen.contains(&self.system_namespace) => return,
+            Op::Prune(..) => None,
         };
         if network != self.state.system_network {
             let shown = network.as_deref().unwrap_or("(none)");
@@ -475,9 +495,12 @@ impl Registry {
                     self.changed_services.insert(key);
                 }
             }
-            Op::Prune(seen) => {
-                self.invalid_services.retain_listed(seen);
+            Op::Prune(seen, scope) => {
+                self.invalid_services.retain_listed(seen, scope);
                 for key in self.state.service_keys() {
+                    if !in_scope(scope, &key.namespace) {
+                        continue;
+                    }
                     let name = self
                         .state
                         .service(&key)
@@ -507,11 +530,13 @@ impl Registry {
                 self.invalid_slices.forget(&object_name(&s));
                 self.state.set_slice(object_name(&s), None)
             }
-            Op::Prune(seen) => {
-                self.invalid_slices.retain_listed(seen);
+            Op::Prune(seen, scope) => {
+                self.invalid_slices.retain_listed(seen, scope);
                 let mut touched = HashSet::new();
                 for name in self.state.slice_names() {
-                    if !seen.contains(&format!("{}/{}", name.namespace, name.name)) {
+                    if in_scope(scope, &name.namespace)
+                        && !seen.contains(&format!("{}/{}", name.namespace, name.name))
+                    {
                         touched.extend(self.state.set_slice(name, None));
                     }
                 }
@@ -527,10 +552,12 @@ impl Registry {
                 .state
                 .set_pod(object_name(&p), endpoints::pod(&p, &self.state.ctx)),
             Op::Delete(p) => self.state.set_pod(object_name(&p), None),
-            Op::Prune(seen) => {
+            Op::Prune(seen, scope) => {
                 let mut touched = HashSet::new();
                 for name in self.state.pod_names() {
-                    if !seen.contains(&format!("{}/{}", name.namespace, name.name)) {
+                    if in_scope(scope, &name.namespace)
+                        && !seen.contains(&format!("{}/{}", name.namespace, name.name))
+                    {
                         touched.extend(self.state.set_pod(name, None));
                     }
                 }
@@ -547,7 +574,7 @@ impl Registry {
                 self.state.set_node(n.name_any().into(), Some(locality))
             }
             Op::Delete(n) => self.state.set_node(n.name_any().into(), None),
-            Op::Prune(seen) => {
+            Op::Prune(seen, _) => {
                 self.state
                     .node_names()
                     .into_iter()
@@ -633,12 +660,6 @@ impl Registry {
     }
 }
 
-type WatchItem = Result<Event, (Kind, watcher::Error)>;
-
-type Watches = futures::stream::SelectAll<BoxStream<'static, WatchItem>>;
-
-type WatchBatches = futures::stream::ReadyChunks<Watches>;
-
 /// Resolves when pods become wanted or unwanted; never without the channel (or once it closes, which
 /// leaves the last value in force).
 async fn wanted_changed(wanted: &mut Option<watch::Receiver<bool>>) {
@@ -652,63 +673,9 @@ async fn wanted_changed(wanted: &mut Option<watch::Receiver<bool>>) {
     }
 }
 
-/// The next batch of the namespaced watchers; never while they have not started.
-async fn next_batch(objects: &mut Option<WatchBatches>) -> Option<Vec<WatchItem>> {
-    match objects {
-        Some(o) => o.next().await,
-        None => std::future::pending().await,
-    }
-}
-
-fn boxed<K: 'static, S>(
-    kind: Kind,
-    s: S,
-    wrap: fn(watcher::Event<K>) -> Event,
-) -> BoxStream<'static, WatchItem>
-where
-    S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
-{
-    s.map(move |r| r.map(wrap).map_err(|e| (kind, e))).boxed()
-}
-
-/// The Namespace (metadata: labels) and Node watchers, merged; each backs off on errors (client-go's
-/// schedule) and relists.
-fn watch_cluster_scoped(client: Client, timeout: u32) -> Watches {
-    let cfg = || kube_watch::config(timeout);
-    futures::stream::select_all([
-        boxed(
-            Kind::Namespace,
-            kube_watch::watch(Api::<PartialObjectMeta<Namespace>>::all(client.clone()), cfg()),
-            Event::Namespace,
-        ),
-        boxed(
-            Kind::Node,
-            kube_watch::watch(Api::<PartialObjectMeta<Node>>::all(client), cfg()),
-            Event::Node,
-        ),
-    ])
-}
-
-/// The Service, EndpointSlice and Pod watchers, merged.
-fn watch_namespaced(client: Client, timeout: u32) -> Watches {
-    let cfg = || kube_watch::config(timeout);
-    futures::stream::select_all([
-        boxed(
-            Kind::Service,
-            kube_watch::watch(Api::<Service>::all(client.clone()), cfg()),
-            |e| Event::Service(Box::new(e)),
-        ),
-        boxed(
-            Kind::Slice,
-            kube_watch::watch(Api::<EndpointSlice>::all(client.clone()), cfg()),
-            |e| Event::Slice(Box::new(e)),
-        ),
-        boxed(
-            Kind::Pod,
-            kube_watch::watch(Api::<Pod>::all(client), cfg().fields("status.phase!=Failed")),
-            |e| Event::Pod(Box::new(e)),
-        ),
-    ])
+/// Whether `namespace` is in a watch's `scope` (a namespace, or every one).
+fn in_scope(scope: Option<&str>, namespace: &str) -> bool {
+    scope.is_none_or(|s| s == namespace)
 }
 
 /// Warns once per invalid address of `obj` and counts it.

@@ -107,6 +107,17 @@ impl Namespaces {
         }
     }
 
+    /// Where the namespaced watchers list: each selected namespace on its own when selectors select
+    /// a few (so the objects of the others are not even listed), else every namespace at once.
+    pub fn watch_scopes(&self) -> Vec<Option<Arc<str>>> {
+        match &self.selected {
+            Some(names) if !names.is_empty() && names.len() <= super::watches::PER_NAMESPACE_WATCHES => {
+                names.iter().map(|n| Some(Arc::from(n.as_str()))).collect()
+            }
+            _ => vec![None],
+        }
+    }
+
     /// Known namespace names.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.labels.keys().map(String::as_str)
@@ -202,6 +213,38 @@ mod tests {
 
     fn removed(names: &[&str]) -> BTreeSet<String> {
         names.iter().map(|n| (*n).to_owned()).collect()
+    }
+
+    #[test]
+    fn a_few_selected_namespaces_are_watched_each_on_its_own() {
+        let on = labels(&[("mesh", "on")]);
+        let scopes = |ns: &Namespaces| -> Vec<Option<String>> {
+            ns.watch_scopes()
+                .into_iter()
+                .map(|s| s.map(|s| s.to_string()))
+                .collect()
+        };
+        let mut ns = Namespaces::default();
+        for n in ["a", "b", "c", "d"] {
+            ns.apply(n, &labels(&[]));
+        }
+        assert_eq!(scopes(&ns), [None], "no selectors: every namespace at once");
+        ns.set_selectors(selectors::parse("[{matchLabels: {mesh: 'on'}}]").expect("parses"));
+        assert_eq!(
+            scopes(&ns),
+            [None],
+            "none selected: every namespace (nothing to list per namespace)"
+        );
+        ns.apply("b", &on);
+        assert_eq!(scopes(&ns), [Some("b".to_owned())]);
+        ns.apply("a", &on);
+        ns.apply("c", &on);
+        assert_eq!(
+            scopes(&ns),
+            [Some("a".into()), Some("b".into()), Some("c".into())]
+        );
+        ns.apply("d", &on);
+        assert_eq!(scopes(&ns), [None], "more than a few: every namespace at once");
     }
 
     #[test]
