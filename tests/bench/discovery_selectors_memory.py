@@ -5,7 +5,7 @@ kube-sim (``meshctl sandbox serve``) serves one empty primary and ``--remotes`` 
 with 300 Services × 13 endpoints (pods and EndpointSlices) spread over 10 namespaces ``ns-0`` … ``ns-9``,
 loaded from manifest folders. meshd runs three times against the same clusters: with no remote (the
 baseline), with every remote and no selectors, and with every remote and selectors that select one
-namespace in ten (``ns-0``, labelled ``mesh: on``). Each remote joins through a labelled remote Secret;
+namespace in ten (``ns-0``, labelled ``mesh: on``; ``--select N``: ``ns-0`` … ``ns-<N-1>``). Each remote joins through a labelled remote Secret;
 RSS (``/proc/<pid>/status`` VmRSS, and its anonymous part RssAnon) is read once every remote is ``synced`` and meshd has been quiet
 for a few seconds. Per remote = (RSS − baseline RSS) / remotes; and, as ``meshctl bench --clusters``
 counts it, the marginal cost of a remote, (RSS − RSS with one remote) / (remotes − 1), which leaves out
@@ -36,11 +36,11 @@ import yaml  # noqa: E402
 NAMESPACES, SERVICES, ENDPOINTS = 10, 300, 13
 
 
-def remote_manifests(cluster: int) -> list[dict]:
+def remote_manifests(cluster: int, selected: int) -> list[dict]:
     out = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "istio-system",
                                                                   "labels": {"mesh": "on"}}}]
     out += [{"apiVersion": "v1", "kind": "Namespace",
-             "metadata": {"name": f"ns-{n}", "labels": {"mesh": "on"} if n == 0 else {}}} for n in range(NAMESPACES)]
+             "metadata": {"name": f"ns-{n}", "labels": {"mesh": "on"} if n < selected else {}}} for n in range(NAMESPACES)]
     for s in range(SERVICES):
         ns = f"ns-{s % NAMESPACES}"
         name = f"svc-{s}"
@@ -117,6 +117,7 @@ def main() -> None:
     p.add_argument("--bin-dir", default="target/release")
     p.add_argument("--remotes", type=int, default=4, help="at least 2")
     p.add_argument("--settle", type=float, default=5.0)
+    p.add_argument("--select", type=int, default=1, help="namespaces of the 10 the selectors select")
     args = p.parse_args()
     if args.remotes < 2:
         p.error("--remotes must be at least 2")
@@ -131,7 +132,7 @@ def main() -> None:
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "istio-system", "labels": {"mesh": "on"}}}))
         for r in range(1, args.remotes + 1):
             (folders / f"cluster-{r}").mkdir()
-            (folders / f"cluster-{r}" / "world.yaml").write_text(yaml.safe_dump_all(remote_manifests(r)))
+            (folders / f"cluster-{r}" / "world.yaml").write_text(yaml.safe_dump_all(remote_manifests(r, args.select)))
         sim = subprocess.Popen([str(Path(args.bin_dir) / "meshctl"), "sandbox", "serve", "--clusters", str(folders),
                                 "--state-dir", str(root / "sandbox")], stdout=subprocess.PIPE, text=True)
         try:
@@ -151,7 +152,7 @@ def main() -> None:
         print(f"{what}: baseline (no remote): {base[i]:.1f} MiB")
         print(f"{what}: {args.remotes} remotes, every namespace: {every[i]:.1f} MiB, {per(every):.2f} MiB per "
               f"remote; 1 remote {every_1[i]:.1f} MiB, {marginal(every, every_1):.2f} MiB per further remote")
-        print(f"{what}: {args.remotes} remotes, 1 namespace in 10: {selected[i]:.1f} MiB, {per(selected):.2f} MiB "
+        print(f"{what}: {args.remotes} remotes, {args.select} namespace(s) in 10: {selected[i]:.1f} MiB, {per(selected):.2f} MiB "
               f"per remote; 1 remote {selected_1[i]:.1f} MiB, {marginal(selected, selected_1):.2f} MiB per further "
               "remote")
 
