@@ -3,7 +3,8 @@
 //!
 //! Discovery selectors ([`namespaces`]): the namespaced watchers start once the Namespaces are listed,
 //! and keep only the objects of discovered namespaces, so an undiscovered namespace costs no memory
-//! beyond decoding its objects into [`objects`]' slim types, which skip what meshd does not read. A
+//! beyond decoding its objects into [`objects`]' slim types, which skip what meshd does not read, and
+//! none at all when a few namespaces are selected ([`watches`] then lists only those). A
 //! namespace that stops being discovered has its objects dropped at once; one that starts makes the
 //! namespaced watchers relist (istiod replays its informer cache instead, which holds every object).
 //!

@@ -128,47 +128,26 @@ fn slices_keep_what_the_registry_reads() {
         assert_eq!(slim.metadata, read_meta(&full.metadata, false), "{case}");
         assert_eq!(slim.address_type, full.address_type, "{case}");
         assert_eq!(slim.ports, full.ports, "{case}");
-        let read = |addresses: &[String],
-                    conditions,
-                    node: &Option<String>,
-                    kind: Option<&str>,
-                    name: Option<&str>| {
-            (
-                addresses.to_vec(),
-                conditions,
-                node.clone(),
-                kind.map(str::to_owned),
-                name.map(str::to_owned),
-            )
-        };
-        let slim_endpoints: Vec<_> = slim
-            .endpoints
-            .iter()
-            .map(|e| {
-                let r = e.target_ref.as_ref();
-                read(
-                    &e.addresses,
-                    e.conditions.clone(),
-                    &e.node_name,
-                    r.and_then(|r| r.kind.as_deref()),
-                    r.and_then(|r| r.name.as_deref()),
-                )
-            })
-            .collect();
-        let full_endpoints: Vec<_> = full
-            .endpoints
-            .iter()
-            .map(|e| {
-                let r = e.target_ref.as_ref();
-                read(
-                    &e.addresses,
-                    e.conditions.clone(),
-                    &e.node_name,
-                    r.and_then(|r| r.kind.as_deref()),
-                    r.and_then(|r| r.name.as_deref()),
-                )
-            })
-            .collect();
+        // The same field names on both types: one expression reads either.
+        macro_rules! read {
+            ($slice:expr) => {
+                $slice
+                    .endpoints
+                    .iter()
+                    .map(|e| {
+                        let r = e.target_ref.as_ref();
+                        (
+                            e.addresses.clone(),
+                            e.conditions.clone(),
+                            e.node_name.clone(),
+                            r.and_then(|r| r.kind.clone()),
+                            r.and_then(|r| r.name.clone()),
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            };
+        }
+        let (slim_endpoints, full_endpoints) = (read!(slim), read!(full));
         assert_eq!(slim_endpoints, full_endpoints, "{case}");
     }
 }
