@@ -44,7 +44,7 @@ use self::{
     network::NetworkResolver,
     objects::{EndpointSlice, Pod, Service},
     state::State,
-    watches::{Scope, WatchBatches, WatchItem},
+    watches::{FirstLists, Scope, WatchBatches, WatchItem},
 };
 use crate::{
     aggregate::{RegistryId, Update, UpdateSender},
@@ -173,7 +173,7 @@ struct Registry {
     relisting: HashMap<(Kind, Scope), HashSet<String>>,
     listed: [bool; KINDS],
     /// Per kind: its watches (one per scope) yet to finish their first list.
-    unlisted: [usize; KINDS],
+    unlisted: FirstLists,
     synced: bool,
     changed_services: HashSet<ServiceKey>,
     touched: HashSet<ServiceKey>,
@@ -214,7 +214,7 @@ impl Registry {
             progress,
             relisting: HashMap::new(),
             listed: [false; KINDS],
-            unlisted: [0; KINDS],
+            unlisted: FirstLists::default(),
             synced: false,
             changed_services: HashSet::new(),
             touched: HashSet::new(),
@@ -273,7 +273,7 @@ impl Registry {
                 self.relisting
                     .retain(|(kind, _), _| matches!(kind, Kind::Namespace | Kind::Node));
                 for kind in [Kind::Service, Kind::Slice, Kind::Pod] {
-                    self.unlisted[kind as usize] = scopes.len();
+                    self.unlisted.start(kind, &scopes);
                 }
                 objects =
                     Some(watches::watch_namespaced(&client, self.watch_timeout, &scopes).ready_chunks(BATCH));
@@ -419,8 +419,7 @@ impl Registry {
                         tx.send_replace(Some(self.namespaces.selected()));
                     }
                 }
-                self.unlisted[slot] = self.unlisted[slot].saturating_sub(1);
-                self.listed[slot] |= self.unlisted[slot] == 0;
+                self.listed[slot] |= self.unlisted.done(kind, &watch.1);
                 if let Some(n) = self.repeats.clear() {
                     info!(cluster = %self.id.cluster, %kind, repeats = n, "watch recovered");
                 }

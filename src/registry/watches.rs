@@ -14,7 +14,7 @@ use k8s_openapi::{
 use kube::{Api, Client, Resource, core::PartialObjectMeta, runtime::watcher};
 
 use super::{
-    Event, Kind,
+    Event, KINDS, Kind,
     objects::{EndpointSlice, Pod, Service},
 };
 use crate::kube_watch;
@@ -117,4 +117,47 @@ pub(super) fn watch_namespaced(client: &Client, timeout: u32, scopes: &[Scope]) 
         ));
     }
     futures::stream::select_all(streams)
+}
+
+/// Per kind, the scopes whose watch has not finished its first list since the watches (re)started: a
+/// kind is listed once every scope has, however often one of them relists meanwhile.
+#[derive(Default)]
+pub(super) struct FirstLists {
+    pending: [Vec<Scope>; KINDS],
+}
+
+impl FirstLists {
+    /// The watches of `kind` (re)started with `scopes`.
+    pub(super) fn start(&mut self, kind: Kind, scopes: &[Scope]) {
+        self.pending[kind as usize] = scopes.to_vec();
+    }
+
+    /// `scope`'s watch of `kind` finished a list; true when no scope of `kind` still owes its first.
+    pub(super) fn done(&mut self, kind: Kind, scope: &Scope) -> bool {
+        let pending = &mut self.pending[kind as usize];
+        pending.retain(|s| s != scope);
+        pending.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kind_is_listed_once_every_scope_has_listed_whatever_relists_come_between() {
+        let (a, b): (Scope, Scope) = (Some("a".into()), Some("b".into()));
+        let mut lists = FirstLists::default();
+        // Cluster-scoped kinds have the one scope and nothing started: listed on their first list.
+        assert!(lists.done(Kind::Namespace, &None));
+        lists.start(Kind::Pod, &[a.clone(), b.clone()]);
+        assert!(!lists.done(Kind::Pod, &a));
+        assert!(
+            !lists.done(Kind::Pod, &a),
+            "a relist of `a` does not stand for `b`'s first list"
+        );
+        assert!(lists.done(Kind::Pod, &b));
+        lists.start(Kind::Pod, std::slice::from_ref(&a));
+        assert!(lists.done(Kind::Pod, &a));
+    }
 }
