@@ -38,13 +38,20 @@ impl Tasks {
     where
         F: Future<Output = ()> + Send + 'static,
     {
+        tokio::spawn(self.track(name, fut))
+    }
+
+    /// `fut` named, traced and tracked as [`Tasks::spawn`] does, for a caller that polls it itself (an
+    /// ADS stream runs inside its HTTP/2 response body): drain waits for it until it ends or is dropped.
+    pub fn track<F: Future>(&self, name: &str, fut: F) -> impl Future<Output = F::Output> + use<F> {
         let span = info_span!("task", name = %name);
         let name = name.to_owned();
-        self.tracker.spawn(
+        self.tracker.track_future(
             async move {
                 debug!("started");
-                fut.await;
+                let out = fut.await;
                 debug!(task = %name, "stopped");
+                out
             }
             .instrument(span),
         )

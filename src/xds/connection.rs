@@ -1,9 +1,11 @@
-//! One ADS stream, owned by its task: reads requests, follows snapshots, answers.
+//! One ADS stream: reads requests, follows snapshots, answers.
 //!
 //! Owns: the stream loop shared by both protocols (through [`Protocol`]) and the per-stream state (the
 //! proxy, the protocol state machine, the snapshot it serves and hence what a newer one changes for
-//! it). The state machine sits behind a mutex only the task writes, so debug readers can look at it
-//! when they ask (see [`super::status`]). Does NOT: decide protocol rules (see [`super::sotw`],
+//! it). The loop is a future its response body polls ([`super::wire::ResponseBody`]), so it runs in
+//! hyper's task for the HTTP/2 stream and hands each message over without a channel or a wake-up of
+//! another task. The state machine sits behind a mutex only the stream writes, so debug readers can
+//! look at it when they ask (see [`super::status`]). Does NOT: decide protocol rules (see [`super::sotw`],
 //! [`super::delta`]) or build resources (generators).
 
 use std::{
@@ -13,7 +15,7 @@ use std::{
 
 use futures::stream;
 use parking_lot::Mutex;
-use tokio::{sync::mpsc, time::Instant};
+use tokio::time::Instant;
 use tokio_stream::{StreamExt, wrappers::WatchStream};
 use tracing::{debug, info, warn};
 
@@ -26,7 +28,7 @@ use super::{
     push::{Push, PushScope, Recipient, Snapshot, decide, scope},
     shared::{Caller, Shared},
     status::{ConnectionStatus, StatusHandle, Watches},
-    wire::{Frame, Requests},
+    wire::{Outbox, Requests},
     woken::Woken,
 };
 use crate::envoy::{
@@ -39,9 +41,7 @@ use crate::envoy::{
 /// can apply as they come, far below gRPC clients' default 4 MiB receive limit.
 const MAX_RESPONSE_BYTES: usize = 128 << 10;
 
-type Outbox = mpsc::Sender<Result<Frame, tonic::Status>>;
-
-/// A stream's protocol state: written by its task only, read by debug readers.
+/// A stream's protocol state: written by the stream only, read by debug readers.
 struct State<P>(Mutex<P>);
 
 impl<P: Protocol> Watches for State<P> {
@@ -50,7 +50,7 @@ impl<P: Protocol> Watches for State<P> {
     }
 }
 
-/// The state a stream task owns.
+/// The state a stream owns.
 struct Stream<P: Protocol> {
     shared: Arc<Shared>,
     proxy: Proxy,
@@ -71,6 +71,19 @@ struct Stream<P: Protocol> {
     counted: u64,
     /// Who is on the other end (SDS reads its verified identity).
     caller: Caller,
+    /// Whether the loop ended (and said why); a stream dropped before did not see its end.
+    ended: bool,
+}
+
+/// A stream ends here however it ends, also when hyper drops it mid-way (the client reset the stream,
+/// the connection ended): the gauge of open streams falls, and the log says so.
+impl<P: Protocol> Drop for Stream<P> {
+    fn drop(&mut self) {
+        self.shared.metrics.stream_closed();
+        if !self.ended {
+            info!(node = %self.proxy.id, "xDS stream closed: reset by the client or its connection ended");
+        }
+    }
 }
 
 /// Runs one stream to completion. Errors are sent to the client as its final status.
@@ -111,7 +124,7 @@ pub(crate) async fn run<P: Protocol>(
         Ok(s) => s,
         Err(e) => {
             debug!(error = %e, "stream refused");
-            let _ = out.send(Err(e.into())).await;
+            out.send(Err(e.into())).await;
             return;
         }
     };
@@ -149,6 +162,7 @@ pub(crate) async fn run<P: Protocol>(
         pushed: BTreeMap::new(),
         counted: 0,
         caller,
+        ended: false,
     };
     // Each watch is waited on by one future for the stream's life: one re-created on every turn of the
     // loop would enter and leave the watch's waiter list (locks every stream shares) for every ACK.
@@ -162,7 +176,7 @@ pub(crate) async fn run<P: Protocol>(
     let end = loop {
         if let Some(req) = next.take() {
             if let Err(e) = stream.on_request(req).await {
-                break e;
+                break Some(e);
             }
             continue;
         }
@@ -179,28 +193,27 @@ pub(crate) async fn run<P: Protocol>(
                 if let Some(snapshot) = shared.snapshots.load()
                     && let Err(e) = stream.on_snapshot(snapshot).await
                 {
-                    break e;
+                    break Some(e);
                 }
             }
             Ok(()) = secret_changed(&mut secret_versions) => {
                 if let Err(e) = stream.respond(XdsType::Secret, Mode::Pushed, None).await {
-                    break e;
+                    break Some(e);
                 }
             }
         }
     };
-    shared.metrics.stream_closed();
+    stream.ended = true;
     match &end {
         Some(e) => info!(node = %stream.proxy.id, error = %e, "xDS stream closed"),
         None => info!(node = %stream.proxy.id, "xDS stream closed by the client"),
     }
     if let Some(e) = end {
-        let _ = stream.out.send(Err(e.into())).await;
+        stream.out.send(Err(e.into())).await;
     }
 }
 
-/// `Err(None)`: the client went away.
-type StepResult = Result<(), Option<Error>>;
+type StepResult = Result<(), Error>;
 
 /// The next change of the secret source's version; never, without a source (or once it is gone).
 async fn secret_changed(versions: &mut Option<Woken<WatchStream<u64>>>) -> Result<(), ()> {
@@ -351,7 +364,7 @@ impl<P: Protocol> Stream<P> {
                     .permits
                     .acquire()
                     .await
-                    .map_err(|_| Some(Error::ShuttingDown))?,
+                    .map_err(|_| Error::ShuttingDown)?,
             ),
             Mode::Requested => None,
         };
@@ -386,14 +399,14 @@ impl<P: Protocol> Stream<P> {
             };
             let limit = self.shared.limits.max_response_bytes;
             if frame.message_len() > limit {
-                return Err(Some(Error::ResponseTooLarge {
+                return Err(Error::ResponseTooLarge {
                     ty,
                     bytes: frame.message_len(),
                     limit,
-                }));
+                });
             }
             let sent = Instant::now();
-            self.out.send(Ok(frame)).await.map_err(|_| None)?;
+            self.out.send(Ok(frame)).await;
             self.shared.metrics.pushed(ty, build_time, sent.elapsed());
             debug!(node = %self.proxy.id, %ty, version, ?mode, "sent");
             answered = true;

@@ -1,7 +1,8 @@
 //! The tonic ADS service and how to serve it.
 //!
-//! Owns: accepting streams (rate limit, authentication hook, readiness), spawning one task per stream
-//! through [`Tasks::spawn`], message-size caps, and serving on a plaintext listener or any incoming
+//! Owns: accepting streams (rate limit, authentication hook, readiness), a response body driving each
+//! stream (no task of its own: hyper's task for the HTTP/2 stream polls it), tracked through
+//! [`Tasks::track`] so shutdown waits for it, message-size caps, and serving on a plaintext listener or any incoming
 //! connection stream (the secure side hands in accepted rustls streams). Does NOT: terminate TLS or
 //! verify credentials itself ([`Authenticator`] does), or know what the streams send.
 
@@ -17,7 +18,7 @@ use std::{
 use tokio::{
     io::{AsyncRead, AsyncWrite},
     net::TcpListener,
-    sync::{Semaphore, mpsc},
+    sync::Semaphore,
 };
 use tokio_stream::{Stream, StreamExt};
 use tonic::{
@@ -53,8 +54,8 @@ pub struct AdsServer {
 }
 
 impl AdsServer {
-    /// A server whose streams follow `snapshots` (the aggregate's, or a fixture's), spawning stream
-    /// tasks on `tasks`. `endpoints` is the split-horizon hook ([`super::AllEndpoints`] by default).
+    /// A server whose streams follow `snapshots` (the aggregate's, or a fixture's), tracked on `tasks`
+    /// (shutdown ends them and waits for them). `endpoints` is the split-horizon hook ([`super::AllEndpoints`] by default).
     pub fn new(
         snapshots: Arc<dyn SnapshotSource>,
         tasks: Tasks,
@@ -212,7 +213,7 @@ impl tower::Service<http::Request<Body>> for AdsService {
 }
 
 impl AdsService {
-    /// Admission: rate limit, authentication, then a task owning the stream.
+    /// Admission: rate limit, authentication, then a response body owning the stream.
     async fn accept<P: Protocol>(
         &self,
         req: http::Request<Body>,
@@ -249,13 +250,15 @@ impl AdsService {
                 }
             }
         };
-        let (tx, rx) = mpsc::channel(2);
         let shared = self.shared.clone();
-        self.shared.tasks.spawn(
-            "ads-stream",
-            connection::run::<P>(shared, caller, peer, requests, tx, protocol),
-        );
-        let mut response = http::Response::new(Body::new(ResponseBody::new(rx)));
+        let tasks = &self.shared.tasks;
+        let body = ResponseBody::new(|out| {
+            tasks.track(
+                "ads-stream",
+                connection::run::<P>(shared, caller, peer, requests, out, protocol),
+            )
+        });
+        let mut response = http::Response::new(Body::new(body));
         response
             .headers_mut()
             .insert(http::header::CONTENT_TYPE, tonic::metadata::GRPC_CONTENT_TYPE);

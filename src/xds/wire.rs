@@ -10,15 +10,17 @@
 //! protocol state machines do).
 
 use std::{
+    future::Future,
     marker::PhantomData,
     pin::Pin,
+    sync::Arc,
     task::{Context, Poll, ready},
 };
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use http::HeaderMap;
+use parking_lot::Mutex;
 use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint, key_len};
-use tokio::sync::mpsc;
 use tonic::Status;
 
 use super::{Resource, XdsType};
@@ -215,17 +217,65 @@ impl Writer {
     }
 }
 
-/// The response body of one ADS stream: the frames its task sends, then the final status as trailers.
+/// Where a stream hands its next message to its [`ResponseBody`]: one slot, no channel. The body polls
+/// the stream only while the slot is empty and takes what it finds there after each poll, so a `send`
+/// into a full slot needs no waker: the body empties the slot and polls the stream again when hyper
+/// next asks for data. Only a [`ResponseBody`] may poll a future that sends here.
+#[derive(Clone, Default)]
+pub(crate) struct Outbox(Arc<Mutex<Option<Result<Frame, Status>>>>);
+
+impl Outbox {
+    /// Hands `item` to the body: at once if the slot is empty, else once the body took the one before.
+    pub(crate) async fn send(&self, item: Result<Frame, Status>) {
+        let mut item = Some(item);
+        std::future::poll_fn(|_| {
+            let mut slot = self.0.lock();
+            if slot.is_some() {
+                return Poll::Pending;
+            }
+            *slot = item.take();
+            Poll::Ready(())
+        })
+        .await
+    }
+
+    fn take(&self) -> Option<Result<Frame, Status>> {
+        self.0.lock().take()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.lock().is_none()
+    }
+}
+
+/// The stream behind a [`ResponseBody`]: its whole life as one future.
+type Run = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// The response body of one ADS stream, and the stream itself: hyper's per-stream task polls it for
+/// data, which polls the stream's future (reading requests, following snapshots) until it hands over
+/// a message, then yields that message's parts, and the final status as trailers. No task of its own
+/// and no channel: the stream's wakers are hyper's stream task's, which polls the body whenever it
+/// has room to send and on every wake-up (hyper 1's `PipeToSendStream`), so requests are read while
+/// nothing is sent; a body hyper drops (the client reset the stream, the connection ended) drops the
+/// stream with it.
 pub(crate) struct ResponseBody {
-    frames: mpsc::Receiver<Result<Frame, Status>>,
+    /// `None` once the stream ended.
+    run: Option<Run>,
+    out: Outbox,
     current: std::vec::IntoIter<Bytes>,
     done: bool,
 }
 
 impl ResponseBody {
-    pub(crate) fn new(frames: mpsc::Receiver<Result<Frame, Status>>) -> Self {
+    /// The body of the stream `run` builds around the outbox it is given.
+    pub(crate) fn new<F>(run: impl FnOnce(Outbox) -> F) -> Self
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let out = Outbox::default();
         Self {
-            frames,
+            run: Some(Box::pin(run(out.clone()))),
+            out,
             current: Vec::new().into_iter(),
             done: false,
         }
@@ -248,16 +298,28 @@ impl http_body::Body for ResponseBody {
             if this.done {
                 return Poll::Ready(None);
             }
-            let status = match ready!(this.frames.poll_recv(cx)) {
+            let status = match this.out.take() {
                 Some(Ok(frame)) => {
                     this.current = frame.parts.into_iter();
                     continue;
                 }
                 Some(Err(status)) => status,
-                // The stream task ended without an error: the client went away or closed its side.
-                None => Status::ok(""),
+                None => match &mut this.run {
+                    Some(run) => {
+                        if run.as_mut().poll(cx).is_ready() {
+                            this.run = None;
+                        } else if this.out.is_empty() {
+                            // Waiting with nothing handed over: on wakers it registered itself.
+                            return Poll::Pending;
+                        }
+                        continue;
+                    }
+                    // The stream ended without an error: the client closed its side.
+                    None => Status::ok(""),
+                },
             };
             this.done = true;
+            this.run = None;
             return Poll::Ready(Some(Ok(http_body::Frame::trailers(trailers(&status)))));
         }
     }
@@ -456,20 +518,63 @@ mod tests {
 
     #[tokio::test]
     async fn body_streams_frames_then_status_trailers() {
-        let (tx, rx) = mpsc::channel(4);
         let a = res("a", 2000, 1);
         let frame = sotw_response(XdsType::Endpoint, "1", "1", &[&a]);
-        let expected = frame.message_len() + PREFIX;
-        tx.send(Ok(frame)).await.unwrap();
-        tx.send(Err(Status::unavailable("bye"))).await.unwrap();
-        drop(tx);
-        let collected = ResponseBody::new(rx).collect().await.unwrap();
+        let expected = 2 * (frame.message_len() + PREFIX);
+        let second = sotw_response(XdsType::Endpoint, "1", "2", &[&a]);
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let body = ResponseBody::new(|out| async move {
+            // Two messages in one poll: the second waits for the body to take the first.
+            out.send(Ok(frame)).await;
+            out.send(Ok(second)).await;
+            // Then a wait on a waker of its own, woken from another task.
+            let _ = rx.await;
+            out.send(Err(Status::unavailable("bye"))).await;
+        });
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            let _ = tx.send(());
+        });
+        let collected = tokio::time::timeout(std::time::Duration::from_secs(5), body.collect())
+            .await
+            .expect("the wake-up reached the body")
+            .unwrap();
         let trailers = collected.trailers().cloned().expect("trailers");
         assert_eq!(collected.to_bytes().len(), expected);
         let status = Status::from_header_map(&trailers).expect("status");
         assert_eq!(
             (status.code(), status.message()),
             (tonic::Code::Unavailable, "bye")
+        );
+        let ok = ResponseBody::new(|_| async {}).collect().await.unwrap();
+        let status = Status::from_header_map(ok.trailers().expect("trailers")).expect("status");
+        assert_eq!(status.code(), tonic::Code::Ok, "a stream that just ends says OK");
+    }
+
+    #[tokio::test]
+    async fn a_dropped_body_drops_its_stream() {
+        struct Guard(Arc<std::sync::atomic::AtomicBool>);
+        impl Drop for Guard {
+            fn drop(&mut self) {
+                self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let guard = Guard(dropped.clone());
+        let mut body = ResponseBody::new(|_| async move {
+            let _guard = guard;
+            std::future::pending::<()>().await;
+        });
+        let polled = http_body::Body::poll_frame(
+            Pin::new(&mut body),
+            &mut Context::from_waker(std::task::Waker::noop()),
+        );
+        assert!(polled.is_pending(), "a stream waiting on nothing yields nothing");
+        assert!(!dropped.load(std::sync::atomic::Ordering::Relaxed));
+        drop(body);
+        assert!(
+            dropped.load(std::sync::atomic::Ordering::Relaxed),
+            "the stream's state went with it"
         );
     }
 
