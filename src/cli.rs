@@ -10,7 +10,7 @@ use std::{
 
 use clap::{CommandFactory, FromArgMatches, Parser, parser::ValueSource};
 
-use crate::{multicluster::kubeconfig::InsecureOption, telemetry::LogFormat};
+use crate::{aggregate::EdsDebounce, multicluster::kubeconfig::InsecureOption, telemetry::LogFormat};
 
 /// meshd: a multi-cluster service-mesh control plane.
 ///
@@ -186,6 +186,17 @@ pub struct Args {
     #[arg(long, env = "PILOT_DEBOUNCE_MAX", default_value = "10s", value_parser = parse_duration)]
     pub debounce_max: Duration,
 
+    /// ★ How endpoint-only changes are debounced: `paced` publishes --eds-settle after the first change
+    /// and at most once per --debounce-after (a storm converges in ≈ --debounce-after, not
+    /// --debounce-max); `quiet` waits for quiet like every other change, as istiod.
+    #[arg(long, env = "MESHD_EDS_DEBOUNCE", default_value = "paced", value_enum)]
+    pub eds_debounce: EdsDebounceMode,
+
+    /// ★ With --eds-debounce=paced: how long the first endpoint change waits for the events the same
+    /// write causes (a Pod and its EndpointSlice, other clusters' watches).
+    #[arg(long, env = "MESHD_EDS_SETTLE", default_value = "10ms", value_parser = parse_duration)]
+    pub eds_settle: Duration,
+
     /// New xDS streams accepted per second, excess refused with RESOURCE_EXHAUSTED (istiod's
     /// PILOT_MAX_REQUESTS_PER_SECOND); bursts up to one second's worth. 0: automatic,
     /// min(15 + 5 × cores, 100).
@@ -318,7 +329,26 @@ pub enum KubeSource {
     Sandbox(Option<PathBuf>),
 }
 
+/// `--eds-debounce`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EdsDebounceMode {
+    /// ★ Settle, then at most one publish per --debounce-after.
+    Paced,
+    /// After --debounce-after of quiet, as istiod.
+    Quiet,
+}
+
 impl Args {
+    /// How the aggregate debounces endpoint-only changes.
+    pub fn eds_debounce(&self) -> EdsDebounce {
+        match self.eds_debounce {
+            EdsDebounceMode::Paced => EdsDebounce::Paced {
+                settle: self.eds_settle,
+            },
+            EdsDebounceMode::Quiet => EdsDebounce::Quiet,
+        }
+    }
+
     /// Parses `argv`, remembering which listen flags were left at their default: the sandbox may move
     /// those off a taken port, never one the operator chose.
     pub fn try_parse_tracking_defaults<I, T>(argv: I) -> Result<Self, clap::Error>
@@ -419,6 +449,14 @@ mod tests {
             (a.debounce_after, a.debounce_max),
             (Duration::from_millis(100), Duration::from_secs(10))
         );
+        assert_eq!(
+            a.eds_debounce(),
+            EdsDebounce::Paced {
+                settle: Duration::from_millis(10)
+            }
+        );
+        let quiet = Args::try_parse_from(["meshd", "--eds-debounce", "quiet"]).unwrap();
+        assert_eq!(quiet.eds_debounce(), EdsDebounce::Quiet);
         assert_eq!(a.log_format, LogFormat::Text);
         assert_eq!(a.token_audience, "istio-ca");
         assert_eq!(

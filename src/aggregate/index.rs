@@ -104,6 +104,11 @@ impl Index {
         self.changes.full.insert(reason);
     }
 
+    /// Whether the changes taken in need more than EDS.
+    pub(super) fn needs_full_push(&self) -> bool {
+        self.changes.needs_full_push()
+    }
+
     pub(super) fn has_changes(&self) -> bool {
         !self.changes.is_empty() || self.gateways_dirty
     }

@@ -2,8 +2,8 @@
 //! immutable, versioned [`MeshSnapshot`]s.
 //!
 //! Registries send [`Update`]s over a bounded channel (back-pressure, not unbounded memory). The task
-//! applies them to its [`index::Index`] at once, and publishes after the debounce quiet period, so a burst
-//! becomes one snapshot whose [`ChangeSet`] names every service that changed, in which cluster, and
+//! applies them to its [`index::Index`] at once, and publishes when the [`debounce`] says (istiod's quiet
+//! period; ★ endpoint-only bursts paced, [`EdsDebounce`]), so a burst becomes one snapshot whose [`ChangeSet`] names every service that changed, in which cluster, and
 //! whether EDS alone suffices. It never does I/O and never holds a lock.
 //!
 //! Also here: the gateway set each snapshot carries, found by the pure [`gateways`] functions and its
@@ -25,6 +25,7 @@ use std::{collections::BTreeSet, sync::Arc, time::Duration};
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, warn};
 
+pub use debounce::EdsDebounce;
 pub use debug::routes;
 pub use metrics::Metrics;
 pub use snapshot::{
@@ -151,6 +152,8 @@ pub struct Options {
     pub debounce_after: Duration,
     /// Longest a publish may be delayed.
     pub debounce_max: Duration,
+    /// How endpoint-only bursts publish.
+    pub eds_debounce: EdsDebounce,
     /// `pilot_debounce_time`.
     pub metrics: Metrics,
     /// The cluster domain suffix (Istio config short names resolve with it).
@@ -167,7 +170,7 @@ pub fn new(
     let aggregator = Aggregator {
         writer: Writer {
             index: index::Index::new(opts.primary),
-            debounce: debounce::Debounce::new(opts.debounce_after, opts.debounce_max),
+            debounce: debounce::Debounce::new(opts.debounce_after, opts.debounce_max, opts.eds_debounce),
             publisher,
             networks,
             ignored_gateways: Vec::new(),
@@ -290,7 +293,8 @@ impl Writer {
                 }
             }
             if self.index.has_changes() || !self.config_changes.is_empty() {
-                self.debounce.record(tokio::time::Instant::now());
+                let full = self.index.needs_full_push() || !self.config_changes.is_empty();
+                self.debounce.record(tokio::time::Instant::now(), full);
                 if let (Some(first), Some(deadline)) = (self.debounce.first(), self.debounce.deadline()) {
                     self.publisher.pending(Some(Pending { first, deadline }));
                 }
@@ -325,7 +329,7 @@ impl Writer {
         if let Some(first) = first {
             self.metrics.debounced(first.elapsed());
         }
-        self.debounce.reset();
+        self.debounce.published(tokio::time::Instant::now());
         let previous = self.publisher.current();
         let mut changes = self.index.take_changes();
         changes.config = std::mem::take(&mut self.config_changes);

@@ -341,6 +341,7 @@ async fn a_burst_is_published_once_after_the_quiet_period() {
         primary: "c1".into(),
         debounce_after: Duration::from_millis(100),
         debounce_max: Duration::from_secs(10),
+        eds_debounce: super::EdsDebounce::Quiet,
         metrics: super::Metrics::unregistered(),
         domain_suffix: "cluster.local".into(),
     };
@@ -385,6 +386,89 @@ async fn a_burst_is_published_once_after_the_quiet_period() {
     assert_eq!(
         summary(&snap.changes),
         [("a".to_owned(), vec!["c1".to_owned()], ChangeKind::Full)]
+    );
+    tasks.drain(Duration::from_secs(1)).await.unwrap();
+}
+
+/// ★ Paced: a storm of endpoint flaps publishes at once, then once per `debounce_after`, each publish
+/// carrying the newest endpoints — never waiting for a quiet period that does not come.
+#[tokio::test(start_paused = true)]
+async fn an_endpoint_storm_is_paced_not_held_until_quiet() {
+    let ms = Duration::from_millis;
+    let tasks = crate::drain::Tasks::new();
+    let (_nets_tx, nets) = watch::channel(Arc::new(MeshNetworks::default()));
+    let opts = Options {
+        primary: "c1".into(),
+        debounce_after: ms(100),
+        debounce_max: Duration::from_secs(10),
+        eds_debounce: super::EdsDebounce::Paced { settle: ms(10) },
+        metrics: super::Metrics::unregistered(),
+        domain_suffix: "cluster.local".into(),
+    };
+    let (aggregator, tx, mut snaps) = new(opts, nets);
+    aggregator.spawn(&tasks);
+    tx.send(replace(
+        "c1",
+        1,
+        &[service("a", "c1", "10.1.0.1", 80)],
+        &[("a", endpoints("c1", &["10.1.1.0"], "a"))],
+    ))
+    .await;
+    let created = snaps.changed().await.expect("the service published");
+    assert!(created.changes.needs_full_push());
+    tokio::time::sleep(ms(500)).await;
+
+    // 25 flaps, one every 20 ms: quiet never comes, so istiod's rule would hold them all 10 s.
+    let t0 = tokio::time::Instant::now();
+    let publishes = tokio::spawn({
+        let mut snaps = snaps.clone();
+        async move {
+            let mut seen = Vec::new();
+            while let Some(s) = snaps.changed().await {
+                let last = s.endpoints[&key("a")]
+                    .iter()
+                    .map(|e| e.address.to_string())
+                    .collect::<String>();
+                seen.push((tokio::time::Instant::now(), last));
+                if seen.last().is_some_and(|(_, ip)| ip == "10.1.1.25") {
+                    return seen;
+                }
+            }
+            seen
+        }
+    });
+    for i in 1..=25 {
+        let ip = format!("10.1.1.{i}");
+        tx.send(Update::Endpoints {
+            from: from("c1", 1),
+            key: key("a"),
+            endpoints: endpoints("c1", &[ip.as_str()], "a"),
+        })
+        .await;
+        tokio::time::sleep(ms(20)).await;
+    }
+    let seen = publishes.await.unwrap();
+    assert_eq!(
+        seen[0].0,
+        t0 + ms(10),
+        "the first flap waits only the settle time"
+    );
+    assert_eq!(seen[0].1, "10.1.1.1");
+    for pair in seen.windows(2) {
+        assert!(
+            pair[1].0 - pair[0].0 >= ms(100),
+            "at most one publish per 100 ms: {seen:?}"
+        );
+    }
+    let (last_at, _) = seen[seen.len() - 1];
+    assert!(
+        last_at <= t0 + ms(24 * 20 + 100),
+        "the last flap is out within one interval of arriving: {seen:?}"
+    );
+    assert!(
+        (5..=7).contains(&seen.len()),
+        "{} publishes for 25 flaps over 500 ms",
+        seen.len()
     );
     tasks.drain(Duration::from_secs(1)).await.unwrap();
 }
@@ -573,6 +657,7 @@ async fn istio_config_changes_reach_snapshots_with_the_registry_data() {
         primary: "c1".into(),
         debounce_after: Duration::from_millis(100),
         debounce_max: Duration::from_secs(10),
+        eds_debounce: super::EdsDebounce::Quiet,
         metrics: super::Metrics::unregistered(),
         domain_suffix: "example.local".into(),
     };

@@ -53,6 +53,8 @@ pub struct Options {
     pub debounce_after: Duration,
     /// Snapshot debounce maximum delay.
     pub debounce_max: Duration,
+    /// ★ How endpoint-only bursts publish.
+    pub eds_debounce: aggregate::EdsDebounce,
     /// Kubeconfig features remote secrets may use.
     pub insecure_kubeconfig_options: BTreeSet<InsecureOption>,
     /// Remote kubeconfigs from this folder instead of Secrets, polled every `config_poll`.
@@ -121,6 +123,7 @@ pub fn new(
             primary: opts.cluster_id.clone(),
             debounce_after: opts.debounce_after,
             debounce_max: opts.debounce_max,
+            eds_debounce: opts.eds_debounce,
             metrics: metrics.aggregate.clone(),
             domain_suffix: opts.domain_suffix.as_str().into(),
         },
@@ -195,7 +198,7 @@ impl ClusterDiscovery {
                 watch_timeout: opts.watch_timeout,
                 server: server.into(),
                 workloads: Some(pods.clone()),
-                workloads_wanted: None,
+                workloads_wanted: Some(pods_wanted_rx.clone()),
                 selection: Selection::mesh_wide(mesh.clone()),
                 selected: Some(selected),
             },

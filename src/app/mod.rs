@@ -459,6 +459,7 @@ fn clusters_options(args: &Args, cluster_id: &ClusterId, watches: &MeshWatches) 
         watch_timeout: args.watch_timeout,
         debounce_after: args.debounce_after,
         debounce_max: args.debounce_max,
+        eds_debounce: args.eds_debounce(),
         insecure_kubeconfig_options: args.insecure_kubeconfig_options.iter().copied().collect(),
         kubeconfig_dir: args.multicluster_kubeconfig_path.clone(),
         config_poll: args.config_poll,

@@ -287,6 +287,7 @@ mod tests {
             primary: "c1".into(),
             debounce_after: std::time::Duration::from_millis(100),
             debounce_max: std::time::Duration::from_secs(1),
+            eds_debounce: crate::aggregate::EdsDebounce::Quiet,
             metrics: crate::aggregate::Metrics::unregistered(),
             domain_suffix: "cluster.local".into(),
         };

@@ -87,8 +87,11 @@ def run_one(n: int, server: str, a: argparse.Namespace) -> dict:
             "--clients", str(a.clients), "--connect-rate", str(a.connect_rate), "--churn", str(a.churn),
             "--duration", a.duration, "--configure-timeout", a.configure_timeout, "--out", str(out / "bench"),
         ]
-        if server == "meshd":
+        env = {**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "info")}
+        if server in ("meshd", "meshd-quiet"):
             bench += ["--meshd-bin", str(a.meshd)]
+            # meshd-quiet: endpoint changes debounced by istiod's quiet-period rule, not paced.
+            env["MESHD_EDS_DEBOUNCE"] = "quiet" if server == "meshd-quiet" else "paced"
         else:
             trigger = out / "start-istiod"
             istiod, grpc, http = istiod_wrapper(out / "istiod", a.pilot_discovery, k8s.kubeconfig, trigger, a.nice)
@@ -97,7 +100,6 @@ def run_one(n: int, server: str, a: argparse.Namespace) -> dict:
                       "--target-ready", f"127.0.0.1:{http}"]
         load_start = loadavg()
         started = time.monotonic()
-        env = {**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "info")}
         proc = subprocess.Popen(bench, stdout=subprocess.PIPE, stderr=open(out / "meshctl.log", "wb"),
                                 text=True, env=env)
         lines = []
@@ -355,7 +357,9 @@ def main() -> None:
     p.add_argument("--duration", default="20s")
     p.add_argument("--configure-timeout", default="180s")
     p.add_argument("--pairs", type=int, default=2, help="meshd/istiod pairs, alternating")
-    p.add_argument("--order", default="meshd,istiod", help="which goes first in each pair")
+    p.add_argument("--order", default="meshd,istiod",
+                   help="the servers of each round, in order: meshd, istiod, meshd-quiet (meshd with "
+                        "--eds-debounce=quiet, istiod's debounce rule)")
     p.add_argument("--nice", type=int, default=5)
     p.add_argument("--meshctl", type=Path, default=REPO / "target" / "release" / "meshctl")
     p.add_argument("--meshd", type=Path, default=None)

@@ -42,6 +42,7 @@ fn rebuild(c: &mut Criterion) {
         primary: "cluster-0".into(),
         debounce_after: Duration::ZERO,
         debounce_max: Duration::ZERO,
+        eds_debounce: aggregate::EdsDebounce::Quiet,
         metrics: aggregate::Metrics::unregistered(),
         domain_suffix: "cluster.local".into(),
     };

@@ -172,6 +172,9 @@ pub fn start_discovery(primary: &Sim, system_namespace: &str, remote_timeout: Du
         watch_timeout: 290,
         debounce_after: Duration::from_millis(20),
         debounce_max: Duration::from_millis(200),
+        eds_debounce: meshd::aggregate::EdsDebounce::Paced {
+            settle: Duration::from_millis(10),
+        },
         insecure_kubeconfig_options: Default::default(),
         kubeconfig_dir: None,
         config_poll: Duration::from_secs(1),

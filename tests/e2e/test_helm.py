@@ -181,7 +181,7 @@ def test_primary_defaults():
         "--monitoring-addr": ":15014", "--domain-suffix": "cluster.local",
         "--mesh-config": "/etc/istio/config/mesh", "--mesh-networks": "/etc/istio/config/meshNetworks",
         "--remote-cluster-timeout": "30s", "--debounce-after": "100ms", "--debounce-max": "10s",
-        "--config-poll": "1s", "--drain-deadline": "10s", "--log-level": "info", "--log-format": "json",
+        "--eds-debounce": "paced", "--eds-settle": "10ms", "--config-poll": "1s", "--drain-deadline": "10s", "--log-level": "info", "--log-format": "json",
     }
     env = env_of(docs)
     assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
@@ -392,6 +392,7 @@ def test_remote_discovery_through_gateway_hostname():
     ({"image": {"repo": "x"}}, "repo"),
     ({"meshd": {"logFormat": "xml"}}, "/meshd/logFormat"),
     ({"meshd": {"debounceAfter": "soon"}}, "/meshd/debounceAfter"),
+    ({"meshd": {"edsDebounce": "never"}}, "/meshd/edsDebounce"),
     ({"meshd": {"extraArgs": ["-v"]}}, "/meshd/extraArgs/0"),
     ({"clusterId": "Cluster_1"}, "/clusterId"),
     ({"remote": {"discovery": {"address": "not an address"}}}, "/remote/discovery/address"),

@@ -127,6 +127,8 @@ meshd's flags, one per line, from the values. Each maps to a flag of `meshd --he
 - --remote-cluster-timeout={{ .Values.meshd.remoteClusterTimeout }}
 - --debounce-after={{ .Values.meshd.debounceAfter }}
 - --debounce-max={{ .Values.meshd.debounceMax }}
+- --eds-debounce={{ .Values.meshd.edsDebounce }}
+- --eds-settle={{ .Values.meshd.edsSettle }}
 - --config-poll={{ .Values.meshd.configPoll }}
 {{- if .Values.meshd.maxNewStreamsPerSecond }}
 - --max-new-streams-per-second={{ .Values.meshd.maxNewStreamsPerSecond }}
