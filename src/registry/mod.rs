@@ -80,8 +80,9 @@ pub struct Options {
     /// Where the registry publishes its ready pods under its cluster, for the ServiceEntries that
     /// select them (the ServiceEntry registry reads every cluster's, as istiod's).
     pub workloads: Option<watch::Sender<ClusterWorkloads>>,
-    /// Whether any ServiceEntry selects pods: a remote's registry builds and publishes its pods only
-    /// then (they change often); `None` (the config cluster's) publishes always.
+    /// Whether any ServiceEntry selects pods: the registry builds and publishes its pods only then
+    /// (rebuilding every pod's workload per pod event was most of an endpoint change's fixed cost);
+    /// `None` publishes always.
     pub workloads_wanted: Option<watch::Receiver<bool>>,
     /// The discovery selectors this cluster follows.
     pub selection: Selection,

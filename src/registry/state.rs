@@ -36,7 +36,8 @@ pub(super) struct State {
     traits: Interner<PodTraits>,
     /// One copy of each endpoint placement (built while `&self` is borrowed, hence the lock).
     placements: parking_lot::Mutex<Interner<Placement>>,
-    /// A pod changed since [`State::take_workloads`] last built the workloads.
+    /// A pod changed since [`State::take_workloads`] last built the workloads (or it never did: the
+    /// first build is published even when empty, so a reader can tell "no pods" from "not yet").
     pods_changed: bool,
 }
 
@@ -60,7 +61,7 @@ impl State {
             names: Interner::default(),
             traits: Interner::default(),
             placements: Default::default(),
-            pods_changed: false,
+            pods_changed: true,
         }
     }
 
@@ -514,7 +515,12 @@ mod tests {
                     .collect::<Vec<_>>()
             })
         };
-        assert_eq!(names(s.take_workloads()), None, "nothing yet");
+        assert_eq!(
+            names(s.take_workloads()),
+            Some(vec![]),
+            "the first build, even with no pod"
+        );
+        assert_eq!(names(s.take_workloads()), None, "nothing since");
         s.set_pod(name("p1"), Some(ready("reviews")));
         s.set_pod(name("p2"), Some(pod("reviews")));
         assert_eq!(

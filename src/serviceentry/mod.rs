@@ -74,10 +74,11 @@ pub struct Options {
     pub networks: watch::Receiver<Arc<MeshNetworks>>,
     /// The aggregate's snapshots (the Kubernetes Services that select WorkloadEntries).
     pub snapshots: Snapshots,
-    /// Every cluster's ready pods, which ServiceEntries select in their namespace (each Kubernetes
-    /// registry publishes them before its view, so a snapshot with that registry comes after its pods).
+    /// Every cluster's ready pods, which ServiceEntries select in their namespace (a Kubernetes
+    /// registry publishes them before its view while they are wanted).
     pub pods: watch::Receiver<ClusterWorkloads>,
-    /// Set while a ServiceEntry selects pods: remote registries publish theirs only then.
+    /// Set while a ServiceEntry selects pods: every registry, the config cluster's too, builds and
+    /// publishes its pods only then (they change with every rollout).
     pub pods_wanted: watch::Sender<bool>,
 }
 
@@ -166,7 +167,11 @@ async fn run(mut opts: Options, guard: BlockReady, stop: impl Future<Output = ()
                 return;
             }
         }
-        final_view |= (synced(&configs) || !configs_open) && snapshot.registries.contains_key(&kube);
+        // With pods selected, the config cluster's must have arrived too (its registry publishes them
+        // once they are wanted, which may be after its view).
+        let pods_in = !selects_pods || opts.pods.borrow().contains_key(&opts.ctx.cluster);
+        final_view |=
+            (synced(&configs) || !configs_open) && snapshot.registries.contains_key(&kube) && pods_in;
         if final_view && applied(&opts.snapshots.load(), &built, &shard) {
             guard.take();
         }
