@@ -3,7 +3,10 @@
 //!
 //! Owns: metric handles. Does NOT: decide when to record (the stream tasks do).
 
-use std::time::Duration;
+use std::{
+    sync::{Arc, OnceLock},
+    time::Duration,
+};
 
 use prometheus_client::{
     encoding::EncodeLabelSet,
@@ -42,6 +45,12 @@ pub struct Metrics {
     virtual_services: Gauge,
     duplicate_hosts: Gauge,
     duplicate_subsets: Gauge,
+    /// Per type, its `pushes` counter and `push_time` histogram, looked up in the families on the
+    /// type's first push and kept: every later push of every stream counts without the families' lock
+    /// and label hash, while `/metrics` still lists only the types pushed.
+    per_type: Arc<[OnceLock<(IstioCounter, Histogram)>; XdsType::PUSH_ORDER.len()]>,
+    /// The `cache` counters `hit` and `miss`, kept likewise.
+    cache_reads: Arc<[OnceLock<Counter>; 2]>,
 }
 
 impl Metrics {
@@ -59,6 +68,8 @@ impl Metrics {
             virtual_services: Gauge::default(),
             duplicate_hosts: Gauge::default(),
             duplicate_subsets: Gauge::default(),
+            per_type: Default::default(),
+            cache_reads: Default::default(),
         };
         registry.register(
             "pilot_xds",
@@ -143,11 +154,17 @@ impl Metrics {
     }
 
     pub(crate) fn pushed(&self, ty: XdsType, build: Duration, send: Duration) {
-        let label = TypeLabel {
-            r#type: ty.metric_label(),
-        };
-        self.pushes.get_or_create(&label).inc();
-        self.push_time.get_or_create(&label).observe(build.as_secs_f64());
+        let (pushes, push_time) = self.per_type[ty as usize].get_or_init(|| {
+            let label = TypeLabel {
+                r#type: ty.metric_label(),
+            };
+            (
+                self.pushes.get_or_create(&label).clone(),
+                self.push_time.get_or_create(&label).clone(),
+            )
+        });
+        pushes.inc();
+        push_time.observe(build.as_secs_f64());
         self.send_time.observe(send.as_secs_f64());
     }
 
@@ -172,21 +189,27 @@ impl Metrics {
     }
 
     pub(crate) fn cache_hit(&self) {
-        self.cache.get_or_create(&CacheLabel { r#type: "hit" }).inc();
+        self.cache_read(0, "hit");
     }
 
     pub(crate) fn cache_miss(&self) {
-        self.cache.get_or_create(&CacheLabel { r#type: "miss" }).inc();
+        self.cache_read(1, "miss");
+    }
+
+    fn cache_read(&self, slot: usize, r#type: &'static str) {
+        self.cache_reads[slot]
+            .get_or_init(|| self.cache.get_or_create(&CacheLabel { r#type }).clone())
+            .inc();
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
+    use std::{sync::Arc, time::Duration};
 
     use prometheus_client::{encoding::text::encode, registry::Registry};
 
-    use super::Metrics;
+    use super::{Metrics, XdsType};
     use crate::{
         config_controller::ConfigSnapshot,
         traffic::{Index, Settings, tests::config},
@@ -244,5 +267,30 @@ mod tests {
         assert!(text.contains("\npilot_virt_services 2\n"), "{text}");
         assert!(text.contains("\npilot_vservice_dup_domain 1\n"), "{text}");
         assert!(text.contains("\npilot_destrule_subsets 1\n"), "{text}");
+    }
+
+    #[test]
+    fn kept_handles_count_into_the_registered_families_and_only_what_happened_is_listed() {
+        let mut registry = Registry::default();
+        let m = Metrics::new(&mut registry);
+        let other = m.clone();
+        m.pushed(XdsType::Endpoint, Duration::from_millis(2), Duration::ZERO);
+        other.pushed(XdsType::Endpoint, Duration::from_millis(2), Duration::ZERO);
+        m.pushed(XdsType::Listener, Duration::ZERO, Duration::ZERO);
+        m.cache_hit();
+        other.cache_hit();
+        let mut text = String::new();
+        encode(&mut text, &registry).unwrap();
+        for line in [
+            "pilot_xds_pushes{type=\"eds\"} 2",
+            "pilot_xds_pushes{type=\"lds\"} 1",
+            "pilot_xds_push_time_count{type=\"eds\"} 2",
+            "xds_cache_reads_total{type=\"hit\"} 2",
+        ] {
+            assert!(text.contains(&format!("\n{line}\n")), "{line} in {text}");
+        }
+        for absent in ["type=\"cds\"", "type=\"miss\""] {
+            assert!(!text.contains(absent), "{absent} never happened: {text}");
+        }
     }
 }
