@@ -51,13 +51,17 @@ clusters() {
 }
 
 # Change storms (issue 34 §2): endpoint flaps round-robin over 10 remote clusters at 5 / 50 / 500 changes/s,
-# REPEAT times each (default 3), then 1,000 unrelated Secret updates. Rates above one change per debounce
-# (100 ms) never let the quiet period elapse: pushes wait for --debounce-max (10 s), so 30 s runs.
+# REPEAT times each (default 3), then 1,000 unrelated Secret updates, for each of meshd's --eds-debounce
+# modes in EDS_DEBOUNCE (default "paced"; "paced quiet" alternates them). Under `quiet` (istiod's rule)
+# rates above one change per debounce (100 ms) never let the quiet period elapse: pushes wait for
+# --debounce-max (10 s), so 30 s runs. Folders: storm-<mode>-<rate>-<round>.
 storms() {
   for round in $(seq "${REPEAT:-3}"); do
     for rate in 5 50 500; do
-      run "storm-$rate-$round" --clusters 11 --services 100 --endpoints 10 --clients 100 --connect-rate 25 \
-        --churn "$rate" --duration 30s --settle-timeout 60s --secret-storm 1000
+      for mode in ${EDS_DEBOUNCE:-paced}; do
+        MESHD_EDS_DEBOUNCE=$mode run "storm-$mode-$rate-$round" --clusters 11 --services 100 --endpoints 10 \
+          --clients 100 --connect-rate 25 --churn "$rate" --duration 30s --settle-timeout 60s --secret-storm 1000
+      done
     done
   done
 }
