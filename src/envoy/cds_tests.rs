@@ -454,9 +454,10 @@ fn a_cluster_encodes_once_with_a_version_of_its_content() {
         "services, config and subset: the map prost writes in any order"
     );
     let parts = || {
-        let (b, meta) =
-            super::cluster_of(&m, &p, &name, super::resolve(&m, &p, &name).expect("resolves")).expect("v1");
-        (b.cluster, meta.expect("a sidecar's cluster has metadata"))
+        let mut c = Cluster::default();
+        let resolved = super::resolve(&m, &p, &name).expect("resolves");
+        let (_, meta) = super::cluster_of(&m, &p, &name, resolved, &mut c).expect("v1");
+        (c, meta.expect("a sidecar's cluster has metadata"))
     };
     let encoded: Vec<_> = (0..16)
         .map(|_| {

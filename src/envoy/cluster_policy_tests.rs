@@ -71,7 +71,8 @@ fn build_on(yaml: &str, client: Client, protocol: Protocol) -> (Value, Vec<Field
         rule_has_selector: false,
     };
     let (tls, tls_note) = upstream_tls(p.tls.as_ref(), client, &ctx);
-    let mut c = eds_cluster("outbound|80||r.d.svc.cluster.local", client);
+    let mut c = envoy_types::pb::envoy::config::cluster::v3::Cluster::default();
+    eds_cluster(&mut c, "outbound|80||r.d.svc.cluster.local", client);
     let mut notes = apply(&mut c, &p, client, protocol, &MeshConfig::default(), &tls);
     notes.extend(tls_note);
     let upstream = upstream_protocol(p.connection_pool.as_ref(), protocol, client);
@@ -573,7 +574,8 @@ fn meshconfig_locality_applies_without_a_rule_setting() {
     }];
     let weighted = |yaml: &str, client| {
         let p = policy(yaml);
-        let mut c = eds_cluster("outbound|80||r.d.svc.cluster.local", client);
+        let mut c = envoy_types::pb::envoy::config::cluster::v3::Cluster::default();
+        eds_cluster(&mut c, "outbound|80||r.d.svc.cluster.local", client);
         let notes = apply(&mut c, &p, client, Protocol::Http, &mesh, &UpstreamTls::None);
         let locality = c
             .common_lb_config
