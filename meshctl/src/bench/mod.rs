@@ -601,20 +601,17 @@ impl Run {
     async fn change(&mut self, n: u64, started: Instant) -> Result<(), Error> {
         let written = Instant::now();
         let directory = &self.ctx.directory;
-        let announce = |ip, service| directory.add(ip, service);
-        let change = match &self.source {
-            Source::Sim(sandbox) => {
-                let servers: Vec<_> = sandbox.clusters.iter().map(|c| &c.server).collect();
-                self.world.churn(n, &servers, announce)?
-            }
-            Source::Real(real) => {
-                let (change, writes) = self.world.churn_writes(n, announce);
-                real.write(writes).await.map_err(Error::Real)?;
-                change
-            }
-        };
+        let (change, writes) = self
+            .world
+            .churn_writes(n, |ip, service| directory.add(ip, service));
+        // Logged before the writes: a control plane may push the new endpoint before the last write
+        // (the old pod's deletion) returns, and a client only counts events it finds in the log.
         let event = Event::new(&change, written, written.saturating_duration_since(started));
         self.ctx.events.push(event);
+        match &self.source {
+            Source::Sim(sandbox) => World::write_to(&sandbox.clusters[change.cluster].server, writes)?,
+            Source::Real(real) => real.write(writes).await.map_err(Error::Real)?,
+        }
         Ok(())
     }
 

@@ -158,17 +158,9 @@ impl World {
         (cluster, service)
     }
 
-    /// Replaces the oldest endpoint of the `n`th target: starts a new pod, points the slice at it,
-    /// deletes the old pod (a rolling restart of one replica). `announce` gets the new address and
-    /// its service before any simulator holds it.
-    pub fn churn(
-        &mut self,
-        n: u64,
-        servers: &[&ApiServer],
-        announce: impl FnOnce(Ipv4Addr, usize),
-    ) -> Result<Change, kube_sim::Error> {
-        let (change, writes) = self.churn_writes(n, announce);
-        let store = servers[change.cluster].store();
+    /// Applies a change's writes (from [`World::churn_writes`]) to a simulated cluster, in order.
+    pub fn write_to(server: &ApiServer, writes: Vec<Write>) -> Result<(), kube_sim::Error> {
+        let store = server.store();
         for write in writes {
             match write {
                 Write::Apply(object) => {
@@ -179,11 +171,12 @@ impl World {
                 }
             }
         }
-        Ok(change)
+        Ok(())
     }
 
-    /// The `n`th change and the writes that make it, in order, for any API server: the new pod, the
-    /// slice, the old pod's deletion. The truth is updated; `announce` is called first.
+    /// The `n`th change — replacing the target's oldest endpoint as a rolling restart of one replica
+    /// does — and the writes that make it, in order, for any API server: the new pod, the slice, the
+    /// old pod's deletion. The truth is updated; `announce` is called first.
     pub fn churn_writes(&mut self, n: u64, announce: impl FnOnce(Ipv4Addr, usize)) -> (Change, Vec<Write>) {
         let (cluster, service) = self.target(n);
         let added = Ipv4Addr::from(self.next_address);
