@@ -18,7 +18,7 @@ use super::{Resource, XdsType};
 pub struct Held(Arc<Mutex<BTreeMap<XdsType, Holding>>>);
 
 impl Held {
-    /// Write access to the record (the stream task).
+    /// Write access to the record (the stream).
     pub(crate) fn lock(&self) -> MutexGuard<'_, BTreeMap<XdsType, Holding>> {
         self.0.lock()
     }

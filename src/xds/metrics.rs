@@ -1,7 +1,7 @@
 //! xDS metrics under istiod's names and labels (`type="cds"`), so existing dashboards work: istiod's
 //! counters are [`IstioCounter`]s, exposed without a `_total` suffix as istiod does.
 //!
-//! Owns: metric handles. Does NOT: decide when to record (the stream tasks do).
+//! Owns: metric handles. Does NOT: decide when to record (the streams do).
 
 use std::{
     sync::{Arc, OnceLock},

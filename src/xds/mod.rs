@@ -7,7 +7,7 @@
 //! listener and the [`Authenticator`](server::Authenticator) come from the security side).
 //!
 //! Data flow: one [`SnapshotSource`] (the aggregate's debounced snapshots; a fixture's in tests) →
-//! every stream task, which wakes on its version channel, loads the newest [`Snapshot`], derives its
+//! every stream (polled by hyper in its response body), which wakes on its version channel, loads the newest [`Snapshot`], derives its
 //! [`PushScope`] from the snapshot's change set and the version it served last ([`push::scope`]),
 //! regenerates what its proxy watches (`envoy`'s builds through the shared [`cache::ResourceCache`]),
 //! diffs against what it last sent and answers. There is no debouncer here: the publisher debounces.

@@ -1,4 +1,4 @@
-//! What the SotW and delta state machines have in common: the [`Protocol`] a stream task drives, the
+//! What the SotW and delta state machines have in common: the [`Protocol`] a stream drives, the
 //! decisions it returns, nonces, and the per-type exchange (sent, acknowledged, rejected) both record
 //! for debug.
 
@@ -182,7 +182,7 @@ pub(crate) fn truncate_message(m: &str) -> String {
 /// the shared encoded resources.
 pub(crate) trait Protocol: Default + Send + 'static {
     type Request: prost::Message + Default + Send + 'static;
-    /// Whether large EDS/RDS sets go out in several bounded responses (the stream task splits them).
+    /// Whether large EDS/RDS sets go out in several bounded responses (the stream splits them).
     const SPLITS_LARGE_SETS: bool;
     fn type_url(req: &Self::Request) -> &str;
     fn node(req: &Self::Request) -> Option<&Node>;

@@ -6,7 +6,7 @@
 //! set, which of those changes a proxy's Sidecar scope makes it need ([`decide`], istiod's
 //! `proxy_dependencies.go`), the concurrent-push bound and the new-stream rate limit. Does NOT:
 //! debounce (the publisher does; the aggregate with `--debounce-after` / `--debounce-max`) or decide
-//! per resource what to send (the stream task diffs against what it sent).
+//! per resource what to send (the stream diffs against what it sent).
 
 use std::{
     collections::{BTreeMap, BTreeSet},

@@ -151,7 +151,7 @@ pub struct PushStatus {
     pub errors: BTreeMap<XdsType, u64>,
 }
 
-/// Where stream tasks record what the latest push did. Cheap to clone; the lock is held only to
+/// Where streams record what the latest push did. Cheap to clone; the lock is held only to
 /// update counters.
 #[derive(Clone, Default)]
 pub struct PushLog(Arc<Mutex<PushStatus>>);

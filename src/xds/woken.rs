@@ -1,6 +1,6 @@
 //! A stream polled only when it woke its task.
 //!
-//! Owns: [`Woken`], which a stream task puts around each source it selects over (its requests, the
+//! Owns: [`Woken`], which a stream puts around each source it selects over (its requests, the
 //! snapshot and secret watches, shutdown). `tokio::select!` polls every branch on every wake-up, and a
 //! pending watch re-registers its waker under the watch's waiter lock, which every stream shares: a
 //! stream woken by its client's ACK would take the snapshot watch's, the secrets watch's and the
