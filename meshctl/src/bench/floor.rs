@@ -14,10 +14,7 @@ use std::{
 
 use serde::Serialize;
 
-use super::{Error, target::USER_HZ};
-
-/// Pause between changes, so the readers drain the sockets as clients do between pushes.
-const BETWEEN_CHANGES: Duration = Duration::from_millis(5);
+use super::{Error, stack_floor, target::USER_HZ};
 
 /// `meshctl bench-floor` options.
 #[derive(Debug, Clone, clap::Args)]
@@ -31,6 +28,15 @@ pub struct Args {
     /// Changes.
     #[arg(long, default_value_t = 200)]
     pub changes: usize,
+    /// Pause between changes (`meshctl bench --churn 5` makes one every 200 ms; between pushes a
+    /// stream's state goes cold, so pacing them alike compares like with like).
+    #[arg(long, default_value = "5ms", value_parser = humantime::parse_duration)]
+    pub between: Duration,
+    /// Also measure the floor of the stack meshd serves ADS on: the same bytes as one gRPC message per
+    /// change on a streaming call, each acknowledged by its client, through tonic, hyper and h2 and
+    /// through h2 alone.
+    #[arg(long)]
+    pub stack: bool,
 }
 
 /// What the floor costs.
@@ -49,6 +55,9 @@ pub struct Floor {
     pub ms_per_change_per_1k_streams: f64,
     /// Bytes the readers received (all of them: `streams × bytes × changes`).
     pub received: u64,
+    /// With `--stack`: the same changes as gRPC messages over HTTP/2, through each server.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stack: Vec<super::stack_floor::StackFloor>,
 }
 
 /// Connects `streams` socket pairs, drains one side on a reader thread, writes from this thread.
@@ -78,20 +87,27 @@ pub fn run(args: &Args) -> Result<Floor, Error> {
         for w in &mut writers {
             w.write_all(&payload).map_err(io)?;
         }
-        std::thread::sleep(BETWEEN_CHANGES);
+        std::thread::sleep(args.between);
     }
     let writer_cpu_s = thread_cpu_s().unwrap_or_default() - before;
     drop(writers);
     let received = drain.join().unwrap_or_default();
+    let servers = match args.stack {
+        true => &[stack_floor::Server::Tonic, stack_floor::Server::H2][..],
+        false => &[],
+    };
+    let stack = servers
+        .iter()
+        .map(|s| stack_floor::run(*s, args))
+        .collect::<Result<_, _>>()?;
     Ok(Floor {
         streams: args.streams,
         bytes: args.bytes,
         changes: args.changes,
         writer_cpu_s,
-        ms_per_change_per_1k_streams: writer_cpu_s * 1e3
-            / args.changes.max(1) as f64
-            / (args.streams.max(1) as f64 / 1000.0),
+        ms_per_change_per_1k_streams: per_change_per_1k_streams(writer_cpu_s, args.changes, args.streams),
         received,
+        stack,
     })
 }
 
@@ -118,9 +134,20 @@ fn drain(mut readers: Vec<TcpStream>, total: u64) -> u64 {
     got
 }
 
-/// This thread's user + system CPU seconds (`/proc/thread-self/stat`).
+/// CPU seconds over `changes` to `streams` as milliseconds per change per 1,000 streams (`meshctl
+/// bench`'s unit).
+pub(super) fn per_change_per_1k_streams(cpu_s: f64, changes: usize, streams: usize) -> f64 {
+    cpu_s * 1e3 / changes.max(1) as f64 / (streams.max(1) as f64 / 1000.0)
+}
+
+/// This thread's user + system CPU seconds.
 fn thread_cpu_s() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/thread-self/stat").ok()?;
+    stat_cpu_s(std::path::Path::new("/proc/thread-self/stat"))
+}
+
+/// User + system CPU seconds of the process or thread whose `stat` file is `path`.
+pub(super) fn stat_cpu_s(path: &std::path::Path) -> Option<f64> {
+    let stat = std::fs::read_to_string(path).ok()?;
     let rest = stat.rsplit_once(')')?.1;
     let fields: Vec<&str> = rest.split_whitespace().collect();
     // After the command name: state is field 3, utime and stime fields 14 and 15.
@@ -138,6 +165,8 @@ mod tests {
             streams: 20,
             bytes: 1000,
             changes: 5,
+            between: Duration::from_millis(5),
+            stack: false,
         })
         .expect("loopback sockets");
         assert_eq!((floor.streams, floor.changes), (20, 5));

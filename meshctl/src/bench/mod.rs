@@ -22,6 +22,7 @@ mod real;
 pub mod report;
 pub mod restart;
 pub mod scope;
+pub mod stack_floor;
 pub mod storm;
 pub mod summary;
 pub mod target;
