@@ -113,8 +113,19 @@ impl ToolCpu {
     }
 }
 
+/// CPU seconds of this process's threads named `name` (a runtime's workers all carry its name).
+pub(super) fn threads_named(name: &str) -> f64 {
+    std::fs::read_dir("/proc/self/task")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("stat")).ok())
+        .filter_map(|stat| thread_cpu(&stat).filter(|(n, _)| *n == name).map(|(_, s)| s))
+        .sum()
+}
+
 /// `(comm, utime + stime seconds)` of one `/proc/<pid>/task/<tid>/stat` line.
-fn thread_cpu(stat: &str) -> Option<(&str, f64)> {
+pub(super) fn thread_cpu(stat: &str) -> Option<(&str, f64)> {
     let (head, rest) = stat.rsplit_once(')')?;
     let name = head.split_once('(')?.1;
     let fields: Vec<&str> = rest.split_whitespace().collect();

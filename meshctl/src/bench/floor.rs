@@ -1,7 +1,8 @@
 //! `meshctl bench-floor`: the floor under "CPU per change per 1,000 streams" (issue 34 §4): the same
 //! bytes a change costs each client written to that many loopback sockets, with no xDS, no HTTP/2 and
 //! no gRPC: one `write` per socket per change from one thread, whose own CPU is the figure. meshd's
-//! figure minus this one is what its protocol stack and push path add.
+//! figure minus this one is what its protocol stack and push path add. `--stack` also measures the
+//! stack's own floor ([`super::stack_floor`]).
 //!
 //! Owns: the sockets, the writer thread and its CPU. Does NOT: count the readers (a thread of their own
 //! drains every socket, so the writer never waits on a full buffer).
@@ -14,7 +15,7 @@ use std::{
 
 use serde::Serialize;
 
-use super::{Error, stack_floor, target::USER_HZ};
+use super::{Error, stack_floor};
 
 /// `meshctl bench-floor` options.
 #[derive(Debug, Clone, clap::Args)]
@@ -142,17 +143,8 @@ pub(super) fn per_change_per_1k_streams(cpu_s: f64, changes: usize, streams: usi
 
 /// This thread's user + system CPU seconds.
 fn thread_cpu_s() -> Option<f64> {
-    stat_cpu_s(std::path::Path::new("/proc/thread-self/stat"))
-}
-
-/// User + system CPU seconds of the process or thread whose `stat` file is `path`.
-pub(super) fn stat_cpu_s(path: &std::path::Path) -> Option<f64> {
-    let stat = std::fs::read_to_string(path).ok()?;
-    let rest = stat.rsplit_once(')')?.1;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // After the command name: state is field 3, utime and stime fields 14 and 15.
-    let ticks = |i: usize| fields.get(i - 3)?.parse::<f64>().ok();
-    Some((ticks(14)? + ticks(15)?) / USER_HZ)
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").ok()?;
+    super::cost::thread_cpu(&stat).map(|(_, seconds)| seconds)
 }
 
 #[cfg(test)]

@@ -36,7 +36,7 @@ use tokio::{net::TcpStream, sync::watch};
 use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream, WatchStream};
 use tonic::{Status, body::Body, server::NamedService};
 
-use super::Error;
+use super::{Error, cost};
 
 /// gRPC path of the floor's one method.
 const SERVICE: &str = "meshctl.floor.Floor";
@@ -152,7 +152,7 @@ fn measure(
         || counts.opened.load(Ordering::Relaxed) >= streams,
         "every stream opened",
     )?;
-    let before = threads_cpu_s(SERVER_THREADS);
+    let before = cost::threads_named(SERVER_THREADS);
     for change in 1..=changes as u64 {
         changed.send_replace(change);
         let want = change * streams as u64;
@@ -165,7 +165,7 @@ fn measure(
         )?;
         std::thread::sleep(between);
     }
-    let server_cpu_s = threads_cpu_s(SERVER_THREADS) - before;
+    let server_cpu_s = cost::threads_named(SERVER_THREADS) - before;
     let _ = stop.send(());
     drop(changed);
     let _ = server_rt.block_on(serving);
@@ -400,20 +400,6 @@ impl http_body::Body for Pushes {
     }
 }
 
-/// CPU seconds (user + system) of this process's threads whose name starts with `prefix`.
-fn threads_cpu_s(prefix: &str) -> f64 {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return 0.0;
-    };
-    tasks
-        .flatten()
-        .filter(|t| {
-            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim_end().starts_with(prefix))
-        })
-        .filter_map(|t| super::floor::stat_cpu_s(&t.path().join("stat")))
-        .sum()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -456,6 +442,6 @@ mod tests {
             .await
             .expect("spinning task");
         });
-        assert!(threads_cpu_s(SERVER_THREADS) > 0.0, "a busy server thread counts");
+        assert!(cost::threads_named(SERVER_THREADS) > 0.0, "a busy server thread counts");
     }
 }
