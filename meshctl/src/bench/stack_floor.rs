@@ -442,6 +442,9 @@ mod tests {
             .await
             .expect("spinning task");
         });
-        assert!(cost::threads_named(SERVER_THREADS) > 0.0, "a busy server thread counts");
+        assert!(
+            cost::threads_named(SERVER_THREADS) > 0.0,
+            "a busy server thread counts"
+        );
     }
 }
