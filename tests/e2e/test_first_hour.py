@@ -73,9 +73,11 @@ def test_taken_default_ports_move_and_the_banner_commands_work_as_printed(tmp_pa
     held = []
     for port in (8080, 15014):
         s = socket.socket(); s.bind(("127.0.0.1", port)); s.listen(); held.append(s)
+    open("{tmp_path}/held", "w").close()
     time.sleep(120)' &
     holder=$!
-    sleep 0.5
+    # meshd starts only once both ports are held (a slow start of the holder would lose them to meshd).
+    for i in $(seq 1 300); do [ -e {tmp_path}/held ] && break; sleep 0.1; done
     export MESHD_STATE_DIR={state} PATH={BIN_DIR}:$PATH
     meshd > {tmp_path}/out 2> {tmp_path}/err &
     pid=$!

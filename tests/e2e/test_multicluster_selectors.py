@@ -16,7 +16,7 @@ tests rewrite the file (meshd reloads it) and relabel namespaces, in order:
 - ``team-b`` labelled in cluster1 is discovered at once (endpoints, config, root ConfigMap); ``team-a``
   unlabelled in cluster2 loses its endpoints at once;
 - with a few namespaces selected each has its own watches: after cluster2's watches end with 410 Gone,
-  each namespace's relist prunes only its own objects (kube-sim);
+  each namespace's relist prunes only its own objects;
 - ★ the remote Secret's ``meshd.io/discovery-selectors`` annotation replaces the selectors for cluster2
   only, shows in /debug/clusterz, and removing it restores the mesh-wide ones; a malformed one is
   refused by name while the cluster keeps running;
@@ -27,6 +27,7 @@ tests rewrite the file (meshd reloads it) and relabel namespaces, in order:
 from __future__ import annotations
 
 import json
+import signal
 import time
 from pathlib import Path
 
@@ -135,7 +136,8 @@ def mesh(env, tmp_path_factory):
     config.write_text(SELECT)
     m = Meshd(root / "meshd", ["--kubeconfig", str(token_kubeconfig(c1, token, root / "meshd.kubeconfig")),
                                "--cluster-id", "cluster1", "--mesh-config", str(config),
-                               "--config-poll", "200ms"], ready_timeout=90)
+                               "--config-poll", "200ms", "--watch-timeout", f"{realk8s.WATCH_TIMEOUT}s"],
+              ready_timeout=90)
     m.config = config
     try:
         meshctl("add-cluster", "--name", "cluster2", "--kubeconfig", str(c2.kubeconfig), "--allow-loopback",
@@ -200,22 +202,31 @@ def test_a_namespace_that_starts_or_stops_matching_changes_at_once(env, mesh):
 
 
 def test_a_relist_prunes_only_its_own_namespace(env, mesh):
-    """With a few namespaces selected each has its own watches (cluster2: istio-system and team-a): after
-    cluster2's watches are dropped with their history compacted (410 Gone), every one relists, and each
-    prunes only what its own namespace lacks: cluster2's east-west gateway Service (istio-system) still
-    carries team-a to network1, and team-a's watches follow a later change. kube-sim only: the real
-    backend's API server restart outlasted its harness's 30 s here, and this meshd's watches do not time
-    out soon enough to end them otherwise."""
-    if env.backend != "kube-sim":
-        pytest.skip("kube-sim's fault API")
+    """With a few namespaces selected each has its own watches (cluster2: istio-system and team-a). meshd
+    is paused while cluster2 ends them (a real server: past meshd's --watch-timeout; kube-sim: dropped),
+    a slice is added to team-a and the store compacted past meshd's resourceVersions (etcd's compaction
+    API; kube-sim's compact fault). Resumed, every namespace's watches get 410 Gone and relist, and each
+    prunes only what its own namespace lacks: team-a gains the slice, cluster2's east-west gateway
+    Service (istio-system) still carries team-a to network1, and team-a's watches follow a later change."""
     c2 = env.c2
-    c2.fault(compact=True, dropWatches=True)
     extra = objects(A, "10.2.1.2")[1]
     extra["metadata"]["name"] = "web-extra"
     del extra["endpoints"][0]["targetRef"]  # no pod: served as is
-    apply(c2, [extra])
+
+    def gone() -> int:  # cluster2's watches answered 410 Gone (cluster2 never compacts on its own)
+        return sum("cluster=cluster2" in line and "410 Gone" in line for line in mesh.log().splitlines())
+
+    before = gone()
+    mesh.proc.send_signal(signal.SIGSTOP)
+    try:
+        env.end_watches(c2)
+        apply(c2, [extra])
+        env.compact(c2)
+    finally:
+        mesh.proc.send_signal(signal.SIGCONT)
+    eventually("cluster2's watches get 410 Gone", lambda: gone() > before, timeout=30)
     wait_eds(mesh, "cluster2", "network2", web(A), {"10.2.1.1:17070", "10.2.1.2:17070", f"{GATEWAY1}:15443"},
-             "cluster2's team-a followed after the relist")
+             "cluster2's team-a relisted with the new slice")
     wait_eds(mesh, "cluster1", "network1", web(A), {"10.1.1.1:17070", f"{GATEWAY2}:15443"},
              "cluster2's gateway kept by the other namespace's relist")
     c2.kubectl("delete", "endpointslice", "web-extra", "-n", A)
