@@ -9,8 +9,20 @@ root=$(pwd)
 cache="$root/tests/.cache"
 mkdir -p "$cache/bin"
 
-# Each step says when it starts (seconds since the suite began), so a slow step shows in CI logs.
-step() { printf '\n==> [%ss] %s\n' "$SECONDS" "$*"; }
+# Each step says when it starts (seconds since the suite began) and the disk left, so a slow step or a
+# filling disk shows in CI logs. A fresh clone's suite peaks near $need_gb GB (docs/CONTRIBUTING.md).
+need_gb=14
+free_gb() { df -Pk . | awk 'NR == 2 { printf "%.1f", $4 / 1048576 }'; }
+step() { printf '\n==> [%ss, %s GB free] %s\n' "$SECONDS" "$(free_gb)" "$*"; }
+if awk -v f="$(free_gb)" -v n="$need_gb" 'BEGIN { exit !(f < n) }'; then
+  echo "warning: $(free_gb) GB free here; a fresh suite needs about $need_gb GB (linkers die of SIGBUS on a full disk)" >&2
+fi
+if [ "${CI:-}" = true ]; then
+  # A clean checkout builds once: incremental state would only take disk (GBs for meshd's test targets).
+  export CARGO_INCREMENTAL=0
+  # Go's build and module caches live in the checkout and are removed once the peers are built.
+  export GOCACHE="$cache/go/build" GOMODCACHE="$cache/go/mod"
+fi
 
 step "Python test dependencies (tests/.venv)"
 if [ ! -x tests/.venv/bin/python ]; then
@@ -88,6 +100,11 @@ step "grpc-go xDS client (tests/peers/grpcgo/build.sh)"
 # tests/.cache/bin; its tests skip without it, and build.sh says so where Go is absent.
 tests/peers/grpcgo/build.sh
 if [ -x "$cache/bin/grpc-go-xds-client" ]; then export GRPC_GO_XDS_CLIENT="$cache/bin/grpc-go-xds-client"; fi
+
+if [ "${CI:-}" = true ] && command -v go >/dev/null 2>&1; then
+  go clean -cache -modcache
+  rm -rf "$cache/go"
+fi
 
 step "HAProxy: the real SNI-routing east-west gateway (tests/.cache/haproxy)"
 # Optional: Debian's haproxy package and the libraries it needs beyond a base system, unpacked (not

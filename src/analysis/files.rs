@@ -1,5 +1,5 @@
 //! Analyzer input from YAML files, as `istioctl analyze --use-kube=false` reads them (`meshctl analyze
-//! -f`, and Istio's analyzer table in `tests/analysis_istio.rs`): the Istio objects of the kinds meshd
+//! -f`, and Istio's analyzer table in `tests/integration/analysis_istio.rs`): the Istio objects of the kinds meshd
 //! reads, decoded without validation so that invalid ones are analyzed too (each also reported as
 //! IST0106 with meshd's reason), and the Kubernetes Services, Pods and Nodes turned into one cluster's
 //! registry, `files`. `kind: List` documents contribute their items; other kinds are skipped.

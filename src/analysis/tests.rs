@@ -1,5 +1,5 @@
 //! The analyzers on a two-cluster registry: references resolve in any cluster, and each message
-//! names its object and code. Istio's own analyzer table runs in `tests/analysis_istio.rs`.
+//! names its object and code. Istio's own analyzer table runs in `tests/integration/analysis_istio.rs`.
 
 use std::sync::Arc;
 

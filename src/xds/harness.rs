@@ -1,6 +1,6 @@
 //! An in-process ADS harness: meshd's real [`AdsServer`] serving a [`StaticMesh`] on a loopback port,
 //! and a small client to drive it (request → response → ACK or NACK, expect silence) over state of the
-//! world or delta. The protocol tests (`tests/xds_protocol.rs`), the fuzz targets (`tests/fuzz`) and
+//! world or delta. The protocol tests (`tests/integration/xds_protocol.rs`), the fuzz targets (`tests/fuzz`) and
 //! the `xds-fixture` example the Python e2e tests drive all start their server here.
 //!
 //! Owns: the fixtures' [`SnapshotSource`] ([`Meshes`]: every publish is one snapshot, as the aggregate

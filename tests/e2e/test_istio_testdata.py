@@ -4,7 +4,7 @@ kubectl into the sandbox and on into meshd (issue 31): representative files of I
 accepts every object; each `*-invalid.yaml` case the sandbox API server admits is rejected by meshd with the
 field Istio's `_err` names. Only meshd's side is judged here: which invalid cases the API server itself
 refuses (CEL rules, ranges) is the sandbox's business. The full corpus without kubectl is
-tests/istio_conformance.rs."""
+tests/integration/istio_conformance.rs."""
 
 import json
 import os
@@ -110,7 +110,7 @@ def test_istios_invalid_cases_that_the_api_server_admits_are_rejected_by_meshd_n
           f"{len(admitted)} admitted and judged by meshd")
     if not admitted:
         pytest.skip("the API server refused every invalid case itself (its CEL rules); meshd's own "
-                    "rejection of them is tests/istio_conformance.rs")
+                    "rejection of them is tests/integration/istio_conformance.rs")
 
     def all_seen():
         objs = configz(mesh)

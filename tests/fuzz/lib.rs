@@ -1,4 +1,4 @@
-//! The target bodies, shared with the stable loop in `tests/torture_fuzz.rs`.
+//! The target bodies, shared with the stable loop in `tests/integration/torture_fuzz.rs`.
 #[path = "targets.rs"]
 mod targets;
 pub use targets::*;

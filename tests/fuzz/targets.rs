@@ -1,5 +1,5 @@
 //! The fuzz targets' bodies, shared by the cargo-fuzz crate (`tests/fuzz`, libFuzzer on nightly) and the
-//! stable seeded loop in `tests/torture_fuzz.rs`. Each takes arbitrary bytes and must not panic, hang
+//! stable seeded loop in `tests/integration/torture_fuzz.rs`. Each takes arbitrary bytes and must not panic, hang
 //! or allocate without bound; where a parse succeeds, a cheap invariant is checked too.
 
 use std::collections::BTreeSet;

@@ -2,7 +2,7 @@
 //! authenticators and the CreateCertificate service; real TLS clients (tonic and tokio-rustls); service-
 //! account tokens issued and reviewed by the Kubernetes API simulator.
 
-mod common;
+use crate::common;
 
 use std::{path::Path, sync::Arc, time::Duration};
 

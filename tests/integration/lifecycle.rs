@@ -1,6 +1,6 @@
 //! The real `meshd` binary: readiness, metrics, graceful SIGTERM, and config files at start and reload.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -8,7 +8,7 @@
 //!   `<kind>-invalid.yaml` rejected, with a reason that names a field (the field Istio's `_err`
 //!   names, where it names one), for the kinds meshd reads.
 //!
-//! The match rate is printed per kind (`cargo test --test istio_conformance -- --nocapture`); the
+//! The match rate is printed per kind (`cargo test --test integration istio_conformance -- --nocapture`); the
 //! exact set of known misses is asserted, so a new miss and a fix both fail until this list says so.
 //! Without the folder (CI without `shared/`) the test says so and passes.
 

@@ -4,7 +4,7 @@
 //! remote secret, with that remote's credentials, until the remote is removed. A remote whose
 //! credentials may not write gets one warning; the primary keeps publishing.
 
-mod common;
+use crate::common;
 
 use std::{collections::BTreeMap, path::Path, sync::Arc, time::Duration};
 

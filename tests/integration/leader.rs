@@ -1,7 +1,7 @@
 //! Leader election against the API server simulator: two electors, exactly one leader, hand-over on
 //! graceful stop (release) and on crash (expiry), and leader-only duties that never overlap.
 
-mod common;
+use crate::common;
 
 use std::{
     sync::{

@@ -7,15 +7,15 @@
 //! reports the target, seed, iteration and the input in hex, so it can be committed to the corpus
 //! and becomes a regression test (every corpus file is replayed first).
 
-#[path = "fuzz/targets.rs"]
+#[path = "../fuzz/targets.rs"]
 #[allow(unreachable_pub)]
 mod targets;
 
-#[path = "fuzz/stream.rs"]
+#[path = "../fuzz/stream.rs"]
 #[allow(unreachable_pub)]
 mod stream;
 
-mod common;
+use crate::common;
 
 use std::{
     collections::HashSet,

@@ -1,7 +1,7 @@
 //! Cluster discovery against simulated API servers, kube-rs doing the talking: remote secrets add,
 //! remove, rotate and misconfigure clusters; faults and timeouts keep the last good state, then converge.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
