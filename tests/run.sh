@@ -11,7 +11,7 @@ mkdir -p "$cache/bin"
 
 # Each step says when it starts (seconds since the suite began) and the disk left, so a slow step or a
 # filling disk shows in CI logs. A fresh clone's suite peaks near $need_gb GB (docs/CONTRIBUTING.md).
-need_gb=14
+need_gb=8
 free_gb() { df -Pk . | awk 'NR == 2 { printf "%.1f", $4 / 1048576 }'; }
 step() { printf '\n==> [%ss, %s GB free] %s\n' "$SECONDS" "$(free_gb)" "$*"; }
 if awk -v f="$(free_gb)" -v n="$need_gb" 'BEGIN { exit !(f < n) }'; then

@@ -109,6 +109,7 @@ class Gateway:
         check = self._run(["-c", "-f", str(self.cfg)])
         assert check.returncode == 0, f"HAProxy refuses the configuration:\n{check.stdout}{check.stderr}\n{config}"
         self.stop()
+        since = self.log_size()
         self.proc = subprocess.Popen([str(BINARY), "-db", "-f", str(self.cfg)], env=self._env(),
                                      stdout=open(self.tmp / "haproxy.log", "a"), stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 10
@@ -116,11 +117,16 @@ class Gateway:
         while True:
             try:
                 socket.create_connection(self.bind, timeout=0.5).close()
-                return
+                break
             except OSError:
                 assert self.proc.poll() is None, (self.tmp / "haproxy.log").read_text()
                 assert time.monotonic() < deadline, "HAProxy did not start listening"
                 time.sleep(0.05)
+        # The probe is a connection too, logged when HAProxy has seen it close: wait for its line, so
+        # that a test's later log_size() never counts it as traffic (under load it came a moment late).
+        while not self.connections(since):
+            assert time.monotonic() < deadline, "HAProxy did not log the readiness probe"
+            time.sleep(0.02)
 
     def log_size(self) -> int:
         """Where the log ends now: :meth:`connections` ``since`` this reads only later connections."""
