@@ -226,7 +226,7 @@ def test_readme_cites_tests_that_exist():
     for table in re.findall(r"`conformance/([\w-]+\.yaml)`", readme):
         assert (TABLES / table).is_file(), table
         cited += 1
-    for path, funcs in re.findall(r"`tests/(\w+\.rs)`(?: \(([^)]*)\))?", readme):
+    for path, funcs in re.findall(r"`tests/((?:\w+/)*\w+\.rs)`(?: \(([^)]*)\))?", readme):
         source = (root / "kube-sim" / "tests" / path).read_text()
         for func in re.findall(r"`(\w+)`", funcs):
             assert re.search(rf"fn {func}\b", source), f"{path}: no fn {func}"
