@@ -63,30 +63,29 @@ pub struct Floor {
 
 /// Connects `streams` socket pairs, drains one side on a reader thread, writes from this thread.
 pub fn run(args: &Args) -> Result<Floor, Error> {
-    let io = |e: std::io::Error| Error::io(std::path::Path::new("loopback"), e);
-    let listener = TcpListener::bind("127.0.0.1:0").map_err(io)?;
-    let addr = listener.local_addr().map_err(io)?;
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(Error::loopback)?;
+    let addr = listener.local_addr().map_err(Error::loopback)?;
     let mut writers = Vec::with_capacity(args.streams);
     let mut readers = Vec::with_capacity(args.streams);
     for _ in 0..args.streams {
-        readers.push(TcpStream::connect(addr).map_err(io)?);
-        let (w, _) = listener.accept().map_err(io)?;
-        w.set_nodelay(true).map_err(io)?;
+        readers.push(TcpStream::connect(addr).map_err(Error::loopback)?);
+        let (w, _) = listener.accept().map_err(Error::loopback)?;
+        w.set_nodelay(true).map_err(Error::loopback)?;
         writers.push(w);
     }
     for r in &readers {
-        r.set_nonblocking(true).map_err(io)?;
+        r.set_nonblocking(true).map_err(Error::loopback)?;
     }
     let total = (args.streams * args.bytes * args.changes) as u64;
     let drain = std::thread::Builder::new()
         .name("floor-readers".into())
         .spawn(move || drain(readers, total))
-        .map_err(io)?;
+        .map_err(Error::loopback)?;
     let payload = vec![b'x'; args.bytes];
     let before = thread_cpu_s().unwrap_or_default();
     for _ in 0..args.changes {
         for w in &mut writers {
-            w.write_all(&payload).map_err(io)?;
+            w.write_all(&payload).map_err(Error::loopback)?;
         }
         std::thread::sleep(args.between);
     }

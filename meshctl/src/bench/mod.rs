@@ -99,6 +99,9 @@ pub enum Error {
     /// The options contradict each other.
     #[error("invalid bench options: {0}")]
     Options(String),
+    /// A floor measurement (`bench-floor`) failed on its own loopback clients and servers.
+    #[error("measuring the floor: {0}")]
+    Floor(String),
 }
 
 impl Error {
@@ -107,6 +110,11 @@ impl Error {
             path: path.to_owned(),
             source,
         }
+    }
+
+    /// An I/O error of the floors' loopback sockets.
+    fn loopback(source: std::io::Error) -> Self {
+        Error::io(Path::new("loopback"), source)
     }
 }
 

@@ -94,17 +94,13 @@ pub fn run(server: Server, args: &super::floor::Args) -> Result<StackFloor, Erro
     std::thread::Builder::new()
         .name("stack-floor".into())
         .spawn(move || measure(server, streams, bytes, changes, between))
-        .map_err(loopback)?
+        .map_err(Error::loopback)?
         .join()
-        .map_err(|_| Error::Options("the stack floor's thread panicked".into()))?
-}
-
-fn loopback(e: std::io::Error) -> Error {
-    Error::io(std::path::Path::new("loopback"), e)
+        .map_err(|_| Error::Floor("the stack floor's thread panicked".into()))?
 }
 
 fn timed_out(what: String) -> Error {
-    loopback(std::io::Error::new(std::io::ErrorKind::TimedOut, what))
+    Error::loopback(std::io::Error::new(std::io::ErrorKind::TimedOut, what))
 }
 
 fn measure(
@@ -121,15 +117,15 @@ fn measure(
             .thread_name(name)
             .enable_all()
             .build()
-            .map_err(loopback)
+            .map_err(Error::loopback)
     };
     let (server_rt, client_rt) = (runtime(SERVER_THREADS)?, runtime("floor-clients")?);
     let counts = Arc::new(Counts::default());
     let (changed, watch) = watch::channel(0u64);
     let listener = server_rt
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .map_err(loopback)?;
-    let addr = listener.local_addr().map_err(loopback)?;
+        .map_err(Error::loopback)?;
+    let addr = listener.local_addr().map_err(Error::loopback)?;
     let service = Floor {
         message: Bytes::from(message(bytes)),
         watch,
@@ -138,16 +134,14 @@ fn measure(
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let serving = server_rt.spawn(serve(server, listener, service, stopped));
     let message_len = (bytes + 5) as u64;
-    client_rt
-        .block_on(async {
-            for _ in 0..streams {
-                let counts = counts.clone();
-                let stream = client(addr, message_len, counts).await?;
-                tokio::spawn(stream);
-            }
-            Ok::<_, Error>(())
-        })
-        .map_err(|e| Error::Options(format!("connecting the floor's clients: {e}")))?;
+    client_rt.block_on(async {
+        for _ in 0..streams {
+            let counts = counts.clone();
+            let stream = client(addr, message_len, counts).await?;
+            tokio::spawn(stream);
+        }
+        Ok::<_, Error>(())
+    })?;
     wait_until(
         || counts.opened.load(Ordering::Relaxed) >= streams,
         "every stream opened",
@@ -291,11 +285,11 @@ async fn client(
     message_len: u64,
     counts: Arc<Counts>,
 ) -> Result<impl Future<Output = ()> + Send + 'static, Error> {
-    let tcp = TcpStream::connect(addr).await.map_err(loopback)?;
-    tcp.set_nodelay(true).map_err(loopback)?;
+    let tcp = TcpStream::connect(addr).await.map_err(Error::loopback)?;
+    tcp.set_nodelay(true).map_err(Error::loopback)?;
     let (mut sender, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
         .await
-        .map_err(|e| Error::Options(format!("HTTP/2 handshake: {e}")))?;
+        .map_err(|e| Error::Floor(format!("the stack floor's HTTP/2 handshake: {e}")))?;
     tokio::spawn(conn);
     let (acks, ack_rx) = tokio::sync::mpsc::channel::<Bytes>(4);
     let body = StreamBody::new(ReceiverStream::new(ack_rx).map(|b| Ok::<_, Infallible>(Frame::data(b))));
@@ -303,7 +297,7 @@ async fn client(
         .header(http::header::CONTENT_TYPE, "application/grpc")
         .header(http::header::TE, "trailers")
         .body(body)
-        .map_err(|e| Error::Options(format!("floor request: {e}")))?;
+        .map_err(|e| Error::Floor(format!("the stack floor's request: {e}")))?;
     let ack = Bytes::from(message(ACK_BYTES));
     Ok(async move {
         let Ok(response) = sender.send_request(request).await else {
